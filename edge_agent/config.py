@@ -1,0 +1,112 @@
+"""Settings: every field has a default and a help line.
+
+Precedence, lowest first: defaults < config file (/etc/edge-agent/config.toml,
+or the file named by EDGE_AGENT_CONFIG) < EDGE_AGENT_* environment variables
+< keyword overrides (tests, CLI flags).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+DEFAULT_CONFIG_FILE = Path("/etc/edge-agent/config.toml")
+
+
+def _config_file() -> Path:
+    return Path(os.environ.get("EDGE_AGENT_CONFIG", DEFAULT_CONFIG_FILE))
+
+
+class Settings(BaseSettings):
+    """The daemon's configuration; see `edge-agent doctor` for the values in force."""
+
+    model_config = SettingsConfigDict(env_prefix="EDGE_AGENT_", extra="ignore", validate_assignment=True)
+
+    # --- storage -----------------------------------------------------------
+    models_dir: Path = Field(Path("models"), description="Folder that holds model bundles (one sub-folder each).")
+    model: str = Field("default", description="Name of the bundle under models_dir to serve, or a path to a bundle.")
+    data_dir: Path = Field(Path("var"), description="Folder for the SQLite database and other state.")
+    index_dir: Path = Field(Path("index"), description="Folder for the document index (FAISS files).")
+
+    # --- engine ------------------------------------------------------------
+    threads: int = Field(0, ge=0, description="Intra-op threads for onnxruntime; 0 = one per physical core.")
+    device: str = Field("auto", description="Execution device: auto (GPU when one is found), cpu or cuda.")
+    context_length: int = Field(
+        4096, ge=64, description="Most tokens (prompt + completion) one sequence may hold; capped by the model's own limit."
+    )
+    max_batch: int = Field(16, ge=1, le=256, description="Most sequences decoded together in one step.")
+    prefill_chunk: int = Field(512, ge=16, description="Prompt tokens prefilled per step, so long prompts do not stall others.")
+    prefix_cache_entries: int = Field(8, ge=0, description="Prompt prefixes whose key/value cache is kept for reuse.")
+
+    # --- server ------------------------------------------------------------
+    host: str = Field("127.0.0.1", description="Address to bind; anything but loopback needs api_keys.")
+    port: int = Field(8080, ge=0, le=65535, description="TCP port to bind (0 = any free port).")
+    server_threads: int = Field(32, ge=1, description="HTTP worker threads (each slow client holds one).")
+    api_keys: list[str] = Field(default_factory=list, description="Accepted bearer tokens; empty = no auth (loopback only).")
+    api_key_file: Path | None = Field(None, description="File with one accepted bearer token per line.")
+    allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1", "[::1]", "::1"],
+        description="Host header values accepted (DNS-rebinding guard); '*' accepts any.",
+    )
+    cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty = CORS off.")
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond).")
+    max_queue: int = Field(64, ge=1, description="Requests that may wait for a batch slot before 429.")
+    request_timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit of one generation request.")
+    max_tokens_limit: int = Field(4096, ge=1, description="Largest max_tokens a request may ask for.")
+    max_messages: int = Field(256, ge=1, description="Most chat messages in one request.")
+    shutdown_grace_s: float = Field(20.0, ge=0, description="Seconds running requests get to finish on SIGTERM.")
+
+    # --- documents (RAG) ---------------------------------------------------
+    embedding_model: str = Field(
+        "all-MiniLM-L6-v2", description="Embedding model: 'all-MiniLM-L6-v2' (packaged) or a sentence-transformers folder."
+    )
+    ingest_roots: list[Path] = Field(default_factory=list, description="Folders the server may read documents from by path.")
+    max_file_bytes: int = Field(50 * 1024 * 1024, ge=1, description="Largest document accepted for ingestion.")
+    chunk_tokens: int = Field(200, ge=16, description="Chunk size in embedding-model tokens.")
+    chunk_overlap: int = Field(40, ge=0, description="Tokens shared by neighbouring chunks.")
+    ann_threshold: int = Field(50_000, ge=1, description="Chunks beyond which an approximate (HNSW) index is built.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = _config_file()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if path.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    def bundle_path(self) -> Path:
+        """The folder of the bundle to serve (`model` may be a name or a path)."""
+        p = Path(self.model)
+        if p.is_absolute() or len(p.parts) > 1:
+            return p
+        return self.models_dir / self.model
+
+    def accepted_keys(self) -> list[str]:
+        """API keys from the config and the key file (blank lines and # comments skipped)."""
+        keys = [k for k in self.api_keys if k]
+        if self.api_key_file is not None:
+            for line in self.api_key_file.read_text(encoding="utf-8").splitlines():
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    keys.append(line)
+        return keys
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every field with its value and help line (for `edge-agent doctor`)."""
+        out = []
+        for name, info in type(self).model_fields.items():
+            value = getattr(self, name)
+            if name == "api_keys":
+                value = f"<{len(value)} keys>"
+            out.append({"name": name, "value": str(value), "help": info.description or ""})
+        return out

@@ -1,0 +1,150 @@
+"""One onnxruntime session over our graph, with the key/value cache kept in place.
+
+The cache is one preallocated buffer per layer and kind, [slots, kv_heads,
+max_len, head_dim]. A step over the first B slots binds the first B rows of
+every buffer as both past and present, so GroupQueryAttention appends the new
+keys/values in place: no step copies the cache. Small input tensors live in
+preallocated arrays bound once; a decode step only writes into them and runs.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CacheShape:
+    layers: int
+    kv_heads: int
+    head_dim: int
+    slots: int
+    max_len: int
+
+    @property
+    def slot_bytes(self) -> int:
+        return self.kv_heads * self.max_len * self.head_dim * 4
+
+
+def make_session(model_path: Path, threads: int, providers: list[str] | None = None, optimized_path: Path | None = None) -> ort.InferenceSession:
+    """An InferenceSession with all graph optimisations; saves the optimised graph once when asked.
+
+    Raises onnxruntime's errors for unreadable graphs.
+    """
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if threads > 0:
+        so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    so.enable_mem_pattern = False  # shapes change every step
+    return ort.InferenceSession(str(model_path), so, providers=providers or ["CPUExecutionProvider"])
+
+
+class OnnxModel:
+    """Runs prefill and batched decode steps of one model over a slot-based cache."""
+
+    def __init__(self, session: ort.InferenceSession, cache: CacheShape, vocab_size: int):
+        self.session = session
+        self.cache = cache
+        self.vocab_size = vocab_size
+        c = cache
+        # np.zeros maps lazily: untouched cache pages cost no resident memory.
+        self.keys = [np.zeros((c.slots, c.kv_heads, c.max_len, c.head_dim), np.float32) for _ in range(c.layers)]
+        self.values = [np.zeros((c.slots, c.kv_heads, c.max_len, c.head_dim), np.float32) for _ in range(c.layers)]
+        self.logits = np.zeros((c.slots, vocab_size), np.float32)
+        self._decode_bindings: dict[int, tuple[ort.IOBinding, dict[str, np.ndarray]]] = {}
+        self.steps = 0
+        self.step_seconds = 0.0
+
+    # -- binding helpers ---------------------------------------------------
+    def _bind_cache(self, io: ort.IOBinding, first: int, count: int) -> None:
+        c = self.cache
+        shape = [count, c.kv_heads, c.max_len, c.head_dim]
+        for i in range(c.layers):
+            for kind, bufs in (("key", self.keys), ("value", self.values)):
+                ptr = bufs[i].ctypes.data + first * c.slot_bytes
+                io.bind_input(f"past_{kind}_{i}", "cpu", 0, np.float32, shape, ptr)
+                io.bind_output(f"present_{kind}_{i}", "cpu", 0, np.float32, shape, ptr)
+
+    def _bind_array(self, io: ort.IOBinding, name: str, arr: np.ndarray) -> None:
+        io.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+
+    def _run(self, io: ort.IOBinding) -> None:
+        t = time.perf_counter()
+        self.session.run_with_iobinding(io)
+        self.step_seconds += time.perf_counter() - t
+        self.steps += 1
+
+    # -- steps ---------------------------------------------------------------
+    def prefill(self, slot: int, token_ids: np.ndarray, start: int) -> np.ndarray:
+        """Run token_ids (positions start..) for the sequence in `slot`; returns its next-token logits [vocab].
+
+        The slot's cache must already hold positions 0..start-1.
+        """
+        n = int(token_ids.shape[0])
+        if start + n > self.cache.max_len:
+            raise ValueError(f"sequence would exceed the cache ({start + n} > {self.cache.max_len})")
+        io = self.session.io_binding()
+        ids = np.ascontiguousarray(token_ids.reshape(1, n), dtype=np.int64)
+        pos = np.arange(start, start + n, dtype=np.int64).reshape(1, n)
+        seqlens = np.array([start + n - 1], np.int32)
+        total = np.array(start + n, np.int32)
+        for name, arr in (("input_ids", ids), ("position_ids", pos), ("seqlens_k", seqlens), ("total_seq_len", total)):
+            self._bind_array(io, name, arr)
+        self._bind_cache(io, slot, 1)
+        out = self.logits[slot : slot + 1]
+        io.bind_output("logits", "cpu", 0, np.float32, [1, self.vocab_size], out.ctypes.data)
+        self._run(io)
+        return self.logits[slot]
+
+    def decode(self, token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """One step for slots 0..B-1: token_ids [B] at positions lengths [B]; returns logits [B, vocab]."""
+        b = int(token_ids.shape[0])
+        bound = self._decode_bindings.get(b)
+        if bound is None:
+            io = self.session.io_binding()
+            arrays = {
+                "input_ids": np.zeros((b, 1), np.int64),
+                "position_ids": np.zeros((b, 1), np.int64),
+                "seqlens_k": np.zeros((b,), np.int32),
+                "total_seq_len": np.zeros((), np.int32),
+            }
+            for name, arr in arrays.items():
+                self._bind_array(io, name, arr)
+            self._bind_cache(io, 0, b)
+            io.bind_output("logits", "cpu", 0, np.float32, [b, self.vocab_size], self.logits.ctypes.data)
+            bound = self._decode_bindings[b] = (io, arrays)
+        io, arrays = bound
+        arrays["input_ids"][:, 0] = token_ids
+        arrays["position_ids"][:, 0] = lengths
+        arrays["seqlens_k"][:] = lengths
+        arrays["total_seq_len"][...] = int(lengths.max()) + 1
+        self._run(io)
+        return self.logits[:b]
+
+    def move_slot(self, src: int, dst: int, length: int) -> None:
+        """Copy the first `length` cached positions of slot src into slot dst."""
+        if src == dst or length <= 0:
+            return
+        for bufs in (self.keys, self.values):
+            for buf in bufs:
+                buf[dst, :, :length] = buf[src, :, :length]
+
+    def copy_prefix(self, slot: int, keys: list[np.ndarray], values: list[np.ndarray]) -> None:
+        """Write saved key/value arrays [kv_heads, n, head_dim] per layer into positions 0..n-1 of slot."""
+        for buf, saved in zip(self.keys, keys):
+            buf[slot, :, : saved.shape[1]] = saved
+        for buf, saved in zip(self.values, values):
+            buf[slot, :, : saved.shape[1]] = saved
+
+    def read_prefix(self, slot: int, n: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Copies of positions 0..n-1 of slot, per layer."""
+        return [b[slot, :, :n].copy() for b in self.keys], [b[slot, :, :n].copy() for b in self.values]

@@ -1,0 +1,133 @@
+"""Plain data types shared by the engine and its callers (no onnxruntime here)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "cancelled", "timeout", "error"]
+
+
+class EngineError(Exception):
+    """Base class for errors the engine reports to callers (safe to show a user)."""
+
+
+class ContextLengthError(EngineError):
+    """The prompt plus max_tokens does not fit the model's context window."""
+
+    def __init__(self, prompt_tokens: int, max_tokens: int, context_length: int):
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens
+        self.context_length = context_length
+        super().__init__(
+            f"this model's context is {context_length} tokens; the prompt has {prompt_tokens} tokens "
+            f"and {max_tokens} more were requested ({prompt_tokens + max_tokens} in all): "
+            "shorten the prompt or lower max_tokens"
+        )
+
+
+class QueueFullError(EngineError):
+    """The scheduler's queue is full; retry after `retry_after` seconds."""
+
+    def __init__(self, retry_after: float = 1.0):
+        self.retry_after = retry_after
+        super().__init__("the server is busy: too many requests are waiting; retry shortly")
+
+
+@dataclass
+class SamplingParams:
+    """How to pick each next token; temperature 0 means greedy.
+
+    Raises ValueError from validate() for values no sampler accepts.
+    """
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    ignore_eos: bool = False
+
+    def validate(self) -> "SamplingParams":
+        def finite(name: str, v: float) -> None:
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise ValueError(f"{name} must be a finite number")
+
+        for name in ("temperature", "top_p", "min_p", "repetition_penalty"):
+            finite(name, getattr(self, name))
+        if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
+            raise ValueError("max_tokens must be an integer of at least 1")
+        if self.temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ValueError("top_p must be in (0, 1]")
+        if not 0 <= self.min_p <= 1:
+            raise ValueError("min_p must be in [0, 1]")
+        if self.repetition_penalty <= 0:
+            raise ValueError("repetition_penalty must be > 0")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError("top_k must be an integer >= 0")
+        if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
+            raise ValueError("seed must be an integer")
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise ValueError("stop must be non-empty strings")
+        return self
+
+
+@dataclass
+class Usage:
+    """Token counts and timings of one generation (seconds)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    queue_s: float = 0.0
+    prefill_s: float = 0.0
+    ttft_s: float = 0.0
+    decode_s: float = 0.0
+    total_s: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def decode_tok_s(self) -> float:
+        return (self.completion_tokens - 1) / self.decode_s if self.decode_s > 0 and self.completion_tokens > 1 else 0.0
+
+    def as_dict(self) -> dict:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "cached_tokens": self.cached_tokens,
+            "queue_ms": round(self.queue_s * 1000, 2),
+            "prefill_ms": round(self.prefill_s * 1000, 2),
+            "ttft_ms": round(self.ttft_s * 1000, 2),
+            "decode_ms": round(self.decode_s * 1000, 2),
+            "total_ms": round(self.total_s * 1000, 2),
+            "decode_tok_s": round(self.decode_tok_s, 2),
+        }
+
+
+@dataclass
+class TextDelta:
+    """A piece of generated text: always whole UTF-8 characters."""
+
+    text: str
+    token_ids: list[int]
+
+
+@dataclass
+class Finished:
+    """The last event of a generation."""
+
+    text: str
+    finish_reason: FinishReason
+    usage: Usage
+    token_ids: list[int]
+    error: str | None = None

@@ -1,0 +1,257 @@
+"""Write a decoder-only transformer as one ONNX graph built for our engine.
+
+The graph takes `input_ids`, `position_ids`, `seqlens_k` (total length - 1 per row),
+`total_seq_len` and one key/value buffer per layer of shape [batch, kv_heads,
+max_len, head_dim]. Attention is onnxruntime's GroupQueryAttention, which
+writes new keys and values into that same buffer in place (the engine binds
+past and present to one OrtValue), so no step copies the cache. Only the last
+position's logits leave the graph: [batch, vocab].
+
+Linear layers are int8 with one scale per output channel
+(DynamicQuantizeMatMul); with tied embeddings the embedding table is that
+same int8 matrix, gathered by column.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from edge_agent.models.spec import ArchSpec
+
+OPSET = 21
+MS = "com.microsoft"
+DATA_FILE = "model.onnx.data"
+
+
+def quantize_columns(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 per column of w [in, out]: returns (q int8 [in, out], scale float32 [out])."""
+    amax = np.abs(w).max(axis=0)
+    scale = (amax / 127.0).astype(np.float32)
+    scale[scale == 0] = 1.0
+    q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+    return q, scale
+
+
+class _Graph:
+    def __init__(self, quantize: bool):
+        self.quantize = quantize
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self._n = 0
+
+    def name(self, base: str) -> str:
+        self._n += 1
+        return f"{base}_{self._n}"
+
+    def init(self, name: str, arr: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> list[str]:
+        outs = [self.name(op_type) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=self.name(op_type + "_node"), domain=domain, **attrs))
+        return outs
+
+    def op1(self, op_type: str, inputs: list[str], domain: str = "", **attrs) -> str:
+        return self.op(op_type, inputs, 1, domain, **attrs)[0]
+
+    def const(self, arr: np.ndarray, base: str = "const") -> str:
+        return self.init(self.name(base), arr)
+
+    def linear(self, x: str, w: np.ndarray, bias: np.ndarray | None, base: str) -> str:
+        """x @ w (+ bias), w given as [in, out] float32."""
+        if self.quantize:
+            q, scale = quantize_columns(w)
+            inputs = [x, self.init(base + ".qweight", q), self.init(base + ".scale", scale), ""]
+            if bias is not None:
+                inputs.append(self.init(base + ".bias", bias.astype(np.float32)))
+            else:
+                inputs = inputs[:3]
+            return self.op1("DynamicQuantizeMatMul", inputs, domain=MS)
+        y = self.op1("MatMul", [x, self.init(base + ".weight", w.astype(np.float32))])
+        if bias is not None:
+            y = self.op1("Add", [y, self.init(base + ".bias", bias.astype(np.float32))])
+        return y
+
+    def rms(self, x: str, w: np.ndarray, eps: float, base: str) -> str:
+        return self.op1("SimplifiedLayerNormalization", [x, self.init(base, w.astype(np.float32))], axis=-1, epsilon=eps)
+
+    def skip_rms(self, x: str, skip: str, w: np.ndarray, eps: float, base: str) -> tuple[str, str]:
+        """Returns (rms(x + skip) * w, x + skip)."""
+        out, _, _, total = self.op(
+            "SkipSimplifiedLayerNormalization", [x, skip, self.init(base, w.astype(np.float32))], 4, MS, epsilon=eps
+        )
+        return out, total
+
+
+def _weights_getter(state: Mapping[str, np.ndarray]) -> Callable[[str], np.ndarray | None]:
+    prefixes = ["model.", "model.language_model.", "language_model.model.", ""]
+
+    def get(name: str) -> np.ndarray | None:
+        for p in prefixes:
+            if p + name in state:
+                return np.asarray(state[p + name], dtype=np.float32)
+        return None
+
+    return get
+
+
+def build_model(
+    spec: ArchSpec,
+    state: Mapping[str, np.ndarray],
+    rope: dict[str, tuple[np.ndarray, np.ndarray]],
+    quantize: bool = True,
+) -> onnx.ModelProto:
+    """Build the ONNX graph from HF-named weights (numpy, [out, in] linear layout).
+
+    Raises KeyError naming the first weight the checkpoint lacks.
+    """
+    g = _Graph(quantize)
+    get = _weights_getter(state)
+
+    def need(name: str) -> np.ndarray:
+        w = get(name)
+        if w is None:
+            raise KeyError(f"checkpoint has no weight {name!r}")
+        return w
+
+    off = spec.norm_offset
+    d, hd, nh, nkv = spec.hidden_size, spec.head_dim, spec.num_heads, spec.num_kv_heads
+    vocab = spec.vocab_size
+
+    cos_g = g.init("rope.global.cos", rope["global"][0])
+    sin_g = g.init("rope.global.sin", rope["global"][1])
+    if rope["local"] is rope["global"]:
+        cos_l, sin_l = cos_g, sin_g
+    else:
+        cos_l = g.init("rope.local.cos", rope["local"][0])
+        sin_l = g.init("rope.local.sin", rope["local"][1])
+
+    # --- embedding (and the output projection that may share its int8 matrix)
+    embed = need("embed_tokens.weight")[:vocab]  # [V, D]
+    lm = embed if spec.tie_embeddings or get("lm_head.weight") is None else np.asarray(state["lm_head.weight"], np.float32)
+    ids = "input_ids"
+    if quantize:
+        lm_q, lm_scale = quantize_columns(lm.T)  # [D, V], [V]
+        lm_w = g.init("lm_head.qweight", lm_q)
+        lm_s = g.init("lm_head.scale", lm_scale)
+        if lm is embed:
+            cols = g.op1("Gather", [lm_w, ids], axis=1)  # [D, B, S]
+            rows = g.op1("Transpose", [cols], perm=[1, 2, 0])  # [B, S, D]
+            row_scale = lm_scale * np.float32(spec.embed_scale)
+        else:
+            e_q, e_s = quantize_columns(embed.T)
+            rows = g.op1("Gather", [g.init("embed.qweight", np.ascontiguousarray(e_q.T)), ids], axis=0)
+            row_scale = e_s * np.float32(spec.embed_scale)
+        s = g.op1("Gather", [g.init("embed.row_scale", row_scale.reshape(-1, 1)), ids], axis=0)  # [B, S, 1]
+        h = g.op1("Mul", [g.op1("Cast", [rows], to=TensorProto.FLOAT), s])
+    else:
+        h = g.op1("Gather", [g.init("embed.weight", embed), ids], axis=0)
+        if spec.embed_scale != 1.0:
+            h = g.op1("Mul", [h, g.const(np.array(spec.embed_scale, np.float32))])
+
+    if spec.qk_norm:
+        shape_q = g.const(np.array([0, 0, nh, hd], np.int64))
+        shape_k = g.const(np.array([0, 0, nkv, hd], np.int64))
+        shape_flat_q = g.const(np.array([0, 0, nh * hd], np.int64))
+        shape_flat_k = g.const(np.array([0, 0, nkv * hd], np.int64))
+    split_qkv = g.const(np.array([nh * hd, nkv * hd, nkv * hd], np.int64))
+    split_mlp = g.const(np.array([spec.intermediate_size, spec.intermediate_size], np.int64))
+
+    inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+        helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"]),
+        helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["batch"]),
+        helper.make_tensor_value_info("total_seq_len", TensorProto.INT32, []),
+    ]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", vocab])]
+
+    x = g.rms(h, need("layers.0.input_layernorm.weight") + off, spec.rms_eps, "layers.0.input_layernorm")
+    for i in range(spec.num_layers):
+        p = f"layers.{i}."
+        local = bool(spec.layer_is_local[i]) if spec.layer_is_local else False
+        # attention projections, fused into one matmul
+        wq, wk, wv = need(p + "self_attn.q_proj.weight"), need(p + "self_attn.k_proj.weight"), need(p + "self_attn.v_proj.weight")
+        bias = None
+        if spec.qkv_bias:
+            bq, bk, bv = (get(p + f"self_attn.{n}_proj.bias") for n in "qkv")
+            if bq is not None:
+                bias = np.concatenate([bq, bk, bv])
+        qkv = g.linear(x, np.concatenate([wq, wk, wv], axis=0).T, bias, p + "self_attn.qkv")
+        q, k, v = g.op("Split", [qkv, split_qkv], 3, axis=-1)
+        if spec.qk_norm:
+            q = g.op1("Reshape", [g.rms(g.op1("Reshape", [q, shape_q]), need(p + "self_attn.q_norm.weight") + off, spec.rms_eps, p + "q_norm"), shape_flat_q])
+            k = g.op1("Reshape", [g.rms(g.op1("Reshape", [k, shape_k]), need(p + "self_attn.k_norm.weight") + off, spec.rms_eps, p + "k_norm"), shape_flat_k])
+        cos, sin = (cos_l, sin_l) if local else (cos_g, sin_g)
+        q = g.op1("RotaryEmbedding", [q, "position_ids", cos, sin], domain=MS, num_heads=nh, interleaved=0)
+        k = g.op1("RotaryEmbedding", [k, "position_ids", cos, sin], domain=MS, num_heads=nkv, interleaved=0)
+        pk, pv = f"past_key_{i}", f"past_value_{i}"
+        for name in (pk, pv):
+            inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", nkv, "max_len", hd]))
+        attrs = dict(num_heads=nh, kv_num_heads=nkv, scale=float(spec.attn_scale))
+        if local and spec.sliding_window:
+            attrs["local_window_size"] = int(spec.sliding_window)
+        if spec.attn_softcap:
+            attrs["softcap"] = float(spec.attn_softcap)
+        attn, present_k, present_v = g.op(
+            "GroupQueryAttention", [q, k, v, pk, pv, "seqlens_k", "total_seq_len"], 3, MS, **attrs
+        )
+        g.nodes[-1].output[1] = f"present_key_{i}"
+        g.nodes[-1].output[2] = f"present_value_{i}"
+        for name in (f"present_key_{i}", f"present_value_{i}"):
+            outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", nkv, "max_len", hd]))
+        o = g.linear(attn, need(p + "self_attn.o_proj.weight").T, None, p + "self_attn.o_proj")
+        if spec.sandwich_norm:
+            o = g.rms(o, need(p + "post_attention_layernorm.weight") + off, spec.rms_eps, p + "post_attention_layernorm")
+            x, h = g.skip_rms(o, h, need(p + "pre_feedforward_layernorm.weight") + off, spec.rms_eps, p + "pre_feedforward_layernorm")
+        else:
+            x, h = g.skip_rms(o, h, need(p + "post_attention_layernorm.weight") + off, spec.rms_eps, p + "post_attention_layernorm")
+        # MLP: gate and up fused
+        gu = np.concatenate([need(p + "mlp.gate_proj.weight"), need(p + "mlp.up_proj.weight")], axis=0).T
+        gate, up = g.op("Split", [g.linear(x, gu, None, p + "mlp.gate_up"), split_mlp], 2, axis=-1)
+        if spec.activation == "gelu_tanh":
+            act = g.op1("FastGelu", [gate], domain=MS)
+        else:
+            act = g.op1("Mul", [gate, g.op1("Sigmoid", [gate])])
+        m = g.linear(g.op1("Mul", [act, up]), need(p + "mlp.down_proj.weight").T, None, p + "mlp.down_proj")
+        if spec.sandwich_norm:
+            m = g.rms(m, need(p + "post_feedforward_layernorm.weight") + off, spec.rms_eps, p + "post_feedforward_layernorm")
+        if i + 1 < spec.num_layers:
+            nxt = f"layers.{i + 1}.input_layernorm"
+            x, h = g.skip_rms(m, h, need(nxt + ".weight") + off, spec.rms_eps, nxt)
+        else:
+            x, h = g.skip_rms(m, h, need("norm.weight") + off, spec.rms_eps, "norm")
+
+    # only the last position of each row leaves the graph
+    last = g.op1(
+        "Slice",
+        [x, g.const(np.array([-1], np.int64)), g.const(np.array([np.iinfo(np.int64).max], np.int64)), g.const(np.array([1], np.int64))],
+    )
+    last = g.op1("Squeeze", [last, g.const(np.array([1], np.int64))])  # [B, D]
+    if quantize:
+        logits = g.op1("DynamicQuantizeMatMul", [last, lm_w, lm_s], domain=MS)
+    else:
+        logits = g.op1("MatMul", [last, g.init("lm_head.weight", np.ascontiguousarray(lm.T))])
+    if spec.final_softcap:
+        c = g.const(np.array(spec.final_softcap, np.float32))
+        logits = g.op1("Mul", [g.op1("Tanh", [g.op1("Div", [logits, c])]), c])
+    g.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits_out"))
+
+    graph = helper.make_graph(g.nodes, f"edge_agent_{spec.arch}", inputs, outputs, g.inits)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)], producer_name="edge-agent"
+    )
+    model.ir_version = 10
+    return model
+
+
+def save_model(model: onnx.ModelProto, folder: Path) -> list[Path]:
+    """Write model.onnx plus its weights file into folder; returns the files written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "model.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=DATA_FILE, size_threshold=1024)
+    return [path, folder / DATA_FILE]
