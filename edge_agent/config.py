@@ -68,6 +68,11 @@ class Settings(BaseSettings):
     chunk_tokens: int = Field(200, ge=16, description="Chunk size in embedding-model tokens.")
     chunk_overlap: int = Field(40, ge=0, description="Tokens shared by neighbouring chunks.")
     ann_threshold: int = Field(50_000, ge=1, description="Chunks beyond which an approximate (HNSW) index is built.")
+    embedding_quantize: str = Field(
+        "auto", description="int8 embedding model: auto (kept only if cosine >= 0.99 vs torch and faster), on or off."
+    )
+    embedding_batch: int = Field(64, ge=1, description="Texts embedded per batch.")
+    ingest_time_budget_s: float = Field(30.0, gt=0, description="Wall-clock budget for extracting text from one PDF or DOCX.")
 
     @classmethod
     def settings_customise_sources(
