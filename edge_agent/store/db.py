@@ -1,0 +1,169 @@
+"""SQLite connection handling: WAL, busy timeout, one serialised writer, numbered migrations."""
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema change; `version` numbers are unique and applied in ascending order."""
+
+    version: int
+    name: str
+    sql: str
+
+
+class MigrationError(RuntimeError):
+    """The database's schema is newer than this program, or a migration failed."""
+
+
+class SqliteDatabase:
+    """A SQLite file in WAL mode: per-thread reader connections and one writer behind a lock.
+
+    Every write goes through `write()`, which serialises writers in this process
+    (SQLite's own lock plus the busy timeout serialises them across processes).
+    """
+
+    def __init__(self, path: Path | str, migrations: Sequence[Migration] | None = None, busy_timeout_ms: int = 10_000):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.busy_timeout_ms = busy_timeout_ms
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._writer = self._open()
+        if migrations is None:
+            from edge_agent.store.migrations import MIGRATIONS
+
+            migrations = MIGRATIONS
+        self.migrate(migrations)
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            str(self.path), timeout=self.busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only or network file system
+            raise sqlite3.OperationalError(f"could not switch {self.path} to WAL mode (got {mode})")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    # --- connections ------------------------------------------------------
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A reader connection for this thread (autocommit; each statement sees committed data)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """The writer connection inside one IMMEDIATE transaction; commits on exit, rolls back on error."""
+        with self._write_lock:
+            conn = self._writer
+            if conn.in_transaction:  # nested use by the same thread: join the outer transaction
+                yield conn
+                return
+            self._begin(conn)
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    @property
+    def write_lock(self) -> threading.RLock:
+        """The lock that serialises this process's writers (hold it to group several writes)."""
+        return self._write_lock
+
+    # --- migrations -------------------------------------------------------
+    def migrate(self, migrations: Sequence[Migration]) -> list[int]:
+        """Apply the migrations not yet recorded in `schema_migrations`; returns the versions applied.
+
+        Raises MigrationError if the file holds a version this program does not know.
+        """
+        versions = [m.version for m in migrations]
+        if len(set(versions)) != len(versions):
+            raise MigrationError("duplicate migration version numbers")
+        applied: list[int] = []
+        with self.write() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
+            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            unknown = done - set(versions)
+            if unknown:
+                raise MigrationError(
+                    f"database {self.path} has schema versions {sorted(unknown)} that this program does not know: "
+                    "upgrade edge-agent or use another data_dir"
+                )
+            for m in sorted(migrations, key=lambda m: m.version):
+                if m.version in done:
+                    continue
+                for statement in _split_sql(m.sql):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
+                    (m.version, m.name, time.time()),
+                )
+                applied.append(m.version)
+        return applied
+
+    def schema_versions(self) -> list[int]:
+        """Versions recorded in `schema_migrations`, ascending."""
+        with self.read() as conn:
+            return [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+
+    def close(self) -> None:
+        """Close every connection this object opened."""
+        with self._readers_lock:
+            for conn in self._readers:
+                try:
+                    conn.close()
+                except sqlite3.Error:  # pragma: no cover
+                    pass
+            self._readers.clear()
+        self._local = threading.local()
+        with self._write_lock:
+            self._writer.close()
+
+
+def _split_sql(sql: str) -> list[str]:
+    """Split a migration script into complete statements (sqlite3.complete_statement aware)."""
+    out, buf = [], ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out
