@@ -1,0 +1,1 @@
+"""Documents: loaders, chunking, embedder, FAISS + BM25 index, hybrid retrieval."""

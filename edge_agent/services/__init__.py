@@ -1,0 +1,1 @@
+"""Use cases that combine engine, rag and store; no Flask here."""

@@ -1,0 +1,63 @@
+"""Path safety for documents named by path: they must resolve under a configured ingest root."""
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Sequence
+
+
+class PathNotAllowedError(ValueError):
+    """A path was refused (outside the ingest roots, a URL, `..`, a symlink escape); the message says why."""
+
+
+def resolve_confined(raw: str | os.PathLike, roots: Sequence[Path]) -> Path:
+    """The real path of `raw` if it lies under one of `roots` (after following every symlink).
+
+    Relative paths are taken relative to each root in turn. Raises PathNotAllowedError
+    (a URL, `..`, NUL, outside every root, no roots configured) or FileNotFoundError.
+    """
+    text = os.fspath(raw)
+    if not isinstance(text, str) or not text.strip():
+        raise PathNotAllowedError("path is empty")
+    if "\x00" in text:
+        raise PathNotAllowedError("path contains a NUL byte")
+    if "://" in text or text.lower().startswith("file:"):
+        raise PathNotAllowedError("URLs are not accepted: give a plain file path under an ingest root")
+    if ".." in PurePosixPath(text).parts or ".." in PureWindowsPath(text).parts:
+        raise PathNotAllowedError("'..' is not allowed in document paths")
+    if not roots:
+        raise PathNotAllowedError(
+            "no ingest_roots are configured: set EDGE_AGENT_INGEST_ROOTS (or ingest_roots in the config) or upload the file"
+        )
+    real_roots = [Path(r).expanduser().resolve() for r in roots]
+    path = Path(text).expanduser()
+    candidates = [path] if path.is_absolute() else [root / path for root in real_roots]
+    found = None
+    for cand in candidates:
+        if cand.exists() or cand.is_symlink():
+            found = cand
+            break
+    if found is None:
+        raise FileNotFoundError(f"no such file under the ingest roots: {text}")
+    real = found.resolve(strict=True)  # follows symlinks; raises on a dangling one
+    for root in real_roots:
+        if real == root or real.is_relative_to(root):
+            return real
+    raise PathNotAllowedError("path is outside the configured ingest roots (symlinks are followed before checking)")
+
+
+def walk_files(path: Path, roots: Sequence[Path] | None = None) -> list[Path]:
+    """Files under a folder, recursively and sorted (hidden ones skipped); a file gives itself.
+
+    With `roots`, each file is checked again (a symlink inside may point outside): refused ones
+    are returned too, so callers can report them; the check happens when they are added.
+    """
+    if path.is_file():
+        return [path]
+    out = []
+    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if not name.startswith("."):
+                out.append(Path(dirpath) / name)
+    return out
