@@ -7,9 +7,11 @@ writes new keys and values into that same buffer in place (the engine binds
 past and present to one OrtValue), so no step copies the cache. Only the last
 position's logits leave the graph: [batch, vocab].
 
-Linear layers are int8 with one scale per output channel
-(DynamicQuantizeMatMul); with tied embeddings the embedding table is that
-same int8 matrix, gathered by column.
+Linear layers are int8 with one scale per output channel; activations are
+quantized per row (per token) on the fly, so results do not depend on batch
+composition; the integer product runs in MatMulInteger (u8 x s8, VNNI). With
+tied embeddings the embedding table is that same int8 matrix, gathered by
+column.
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ class _Graph:
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         self._n = 0
+        self._row_q: dict[str, tuple[str, str]] = {}
+        self._c: dict[str, str] = {}
 
     def name(self, base: str) -> str:
         self._n += 1
@@ -62,17 +66,48 @@ class _Graph:
     def const(self, arr: np.ndarray, base: str = "const") -> str:
         return self.init(self.name(base), arr)
 
+    def quantize_rows(self, x: str) -> tuple[str, str]:
+        """Per-row (per-token) symmetric quantization of x to uint8 around 128: (x_q, scale [.., 1]).
+
+        Per row rather than per tensor, so that a sequence's numbers do not depend on
+        which other sequences share its batch, and one outlier token cannot crush the rest.
+        """
+        if x in self._row_q:
+            return self._row_q[x]
+        c = self._consts()
+        amax = self.op1("ReduceMax", [self.op1("Abs", [x]), c["axis"]], keepdims=1)
+        scale = self.op1("Div", [self.op1("Max", [amax, c["eps"]]), c["q127"]])
+        q = self.op1("Add", [self.op1("Round", [self.op1("Div", [x, scale])]), c["q128"]])
+        q = self.op1("Cast", [q], to=TensorProto.UINT8)
+        self._row_q[x] = (q, scale)
+        return q, scale
+
+    def _consts(self) -> dict[str, str]:
+        if not self._c:
+            self._c = {
+                "axis": self.init("q.axis", np.array([-1], np.int64)),
+                "eps": self.init("q.eps", np.array(1e-12, np.float32)),
+                "q127": self.init("q.127", np.array(127.0, np.float32)),
+                "q128": self.init("q.128", np.array(128.0, np.float32)),
+                "zp": self.init("q.zp", np.array(128, np.uint8)),
+                "wzp": self.init("q.wzp", np.array(0, np.int8)),
+            }
+        return self._c
+
+    def int8_matmul(self, x: str, qweight: str, wscale: str) -> str:
+        """x [.., K] float @ int8 weight [K, N] with per-column scales -> float [.., N]."""
+        q, xs = self.quantize_rows(x)
+        c = self._consts()
+        acc = self.op1("MatMulInteger", [q, qweight, c["zp"], c["wzp"]])
+        return self.op1("Mul", [self.op1("Mul", [self.op1("Cast", [acc], to=TensorProto.FLOAT), xs]), wscale])
+
     def linear(self, x: str, w: np.ndarray, bias: np.ndarray | None, base: str) -> str:
         """x @ w (+ bias), w given as [in, out] float32."""
         if self.quantize:
             q, scale = quantize_columns(w)
-            inputs = [x, self.init(base + ".qweight", q), self.init(base + ".scale", scale), ""]
-            if bias is not None:
-                inputs.append(self.init(base + ".bias", bias.astype(np.float32)))
-            else:
-                inputs = inputs[:3]
-            return self.op1("DynamicQuantizeMatMul", inputs, domain=MS)
-        y = self.op1("MatMul", [x, self.init(base + ".weight", w.astype(np.float32))])
+            y = self.int8_matmul(x, self.init(base + ".qweight", q), self.init(base + ".scale", scale))
+        else:
+            y = self.op1("MatMul", [x, self.init(base + ".weight", w.astype(np.float32))])
         if bias is not None:
             y = self.op1("Add", [y, self.init(base + ".bias", bias.astype(np.float32))])
         return y
@@ -233,7 +268,7 @@ def build_model(
     )
     last = g.op1("Squeeze", [last, g.const(np.array([1], np.int64))])  # [B, D]
     if quantize:
-        logits = g.op1("DynamicQuantizeMatMul", [last, lm_w, lm_s], domain=MS)
+        logits = g.int8_matmul(last, lm_w, lm_s)
     else:
         logits = g.op1("MatMul", [last, g.init("lm_head.weight", np.ascontiguousarray(lm.T))])
     if spec.final_softcap:
