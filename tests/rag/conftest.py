@@ -1,0 +1,64 @@
+"""Fixtures for RAG tests: the real embedding model (built once per session) and services in tmp_path."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))  # rag_docs helpers
+# The exported ONNX model is cached under the repo's .cache (git-ignored), keyed by the model's files.
+EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    return OnnxEmbedder(cache_dir=EMBED_CACHE)
+
+
+@pytest.fixture
+def docs_root(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path, docs_root: Path):
+    from edge_agent.config import Settings
+
+    def make(**overrides):
+        values = dict(data_dir=tmp_path / "var", index_dir=tmp_path / "index", ingest_roots=[docs_root])
+        values.update(overrides)
+        return Settings(**values)
+
+    return make
+
+
+@pytest.fixture
+def make_service(make_settings, embedder):
+    from edge_agent.services.documents import DocumentService
+
+    opened = []
+
+    def make(**overrides):
+        svc = DocumentService.from_settings(make_settings(**overrides), embedder=embedder)
+        opened.append(svc)
+        return svc
+
+    yield make
+    for svc in opened:
+        try:
+            svc.close()
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def service(make_service):
+    return make_service()

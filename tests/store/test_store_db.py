@@ -1,0 +1,82 @@
+"""SQLite store: WAL, migrations, serialised writers, stable chunk ids."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from edge_agent.store import ChunkRecord, DocumentStore, Migration, MigrationError, SqliteDatabase
+from edge_agent.store.documents import DocumentMeta
+from edge_agent.store.migrations import MIGRATIONS
+
+
+def test_wal_busy_timeout_and_migrations(tmp_path):
+    db = SqliteDatabase(tmp_path / "x.db")
+    with db.read() as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000
+    assert db.schema_versions() == [m.version for m in MIGRATIONS]
+    db.close()
+    extra = Migration(1000, "a later subsystem", "CREATE TABLE jobs (id INTEGER PRIMARY KEY, kind TEXT);")
+    db = SqliteDatabase(tmp_path / "x.db", [*MIGRATIONS, extra])
+    assert db.schema_versions()[-1] == 1000
+    assert db.migrate([*MIGRATIONS, extra]) == []
+    db.close()
+    with pytest.raises(MigrationError, match="does not know"):
+        SqliteDatabase(tmp_path / "x.db", MIGRATIONS)
+
+
+def test_failed_migration_rolls_back(tmp_path):
+    bad = Migration(2000, "broken", "CREATE TABLE t1 (a INT);\nCREATE TABLE t1 (a INT);")
+    with pytest.raises(Exception):
+        SqliteDatabase(tmp_path / "y.db", [*MIGRATIONS, bad])
+    db = SqliteDatabase(tmp_path / "y.db", MIGRATIONS)
+    with db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name='t1'").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
+
+
+def _chunks(n: int) -> list[ChunkRecord]:
+    return [ChunkRecord(0, i, f"text {i}", 0, 6, 2, vector=np.full(4, i, np.float32)) for i in range(n)]
+
+
+def test_replace_delete_and_ids_never_reused(tmp_path):
+    store = DocumentStore(SqliteDatabase(tmp_path / "x.db"))
+    meta = DocumentMeta("file:/a", "a", "txt", "h1", 10, path="/docs/a.txt")
+    doc_id, old, new = store.replace(meta, _chunks(3))
+    assert old == [] and new == [1, 2, 3]
+    doc_id2, old, new = store.replace(meta, _chunks(2))
+    assert doc_id2 == doc_id and old == [1, 2, 3] and new == [4, 5]
+    assert store.delete(doc_id) == [4, 5] and store.delete(doc_id) is None
+    _, _, new = store.replace(DocumentMeta("file:/b", "b", "md", "h2", 5, path="/docs/sub/b.md"), _chunks(1))
+    assert new == [6]
+    assert store.chunk_ids().tolist() == [6]
+    ids, vecs = next(store.iter_vectors(4))
+    assert ids.tolist() == [6] and vecs.shape == (1, 4)
+    assert store.filter_chunk_ids(path_prefix="/docs/sub").tolist() == [6]
+    assert store.filter_chunk_ids(path_prefix="/docs/su").tolist() == []
+    assert store.filter_chunk_ids(kinds=["txt"]).tolist() == []
+
+
+def test_concurrent_writers_are_serialised(tmp_path):
+    db = SqliteDatabase(tmp_path / "x.db")
+    store = DocumentStore(db)
+    errors = []
+
+    def worker(n: int) -> None:
+        try:
+            for j in range(10):
+                store.replace(DocumentMeta(f"k{n}-{j}", "t", "txt", "h", 1), _chunks(2))
+        except Exception as exc:  # pragma: no cover - would be "database is locked"
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert store.count() == 40 and store.chunk_count() == 80
+    other = SqliteDatabase(tmp_path / "x.db")  # a second process-like handle sees it all
+    assert DocumentStore(other).count() == 40
