@@ -31,6 +31,11 @@ def resolve_confined(raw: str | os.PathLike, roots: Sequence[Path]) -> Path:
         )
     real_roots = [Path(r).expanduser().resolve() for r in roots]
     path = Path(text).expanduser()
+    if path.is_absolute():
+        lexical_roots = real_roots + [Path(os.path.abspath(Path(r).expanduser())) for r in roots]
+        if not any(path == r or path.is_relative_to(r) for r in lexical_roots):
+            # refused before looking, so callers learn nothing about files outside the roots
+            raise PathNotAllowedError("path is outside the configured ingest roots")
     candidates = [path] if path.is_absolute() else [root / path for root in real_roots]
     found = None
     for cand in candidates:

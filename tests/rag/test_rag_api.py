@@ -1,0 +1,72 @@
+"""The documents blueprint on a minimal Flask app, with the real DocumentService behind it."""
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import pytest
+from flask import Flask
+from rag_docs import make_pdf
+
+from edge_agent.api.documents import bp
+
+
+@pytest.fixture
+def client(service):
+    app = Flask("test")
+    app.extensions["edge_agent"] = SimpleNamespace(documents=service)
+    app.register_blueprint(bp)
+    return app.test_client()
+
+
+def _is_error(resp, status: int) -> dict:
+    assert resp.status_code == status, resp.get_json()
+    err = resp.get_json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert "Traceback" not in err["message"]
+    return err
+
+
+def test_upload_text_list_get_delete_retrieve(client):
+    resp = client.post("/v1/documents", data={"file": (io.BytesIO(make_pdf(["Alpha page", "Warranty: five years"])), "manual.pdf")},
+                       content_type="multipart/form-data")
+    assert resp.status_code == 201 and resp.get_json()["status"] == "added"
+    doc_id = resp.get_json()["document_id"]
+    resp = client.post("/v1/documents", data={"file": (io.BytesIO(make_pdf(["Alpha page", "Warranty: five years"])), "manual.pdf")},
+                       content_type="multipart/form-data")
+    assert resp.status_code == 200 and resp.get_json()["status"] == "unchanged"
+    resp = client.post("/v1/documents", json={"title": "Note", "text": "The wifi password rotates monthly."})
+    assert resp.status_code == 201
+
+    listing = client.get("/v1/documents?offset=0&limit=1").get_json()
+    assert listing["total"] == 2 and len(listing["data"]) == 1 and listing["data"][0]["title"] == "manual"
+    got = client.get(f"/v1/documents/{doc_id}").get_json()
+    assert got["kind"] == "pdf" and [c["page"] for c in got["chunks"]] == [1, 2]
+
+    hits = client.post("/v1/retrieve", json={"query": "how long is the warranty", "k": 2}).get_json()["data"]
+    assert hits[0]["document_id"] == doc_id and hits[0]["location"]["page"] == 2 and hits[0]["snippet"]
+    only = client.post("/v1/retrieve", json={"query": "password", "k": 3, "filters": {"type": "pdf"}}).get_json()["data"]
+    assert {h["type"] for h in only} == {"pdf"}
+
+    assert client.delete(f"/v1/documents/{doc_id}").get_json()["deleted"] is True
+    _is_error(client.delete(f"/v1/documents/{doc_id}"), 404)
+    _is_error(client.get(f"/v1/documents/{doc_id}"), 404)
+
+
+def test_errors_are_openai_shaped_without_paths(client, docs_root, tmp_path):
+    err = _is_error(client.post("/v1/retrieve", json={"query": "", "k": 5}), 400)
+    assert err["param"] == "query"
+    _is_error(client.post("/v1/retrieve", json={"query": "x", "k": 1000}), 400)
+    _is_error(client.post("/v1/retrieve", json={"query": "x", "bogus": 1}), 400)
+    _is_error(client.post("/v1/retrieve", data="not json", content_type="application/json"), 400)
+    _is_error(client.post("/v1/documents", json={"title": "t"}), 400)
+    err = _is_error(client.post("/v1/documents", json={"path": str(tmp_path / "outside.txt")}), 403)
+    assert str(tmp_path) not in err["message"]
+    err = _is_error(client.post("/v1/documents", json={"path": f"file://{docs_root}/x.txt"}), 403)
+    err = _is_error(client.post("/v1/documents", json={"path": "missing.txt"}), 404)
+    err = _is_error(client.post("/v1/documents", data={"file": (io.BytesIO(b"%PDF-1.4 junk"), "bad.pdf")},
+                                content_type="multipart/form-data"), 422)
+    assert "PDF" in err["message"]
+    (docs_root / "ok.md").write_text("# Hello\nworld")
+    resp = client.post("/v1/documents", json={"path": "ok.md"})
+    assert resp.status_code == 201 and str(docs_root) not in resp.get_data(as_text=True)
