@@ -178,7 +178,9 @@ class DocumentService:
             self.last_check = self.check()
 
     @classmethod
-    def from_settings(cls, settings: Any, embedder: Any = None, db: SqliteDatabase | None = None) -> "DocumentService":
+    def from_settings(
+        cls, settings: Any, embedder: Any = None, db: SqliteDatabase | None = None, check_on_open: bool = True
+    ) -> "DocumentService":
         """Build the service from Settings (the embedder is loaded unless given); checks the index on open."""
         if embedder is None:
             from edge_agent.rag.embedder import build_embedder
@@ -193,6 +195,7 @@ class DocumentService:
             TokenChunker(embedder.tokenizer, chunk_tokens, settings.chunk_overlap),
             LoaderLimits(max_file_bytes=settings.max_file_bytes, time_budget_s=settings.ingest_time_budget_s),
             settings.ingest_roots,
+            check_on_open=check_on_open,
         )
 
     # --- ingestion --------------------------------------------------------

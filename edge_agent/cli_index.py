@@ -1,0 +1,164 @@
+"""`edge-agent index ...`: add, search, remove, rebuild, stats and check the document index."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `index` command and its subcommands to an argparse subparsers object."""
+    p = subparsers.add_parser("index", help="private-document index: add, search, remove, rebuild, stats, check")
+    sub = p.add_subparsers(dest="index_cmd", required=True)
+
+    a = sub.add_parser("add", help="add files or folders (recursively); changed files are re-indexed")
+    a.add_argument("paths", nargs="+", metavar="PATH")
+    a.add_argument("--no-progress", action="store_true", help="no progress bar")
+    a.add_argument("--json", action="store_true", help="print one JSON object per document")
+    a.set_defaults(func=cmd_index_add)
+
+    s = sub.add_parser("search", help="hybrid search (dense + BM25)")
+    s.add_argument("query")
+    s.add_argument("-k", type=int, default=5, help="how many chunks (default 5)")
+    s.add_argument("--mode", choices=["hybrid", "dense", "bm25"], default="hybrid")
+    s.add_argument("--type", action="append", dest="types", help="only documents of this type (repeatable)")
+    s.add_argument("--path-prefix", help="only documents under this folder")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_index_search)
+
+    r = sub.add_parser("remove", help="remove a document by id")
+    r.add_argument("id", type=int)
+    r.set_defaults(func=cmd_index_remove)
+
+    b = sub.add_parser("rebuild", help="rebuild FAISS and BM25 from SQLite")
+    b.add_argument("--reembed", action="store_true", help="compute every vector again (after changing the model)")
+    b.set_defaults(func=cmd_index_rebuild)
+
+    st = sub.add_parser("stats", help="counts of documents, chunks and vectors")
+    st.set_defaults(func=cmd_index_stats)
+
+    c = sub.add_parser("check", help="check that the index file and SQLite agree (repairs unless --no-repair)")
+    c.add_argument("--no-repair", action="store_true")
+    c.set_defaults(func=cmd_index_check)
+    return p
+
+
+def _service(check: bool = True):
+    from edge_agent.config import Settings
+    from edge_agent.services.documents import DocumentService
+
+    svc = DocumentService.from_settings(Settings())
+    if check and svc.last_check is not None and not svc.last_check.ok:
+        for problem in svc.last_check.problems:
+            print(f"index check: {problem}", file=sys.stderr)
+        for action in svc.last_check.actions:
+            print(f"index check: {action}", file=sys.stderr)
+    return svc
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def cmd_index_add(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from edge_agent.services.documents import DocumentError
+    from edge_agent.services.paths import walk_files
+
+    files: list[Path] = []
+    for raw in args.paths:
+        p = Path(raw).expanduser()
+        if not p.exists():
+            return _fail(f"{raw}: no such file or folder")
+        files.extend(walk_files(p))
+    svc = _service()
+    bar = tqdm(total=len(files), unit="file", disable=args.no_progress or args.json, file=sys.stderr)
+
+    def progress(res) -> None:
+        bar.update(1)
+        bar.set_postfix_str(res.status)
+        if args.json:
+            print(json.dumps(res.to_dict()), flush=True)
+        elif res.status == "failed":
+            tqdm.write(f"failed: {res.source.split(':', 1)[-1]}: {res.error}", file=sys.stderr)
+
+    try:
+        results = svc.add_files(files, confined=False, progress=progress)
+    except DocumentError as e:
+        return _fail(str(e))
+    finally:
+        bar.close()
+    counts = {s: sum(r.status == s for r in results) for s in ("added", "updated", "unchanged", "failed")}
+    chunks = sum(r.chunks for r in results if r.status in ("added", "updated"))
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+    print(f"{summary} ({chunks} new chunks)", file=sys.stderr if args.json else sys.stdout)
+    svc.close()
+    return 1 if counts["failed"] and counts["failed"] == len(results) else 0
+
+
+def cmd_index_search(args: argparse.Namespace) -> int:
+    from edge_agent.services.documents import DocumentError
+
+    svc = _service()
+    filters = {}
+    if args.types:
+        filters["types"] = args.types
+    if args.path_prefix:
+        filters["path_prefix"] = str(Path(args.path_prefix).expanduser().resolve())
+    try:
+        hits = svc.retrieve(args.query, args.k, filters or None, args.mode)
+    except DocumentError as e:
+        return _fail(str(e))
+    if args.json:
+        print(json.dumps([h.to_dict() for h in hits], indent=2))
+    elif not hits:
+        print("no results")
+    for n, h in enumerate(hits if not args.json else [], start=1):
+        where = h.location["label"]
+        print(f"{n}. [{h.score:.4f}] doc {h.document_id} {h.title}" + (f" ({where})" if where else ""))
+        print("   " + h.snippet.replace("\n", " "))
+    svc.close()
+    return 0
+
+
+def cmd_index_remove(args: argparse.Namespace) -> int:
+    from edge_agent.services.documents import DocumentNotFoundError
+
+    svc = _service()
+    try:
+        svc.delete(args.id)
+    except DocumentNotFoundError as e:
+        return _fail(str(e), 1)
+    print(f"removed document {args.id}")
+    svc.close()
+    return 0
+
+
+def cmd_index_rebuild(args: argparse.Namespace) -> int:
+    svc = _service(check=False)
+    out = svc.rebuild(reembed=args.reembed)
+    print(f"rebuilt {out['vectors']} vectors in {out['seconds']} s" + (" (re-embedded)" if out["reembedded"] else ""))
+    svc.close()
+    return 0
+
+
+def cmd_index_stats(args: argparse.Namespace) -> int:
+    svc = _service()
+    print(json.dumps(svc.stats(), indent=2, default=str))
+    svc.close()
+    return 0
+
+
+def cmd_index_check(args: argparse.Namespace) -> int:
+    from edge_agent.config import Settings
+    from edge_agent.services.documents import DocumentService
+
+    svc = DocumentService.from_settings(Settings(), check_on_open=False)
+    res = svc.check(repair=not args.no_repair)
+    print(json.dumps(res.to_dict(), indent=2))
+    svc.close()
+    return 0 if res.ok else 1

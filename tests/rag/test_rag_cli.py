@@ -1,0 +1,51 @@
+"""`edge-agent index ...` handlers in-process, built from Settings() via the environment."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from edge_agent.cli_index import register
+
+
+@pytest.fixture
+def run(monkeypatch, tmp_path, embedder):
+    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
+    monkeypatch.setenv("EDGE_AGENT_INDEX_DIR", str(tmp_path / "index"))
+    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings: embedder)
+    parser = argparse.ArgumentParser(prog="edge-agent")
+    register(parser.add_subparsers(dest="cmd", required=True))
+
+    def call(*argv: str) -> int:
+        args = parser.parse_args(["index", *argv])
+        return args.func(args)
+
+    return call
+
+
+def test_index_commands(run, tmp_path, capsys):
+    folder = tmp_path / "in"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("The boiler shows error E-442 when the pressure is low.")
+    (folder / "sub" / "b.md").write_text("# Dakkapel\nDe vergunning komt van de gemeente.")
+    (folder / "c.bin").write_bytes(b"\x00\x01")
+    assert run("add", str(folder), "--no-progress") == 0
+    assert "2 added, 0 updated, 0 unchanged, 1 failed" in capsys.readouterr().out
+    assert run("add", str(folder), "--no-progress") == 0
+    assert "0 added, 0 updated, 2 unchanged, 1 failed" in capsys.readouterr().out
+    assert run("search", "E-442", "-k", "1", "--json") == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert hits[0]["title"] == "a"
+    assert run("remove", str(hits[0]["document_id"])) == 0
+    assert run("remove", "999") == 1
+    capsys.readouterr()
+    assert run("stats") == 0
+    assert json.loads(capsys.readouterr().out)["chunks"] == 1
+    assert run("rebuild") == 0 and "rebuilt 1 vectors" in capsys.readouterr().out
+    (tmp_path / "index" / "chunks.faiss").write_bytes(b"junk")
+    assert run("check", "--no-repair") == 1
+    assert run("check") == 1  # found and repaired
+    capsys.readouterr()
+    assert run("check") == 0
