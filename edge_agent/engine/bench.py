@@ -86,7 +86,7 @@ def bench_engine(settings: Settings, quick: bool = False) -> dict[str, Any]:
         for n in BATCHES:
             steps.clear()
             handles = [
-                sched.submit(_prompt_ids(engine, 64 + 8 * i, offset=37 * i), SamplingParams(max_tokens=n_decode // 2 if quick else 64, ignore_eos=True))
+                sched.submit(_prompt_ids(engine, 64 + 8 * i, offset=37 * i), SamplingParams(max_tokens=max(2 * n + 8, 16 if quick else 64), ignore_eos=True))
                 for i in range(n)
             ]
             for h in handles:
