@@ -1,0 +1,357 @@
+"""ChatService: chat and text completions through the batch scheduler, as streams of per-choice events.
+
+A request becomes one submission per choice (n > 1 and several prompts batch together).
+`Generation.events()` yields ChoiceDelta / ChoiceEnd events, and None as a heartbeat while
+nothing arrives (so a caller can notice a client that went away). Closing the iterator,
+or cancel(), stops every choice and frees its batch slot at the scheduler's next step.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from edge_agent.engine.types import (
+    ContextLengthError,
+    EngineError,
+    Finished,
+    QueueFullError,
+    SamplingParams,
+    TextDelta,
+)
+from edge_agent.services import json_mode
+from edge_agent.services.errors import (
+    BusyError,
+    ContextLengthExceededError,
+    GenerationFailedError,
+    GenerationTimeoutError,
+    InvalidRequestError,
+    ModelNotFoundError,
+    UnavailableError,
+)
+from edge_agent.services.prompts import PromptFormatter
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 0.25
+_SEED_SPACE = 2**64
+
+
+@dataclass
+class SamplingOptions:
+    """What a request asks about sampling; None means the bundle's default, else OpenAI's."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    ignore_eos: bool = False
+
+
+@dataclass
+class ChoiceDelta:
+    index: int
+    text: str
+
+
+@dataclass
+class ChoiceEnd:
+    index: int
+    finish_reason: str  # "stop" | "length"
+    completion_tokens: int
+
+
+@dataclass
+class ChoiceResult:
+    index: int
+    text: str
+    finish_reason: str
+
+
+@dataclass
+class TokenUsage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class _Choice:
+    def __init__(self, index: int, handle, prefix: str = "", guard: json_mode.JsonGuard | None = None):
+        self.index = index
+        self.handle = handle
+        self.prefix = prefix
+        self.guard = guard
+        self.cut = False  # we stopped it (JSON complete or broken): report "stop"
+        self.done = False
+
+
+class Generation:
+    """One request's choices in flight; iterate events() once, or call collect()."""
+
+    def __init__(self, model: str, choices: list[_Choice], prompt_tokens: int, deadline_s: float):
+        self.id = uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+        self.model = model
+        self.choices = choices
+        self.usage = TokenUsage(prompt_tokens=prompt_tokens)
+        self._deadline = time.monotonic() + deadline_s
+        self._queue: queue.Queue = queue.Queue()
+        self._started = False
+
+    @property
+    def n(self) -> int:
+        return len(self.choices)
+
+    def cancel(self) -> None:
+        """Stop every choice still running (their slots free at the scheduler's next step)."""
+        for c in self.choices:
+            if not c.done:
+                c.handle.cancel()
+
+    def _pump(self, c: _Choice) -> None:
+        try:
+            for ev in c.handle:
+                self._queue.put((c, ev))
+        except BaseException:  # pragma: no cover - the handle only raises if the engine is broken
+            log.exception("event pump failed")
+            self._queue.put((c, None))
+
+    def events(self) -> Iterator[ChoiceDelta | ChoiceEnd | None]:
+        """ChoiceDelta/ChoiceEnd events of all choices interleaved, None as a heartbeat.
+
+        Raises GenerationTimeoutError, GenerationFailedError or UnavailableError (shutdown)
+        when a choice ends that way; every choice is cancelled when the iterator is closed.
+        """
+        if self._started:
+            raise RuntimeError("events() can be iterated once")
+        self._started = True
+        try:
+            for c in self.choices:
+                threading.Thread(target=self._pump, args=(c,), name="edge-agent-pump", daemon=True).start()
+                if c.prefix:
+                    yield ChoiceDelta(c.index, c.prefix)
+            left = len(self.choices)
+            while left:
+                try:
+                    c, ev = self._queue.get(timeout=HEARTBEAT_S)
+                except queue.Empty:
+                    if time.monotonic() > self._deadline:
+                        raise GenerationTimeoutError("the generation ran past the request time limit") from None
+                    yield None
+                    continue
+                if isinstance(ev, TextDelta):
+                    text = ev.text
+                    if c.guard is not None and not c.cut:
+                        text = c.guard.feed(text)
+                        if c.guard.stopped:
+                            c.cut = True
+                            c.handle.cancel()
+                    elif c.cut:
+                        text = ""
+                    if text:
+                        yield ChoiceDelta(c.index, text)
+                    continue
+                c.done = True
+                left -= 1
+                yield from self._end(c, ev)
+        finally:
+            self.cancel()
+
+    def _end(self, c: _Choice, fin: Finished | None) -> Iterator[ChoiceDelta | ChoiceEnd]:
+        if fin is None:
+            raise GenerationFailedError("the generation failed")
+        self.usage.completion_tokens += fin.usage.completion_tokens
+        reason = fin.finish_reason
+        if c.cut:
+            reason = "stop"
+        elif reason == "timeout":
+            raise GenerationTimeoutError("the generation ran past the request time limit; ask for fewer tokens or retry later")
+        elif reason == "error":
+            raise GenerationFailedError("the generation failed; retry, and report it if it persists")
+        elif reason == "cancelled":
+            raise UnavailableError("the generation was cancelled: the server is shutting down")
+        if c.guard is not None:
+            tail = c.guard.closing()
+            if tail:
+                yield ChoiceDelta(c.index, tail)
+        yield ChoiceEnd(c.index, reason, fin.usage.completion_tokens)
+
+    def collect(self) -> list[ChoiceResult]:
+        """Wait for every choice; return their texts in index order (raises as events() does)."""
+        texts = {c.index: [] for c in self.choices}
+        ends: dict[int, str] = {}
+        for ev in self.events():
+            if isinstance(ev, ChoiceDelta):
+                texts[ev.index].append(ev.text)
+            elif isinstance(ev, ChoiceEnd):
+                ends[ev.index] = ev.finish_reason
+        return [ChoiceResult(i, "".join(texts[i]), ends[i]) for i in sorted(texts)]
+
+
+class ChatService:
+    """Chat and text completions over one BatchScheduler (one model)."""
+
+    def __init__(self, scheduler, *, request_timeout_s: float = 300.0, default_max_tokens: int = 512, max_tokens_limit: int = 4096):
+        self.scheduler = scheduler
+        self.engine = scheduler.engine
+        bundle = self.engine.bundle
+        self.model_name: str = self.engine.name
+        self.created = _created(bundle.manifest.get("created"))
+        self.context_length: int = int(self.engine.context_length)
+        self.vocab_size: int = int(self.engine.vocab_size)
+        self.defaults: dict = dict(bundle.generation_defaults or {})
+        special = bundle.manifest.get("special_tokens", {})
+        self.formatter = PromptFormatter(bundle.prompt_format, self.engine.tokenizer, special.get("bos"), special.get("eos"))
+        self.request_timeout_s = request_timeout_s
+        self.default_max_tokens = default_max_tokens
+        self.max_tokens_limit = max_tokens_limit
+        self.accepting = True
+        self._table: json_mode.TokenTable | None = None
+        self._table_lock = threading.Lock()
+
+    # --- facts --------------------------------------------------------------------
+    @property
+    def prompt_kind(self) -> str:
+        return self.formatter.kind
+
+    @property
+    def queue_depth(self) -> int:
+        return self.scheduler.queue_depth
+
+    @property
+    def active(self) -> int:
+        return self.scheduler.active
+
+    @property
+    def ready(self) -> bool:
+        return self.accepting
+
+    def check_model(self, name: str) -> None:
+        """Raise ModelNotFoundError unless name is this model (or "default")."""
+        if name not in (self.model_name, "default"):
+            raise ModelNotFoundError(name, [self.model_name])
+
+    # --- requests -----------------------------------------------------------------
+    def chat(self, messages: list[dict[str, str]], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0) -> Generation:
+        """Format messages for this model and start n choices.
+
+        Raises InvalidRequestError, ContextLengthExceededError, BusyError, UnavailableError.
+        """
+        prompt = self.formatter.format_chat(messages, json_mode=json_object)
+        options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
+        jobs = [(prompt.ids, prompt.prefill, i) for i in range(n)]
+        return self._start(jobs, [len(prompt.ids)], options, priority, json_object)
+
+    def complete(self, prompts: list[str | list[int]], options: SamplingOptions, n: int = 1, echo: bool = False, priority: int = 0) -> Generation:
+        """Start n choices for each prompt (text, or token ids); choice index = prompt * n + j.
+
+        Raises InvalidRequestError, ContextLengthExceededError, BusyError, UnavailableError.
+        """
+        jobs, lengths = [], []
+        for p, prompt in enumerate(prompts):
+            if isinstance(prompt, str):
+                ids = self.engine.encode(prompt)
+                text = prompt
+            else:
+                bad = [t for t in prompt if not 0 <= t < self.vocab_size]
+                if bad:
+                    raise InvalidRequestError(f"token id {bad[0]} is outside this model's vocabulary (0..{self.vocab_size - 1})", param="prompt")
+                ids, text = list(prompt), self.engine.decode(prompt) if echo else ""
+            lengths.append(len(ids))
+            jobs += [(ids, text if echo else "", p * n + j) for j in range(n)]
+        return self._start(jobs, lengths, options, priority, False)
+
+    def _params(self, options: SamplingOptions, prompt_tokens: int, index: int) -> SamplingParams:
+        d = self.defaults
+        room = self.context_length - prompt_tokens
+        if options.max_tokens is None:
+            if room < 1:
+                raise ContextLengthExceededError(
+                    f"this model's context is {self.context_length} tokens and the prompt has {prompt_tokens} tokens: "
+                    "no room is left for a completion; shorten the prompt",
+                    prompt_tokens, 0, self.context_length,
+                )
+            max_tokens = min(self.default_max_tokens, room)
+        else:
+            max_tokens = options.max_tokens
+            if max_tokens > self.max_tokens_limit:
+                raise InvalidRequestError(f"max_tokens must be at most {self.max_tokens_limit}", param="max_tokens")
+
+        def pick(name: str, fallback):
+            v = getattr(options, name)
+            return v if v is not None else d.get(name, fallback)
+
+        temperature, top_p = pick("temperature", 1.0), pick("top_p", 1.0)
+        if top_p == 0:  # "only the most likely token"
+            temperature, top_p = 0.0, 1.0
+        seed = None if options.seed is None else (options.seed + index) % _SEED_SPACE
+        params = SamplingParams(
+            max_tokens=max_tokens, temperature=float(temperature), top_k=int(pick("top_k", 0)), top_p=float(top_p),
+            min_p=float(pick("min_p", 0.0)), repetition_penalty=float(pick("repetition_penalty", 1.0)), seed=seed,
+            stop=list(options.stop), ignore_eos=options.ignore_eos,
+        )
+        try:
+            return params.validate()
+        except ValueError as e:
+            raise InvalidRequestError(str(e)) from None
+
+    def _json_table(self) -> json_mode.TokenTable:
+        with self._table_lock:
+            if self._table is None:
+                self._table = json_mode.TokenTable(self.engine.tokenizer, self.vocab_size, self.engine.stop_token_ids)
+            return self._table
+
+    def _start(self, jobs, prompt_lengths: list[int], options: SamplingOptions, priority: int, json_object: bool) -> Generation:
+        if not self.accepting:
+            raise UnavailableError("the server is shutting down; retry on another instance or later")
+        planned = []
+        for ids, prefix, index in jobs:
+            if not ids:
+                raise InvalidRequestError("the prompt is empty", param="prompt")
+            params = self._params(options, len(ids), index)
+            guard = None
+            if json_object:
+                guard = json_mode.JsonGuard(prefix)
+                if json_mode.ENGINE_HOOK:
+                    want = 1 if params.temperature == 0 else 32
+                    params.logits_processor = json_mode.JsonLogitsProcessor(self._json_table(), prefix, want)
+            planned.append((ids, params, prefix, guard, index))
+        choices: list[_Choice] = []
+        try:
+            for ids, params, prefix, guard, index in planned:
+                handle = self.scheduler.submit(ids, params, priority=priority, timeout_s=self.request_timeout_s)
+                choices.append(_Choice(index, handle, prefix, guard))
+        except BaseException as e:
+            for c in choices:
+                c.handle.cancel()
+            if isinstance(e, QueueFullError):
+                raise BusyError(str(e), e.retry_after) from None
+            if isinstance(e, ContextLengthError):
+                raise ContextLengthExceededError(str(e), e.prompt_tokens, e.max_tokens, e.context_length) from None
+            if isinstance(e, EngineError):
+                raise UnavailableError(str(e)) from None
+            if isinstance(e, ValueError):
+                raise InvalidRequestError(str(e)) from None
+            raise
+        choices.sort(key=lambda c: c.index)
+        return Generation(self.model_name, choices, sum(prompt_lengths), self.request_timeout_s + 5.0)
+
+
+def _created(stamp) -> int:
+    import datetime as dt
+
+    try:
+        return int(dt.datetime.fromisoformat(str(stamp)).timestamp())
+    except (TypeError, ValueError):
+        return 0
