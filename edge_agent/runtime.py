@@ -1,10 +1,20 @@
 """The one place that builds concrete parts from Settings."""
 from __future__ import annotations
 
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
 from edge_agent.config import Settings
 from edge_agent.engine.bundle import load_bundle
 from edge_agent.engine.engine import OnnxEngine
 from edge_agent.engine.scheduler import BatchScheduler
+from edge_agent.services.chat import ChatService
+from edge_agent.services.embeddings import EmbeddingService
+from edge_agent.services.metrics import ServiceMetrics
+
+log = logging.getLogger(__name__)
 
 
 def build_engine(settings: Settings, max_batch: int | None = None, **scheduler_kw) -> BatchScheduler:
@@ -21,3 +31,67 @@ def build_engine(settings: Settings, max_batch: int | None = None, **scheduler_k
         device=settings.device,
     )
     return BatchScheduler(engine, max_queue=settings.max_queue, prefill_chunk=settings.prefill_chunk, **scheduler_kw).start()
+
+
+@dataclass
+class Runtime:
+    """Everything the daemon serves with: settings, the scheduler and the services over it."""
+
+    settings: Settings
+    scheduler: BatchScheduler
+    chat: ChatService
+    embeddings: EmbeddingService
+    metrics: ServiceMetrics
+    documents: Any = None
+    documents_status: str | None = None
+
+    def begin_shutdown(self) -> None:
+        """Refuse new generations (running ones continue)."""
+        self.chat.accepting = False
+
+    def close(self, grace_s: float = 0.0) -> None:
+        """Stop the scheduler (running generations get grace_s to finish) and close the documents."""
+        self.begin_shutdown()
+        self.scheduler.stop(grace_s)
+        docs, self.documents = self.documents, None
+        if docs is not None and hasattr(docs, "close"):
+            try:
+                docs.close()
+            except Exception:  # pragma: no cover - closing is best effort at exit
+                log.exception("closing the document service failed")
+
+
+def build_runtime(settings: Settings, *, max_batch: int | None = None, documents: Any = None, load_documents: bool = True) -> Runtime:
+    """Load the model and build the services the server needs.
+
+    The document service (and with it the embedding model) loads in a background thread
+    unless `documents` is given or load_documents is False, so the server is ready in seconds;
+    until then /v1/embeddings answers 503. Raises BundleError when the model bundle is missing.
+    """
+    metrics = ServiceMetrics()
+    scheduler = build_engine(settings, max_batch=max_batch, on_step=metrics.observe_step, on_finish=metrics.observe_finish)
+    metrics.bind(lambda: scheduler.queue_depth, lambda: scheduler.active)
+    chat = ChatService(
+        scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
+        max_tokens_limit=settings.max_tokens_limit,
+    )
+    rt = Runtime(settings=settings, scheduler=scheduler, chat=chat, embeddings=None, metrics=metrics, documents=documents)  # type: ignore[arg-type]
+    rt.embeddings = EmbeddingService(lambda: rt.documents, lambda: rt.documents_status)
+    if documents is None and load_documents:
+        rt.documents_status = "still loading"
+        threading.Thread(target=_load_documents, args=(rt,), name="edge-agent-documents", daemon=True).start()
+    elif documents is None:
+        rt.documents_status = "documents are disabled in this process"
+    return rt
+
+
+def _load_documents(rt: Runtime) -> None:
+    try:
+        from edge_agent.services.documents import DocumentService
+
+        rt.documents = DocumentService.from_settings(rt.settings)
+        rt.documents_status = None
+        log.info("document service ready")
+    except Exception as e:  # the daemon still serves chat without documents
+        rt.documents_status = f"it failed to load ({type(e).__name__}: {e})"
+        log.error("document service failed to load: %s: %s", type(e).__name__, e)

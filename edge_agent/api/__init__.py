@@ -1,0 +1,1 @@
+"""HTTP layer: the Flask app factory and thin blueprints (reaches services only)."""

@@ -1,0 +1,190 @@
+"""The Flask app factory: create_app(runtime) wires the blueprints, security checks, metrics and errors."""
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import threading
+import time
+
+from flask import Flask, Response, g, request
+
+from edge_agent.api.errors import ApiError, register_error_handlers
+
+log = logging.getLogger(__name__)
+
+PUBLIC_PATHS = frozenset({"/health"})
+CORS_METHODS = "GET, POST, DELETE, OPTIONS"
+CORS_HEADERS = "Authorization, Content-Type"
+CORS_MAX_AGE = "600"
+
+
+def host_name(host: str) -> str:
+    """The name part of a Host header value ("[::1]:8080" -> "[::1]", "Example.com:80" -> "example.com")."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def is_loopback(host: str) -> bool:
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_host_names(settings) -> set[str]:
+    names = {h.strip().lower() for h in settings.allowed_hosts if h.strip()}
+    bind = settings.host.strip().lower()
+    if bind and bind not in ("0.0.0.0", "::", "[::]", "*"):
+        names.add(f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind)
+    return names
+
+
+class SecurityGuard:
+    """Host allow-list, CORS, bearer keys (constant-time) and request metrics, as before/after hooks."""
+
+    def __init__(self, settings, metrics):
+        self.keys = [k.encode() for k in settings.accepted_keys()]
+        self.hosts = allowed_host_names(settings)
+        self.any_host = "*" in self.hosts
+        self.origins = [o.rstrip("/") for o in settings.cors_origins]
+        self.any_origin = "*" in self.origins
+        self.metrics = metrics
+
+    def _origin_allowed(self, origin: str | None) -> bool:
+        return bool(origin) and bool(self.origins) and (self.any_origin or origin.rstrip("/") in self.origins)
+
+    def _authorized(self) -> bool:
+        if not self.keys:
+            return True
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return False
+        given = token.strip().encode()
+        ok = False
+        for key in self.keys:  # compare with every key: timing says nothing about which matched
+            ok |= hmac.compare_digest(given, key)
+        return ok
+
+    def before(self):
+        g.edge_agent_t0 = time.perf_counter()
+        if request.path in PUBLIC_PATHS:
+            return None
+        if not self.any_host and host_name(request.host) not in self.hosts:
+            raise ApiError(403, "this Host header is not allowed: add the name to allowed_hosts (EDGE_AGENT_ALLOWED_HOSTS)",
+                           type="permission_error", code="host_not_allowed")
+        if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers and self.origins:
+            origin = request.headers.get("Origin")
+            if not self._origin_allowed(origin):
+                raise ApiError(403, "this origin is not allowed by CORS", type="permission_error", code="origin_not_allowed")
+            resp = Response(status=204)
+            resp.headers["Access-Control-Allow-Methods"] = CORS_METHODS
+            resp.headers["Access-Control-Allow-Headers"] = CORS_HEADERS
+            resp.headers["Access-Control-Max-Age"] = CORS_MAX_AGE
+            return resp
+        if not self._authorized():
+            raise ApiError(401, "missing or invalid API key: send Authorization: Bearer <key>", type="authentication_error",
+                           code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+        return None
+
+    def after(self, resp: Response) -> Response:
+        origin = request.headers.get("Origin")
+        if self._origin_allowed(origin):
+            resp.headers["Access-Control-Allow-Origin"] = "*" if self.any_origin else origin.rstrip("/")
+            resp.headers["Access-Control-Expose-Headers"] = "Retry-After"
+            resp.vary.add("Origin")
+        resp.headers.pop("Access-Control-Allow-Credentials", None)  # bearer keys, never cookies
+        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+        resp.headers.setdefault("Cache-Control", "no-store")
+        t0 = g.get("edge_agent_t0")
+        route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        self.metrics.observe_request(route, request.method, resp.status_code, time.perf_counter() - t0 if t0 else 0.0)
+        return resp
+
+
+class InFlight:
+    """WSGI middleware: counts requests until their body is fully sent; when draining, answers 503 and closes."""
+
+    def __init__(self, app, metrics):
+        self.app = app
+        self.metrics = metrics
+        self.count = 0
+        self.draining = False
+        self._lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        if self.draining:
+            body = json.dumps({"error": {"message": "the server is shutting down", "type": "server_error", "param": None, "code": "shutting_down"}}).encode()
+            start_response("503 Service Unavailable", [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Connection", "close")])
+            return [body]
+        with self._lock:
+            self.count += 1
+        self.metrics.in_flight.inc()
+        try:
+            inner = self.app(environ, start_response)
+        except BaseException:
+            self._done()
+            raise
+        return _ClosingIterable(inner, self._done)
+
+    def _done(self) -> None:
+        with self._lock:
+            self.count -= 1
+        self.metrics.in_flight.dec()
+
+
+class _ClosingIterable:
+    def __init__(self, inner, on_close):
+        self.inner = inner
+        self.on_close = on_close
+        self.closed = False
+
+    def __iter__(self):
+        return iter(self.inner)
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            close = getattr(self.inner, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.on_close()
+
+
+def create_app(runtime) -> Flask:
+    """The WSGI app over a runtime (its .settings, .chat, .embeddings, .documents, .metrics)."""
+    from edge_agent.api import health, openai
+
+    app = Flask("edge_agent.api")
+    app.config["MAX_CONTENT_LENGTH"] = None  # bodies are read with our own cap (chunked bodies too)
+    app.url_map.strict_slashes = False
+    app.extensions["edge_agent"] = runtime
+    guard = SecurityGuard(runtime.settings, runtime.metrics)
+    app.before_request(guard.before)
+    app.after_request(guard.after)
+    app.register_blueprint(openai.bp)
+    app.register_blueprint(health.bp)
+    try:
+        from edge_agent.api import documents as documents_api
+    except ImportError:
+        documents_api = None
+    if documents_api is not None and hasattr(documents_api, "bp"):
+        app.register_blueprint(documents_api.bp)
+        paths = getattr(documents_api, "openapi_paths", None)
+        app.extensions["edge_agent.extra_paths"] = paths(runtime) if callable(paths) else None
+    register_error_handlers(app)
+    tracker = InFlight(app.wsgi_app, runtime.metrics)
+    app.wsgi_app = tracker  # type: ignore[method-assign]
+    app.extensions["edge_agent.inflight"] = tracker
+    return app

@@ -1,0 +1,163 @@
+"""OpenAI-shaped errors for every failure, and strict reading of JSON request bodies."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any, TypeVar
+
+from flask import Flask, Response, request
+from pydantic import BaseModel, ValidationError
+from werkzeug.exceptions import HTTPException
+
+from edge_agent.services.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+_HTTP_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
+_HTTP_MESSAGES = {
+    400: "the request could not be understood",
+    404: "no route matches this URL; see GET /openapi.json for the API",
+    405: "this method is not allowed on this URL",
+    408: "the request took too long to arrive",
+    413: "the request body is too large",
+    415: "the request body must be JSON (Content-Type: application/json)",
+    431: "the request headers are too large",
+}
+
+
+class ApiError(Exception):
+    """An HTTP error raised by the API layer itself (status, message, type, param, code, extra headers)."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.headers = headers or {}
+
+
+def error_body(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def error_response(status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
+                   code: str | None = None, headers: dict[str, str] | None = None) -> Response:
+    resp = Response(json.dumps(error_body(message, type, param, code)), status=status, mimetype="application/json")
+    for k, v in (headers or {}).items():
+        resp.headers[k] = v
+    return resp
+
+
+def service_error_response(e: ServiceError) -> Response:
+    headers = {}
+    retry = getattr(e, "retry_after", None)
+    if retry is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(retry)))
+    return error_response(e.status, e.message, e.type, e.param, e.code, headers)
+
+
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def _api_error(e: ApiError):
+        return error_response(e.status, e.message, e.type, e.param, e.code, e.headers)
+
+    @app.errorhandler(ServiceError)
+    def _service_error(e: ServiceError):
+        return service_error_response(e)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(e: HTTPException):
+        status = e.code or 500
+        message = _HTTP_MESSAGES.get(status, "the request failed")
+        headers = {}
+        if status == 405 and getattr(e, "valid_methods", None):
+            headers["Allow"] = ", ".join(e.valid_methods)
+        kind = _HTTP_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
+        return error_response(status, message, kind, None, None, headers)
+
+    @app.errorhandler(Exception)
+    def _unexpected(e: Exception):
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response(500, "internal server error; the server log has the details", "server_error", None, "internal_error")
+
+
+# --- request bodies --------------------------------------------------------------
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _check_text(value: Any, path: str = "") -> None:
+    """Refuse strings that cannot be UTF-8 (lone surrogates from \\ud800-style escapes)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(400, f"invalid text in {path or 'the body'}: lone surrogate escape (not valid UTF-8)", param=path or None) from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_text(k, path)
+            _check_text(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_text(v, f"{path}[{i}]")
+
+
+def read_body(max_bytes: int) -> bytes:
+    """The raw body, read with a cap (chunked bodies too). Raises ApiError 413 beyond max_bytes."""
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        raise ApiError(413, f"the request body is larger than {max_bytes} bytes", code="body_too_large")
+    stream = request.stream
+    chunks, total = [], 0
+    while True:
+        block = stream.read(min(65536, max_bytes + 1 - total))
+        if not block:
+            break
+        chunks.append(block)
+        total += len(block)
+        if total > max_bytes:
+            raise ApiError(413, f"the request body is larger than {max_bytes} bytes", code="body_too_large")
+    return b"".join(chunks)
+
+
+def _param(loc: tuple) -> str | None:
+    out = ""
+    for item in loc:
+        if isinstance(item, int):
+            out += f"[{item}]"
+        elif isinstance(item, str) and item.isidentifier() and not item[0].isupper() and item not in ("str", "int", "float", "bool", "list", "none"):
+            out += f".{item}" if out else item
+    return out or None
+
+
+def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = None) -> M:
+    """Validate the JSON body into model. Raises ApiError: 415 (not JSON), 413 (too large), 400 (invalid)."""
+    mimetype = (request.mimetype or "").lower()
+    charset = (request.mimetype_params.get("charset") or "utf-8").lower()
+    if mimetype != "application/json" or charset not in ("utf-8", "utf8"):
+        raise ApiError(415, "the request body must be JSON: send Content-Type: application/json (UTF-8)", code="unsupported_media_type")
+    raw = read_body(max_bytes)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, "the request body is not valid UTF-8", code="invalid_encoding") from None
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ApiError(400, "the request body is nested too deeply", code="invalid_json") from None
+    except ValueError as e:
+        msg = str(e) if "not valid JSON" in str(e) else "the request body is not valid JSON"
+        raise ApiError(400, msg, code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    _check_text(data)
+    try:
+        return model.model_validate(data, context=context or {})
+    except ValidationError as e:
+        errs = e.errors(include_url=False, include_input=False)
+        err = max(errs, key=lambda x: len(x["loc"]))
+        param = _param(tuple(err["loc"]))
+        msg = err["msg"].removeprefix("Value error, ")
+        raise ApiError(400, f"invalid value for {param!r}: {msg}" if param else msg, param=param, code="invalid_value") from None

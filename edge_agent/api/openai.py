@@ -1,0 +1,200 @@
+"""OpenAI-compatible routes: /v1/models, /v1/chat/completions, /v1/completions, /v1/embeddings."""
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, Iterator
+
+from flask import Blueprint, Response, current_app, request
+
+from edge_agent.api import protocol as p
+from edge_agent.api.errors import error_body, read_json
+from edge_agent.services.chat import ChoiceDelta, ChoiceEnd, Generation, SamplingOptions
+from edge_agent.services.errors import InvalidRequestError, ServiceError, UnavailableError
+
+bp = Blueprint("openai", __name__)
+
+KEEPALIVE_S = 10.0
+
+
+def _runtime():
+    return current_app.extensions["edge_agent"]
+
+
+def _context() -> dict:
+    s = _runtime().settings
+    return {"max_tokens_limit": s.max_tokens_limit, "max_messages": s.max_messages}
+
+
+def _json(model) -> Response:
+    return Response(model.model_dump_json(), mimetype="application/json")
+
+
+def _disconnected() -> Callable[[], bool]:
+    probe = request.environ.get("waitress.client_disconnected")
+    return probe if callable(probe) else (lambda: False)
+
+
+def _options(req: p._Sampling, max_tokens: int | None) -> SamplingOptions:
+    return SamplingOptions(
+        max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
+        repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
+    )
+
+
+def _wait(gen: Generation, disconnected: Callable[[], bool]) -> tuple[dict[int, str], dict[int, str]]:
+    """Collect every choice's text and finish reason; give up (cancelling) if the client goes away."""
+    texts: dict[int, list[str]] = {c.index: [] for c in gen.choices}
+    ends: dict[int, str] = {}
+    events = gen.events()
+    try:
+        for ev in events:
+            if ev is None:
+                if disconnected():
+                    gen.cancel()
+                    raise UnavailableError("the client disconnected")
+            elif isinstance(ev, ChoiceDelta):
+                texts[ev.index].append(ev.text)
+            else:
+                ends[ev.index] = ev.finish_reason
+    finally:
+        events.close()
+    return {i: "".join(t) for i, t in texts.items()}, ends
+
+
+def _usage(gen: Generation) -> p.Usage:
+    u = gen.usage
+    return p.Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens)
+
+
+def _sse(data: dict | str) -> bytes:
+    return b"data: " + (data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))).encode() + b"\n\n"
+
+
+def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[int, str | None, str | None], dict], include_usage: bool,
+            disconnected: Callable[[], bool]) -> Response:
+    """Server-Sent Events: head chunks, one chunk per delta and per end, optional usage, [DONE].
+
+    A client that goes away (a failed write closes this generator; waitress' disconnect probe
+    is polled between events) cancels the generation.
+    """
+    base = {"id": id_prefix + gen.id, "created": gen.created, "model": gen.model}
+
+    def body() -> Iterator[bytes]:
+        events = gen.events()
+        last = time.monotonic()
+        try:
+            for h in head:
+                yield _sse({**h, **base, "usage": None} if include_usage else {**h, **base})
+            for ev in events:
+                if ev is None:
+                    if disconnected():
+                        return
+                    if time.monotonic() - last > KEEPALIVE_S:
+                        last = time.monotonic()
+                        yield b": keep-alive\n\n"
+                    continue
+                last = time.monotonic()
+                if isinstance(ev, ChoiceDelta):
+                    out = chunk(ev.index, ev.text, None)
+                else:
+                    out = chunk(ev.index, None, ev.finish_reason)
+                out.update(base)
+                if include_usage:
+                    out["usage"] = None
+                yield _sse(out)
+            if include_usage:
+                last_chunk = chunk(0, None, None)
+                yield _sse({**last_chunk, **base, "choices": [], "usage": _usage(gen).model_dump()})
+            yield _sse("[DONE]")
+        except ServiceError as e:
+            yield _sse(error_body(e.message, e.type, e.param, e.code))
+        finally:
+            events.close()
+            gen.cancel()
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return Response(body(), mimetype="text/event-stream", headers=headers)
+
+
+@bp.get("/v1/models")
+def list_models():
+    rt = _runtime()
+    cards = [p.ModelCard(id=rt.chat.model_name, created=rt.chat.created)]
+    emb = rt.embeddings.model_name if rt.embeddings is not None else None
+    if emb:
+        cards.append(p.ModelCard(id=emb, created=0))
+    return _json(p.ModelList(data=cards))
+
+
+@bp.post("/v1/chat/completions")
+def chat_completions():
+    rt = _runtime()
+    req = read_json(p.ChatCompletionRequest, rt.settings.max_body_bytes, _context())
+    svc = rt.chat
+    svc.check_model(req.model)
+    messages = [{"role": m.role, "content": m.text()} for m in req.messages]
+    max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    json_object = req.response_format is not None and req.response_format.type == "json_object"
+    gen = svc.chat(messages, _options(req, max_tokens), n=req.n or 1, json_object=json_object, priority=req.priority or 0)
+    disconnected = _disconnected()
+    if req.stream:
+        obj = "chat.completion.chunk"
+        head = [{"object": obj, "choices": [{"index": c.index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}]}
+                for c in gen.choices]
+
+        def chunk(index: int, text: str | None, finish: str | None) -> dict:
+            delta = {"content": text} if text is not None else {}
+            return {"object": obj, "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+
+        include = bool(req.stream_options and req.stream_options.include_usage)
+        return _stream(gen, "chatcmpl-", head, chunk, include, disconnected)
+    try:
+        texts, ends = _wait(gen, disconnected)
+    finally:
+        gen.cancel()
+    choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i]) for i in sorted(texts)]
+    return _json(p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen)))
+
+
+@bp.post("/v1/completions")
+def completions():
+    rt = _runtime()
+    req = read_json(p.CompletionRequest, rt.settings.max_body_bytes, _context())
+    svc = rt.chat
+    svc.check_model(req.model)
+    n = req.n or 1
+    prompts = req.prompts()
+    if n * len(prompts) > p.MAX_CHOICES * 2:
+        raise InvalidRequestError(f"n x number of prompts must be at most {p.MAX_CHOICES * 2}", param="n")
+    gen = svc.complete(prompts, _options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0)
+    disconnected = _disconnected()
+    if req.stream:
+        def chunk(index: int, text: str | None, finish: str | None) -> dict:
+            return {"object": "text_completion", "choices": [{"index": index, "text": text or "", "finish_reason": finish, "logprobs": None}]}
+
+        include = bool(req.stream_options and req.stream_options.include_usage)
+        return _stream(gen, "cmpl-", [], chunk, include, disconnected)
+    try:
+        texts, ends = _wait(gen, disconnected)
+    finally:
+        gen.cancel()
+    choices = [p.CompletionChoice(index=i, text=texts[i], finish_reason=ends[i]) for i in sorted(texts)]
+    return _json(p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen)))
+
+
+@bp.post("/v1/embeddings")
+def embeddings():
+    rt = _runtime()
+    req = read_json(p.EmbeddingRequest, rt.settings.max_body_bytes)
+    svc = rt.embeddings
+    svc.check_model(req.model)
+    texts = [req.input] if isinstance(req.input, str) else list(req.input)
+    vecs, tokens = svc.embed(texts)
+    as_b64 = req.encoding_format == "base64"
+    data = [
+        p.EmbeddingData(index=i, embedding=base64.b64encode(v.astype("<f4").tobytes()).decode() if as_b64 else v.tolist())
+        for i, v in enumerate(vecs)
+    ]
+    return _json(p.EmbeddingList(data=data, model=svc.model_name or req.model, usage=p.EmbeddingUsage(prompt_tokens=tokens, total_tokens=tokens)))

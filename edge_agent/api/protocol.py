@@ -1,0 +1,266 @@
+"""Request and response models of the OpenAI-compatible API (pydantic v2); /openapi.json is generated from them.
+
+Requests validate strictly: no type coercion (an integral float such as 2.0 counts as an integer,
+as in JSON Schema), no unknown fields, finite numbers in range. Limits that come from the
+settings (max_tokens, number of messages) are checked against the validation context.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
+MAX_CHOICES = 8
+MAX_STOP = 4
+MAX_PROMPTS = 16
+MAX_EMBED_INPUTS = 256
+
+
+def _integral(v: Any) -> Any:
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**64:
+        return int(v)
+    return v
+
+
+Int = Annotated[int, BeforeValidator(_integral)]
+Float = Annotated[float, Field(allow_inf_nan=False)]
+StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(min_length=1, max_length=MAX_STOP)]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    @field_validator("max_tokens", "max_completion_tokens", check_fields=False)
+    @classmethod
+    def _max_tokens_limit(cls, v: int | None, info: ValidationInfo) -> int | None:
+        limit = (info.context or {}).get("max_tokens_limit")
+        if v is not None and limit is not None and v > limit:
+            raise ValueError(f"must be at most {limit} on this server")
+        return v
+
+
+class _Sampling(_Request):
+    """Fields shared by chat and text completions."""
+
+    model: str = Field(min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\").")
+    max_tokens: Int | None = Field(None, ge=1, description="Most tokens to generate.")
+    temperature: Float | None = Field(None, ge=0, le=2, description="0 = greedy; default: the model's, else 1.")
+    top_p: Float | None = Field(None, ge=0, le=1, description="Nucleus sampling mass; 0 = only the most likely token.")
+    top_k: Int | None = Field(None, ge=0, le=1_000_000, description="Sample among the k most likely tokens (0 = off). Extension.")
+    min_p: Float | None = Field(None, ge=0, le=1, description="Drop tokens below min_p x the top probability. Extension.")
+    repetition_penalty: Float | None = Field(None, gt=0, le=10, description="> 1 discourages repeats (CTRL style). Extension.")
+    presence_penalty: Float | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
+    frequency_penalty: Float | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
+    seed: Int | None = Field(None, ge=INT64_MIN, le=UINT64_MAX, description="Makes sampling repeatable; choice i uses seed + i.")
+    stop: Annotated[str, Field(min_length=1, max_length=256)] | StopList | None = Field(
+        None, description="Up to 4 strings; generation stops before any of them (not included in the output)."
+    )
+    n: Int | None = Field(None, ge=1, le=MAX_CHOICES, description="Choices to generate (they run batched).")
+    stream: bool | None = Field(None, description="Send Server-Sent Events, ending with `data: [DONE]`.")
+    stream_options: StreamOptions | None = None
+    user: str | None = Field(None, max_length=256, description="Accepted and ignored.")
+    priority: Int | None = Field(None, ge=0, le=9, description="Lower runs first (0, the default, is interactive). Extension.")
+    ignore_eos: bool | None = Field(None, description="Keep generating past end-of-sequence tokens (benchmarks). Extension.")
+
+    def stop_list(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+
+class StreamOptions(_Request):
+    include_usage: bool | None = Field(None, description="Send a last chunk with `usage` and no choices.")
+
+
+class TextPart(_Request):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Request):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | Annotated[list[TextPart], Field(max_length=256)] = Field(description="Text, or a list of text parts.")
+    name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
+
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class ResponseFormat(_Request):
+    type: Literal["text", "json_object"] = Field(description="json_object: the answer is one valid JSON object.")
+
+
+class ChatCompletionRequest(_Sampling):
+    messages: list[ChatMessage] = Field(min_length=1, description="The conversation so far, oldest first.")
+    max_completion_tokens: Int | None = Field(None, ge=1, description="Same as max_tokens (takes precedence).")
+    response_format: ResponseFormat | None = None
+    logprobs: Literal[False] | None = Field(None, description="Not supported: only false is accepted.")
+
+    @field_validator("messages")
+    @classmethod
+    def _max_messages(cls, v: list[ChatMessage], info: ValidationInfo) -> list[ChatMessage]:
+        limit = (info.context or {}).get("max_messages")
+        if limit is not None and len(v) > limit:
+            raise ValueError(f"at most {limit} messages are accepted on this server")
+        return v
+
+
+TokenIds = Annotated[list[Annotated[Int, Field(ge=0, le=2**31 - 1)]], Field(min_length=1)]
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)] | TokenIds | Annotated[
+        list[TokenIds], Field(min_length=1, max_length=MAX_PROMPTS)
+    ] = Field(description="Text, several texts, token ids, or several lists of token ids; no chat formatting is applied.")
+    max_tokens: Int | None = Field(16, ge=1, description="Most tokens to generate (default 16, as OpenAI's).")
+    echo: bool | None = Field(None, description="Put the prompt in front of each completion.")
+    suffix: None = Field(None, description="Not supported.")
+    best_of: Int | None = Field(None, ge=1, le=1, description="Only 1 is supported.")
+    logprobs: Int | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
+
+    def prompts(self) -> list[str | list[int]]:
+        p = self.prompt
+        if isinstance(p, str):
+            return [p]
+        if p and isinstance(p[0], int):
+            return [list(p)]  # type: ignore[arg-type]
+        return list(p)  # type: ignore[arg-type]
+
+
+class EmbeddingRequest(_Request):
+    model: str = Field(min_length=1, max_length=256, description="The embedding model id from GET /v1/models (or \"default\").")
+    input: Annotated[str, Field(min_length=1)] | Annotated[
+        list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_EMBED_INPUTS)
+    ] = Field(description="Text or texts to embed; text beyond the model's window is truncated.")
+    encoding_format: Literal["float", "base64"] | None = Field(None, description="base64: little-endian float32.")
+    user: str | None = Field(None, max_length=256)
+
+
+# --- responses ---------------------------------------------------------------------
+FinishReason = Literal["stop", "length"]
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    finish_reason: FinishReason
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class ChatDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChatChunkChoice(BaseModel):
+    index: int
+    delta: ChatDelta
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One Server-Sent Event's data when stream is true."""
+
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: Usage | None = None
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class Completion(BaseModel):
+    """The response, and (with finish_reason null until the end) each streamed chunk."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+
+
+class EmbeddingData(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class EmbeddingUsage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingData]
+    model: str
+    usage: EmbeddingUsage
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "edge-agent"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not_ready"]
+    model: str | None = None
+    queue_depth: int = 0
+    active: int = 0
+
+
+_Sampling.model_rebuild()
+ChatCompletionRequest.model_rebuild()
+CompletionRequest.model_rebuild()
