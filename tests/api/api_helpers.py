@@ -1,0 +1,91 @@
+"""Helpers for API tests: start the real server on a free loopback port, raw HTTP requests, metrics."""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ["EDGE_AGENT_CONFIG"] = "/nonexistent/edge-agent-test.toml"  # no machine config leaks into tests
+
+KEY = "sk-test-0123456789"
+ORIGIN = "http://app.example"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class LiveServer:
+    url: str
+    host: str
+    port: int
+    runtime: object
+    app: object
+    srv: object
+
+    def request(self, method: str, path: str, body: bytes | str | dict | None = None, headers: dict | None = None,
+                key: str | None = KEY, timeout: float = 30.0) -> tuple[int, dict, bytes]:
+        """One raw HTTP request (status, lower-cased headers, body)."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"} if body is not None else {}
+        if key:
+            h["Authorization"] = f"Bearer {key}"
+        h.update(headers or {})
+        if isinstance(body, dict):
+            body = json.dumps(body)
+        if isinstance(body, str):
+            body = body.encode()
+        try:
+            conn.request(method, path, body=body, headers=h)
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            conn.close()
+
+    def metric(self, name: str, labels: str = "") -> float:
+        status, _, body = self.request("GET", "/metrics")
+        assert status == 200
+        pattern = re.escape(name) + (r"\{" + re.escape(labels) + r"\}" if labels else "") + r" ([0-9.e+-]+)"
+        m = re.search(pattern, body.decode())
+        return float(m.group(1)) if m else 0.0
+
+    def close(self) -> None:
+        self.srv.stop_accepting()
+        self.srv.drain(1.0)
+        self.runtime.close()
+        self.srv.close()
+
+
+def api_settings(bundle: Path, tmp: Path, **overrides):
+    from edge_agent.config import Settings
+
+    values = dict(
+        models_dir=bundle.parent, model=bundle.name, threads=1, context_length=512, max_batch=16, max_queue=64,
+        data_dir=tmp / "var", index_dir=tmp / "index", api_keys=[KEY], cors_origins=[ORIGIN], max_tokens_limit=256,
+        max_body_bytes=64 * 1024, request_timeout_s=60.0, shutdown_grace_s=5.0,
+    )
+    values.update(overrides)
+    return Settings(**values)
+
+
+def start_server(settings, documents=None) -> LiveServer:
+    from edge_agent.api.app import create_app
+    from edge_agent.runtime import build_runtime
+    from edge_agent.server import HttpServer, server_threads
+
+    rt = build_runtime(settings, documents=documents, load_documents=False)
+    app = create_app(rt)
+    srv = HttpServer(app, "127.0.0.1", 0, threads=server_threads(settings, rt.scheduler.max_batch)).start()
+    return LiveServer(srv.url, srv.host, srv.port, rt, app, srv)
+
+
+
+def wait_until(predicate, timeout: float, step: float = 0.02) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
