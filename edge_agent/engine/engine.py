@@ -8,7 +8,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from edge_agent.engine.bundle import Bundle
-from edge_agent.engine.runner import CacheShape, OnnxModel, make_session
+from edge_agent.engine.runner import CacheShape, Embedding, OnnxModel, make_session
 from edge_agent.hardware import detect
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class OnnxEngine:
             slots=max_batch,
             max_len=self.context_length,
         )
-        self.model = OnnxModel(session, cache, self.vocab_size)
+        self.model = OnnxModel(session, cache, self.vocab_size, Embedding(bundle.path))
         log.info(
             "loaded %s (%s, %d layers) on %s with %d threads, %d slots x %d tokens",
             bundle.name, arch["arch"], cache.layers, self.device, self.threads, max_batch, self.context_length,

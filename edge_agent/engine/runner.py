@@ -48,11 +48,35 @@ def make_session(model_path: Path, threads: int, providers: list[str] | None = N
     return ort.InferenceSession(str(model_path), so, providers=providers or ["CPUExecutionProvider"])
 
 
+class Embedding:
+    """The token embedding, memory-mapped: int8 rows with one scale each (or fp32 rows).
+
+    Kept outside the graph so that only the rows in use become resident and the
+    output projection's weights have one user (onnxruntime frees them after prepacking).
+    """
+
+    def __init__(self, folder: Path):
+        self.table = np.load(folder / "embed.npy", mmap_mode="r")
+        scale = folder / "embed_scale.npy"
+        self.scale = np.load(scale) if scale.is_file() else None
+        self.dim = int(self.table.shape[1])
+
+    def lookup(self, ids: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Write the float32 rows of ids [n] into out [n, dim]."""
+        rows = self.table[ids]
+        if self.scale is None:
+            out[...] = rows
+        else:
+            np.multiply(rows, self.scale[ids, None], out=out)
+        return out
+
+
 class OnnxModel:
     """Runs prefill and batched decode steps of one model over a slot-based cache."""
 
-    def __init__(self, session: ort.InferenceSession, cache: CacheShape, vocab_size: int):
+    def __init__(self, session: ort.InferenceSession, cache: CacheShape, vocab_size: int, embedding: Embedding):
         self.session = session
+        self.embedding = embedding
         self.cache = cache
         self.vocab_size = vocab_size
         c = cache
@@ -93,11 +117,11 @@ class OnnxModel:
         if start + n > self.cache.max_len:
             raise ValueError(f"sequence would exceed the cache ({start + n} > {self.cache.max_len})")
         io = self.session.io_binding()
-        ids = np.ascontiguousarray(token_ids.reshape(1, n), dtype=np.int64)
+        embeds = self.embedding.lookup(np.asarray(token_ids, np.int64), np.empty((n, self.embedding.dim), np.float32))
         pos = np.arange(start, start + n, dtype=np.int64).reshape(1, n)
         seqlens = np.array([start + n - 1], np.int32)
         total = np.array(start + n, np.int32)
-        for name, arr in (("input_ids", ids), ("position_ids", pos), ("seqlens_k", seqlens), ("total_seq_len", total)):
+        for name, arr in (("inputs_embeds", embeds.reshape(1, n, -1)), ("position_ids", pos), ("seqlens_k", seqlens), ("total_seq_len", total)):
             self._bind_array(io, name, arr)
         self._bind_cache(io, slot, 1)
         out = self.logits[slot : slot + 1]
@@ -112,7 +136,7 @@ class OnnxModel:
         if bound is None:
             io = self.session.io_binding()
             arrays = {
-                "input_ids": np.zeros((b, 1), np.int64),
+                "inputs_embeds": np.zeros((b, 1, self.embedding.dim), np.float32),
                 "position_ids": np.zeros((b, 1), np.int64),
                 "seqlens_k": np.zeros((b,), np.int32),
                 "total_seq_len": np.zeros((), np.int32),
@@ -123,7 +147,7 @@ class OnnxModel:
             io.bind_output("logits", "cpu", 0, np.float32, [b, self.vocab_size], self.logits.ctypes.data)
             bound = self._decode_bindings[b] = (io, arrays)
         io, arrays = bound
-        arrays["input_ids"][:, 0] = token_ids
+        self.embedding.lookup(token_ids, arrays["inputs_embeds"][:, 0])
         arrays["position_ids"][:, 0] = lengths
         arrays["seqlens_k"][:] = lengths
         arrays["total_seq_len"][...] = int(lengths.max()) + 1

@@ -214,7 +214,7 @@ def import_model(
 
     Raises ModelImportError (or UnsupportedModelError) with a user-facing message.
     """
-    from edge_agent.models.onnx_builder import build_model, save_model
+    from edge_agent.models.onnx_builder import build_model, embedding_table, save_embedding, save_model
 
     if not name or "/" in name or name.startswith(".") or name != Path(name).name:
         raise ModelImportError(f"invalid bundle name {name!r}: use letters, digits, '-' or '_'")
@@ -245,12 +245,14 @@ def import_model(
 
         progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
         model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize)
+        embedding = embedding_table(spec, state, quantize=quantize)
         del state
         progress.done()
 
         progress.stage("writing the bundle")
         save_model(model, tmp)
-        del model
+        save_embedding(embedding, tmp)
+        del model, embedding
         special = tok_info["special"]
         stop_ids = sorted({*spec.eos_token_ids, *([special["eos"]] if special.get("eos") is not None else []), *special.get("end_of_turn", [])})
         template = tok_info["chat_template"]
@@ -272,7 +274,7 @@ def import_model(
             "architecture": spec.to_dict(),
             "context_length": ctx,
             "quantization": (
-                {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", "embedding": "int8, shared with the output projection when tied", "activations": "uint8 dynamic per tensor"}
+                {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", "embedding": "int8 rows, one scale per row, memory-mapped", "activations": "uint8 dynamic per tensor"}
                 if quantize else {"scheme": "fp32"}
             ),
             "model_file": "model.onnx",

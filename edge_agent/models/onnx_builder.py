@@ -1,6 +1,6 @@
 """Write a decoder-only transformer as one ONNX graph built for our engine.
 
-The graph takes `input_ids`, `position_ids`, `seqlens_k` (total length - 1 per row),
+The graph takes `inputs_embeds` (see embedding_table), `position_ids`, `seqlens_k` (total length - 1 per row),
 `total_seq_len` and one key/value buffer per layer of shape [batch, kv_heads,
 max_len, head_dim]. Attention is onnxruntime's GroupQueryAttention, which
 writes new keys and values into that same buffer in place (the engine binds
@@ -9,9 +9,9 @@ position's logits leave the graph: [batch, vocab].
 
 Linear layers are int8 with one scale per output channel; activations are
 quantized per row (per token) on the fly, so results do not depend on batch
-composition; the integer product runs in MatMulInteger (u8 x s8, VNNI). With
-tied embeddings the embedding table is that same int8 matrix, gathered by
-column.
+composition; the integer product runs in MatMulInteger (u8 x s8, VNNI). The
+embedding table is an int8 array with one scale per row, memory-mapped and
+looked up by the engine (only rows in use become resident).
 """
 from __future__ import annotations
 
@@ -166,28 +166,16 @@ def build_model(
         cos_l = g.init("rope.local.cos", rope["local"][0])
         sin_l = g.init("rope.local.sin", rope["local"][1])
 
-    # --- embedding (and the output projection that may share its int8 matrix)
+    # --- embedding: looked up outside the graph (see Embedding), so the output
+    # projection's int8 matrix has a single user and onnxruntime can drop it after prepacking
     embed = need("embed_tokens.weight")[:vocab]  # [V, D]
-    lm = embed if spec.tie_embeddings or get("lm_head.weight") is None else np.asarray(state["lm_head.weight"], np.float32)
-    ids = "input_ids"
+    lm_w_f = get("lm_head.weight")
+    lm = embed if spec.tie_embeddings or lm_w_f is None else lm_w_f[:vocab]
+    h = "inputs_embeds"
     if quantize:
         lm_q, lm_scale = quantize_columns(lm.T)  # [D, V], [V]
         lm_w = g.init("lm_head.qweight", lm_q)
         lm_s = g.init("lm_head.scale", lm_scale)
-        if lm is embed:
-            cols = g.op1("Gather", [lm_w, ids], axis=1)  # [D, B, S]
-            rows = g.op1("Transpose", [cols], perm=[1, 2, 0])  # [B, S, D]
-            row_scale = lm_scale * np.float32(spec.embed_scale)
-        else:
-            e_q, e_s = quantize_columns(embed.T)
-            rows = g.op1("Gather", [g.init("embed.qweight", np.ascontiguousarray(e_q.T)), ids], axis=0)
-            row_scale = e_s * np.float32(spec.embed_scale)
-        s = g.op1("Gather", [g.init("embed.row_scale", row_scale.reshape(-1, 1)), ids], axis=0)  # [B, S, 1]
-        h = g.op1("Mul", [g.op1("Cast", [rows], to=TensorProto.FLOAT), s])
-    else:
-        h = g.op1("Gather", [g.init("embed.weight", embed), ids], axis=0)
-        if spec.embed_scale != 1.0:
-            h = g.op1("Mul", [h, g.const(np.array(spec.embed_scale, np.float32))])
 
     if spec.qk_norm:
         shape_q = g.const(np.array([0, 0, nh, hd], np.int64))
@@ -198,7 +186,7 @@ def build_model(
     split_mlp = g.const(np.array([spec.intermediate_size, spec.intermediate_size], np.int64))
 
     inputs = [
-        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+        helper.make_tensor_value_info("inputs_embeds", TensorProto.FLOAT, ["batch", "seq", d]),
         helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"]),
         helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["batch"]),
         helper.make_tensor_value_info("total_seq_len", TensorProto.INT32, []),
@@ -282,6 +270,27 @@ def build_model(
     )
     model.ir_version = 10
     return model
+
+
+def embedding_table(spec: ArchSpec, state: Mapping[str, np.ndarray], quantize: bool = True) -> dict[str, np.ndarray]:
+    """The token embedding as arrays for the engine: int8 rows + per-row scale (Gemma's sqrt(d) folded in), or fp32."""
+    embed = _weights_getter(state)("embed_tokens.weight")
+    if embed is None:
+        raise KeyError("checkpoint has no weight 'embed_tokens.weight'")
+    embed = embed[: spec.vocab_size]
+    if not quantize:
+        return {"embed": (embed * np.float32(spec.embed_scale)).astype(np.float32)}
+    q, scale = quantize_columns(embed.T)
+    return {"embed": np.ascontiguousarray(q.T), "embed_scale": (scale * np.float32(spec.embed_scale)).astype(np.float32)}
+
+
+def save_embedding(arrays: dict[str, np.ndarray], folder: Path) -> list[Path]:
+    """Write each embedding array as `<name>.npy` (memory-mappable)."""
+    paths = []
+    for name, arr in arrays.items():
+        paths.append(folder / f"{name}.npy")
+        np.save(paths[-1], arr)
+    return paths
 
 
 def save_model(model: onnx.ModelProto, folder: Path) -> list[Path]:

@@ -55,7 +55,7 @@ def test_int8_bundle_is_close_and_complete(arch, tiny_bundles, checkpoints):
     m = b.manifest
     assert m["architecture"]["arch"] == arch
     assert m["quantization"]["scheme"] == "int8"
-    assert set(m["files"]) == {"model.onnx", "model.onnx.data", "tokenizer.json"}
+    assert set(m["files"]) == {"model.onnx", "model.onnx.data", "tokenizer.json", "embed.npy", "embed_scale.npy"}
     assert all(len(f["sha256"]) == 64 for f in m["files"].values())
     assert m["context_length"] == 512 and m["source"]["kind"] == "hf" and m["created"]
     eng = OnnxEngine(b, threads=1, max_batch=1, context_length=64)
