@@ -186,12 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("doctor", help="show settings, hardware and check the model bundle")
     d.set_defaults(func=cmd_doctor)
 
-    try:
-        from edge_agent.cli_index import register as register_index
-    except ImportError:
-        pass
-    else:
-        register_index(sub)
+    from edge_agent.cli_index import register as register_index
+    from edge_agent.cli_serve import register as register_serve
+
+    register_serve(sub)
+    register_index(sub)
     return parser
 
 
