@@ -132,6 +132,9 @@ def _param(loc: tuple) -> str | None:
     return out or None
 
 
+_TYPE_ERRORS = {"literal_error", "model_type", "is_instance_of", "union_tag_invalid", "none_required"}
+
+
 def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = None) -> M:
     """Validate the JSON body into model. Raises ApiError: 415 (not JSON), 413 (too large), 400 (invalid)."""
     mimetype = (request.mimetype or "").lower()
@@ -157,7 +160,8 @@ def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = N
         return model.model_validate(data, context=context or {})
     except ValidationError as e:
         errs = e.errors(include_url=False, include_input=False)
-        err = max(errs, key=lambda x: len(x["loc"]))
+        # Of a union's errors, a broken constraint says more than "wrong type"; then the deepest location.
+        err = max(errs, key=lambda x: (not (x["type"].endswith("_type") or x["type"] in _TYPE_ERRORS), len(x["loc"])))
         param = _param(tuple(err["loc"]))
         msg = err["msg"].removeprefix("Value error, ")
         raise ApiError(400, f"invalid value for {param!r}: {msg}" if param else msg, param=param, code="invalid_value") from None

@@ -47,7 +47,7 @@ class LiveServer:
     def metric(self, name: str, labels: str = "") -> float:
         status, _, body = self.request("GET", "/metrics")
         assert status == 200
-        pattern = re.escape(name) + (r"\{" + re.escape(labels) + r"\}" if labels else "") + r" ([0-9.e+-]+)"
+        pattern = "(?m)^" + re.escape(name) + (r"\{" + re.escape(labels) + r"\}" if labels else "") + r" ([0-9.e+-]+)"
         m = re.search(pattern, body.decode())
         return float(m.group(1)) if m else 0.0
 

@@ -1,0 +1,185 @@
+"""Every bad input gets its 4xx in the OpenAI error shape (no trace, no path), and the server keeps answering."""
+from __future__ import annotations
+
+import http.client
+import json
+
+import pytest
+
+from api_helpers import KEY
+
+CHAT = {"model": "llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+COMP = {"model": "llama", "prompt": "hi", "max_tokens": 4}
+EMB = {"model": "default", "input": "hi"}
+
+
+def with_(base: dict, **kw) -> str:
+    out = dict(base)
+    for k, v in kw.items():
+        if v is ...:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return json.dumps(out)
+
+
+def raw(base: dict, key: str, literal: str) -> str:
+    """base with `key` set to a literal JSON token (NaN, Infinity ... that json.dumps will not write)."""
+    return json.dumps({**base, key: "@@"}).replace('"@@"', literal)
+
+
+BAD = [
+    # path, body, status, param
+    ("/v1/chat/completions", with_(CHAT, temperature="0.5"), 400, "temperature"),
+    ("/v1/chat/completions", with_(CHAT, temperature=-1), 400, "temperature"),
+    ("/v1/chat/completions", with_(CHAT, temperature=2.5), 400, "temperature"),
+    ("/v1/chat/completions", raw(CHAT, "temperature", "NaN"), 400, None),
+    ("/v1/chat/completions", raw(CHAT, "temperature", "Infinity"), 400, None),
+    ("/v1/chat/completions", raw(CHAT, "temperature", "-Infinity"), 400, None),
+    ("/v1/chat/completions", raw(CHAT, "temperature", "1e999"), 400, "temperature"),
+    ("/v1/chat/completions", with_(CHAT, top_p=-0.1), 400, "top_p"),
+    ("/v1/chat/completions", with_(CHAT, top_p=1.5), 400, "top_p"),
+    ("/v1/chat/completions", raw(CHAT, "top_p", "NaN"), 400, None),
+    ("/v1/chat/completions", with_(CHAT, max_tokens=0), 400, "max_tokens"),
+    ("/v1/chat/completions", with_(CHAT, max_tokens=-5), 400, "max_tokens"),
+    ("/v1/chat/completions", with_(CHAT, max_tokens=257), 400, "max_tokens"),
+    ("/v1/chat/completions", with_(CHAT, max_tokens=10**30), 400, "max_tokens"),
+    ("/v1/chat/completions", with_(CHAT, max_tokens=1.5), 400, "max_tokens"),
+    ("/v1/chat/completions", with_(CHAT, max_tokens="4"), 400, "max_tokens"),
+    ("/v1/chat/completions", with_(CHAT, max_tokens=True), 400, "max_tokens"),
+    ("/v1/chat/completions", with_(CHAT, max_completion_tokens=0), 400, "max_completion_tokens"),
+    ("/v1/chat/completions", with_(CHAT, messages=[]), 400, "messages"),
+    ("/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": "x"}] * 257), 400, "messages"),
+    ("/v1/chat/completions", with_(CHAT, messages=[{"role": "tool", "content": "x"}]), 400, "messages[0].role"),
+    ("/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": 5}]), 400, "messages[0].content"),
+    ("/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]), 400, None),
+    ("/v1/chat/completions", with_(CHAT, messages=[{"role": "user"}]), 400, "messages[0].content"),
+    ("/v1/chat/completions", with_(CHAT, messages="hi"), 400, "messages"),
+    ("/v1/chat/completions", with_(CHAT, model=...), 400, "model"),
+    ("/v1/chat/completions", with_(CHAT, model=5), 400, "model"),
+    ("/v1/chat/completions", with_(CHAT, foo=1), 400, "foo"),
+    ("/v1/chat/completions", with_(CHAT, n=0), 400, "n"),
+    ("/v1/chat/completions", with_(CHAT, n=9), 400, "n"),
+    ("/v1/chat/completions", with_(CHAT, stop=["a", "b", "c", "d", "e"]), 400, "stop"),
+    ("/v1/chat/completions", with_(CHAT, stop=""), 400, "stop"),
+    ("/v1/chat/completions", with_(CHAT, seed="x"), 400, "seed"),
+    ("/v1/chat/completions", with_(CHAT, seed=2**65), 400, "seed"),
+    ("/v1/chat/completions", with_(CHAT, logprobs=True), 400, "logprobs"),
+    ("/v1/chat/completions", with_(CHAT, response_format={"type": "json_schema"}), 400, "response_format.type"),
+    ("/v1/chat/completions", with_(CHAT, presence_penalty=0.5), 400, "presence_penalty"),
+    ("/v1/chat/completions", with_(CHAT, stream="yes"), 400, "stream"),
+    ("/v1/chat/completions", with_(CHAT, stream_options={"include_usage": 1}), 400, "stream_options.include_usage"),
+    ("/v1/chat/completions", with_(CHAT, priority=10), 400, "priority"),
+    ("/v1/chat/completions", "[]", 400, None),
+    ("/v1/chat/completions", "{", 400, None),
+    ("/v1/chat/completions", "[" * 30000 + "]" * 30000, 400, None),
+    ("/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": "\\ud800"}]).replace("\\\\ud800", "\\ud800"), 400, None),
+    ("/v1/completions", with_(COMP, prompt=[]), 400, "prompt"),
+    ("/v1/completions", with_(COMP, prompt=[[]]), 400, "prompt[0]"),
+    ("/v1/completions", with_(COMP, prompt=[10**9]), 400, "prompt"),
+    ("/v1/completions", with_(COMP, prompt=[-1]), 400, "prompt[0]"),
+    ("/v1/completions", with_(COMP, prompt=[1, "a"]), 400, None),
+    ("/v1/completions", with_(COMP, suffix="x"), 400, "suffix"),
+    ("/v1/completions", with_(COMP, best_of=2), 400, "best_of"),
+    ("/v1/completions", with_(COMP, echo="yes"), 400, "echo"),
+    ("/v1/completions", with_(COMP, max_tokens=300), 400, "max_tokens"),
+    ("/v1/embeddings", with_(EMB, input=[]), 400, "input"),
+    ("/v1/embeddings", with_(EMB, input=""), 400, "input"),
+    ("/v1/embeddings", with_(EMB, input=5), 400, "input"),
+    ("/v1/embeddings", with_(EMB, encoding_format="hex"), 400, "encoding_format"),
+]
+
+
+def check_error(status: int, body: bytes, expected: int) -> dict:
+    assert status == expected, body
+    text = body.decode("utf-8")
+    assert "Traceback" not in text and "/work/" not in text and ".py" not in text
+    err = json.loads(text)["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    return err
+
+
+@pytest.mark.parametrize("path,body,status,param", BAD, ids=[f"{i}-{b[0].rsplit('/', 1)[-1]}" for i, b in enumerate(BAD)])
+def test_bad_input_gets_4xx(live, path, body, status, param):
+    code, _, resp = live.request("POST", path, body)
+    err = check_error(code, resp, status)
+    if param is not None:
+        assert err["param"] == param, err
+    assert err["type"] == "invalid_request_error"
+
+
+def test_invalid_utf8_body(live):
+    body = json.dumps(CHAT).encode().replace(b'"hi"', b'"h\xff\xfei"')
+    err = check_error(*live.request("POST", "/v1/chat/completions", body)[::2], 400)
+    assert "UTF-8" in err["message"]
+
+
+def test_context_overflow_states_the_counts(live):
+    long = "fox " * 400  # ~ hundreds of tokens; context is 512
+    status, _, body = live.request("POST", "/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": long}], max_tokens=256))
+    err = check_error(status, body, 400)
+    assert err["code"] == "context_length_exceeded" and "512" in err["message"] and "256" in err["message"]
+    huge = "fox " * 2000
+    status, _, body = live.request("POST", "/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": huge}], max_tokens=...))
+    err = check_error(status, body, 400)
+    assert err["code"] == "context_length_exceeded" and "512" in err["message"]
+
+
+def test_unknown_model_route_and_method(live):
+    err = check_error(*live.request("POST", "/v1/chat/completions", with_(CHAT, model="gpt-4o"))[::2], 404)
+    assert err["code"] == "model_not_found" and err["param"] == "model"
+    check_error(*live.request("GET", "/v1/nothing")[::2], 404)
+    status, headers, body = live.request("GET", "/v1/chat/completions")
+    check_error(status, body, 405)
+    assert "POST" in headers["allow"]
+    check_error(*live.request("DELETE", "/v1/models")[::2], 405)
+
+
+def test_content_type_must_be_json(live):
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1"):
+        status, _, body = live.request("POST", "/v1/chat/completions", json.dumps(CHAT), headers={"Content-Type": ctype})
+        check_error(status, body, 415)
+    conn = http.client.HTTPConnection(live.host, live.port, timeout=10)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(CHAT).encode(), headers={"Authorization": f"Bearer {KEY}"})
+    r = conn.getresponse()
+    check_error(r.status, r.read(), 415)
+    conn.close()
+
+
+def test_body_limit_with_and_without_content_length(live):
+    limit = live.runtime.settings.max_body_bytes
+    big = with_(CHAT, messages=[{"role": "user", "content": "x" * (limit + 10)}]).encode()
+    err = check_error(*live.request("POST", "/v1/chat/completions", big)[::2], 413)
+    assert err["code"] == "body_too_large"
+
+    def chunked(total: int):
+        piece = b"x" * 8192
+        yield b'{"model": "llama", "messages": [{"role": "user", "content": "'
+        sent = 0
+        while sent < total:
+            yield piece
+            sent += len(piece)
+        yield b'"}]}'
+
+    conn = http.client.HTTPConnection(live.host, live.port, timeout=30)
+    conn.request("POST", "/v1/chat/completions", body=chunked(limit + 10), encode_chunked=True,
+                 headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    r = conn.getresponse()
+    err = check_error(r.status, r.read(), 413)
+    conn.close()
+    small = json.dumps(CHAT).encode()
+    conn = http.client.HTTPConnection(live.host, live.port, timeout=30)
+    conn.request("POST", "/v1/chat/completions", body=iter([small[:20], small[20:]]), encode_chunked=True,
+                 headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    r = conn.getresponse()
+    assert r.status == 200, r.read()
+    r.read()
+    conn.close()
+
+
+def test_server_still_answers_after_all_that(live):
+    assert live.request("GET", "/health", key=None)[0] == 200
+    status, _, body = live.request("POST", "/v1/chat/completions", CHAT)
+    assert status == 200 and json.loads(body)["choices"][0]["message"]["role"] == "assistant"
+    status, _, body = live.request("GET", "/ready")
+    assert status == 200 and json.loads(body)["status"] == "ready"
