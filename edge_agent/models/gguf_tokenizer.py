@@ -140,6 +140,22 @@ class _MetadataParser:
             value, off = self._value(vtype, off + 4, keep=want is None or key in want)
             if want is None or key in want:
                 out[key] = value
+        self.end = off
+        return out
+
+    def tensors(self) -> list[tuple[str, tuple[int, ...], int, int]]:
+        """(name, shape, ggml type, offset from the data section) of each tensor; call after items()."""
+        e, buf = self.e, self.buf
+        n_tensors = struct.unpack_from(e + "Q", buf, 8)[0]
+        off, out = self.end, []
+        for _ in range(n_tensors):
+            name, off = self._str(off)
+            n_dims = struct.unpack_from(e + "I", buf, off)[0]
+            dims = struct.unpack_from(e + "Q" * n_dims, buf, off + 4)
+            ttype, offset = struct.unpack_from(e + "IQ", buf, off + 4 + 8 * n_dims)
+            off += 4 + 8 * n_dims + 12
+            out.append((name, tuple(int(d) for d in dims), int(ttype), int(offset)))
+        self.tensors_end = off
         return out
 
     def _str(self, off: int) -> tuple[str, int]:
@@ -219,6 +235,31 @@ class GgufVocab:
     add_space_prefix: bool
     token_to_id: dict[str, int] = field(repr=False, default_factory=dict)
     rstrip_ids: frozenset[int] = frozenset()  # special tokens that swallow the whitespace after them
+
+
+def read_gguf_header(path: str | Path, keys: Iterable[str]) -> tuple[dict[str, Any], list[tuple[str, int, int]], int]:
+    """Selected metadata, every tensor's (name, elements, end offset in the file), and the file size.
+
+    Reads only the header (fast). Raises ValueError (or struct.error) when the header is damaged.
+    """
+    import gguf
+
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        size = len(mm)
+        parser = _MetadataParser(mm)
+        meta = parser.items(set(keys) | {"general.alignment"})
+        infos = parser.tensors()
+    align = int(meta.get("general.alignment", 32) or 32)
+    data_start = -(-parser.tensors_end // align) * align
+    out = []
+    for name, shape, ttype, offset in infos:
+        n = int(np.prod(shape)) if shape else 1
+        try:
+            block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ttype)]
+        except (ValueError, KeyError):
+            raise ValueError(f"tensor {name} has an unknown type {ttype}") from None
+        out.append((name, n, data_start + offset + n // block * type_size))
+    return meta, out, size
 
 
 def _metadata(source: Any) -> dict[str, Any]:

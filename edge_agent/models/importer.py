@@ -41,7 +41,6 @@ class Source:
     path: Path
     arch: str
     elements: int  # weight count, for the disk estimate
-    reader: Any = None  # gguf.GGUFReader for GGUF sources
 
 
 class Progress:
@@ -80,25 +79,23 @@ def inspect_source(source: Path) -> Source:
 
 
 def _inspect_gguf(path: Path) -> Source:
-    import gguf
+    from edge_agent.models.gguf_tokenizer import read_gguf_header
 
-    size = path.stat().st_size
     try:
-        reader = gguf.GGUFReader(str(path))
-    except Exception as e:  # the reader raises many kinds on damaged files
+        meta, tensors, size = read_gguf_header(path, ["general.architecture", "tokenizer.ggml.model"])
+    except Exception as e:  # struct.error, ValueError, UnicodeError... on damaged headers
         raise ModelImportError(f"{path.name} is a corrupt or truncated GGUF file ({type(e).__name__}: {e})") from None
     elements = 0
-    for t in reader.tensors:
-        if int(t.data_offset) + int(t.n_bytes) > size:
-            raise ModelImportError(f"{path.name} is truncated: tensor {t.name} ends past the end of the file")
-        elements += int(np.prod(t.shape))
-    field = reader.fields.get("general.architecture")
-    arch = field.contents() if field is not None else None
+    for name, n, end in tensors:
+        if end > size:
+            raise ModelImportError(f"{path.name} is truncated: tensor {name} ends past the end of the file")
+        elements += n
+    arch = meta.get("general.architecture")
     if arch not in GGUF_ARCHES:
         raise UnsupportedModelError(f"unsupported architecture {arch!r} in {path.name}: supported are {', '.join(SUPPORTED)}")
-    if "tokenizer.ggml.tokens" not in reader.fields:
-        raise ModelImportError(f"{path.name} has no tokenizer (tokenizer.ggml.tokens missing)")
-    return Source("gguf", path, GGUF_ARCHES[arch], elements, reader)
+    if "tokenizer.ggml.model" not in meta:
+        raise ModelImportError(f"{path.name} has no tokenizer (tokenizer.ggml.model missing)")
+    return Source("gguf", path, GGUF_ARCHES[arch], elements)
 
 
 def _inspect_hf(folder: Path) -> Source:
@@ -170,11 +167,11 @@ def build_tokenizer_files(src: Source, out: Path) -> dict[str, Any]:
     if src.kind == "gguf":
         from edge_agent.models.gguf_tokenizer import build_tokenizer, special_ids
 
-        tok = build_tokenizer(src.reader)
-        tok.save(str(out / "tokenizer.json"))
-        specials = special_ids(src.reader)
-        tmpl = src.reader.fields.get("tokenizer.chat_template")
-        return {"special": specials, "chat_template": tmpl.contents() if tmpl is not None else None}
+        from edge_agent.models.gguf_tokenizer import read_gguf_header
+
+        build_tokenizer(src.path).save(str(out / "tokenizer.json"))
+        meta, _, _ = read_gguf_header(src.path, ["tokenizer.chat_template"])
+        return {"special": special_ids(src.path), "chat_template": meta.get("tokenizer.chat_template")}
     from transformers import AutoTokenizer
 
     try:
