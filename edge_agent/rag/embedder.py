@@ -230,6 +230,8 @@ class OnnxEmbedder(_SentenceEmbedder):
         if self.threads:
             so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = 1
+        # no busy-waiting: the embedder shares the cores with the language model's decode loop
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return so
 
     def _load(self, folder: Path, file_name: str):

@@ -1,0 +1,181 @@
+"""RAG benchmark: embedding throughput (ONNX vs torch), ingestion, hybrid search latency at 100k chunks,
+and Recall@5 (dense, BM25, hybrid) on questions over the Python language reference shipped with
+CPython (`pydoc_data.topics`). Prints one JSON line.
+
+    .venv/bin/python scripts/bench_rag.py [--chunks 100000] [--queries 300]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+# (question, a passage of the answer, whitespace-normalised, that must be in a retrieved chunk)
+QUESTIONS = [
+    ("What happens to assert statements when Python optimizes the code?", "when optimization is requested at compile time"),
+    ("What does the pass statement do?", "null operation"),
+    ("What does deleting a name do?", "Deletion of a name removes the binding of that name"),
+    ("Where is the break statement allowed?", 'may only occur syntactically nested in a "for" or "while" loop'),
+    ("When does the else clause of a loop run?", "clause, if present, is executed and the loop terminates"),
+    ("What happens when a generator function returns?", 'will cause "StopIteration" to be raised'),
+    ("Which variables can a nonlocal statement refer to?", "previously bound variables in the nearest enclosing scope"),
+    ("Can a lambda contain statements or type annotations?", "cannot contain statements or annotations"),
+    ("Where must an except clause without an expression be placed?", 'expression-less "except" clause, if present, must be last'),
+    ("Which values count as false in a boolean test?", 'False", "None", numeric zero of all types'),
+    ("Which operator is used for matrix multiplication?", 'The "@" (at) operator'),
+    ("What is the result of raising an integer to a negative power?", "all arguments are converted to float and a float result is delivered"),
+    ("What is a left shift by n bits equivalent to?", 'multiplication with "pow(2,n)"'),
+    ("How is casefold different from lower?", "Casefolding is similar to lowercasing but more aggressive"),
+    ("What does partition return when the separator is missing?", "return a 3-tuple containing the string itself, followed by two empty strings"),
+    ("How do I pad a numeric string with zeros on the left?", "left filled with ASCII \"'0'\" digits"),
+    ("Do dictionaries keep the order in which keys were inserted?", "Dictionaries preserve insertion order"),
+    ("Is list sorting stable?", "guaranteed to be stable"),
+    ("Which special method implements len()?", 'Called to implement the built-in function "len()"'),
+    ("How must __hash__ relate to equality?", "Objects that are equal should either have the same hash value"),
+    ("What is raise ... from used for?", 'The "from" clause is used for exception chaining'),
+    ("Is __exit__ always called by a with statement?", '"__exit__()" will always be called'),
+    ("What does continue do inside a loop?", "skips the rest of the suite and goes back"),
+    ("What does a function return when it has no return statement?", "returned by functions that don’t explicitly return a value"),
+    ("Can a name be used before its global declaration in the same block?", "textually preceding"),
+    ("Do underscores change the value of a numeric literal?", "Underscores are ignored for determining the numeric value"),
+    ("Can comparison operators be chained like a < b < c?", "Comparisons can be chained arbitrarily"),
+    ("When is x is y true?", "are the same object"),
+    ("What does the import statement do first?", "find a module, loading and initializing it if necessary"),
+    ("What is a raw string literal?", "raw strings"),
+]
+
+
+def _norm(s: str) -> str:
+    return " ".join(s.split())
+
+
+def bench_embedding(onnx, torch_emb, texts: list[str], batch: int) -> dict:
+    onnx.embed(texts[:batch])
+    torch_emb.embed(texts[:batch])
+    rates = {"onnx": 0.0, "torch": 0.0}
+    for _ in range(2):  # interleaved rounds, best of each, same texts and batch
+        for name, emb in (("onnx", onnx), ("torch", torch_emb)):
+            t = time.perf_counter()
+            emb.embed(texts)
+            rates[name] = max(rates[name], len(texts) / (time.perf_counter() - t))
+    a, b = onnx.embed(texts[:64]), torch_emb.embed(texts[:64])
+    return {
+        "texts": len(texts), "batch": batch, "onnx_per_s": round(rates["onnx"], 1), "torch_per_s": round(rates["torch"], 1),
+        "ratio": round(rates["onnx"] / rates["torch"], 2), "onnx_variant": onnx.variant,
+        "cosine_min_vs_torch": round(float((a * b).sum(1).min()), 5),
+    }
+
+
+def bench_quality(svc) -> dict:
+    out = {}
+    for mode in ("dense", "bm25", "hybrid"):
+        found = 0
+        for q, answer in QUESTIONS:
+            hits = svc.retrieve(q, k=5, mode=mode)
+            if any(_norm(answer) in _norm(h.text) for h in hits):
+                found += 1
+        out[mode] = round(found / len(QUESTIONS), 3)
+    return out
+
+
+def bench_latency(dim: int, n: int, queries: int, embedder, words: list[str], ann_threshold: int, tmp: Path) -> dict:
+    from edge_agent.rag.retrieval import HybridIndex, IndexUpdate
+
+    rng = np.random.default_rng(0)
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vocab = np.array(words)
+    texts = [" ".join(vocab[rng.integers(0, len(vocab), 120)]) for _ in range(n)]
+    idx = HybridIndex(tmp / "lat", dim, ann_threshold=ann_threshold)
+    t = time.perf_counter()
+    idx.apply(IndexUpdate(np.arange(1, n + 1), vecs, texts), save=False)
+    idx.bm25.wait_merged()
+    build_s = time.perf_counter() - t
+    t = time.perf_counter()
+    idx.save()
+    save_s = time.perf_counter() - t
+    qtexts = [" ".join(vocab[rng.integers(0, len(vocab), 6)]) for _ in range(queries)]
+    qvecs = embedder.embed(qtexts)
+
+    def measure(with_embedding: bool) -> dict:
+        lat = []
+        for qt, qv in zip(qtexts, qvecs):
+            t0 = time.perf_counter()
+            if with_embedding:
+                qv = embedder.embed_query(qt)
+            idx.search(qv, qt, k=5)
+            lat.append((time.perf_counter() - t0) * 1000)
+        lat.sort()
+        return {"p50_ms": round(lat[len(lat) // 2], 2), "p95_ms": round(lat[int(len(lat) * 0.95) - 1], 2)}
+
+    out = {"chunks": n, "build_s": round(build_s, 1), "save_s": round(save_s, 2), "ann_state_at_start": idx.dense.ann_state}
+    if idx.dense.ann is None:
+        out["exact"] = measure(False)
+    if ann_threshold < n:
+        t = time.perf_counter()
+        idx.dense.maybe_build_ann(idx.lock, wait=True)
+        out["hnsw_build_s"] = round(time.perf_counter() - t, 1)
+        out["hnsw"] = measure(False)
+        out["hnsw_with_query_embedding"] = measure(True)
+        # recall of HNSW top-5 vs exact top-5 on these queries
+        agree = 0
+        for qv in qvecs[:100]:
+            _, a = idx.dense.search(qv, 5)
+            _, b = idx.dense.exact.search(qv.reshape(1, -1), 5)
+            agree += len(set(a.tolist()) & set(b[0].tolist()))
+        out["hnsw_recall_at_5_vs_exact"] = round(agree / (5 * min(100, len(qvecs))), 3)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--chunks", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--cache", default=str(REPO / ".cache" / "test-embedding-cache"), help="embedding export cache")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+
+    from pydoc_data.topics import topics
+
+    from edge_agent.config import Settings
+    from edge_agent.rag.embedder import OnnxEmbedder, TorchEmbedder
+    from edge_agent.services.documents import DocumentService
+
+    onnx = OnnxEmbedder(cache_dir=Path(args.cache), batch_size=args.batch)
+    torch_emb = TorchEmbedder(batch_size=args.batch)
+    result: dict = {"bench": "rag", "threads": os.cpu_count()}
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        settings = Settings(data_dir=tmp / "var", index_dir=tmp / "index", ingest_roots=[tmp])
+        svc = DocumentService.from_settings(settings, embedder=onnx)
+        t = time.perf_counter()
+        chunks = 0
+        for name, text in sorted(topics.items()):
+            chunks += svc.add_text(f"Python reference: {name}", text).chunks
+        secs = time.perf_counter() - t
+        result["ingest"] = {"documents": len(topics), "chunks": chunks, "seconds": round(secs, 1),
+                            "chunks_per_s": round(chunks / secs, 1)}
+        passages = [c for c in (svc.store.chunks_of(i) for i in range(1, 80)) for c in c][:512]
+        result["embedding"] = bench_embedding(onnx, torch_emb, [c.text for c in passages], args.batch)
+        result["recall_at_5"] = bench_quality(svc)
+        result["questions"] = len(QUESTIONS)
+        words = sorted({w for t in topics.values() for w in t.split() if w.isalpha()})
+        result["search"] = bench_latency(onnx.dim, args.chunks, args.queries, onnx, words, 50_000, tmp)
+        svc.close()
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
