@@ -1,9 +1,13 @@
 """One onnxruntime session over our graph, with the key/value cache kept in place.
 
-The cache is one preallocated buffer per layer and kind, [slots, kv_heads,
-max_len, head_dim]. A step over the first B slots binds the first B rows of
-every buffer as both past and present, so GroupQueryAttention appends the new
-keys/values in place: no step copies the cache. Small input tensors live in
+The cache is one buffer per layer and kind, [slots, kv_heads, capacity,
+head_dim]. A step over the first B slots binds the first B rows of every
+buffer as both past and present, so GroupQueryAttention appends the new
+keys/values in place: no step copies the cache. onnxruntime's CPU kernel
+touches the whole bound length every step, so the capacity is not the context
+length but grows (doubling, with one copy) as sequences get longer, and
+shrinks back when the engine is idle: step time and memory follow the
+sequences actually held. Small input tensors live in
 preallocated arrays bound once; a decode step only writes into them and runs.
 """
 from __future__ import annotations
@@ -19,6 +23,9 @@ import onnxruntime as ort
 log = logging.getLogger(__name__)
 
 
+MIN_CAPACITY = 256
+
+
 @dataclass
 class CacheShape:
     layers: int
@@ -26,10 +33,6 @@ class CacheShape:
     head_dim: int
     slots: int
     max_len: int
-
-    @property
-    def slot_bytes(self) -> int:
-        return self.kv_heads * self.max_len * self.head_dim * 4
 
 
 def make_session(model_path: Path, threads: int, providers: list[str] | None = None, optimized_path: Path | None = None) -> ort.InferenceSession:
@@ -79,22 +82,60 @@ class OnnxModel:
         self.embedding = embedding
         self.cache = cache
         self.vocab_size = vocab_size
-        c = cache
-        # np.zeros maps lazily: untouched cache pages cost no resident memory.
-        self.keys = [np.zeros((c.slots, c.kv_heads, c.max_len, c.head_dim), np.float32) for _ in range(c.layers)]
-        self.values = [np.zeros((c.slots, c.kv_heads, c.max_len, c.head_dim), np.float32) for _ in range(c.layers)]
-        self.logits = np.zeros((c.slots, vocab_size), np.float32)
+        self.logits = np.zeros((cache.slots, vocab_size), np.float32)
         self._decode_bindings: dict[int, tuple[ort.IOBinding, dict[str, np.ndarray]]] = {}
         self.steps = 0
         self.step_seconds = 0.0
+        self.capacity = 0
+        self.keys: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
+        self._allocate(min(MIN_CAPACITY, cache.max_len), keep=0)
+
+    # -- capacity ------------------------------------------------------------------
+    def _allocate(self, capacity: int, keep: int) -> None:
+        """(Re)allocate the buffers with `capacity` positions, keeping the first `keep` of every slot."""
+        c = self.cache
+        shape = (c.slots, c.kv_heads, capacity, c.head_dim)
+        old_k, old_v = self.keys, self.values
+        self.keys = [np.zeros(shape, np.float32) for _ in range(c.layers)]
+        self.values = [np.zeros(shape, np.float32) for _ in range(c.layers)]
+        if keep:
+            for new, old in zip(self.keys + self.values, old_k + old_v):
+                new[:, :, :keep] = old[:, :, :keep]
+        self.capacity = capacity
+        self._decode_bindings.clear()  # they point at the old buffers
+
+    def ensure_capacity(self, needed: int) -> None:
+        """Grow (doubling, in steps of MIN_CAPACITY) so that `needed` positions fit.
+
+        Raises ValueError beyond the context length.
+        """
+        if needed <= self.capacity:
+            return
+        if needed > self.cache.max_len:
+            raise ValueError(f"sequence would exceed the cache ({needed} > {self.cache.max_len})")
+        cap = max(needed, 2 * self.capacity)
+        cap = min(self.cache.max_len, -(-cap // MIN_CAPACITY) * MIN_CAPACITY)
+        self._allocate(cap, keep=self.capacity)
+
+    def shrink(self, in_use: int) -> None:
+        """Drop capacity no sequence needs (in_use: the longest cached length still wanted)."""
+        target = min(self.cache.max_len, max(MIN_CAPACITY, -(-in_use // MIN_CAPACITY) * MIN_CAPACITY))
+        if target < self.capacity:
+            self._allocate(target, keep=min(in_use, target))
+
+    @property
+    def slot_bytes(self) -> int:
+        c = self.cache
+        return c.kv_heads * self.capacity * c.head_dim * 4
 
     # -- binding helpers ---------------------------------------------------
     def _bind_cache(self, io: ort.IOBinding, first: int, count: int) -> None:
         c = self.cache
-        shape = [count, c.kv_heads, c.max_len, c.head_dim]
+        shape = [count, c.kv_heads, self.capacity, c.head_dim]
         for i in range(c.layers):
             for kind, bufs in (("key", self.keys), ("value", self.values)):
-                ptr = bufs[i].ctypes.data + first * c.slot_bytes
+                ptr = bufs[i].ctypes.data + first * self.slot_bytes
                 io.bind_input(f"past_{kind}_{i}", "cpu", 0, np.float32, shape, ptr)
                 io.bind_output(f"present_{kind}_{i}", "cpu", 0, np.float32, shape, ptr)
 
@@ -114,8 +155,7 @@ class OnnxModel:
         The slot's cache must already hold positions 0..start-1.
         """
         n = int(token_ids.shape[0])
-        if start + n > self.cache.max_len:
-            raise ValueError(f"sequence would exceed the cache ({start + n} > {self.cache.max_len})")
+        self.ensure_capacity(start + n)
         io = self.session.io_binding()
         embeds = self.embedding.lookup(np.asarray(token_ids, np.int64), np.empty((n, self.embedding.dim), np.float32))
         pos = np.arange(start, start + n, dtype=np.int64).reshape(1, n)
@@ -132,6 +172,7 @@ class OnnxModel:
     def decode(self, token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """One step for slots 0..B-1: token_ids [B] at positions lengths [B]; returns logits [B, vocab]."""
         b = int(token_ids.shape[0])
+        self.ensure_capacity(int(lengths.max()) + 1)
         bound = self._decode_bindings.get(b)
         if bound is None:
             io = self.session.io_binding()

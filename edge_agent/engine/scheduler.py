@@ -219,6 +219,8 @@ class BatchScheduler:
     def _loop(self) -> None:
         while True:
             with self._cond:
+                if self._running and not self.busy:
+                    self.model.shrink(0)  # idle: give the cache memory back
                 while self._running and not self.busy:
                     self._cond.wait(0.5)
                 if not self._running:
