@@ -11,7 +11,7 @@ from flask import Blueprint, Response, current_app, request
 from edge_agent.api import protocol as p
 from edge_agent.api.errors import error_body, read_json
 from edge_agent.services.chat import ChoiceDelta, ChoiceEnd, Generation, SamplingOptions
-from edge_agent.services.errors import InvalidRequestError, ServiceError, UnavailableError
+from edge_agent.services.errors import ServiceError, UnavailableError
 
 bp = Blueprint("openai", __name__)
 
@@ -166,8 +166,6 @@ def completions():
     svc.check_model(req.model)
     n = req.n or 1
     prompts = req.prompts()
-    if n * len(prompts) > p.MAX_CHOICES * 2:
-        raise InvalidRequestError(f"n x number of prompts must be at most {p.MAX_CHOICES * 2}", param="n")
     gen = svc.complete(prompts, _options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0)
     disconnected = _disconnected()
     if req.stream:

@@ -106,8 +106,10 @@ def build_openapi(runtime, extra_paths: dict | None = None) -> dict[str, Any]:
             out["get"]["security"] = []
         return out
 
-    sse = "text/event-stream: `data: <chunk JSON>` events, then `data: [DONE]`; a mid-stream error is sent as `data: {\"error\": ...}`."
-    stream_schema = {"type": "string", "description": sse}
+    sse = ("One Server-Sent Event. `data` holds a chunk as JSON (ChatCompletionChunk or Completion), then the last "
+           "event's data is `[DONE]`; a mid-stream error is sent as data `{\"error\": {...}}` (ErrorResponse).")
+    stream_schema = {"type": "object", "description": sse, "required": ["data"],
+                     "properties": {"data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"}, "retry": {"type": "integer"}}}
     chat_ok = {"description": "The completion (stream false) or a stream of ChatCompletionChunk events (stream true).",
                "content": {"application/json": {"schema": refs["ChatCompletion"]}, "text/event-stream": {"schema": stream_schema}}}
     comp_ok = {"description": "The completion, or a stream of Completion chunks.",

@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 MAX_CHOICES = 8
 MAX_STOP = 4
-MAX_PROMPTS = 16
+MAX_PROMPTS = 8
 MAX_EMBED_INPUTS = 256
 
 
@@ -23,7 +23,17 @@ def _integral(v: Any) -> Any:
     return v
 
 
-Int = Annotated[int, BeforeValidator(_integral)]
+def Int(**bounds: int) -> Any:
+    """An integer with bounds that also accepts integral floats (2.0); the bounds show in the JSON schema."""
+    return Annotated[int, Field(strict=True, **bounds), BeforeValidator(_integral)]
+
+
+def _false_only(v: Any) -> Any:
+    if v is not False:
+        raise ValueError("only false is supported")
+    return v
+
+
 Float = Annotated[float, Field(allow_inf_nan=False)]
 StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(min_length=1, max_length=MAX_STOP)]
 
@@ -44,23 +54,23 @@ class _Sampling(_Request):
     """Fields shared by chat and text completions."""
 
     model: str = Field(min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\").")
-    max_tokens: Int | None = Field(None, ge=1, description="Most tokens to generate.")
-    temperature: Float | None = Field(None, ge=0, le=2, description="0 = greedy; default: the model's, else 1.")
+    max_tokens: Int(ge=1) | None = Field(None, description="Most tokens to generate.")
+    temperature: Float | None = Field(None, ge=0, le=2, description="0 = greedy (so is anything below 0.001); default: the model's, else 1.")
     top_p: Float | None = Field(None, ge=0, le=1, description="Nucleus sampling mass; 0 = only the most likely token.")
-    top_k: Int | None = Field(None, ge=0, le=1_000_000, description="Sample among the k most likely tokens (0 = off). Extension.")
+    top_k: Int(ge=0, le=1_000_000) | None = Field(None, description="Sample among the k most likely tokens (0 = off). Extension.")
     min_p: Float | None = Field(None, ge=0, le=1, description="Drop tokens below min_p x the top probability. Extension.")
-    repetition_penalty: Float | None = Field(None, gt=0, le=10, description="> 1 discourages repeats (CTRL style). Extension.")
+    repetition_penalty: Float | None = Field(None, ge=0.01, le=10, description="> 1 discourages repeats (CTRL style). Extension.")
     presence_penalty: Float | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
     frequency_penalty: Float | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
-    seed: Int | None = Field(None, ge=INT64_MIN, le=UINT64_MAX, description="Makes sampling repeatable; choice i uses seed + i.")
+    seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = Field(None, description="Makes sampling repeatable; choice i uses seed + i.")
     stop: Annotated[str, Field(min_length=1, max_length=256)] | StopList | None = Field(
         None, description="Up to 4 strings; generation stops before any of them (not included in the output)."
     )
-    n: Int | None = Field(None, ge=1, le=MAX_CHOICES, description="Choices to generate (they run batched).")
+    n: Int(ge=1, le=MAX_CHOICES) | None = Field(None, description="Choices to generate (they run batched).")
     stream: bool | None = Field(None, description="Send Server-Sent Events, ending with `data: [DONE]`.")
     stream_options: StreamOptions | None = None
     user: str | None = Field(None, max_length=256, description="Accepted and ignored.")
-    priority: Int | None = Field(None, ge=0, le=9, description="Lower runs first (0, the default, is interactive). Extension.")
+    priority: Int(ge=0, le=9) | None = Field(None, description="Lower runs first (0, the default, is interactive). Extension.")
     ignore_eos: bool | None = Field(None, description="Keep generating past end-of-sequence tokens (benchmarks). Extension.")
 
     def stop_list(self) -> list[str]:
@@ -93,9 +103,9 @@ class ResponseFormat(_Request):
 
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1, description="The conversation so far, oldest first.")
-    max_completion_tokens: Int | None = Field(None, ge=1, description="Same as max_tokens (takes precedence).")
+    max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
     response_format: ResponseFormat | None = None
-    logprobs: Literal[False] | None = Field(None, description="Not supported: only false is accepted.")
+    logprobs: Annotated[Literal[False], BeforeValidator(_false_only)] | None = Field(None, description="Not supported: only false is accepted.")
 
     @field_validator("messages")
     @classmethod
@@ -106,18 +116,18 @@ class ChatCompletionRequest(_Sampling):
         return v
 
 
-TokenIds = Annotated[list[Annotated[Int, Field(ge=0, le=2**31 - 1)]], Field(min_length=1)]
+TokenIds = Annotated[list[Int(ge=0, le=2**31 - 1)], Field(min_length=1)]
 
 
 class CompletionRequest(_Sampling):
     prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)] | TokenIds | Annotated[
         list[TokenIds], Field(min_length=1, max_length=MAX_PROMPTS)
     ] = Field(description="Text, several texts, token ids, or several lists of token ids; no chat formatting is applied.")
-    max_tokens: Int | None = Field(16, ge=1, description="Most tokens to generate (default 16, as OpenAI's).")
+    max_tokens: Int(ge=1) | None = Field(16, description="Most tokens to generate (default 16, as OpenAI's).")
     echo: bool | None = Field(None, description="Put the prompt in front of each completion.")
     suffix: None = Field(None, description="Not supported.")
-    best_of: Int | None = Field(None, ge=1, le=1, description="Only 1 is supported.")
-    logprobs: Int | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
+    best_of: Int(ge=1, le=1) | None = Field(None, description="Only 1 is supported.")
+    logprobs: Int(ge=0, le=0) | None = Field(None, description="Not supported: only 0 is accepted.")
 
     def prompts(self) -> list[str | list[int]]:
         p = self.prompt

@@ -38,6 +38,7 @@ from edge_agent.services.prompts import PromptFormatter
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 0.25
+MIN_TEMPERATURE = 1e-3  # below this sampling is greedy
 _SEED_SPACE = 2**64
 
 
@@ -258,6 +259,9 @@ class ChatService:
 
         Raises InvalidRequestError, ContextLengthExceededError, BusyError, UnavailableError.
         """
+        capacity = self.scheduler.max_queue + self.scheduler.max_batch
+        if n * len(prompts) > capacity:
+            raise InvalidRequestError(f"n x number of prompts must be at most {capacity} on this server", param="n")
         jobs, lengths = [], []
         for p, prompt in enumerate(prompts):
             if isinstance(prompt, str):
@@ -293,7 +297,7 @@ class ChatService:
             return v if v is not None else d.get(name, fallback)
 
         temperature, top_p = pick("temperature", 1.0), pick("top_p", 1.0)
-        if top_p == 0:  # "only the most likely token"
+        if top_p == 0 or temperature < MIN_TEMPERATURE:  # "only the most likely token" (and no overflow in logits / T)
             temperature, top_p = 0.0, 1.0
         seed = None if options.seed is None else (options.seed + index) % _SEED_SPACE
         params = SamplingParams(

@@ -1,0 +1,39 @@
+"""schemathesis against /openapi.json: no 5xx, no response outside the schema, every schema-invalid request refused.
+
+positive_data_acceptance is left out: a prompt longer than the model's context is valid by the
+schema (its token count cannot be written there) and is refused with 400 by design.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api_helpers import KEY, REPO, api_settings, start_server
+
+
+@pytest.fixture(scope="module")
+def fuzz_server(tiny_bundles, api_tmp):
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+    settings = api_settings(tiny_bundles["llama"], api_tmp, max_tokens_limit=16, max_messages=16, max_queue=256)
+    server = start_server(settings, documents=embedder)
+    yield server
+    server.close()
+
+
+def test_schemathesis_finds_nothing(fuzz_server, tmp_path):
+    st = Path(sys.executable).with_name("st")
+    cmd = [
+        str(st), "run", fuzz_server.url + "/openapi.json", "-H", f"Authorization: Bearer {KEY}",
+        "--checks", "all", "--exclude-checks", "positive_data_acceptance", "--phases", "coverage,fuzzing",
+        "-n", "40", "--seed", "1", "--workers", "2", "--no-shrink", "--output-sanitize", "false",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
+    assert "No issues found" in out.stdout
+    # and the server is still fine
+    assert fuzz_server.request("GET", "/health", key=None)[0] == 200
