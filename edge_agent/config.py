@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit of one generation request.")
     max_tokens_limit: int = Field(4096, ge=1, description="Largest max_tokens a request may ask for.")
     max_messages: int = Field(256, ge=1, description="Most chat messages in one request.")
+    serve_documents: bool = Field(
+        True, description="Load the document service and embedding model in the daemon (for /v1/embeddings and document routes)."
+    )
     default_max_tokens: int = Field(
         512, ge=1, description="Completion tokens when a chat request gives no max_tokens (capped by the room left in the context)."
     )

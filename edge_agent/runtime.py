@@ -61,13 +61,16 @@ class Runtime:
                 log.exception("closing the document service failed")
 
 
-def build_runtime(settings: Settings, *, max_batch: int | None = None, documents: Any = None, load_documents: bool = True) -> Runtime:
+def build_runtime(settings: Settings, *, max_batch: int | None = None, documents: Any = None, load_documents: bool | None = None) -> Runtime:
     """Load the model and build the services the server needs.
 
     The document service (and with it the embedding model) loads in a background thread
-    unless `documents` is given or load_documents is False, so the server is ready in seconds;
-    until then /v1/embeddings answers 503. Raises BundleError when the model bundle is missing.
+    unless `documents` is given or load_documents (default: settings.serve_documents) is False,
+    so the server is ready in seconds; until then /v1/embeddings answers 503.
+    Raises BundleError when the model bundle is missing.
     """
+    if load_documents is None:
+        load_documents = settings.serve_documents
     metrics = ServiceMetrics()
     scheduler = build_engine(settings, max_batch=max_batch, on_step=metrics.observe_step, on_finish=metrics.observe_finish)
     metrics.bind(lambda: scheduler.queue_depth, lambda: scheduler.active)

@@ -10,7 +10,7 @@ import time
 
 from flask import Flask, Response, g, request
 
-from edge_agent.api.errors import ApiError, register_error_handlers
+from edge_agent.api.errors import error_response, register_error_handlers
 
 log = logging.getLogger(__name__)
 
@@ -75,24 +75,25 @@ class SecurityGuard:
         return ok
 
     def before(self):
+        """Returns the refusal (a response, so no blueprint's error handler can change it), or None to go on."""
         g.edge_agent_t0 = time.perf_counter()
         if request.path in PUBLIC_PATHS:
             return None
         if not self.any_host and host_name(request.host) not in self.hosts:
-            raise ApiError(403, "this Host header is not allowed: add the name to allowed_hosts (EDGE_AGENT_ALLOWED_HOSTS)",
-                           type="permission_error", code="host_not_allowed")
+            return error_response(403, "this Host header is not allowed: add the name to allowed_hosts (EDGE_AGENT_ALLOWED_HOSTS)",
+                                  "permission_error", code="host_not_allowed")
         if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers and self.origins:
             origin = request.headers.get("Origin")
             if not self._origin_allowed(origin):
-                raise ApiError(403, "this origin is not allowed by CORS", type="permission_error", code="origin_not_allowed")
+                return error_response(403, "this origin is not allowed by CORS", "permission_error", code="origin_not_allowed")
             resp = Response(status=204)
             resp.headers["Access-Control-Allow-Methods"] = CORS_METHODS
             resp.headers["Access-Control-Allow-Headers"] = CORS_HEADERS
             resp.headers["Access-Control-Max-Age"] = CORS_MAX_AGE
             return resp
         if not self._authorized():
-            raise ApiError(401, "missing or invalid API key: send Authorization: Bearer <key>", type="authentication_error",
-                           code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+            return error_response(401, "missing or invalid API key: send Authorization: Bearer <key>", "authentication_error",
+                                  code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
         return None
 
     def after(self, resp: Response) -> Response:

@@ -12,7 +12,7 @@ from api_helpers import KEY, ORIGIN, api_settings
 
 def test_every_route_but_health_needs_the_key(live):
     for method, path in [("GET", "/v1/models"), ("GET", "/metrics"), ("GET", "/ready"), ("GET", "/openapi.json"),
-                         ("POST", "/v1/chat/completions"), ("GET", "/no/such/route")]:
+                         ("POST", "/v1/chat/completions"), ("GET", "/no/such/route"), ("GET", "/v1/documents")]:
         status, headers, body = live.request(method, path, {} if method == "POST" else None, key=None)
         assert status == 401, (path, body)
         assert headers["www-authenticate"] == "Bearer"
@@ -63,6 +63,11 @@ def test_host_header_allow_list(live, host, ok):
         assert r.status == 403 and json.loads(body)["error"]["code"] == "host_not_allowed"
     else:
         assert r.status in (400, 403)  # HTTP/1.1 without Host
+
+
+def test_host_check_covers_every_blueprint(live):
+    status, _, body = live.request("GET", "/v1/documents", headers={"Host": "evil.example"})
+    assert status == 403 and json.loads(body)["error"]["code"] == "host_not_allowed"
 
 
 def test_health_answers_any_host(live):
