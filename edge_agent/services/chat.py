@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from edge_agent.engine.types import (
@@ -128,6 +128,29 @@ class Generation:
             log.exception("event pump failed")
             self._queue.put((c, None))
 
+    def _next_event(self) -> Callable[[float], tuple[_Choice, object]]:
+        """A function that waits up to a timeout for the next (choice, event); raises queue.Empty on timeout.
+
+        One choice is read straight from its handle (no extra thread between the scheduler and
+        the HTTP worker); several are merged by one pump thread each.
+        """
+        if len(self.choices) == 1:
+            c = self.choices[0]
+            wait = getattr(c.handle, "next_event", None)  # proposed public API: next_event(timeout) -> event | None
+            if callable(wait):
+                def one(timeout: float):
+                    ev = wait(timeout)
+                    if ev is None:
+                        raise queue.Empty
+                    return c, ev
+                return one
+            events = getattr(c.handle, "_events", None)  # today's GenerationHandle keeps its events in a Queue
+            if isinstance(events, queue.Queue):
+                return lambda timeout: (c, events.get(timeout=timeout))
+        for c in self.choices:
+            threading.Thread(target=self._pump, args=(c,), name="edge-agent-pump", daemon=True).start()
+        return lambda timeout: self._queue.get(timeout=timeout)
+
     def events(self) -> Iterator[ChoiceDelta | ChoiceEnd | None]:
         """ChoiceDelta/ChoiceEnd events of all choices interleaved, None as a heartbeat.
 
@@ -138,14 +161,14 @@ class Generation:
             raise RuntimeError("events() can be iterated once")
         self._started = True
         try:
+            next_event = self._next_event()
             for c in self.choices:
-                threading.Thread(target=self._pump, args=(c,), name="edge-agent-pump", daemon=True).start()
                 if c.prefix:
                     yield ChoiceDelta(c.index, c.prefix)
             left = len(self.choices)
             while left:
                 try:
-                    c, ev = self._queue.get(timeout=HEARTBEAT_S)
+                    c, ev = next_event(HEARTBEAT_S)
                 except queue.Empty:
                     if time.monotonic() > self._deadline:
                         raise GenerationTimeoutError("the generation ran past the request time limit") from None
