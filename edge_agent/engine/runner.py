@@ -82,7 +82,11 @@ class OnnxModel:
         self.embedding = embedding
         self.cache = cache
         self.vocab_size = vocab_size
-        self.logits = np.zeros((cache.slots, vocab_size), np.float32)
+        # int8 graphs return one extra (guard) row of logits after the batch's rows
+        meta = session.get_modelmeta().custom_metadata_map
+        self.extra_rows = int(meta.get("edge_agent.logit_guard_row", "0"))
+        self.logits = np.zeros((cache.slots + self.extra_rows, vocab_size), np.float32)
+        self.prefill_logits = np.zeros((1 + self.extra_rows, vocab_size), np.float32)
         self._decode_bindings: dict[int, tuple[ort.IOBinding, dict[str, np.ndarray]]] = {}
         self.steps = 0
         self.step_seconds = 0.0
@@ -164,10 +168,10 @@ class OnnxModel:
         for name, arr in (("inputs_embeds", embeds.reshape(1, n, -1)), ("position_ids", pos), ("seqlens_k", seqlens), ("total_seq_len", total)):
             self._bind_array(io, name, arr)
         self._bind_cache(io, slot, 1)
-        out = self.logits[slot : slot + 1]
-        io.bind_output("logits", "cpu", 0, np.float32, [1, self.vocab_size], out.ctypes.data)
+        out = self.prefill_logits
+        io.bind_output("logits", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
         self._run(io)
-        return self.logits[slot]
+        return out[0]
 
     def decode(self, token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """One step for slots 0..B-1: token_ids [B] at positions lengths [B]; returns logits [B, vocab]."""
@@ -185,7 +189,7 @@ class OnnxModel:
             for name, arr in arrays.items():
                 self._bind_array(io, name, arr)
             self._bind_cache(io, 0, b)
-            io.bind_output("logits", "cpu", 0, np.float32, [b, self.vocab_size], self.logits.ctypes.data)
+            io.bind_output("logits", "cpu", 0, np.float32, [b + self.extra_rows, self.vocab_size], self.logits.ctypes.data)
             bound = self._decode_bindings[b] = (io, arrays)
         io, arrays = bound
         self.embedding.lookup(token_ids, arrays["inputs_embeds"][:, 0])

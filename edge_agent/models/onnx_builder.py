@@ -9,7 +9,7 @@ position's logits leave the graph: [batch, vocab].
 
 Linear layers are int8 with one scale per output channel; activations are
 quantized per row (per token) on the fly, so results do not depend on batch
-composition; the integer product runs in MatMulInteger (u8 x s8, VNNI). The
+composition (see _Graph.int8_matmul). The
 embedding table is an int8 array with one scale per row, memory-mapped and
 looked up by the engine (only rows in use become resident).
 """
@@ -66,46 +66,66 @@ class _Graph:
     def const(self, arr: np.ndarray, base: str = "const") -> str:
         return self.init(self.name(base), arr)
 
-    def quantize_rows(self, x: str) -> tuple[str, str]:
-        """Per-row (per-token) symmetric quantization of x to uint8 around 128: (x_q, scale [.., 1]).
-
-        Per row rather than per tensor, so that a sequence's numbers do not depend on
-        which other sequences share its batch, and one outlier token cannot crush the rest.
-        """
-        if x in self._row_q:
-            return self._row_q[x]
-        c = self._consts()
-        amax = self.op1("ReduceMax", [self.op1("Abs", [x]), c["axis"]], keepdims=1)
-        scale = self.op1("Div", [self.op1("Max", [amax, c["eps"]]), c["q127"]])
-        q = self.op1("Add", [self.op1("Round", [self.op1("Div", [x, scale])]), c["q128"]])
-        q = self.op1("Cast", [q], to=TensorProto.UINT8)
-        self._row_q[x] = (q, scale)
-        return q, scale
-
     def _consts(self) -> dict[str, str]:
         if not self._c:
             self._c = {
                 "axis": self.init("q.axis", np.array([-1], np.int64)),
                 "eps": self.init("q.eps", np.array(1e-12, np.float32)),
-                "q127": self.init("q.127", np.array(127.0, np.float32)),
-                "q128": self.init("q.128", np.array(128.0, np.float32)),
-                "zp": self.init("q.zp", np.array(128, np.uint8)),
-                "wzp": self.init("q.wzp", np.array(0, np.int8)),
+                "flat": self.init("q.flat", np.array([-1], np.int64)),
+                "zero": self.init("q.zero", np.array([0], np.int64)),
+                "minus1": self.init("q.minus1", np.array([-1], np.int64)),
+                "pad": self.init("q.pad", np.zeros((1, 1), np.float32)),
+                "lead": self.op1("Slice", [self.op1("Shape", ["inputs_embeds"]), self.init("q.s0", np.array([0], np.int64)), self.init("q.s2", np.array([2], np.int64))]),
             }
         return self._c
 
-    def int8_matmul(self, x: str, qweight: str, wscale: str) -> str:
-        """x [.., K] float @ int8 weight [K, N] with per-column scales -> float [.., N]."""
-        q, xs = self.quantize_rows(x)
+    def _guard(self, k: int) -> str:
+        """A constant row [-1, 1, 0, ...]: pins the range DynamicQuantizeLinear sees to exactly [-1, 1]."""
+        name = f"q.guard.{k}"
+        if name not in self._c:
+            row = np.zeros((1, k), np.float32)
+            row[0, 0], row[0, 1] = -1.0, 1.0
+            self._c[name] = self.init(name, row)
+        return self._c[name]
+
+    def normalized_rows(self, x: str, k: int) -> tuple[str, str]:
+        """x as [rows + 1, k] with each row scaled to max |v| = 1 plus the guard row, and the row scales [rows, 1]."""
+        key = f"{x}/{k}"
+        if key not in self._row_q:
+            c = self._consts()
+            x2 = self.op1("Reshape", [x, self.init(self.name("q.shape"), np.array([-1, k], np.int64))])
+            amax = self.op1("Max", [self.op1("ReduceMax", [self.op1("Abs", [x2]), c["axis"]], keepdims=1), c["eps"]])
+            xn = self.op1("Concat", [self.op1("Div", [x2, amax]), self._guard(k)], axis=0)
+            self._row_q[key] = (xn, amax)
+        return self._row_q[key]
+
+    def int8_matmul(self, x: str, qweight: str, wscale: str, k: int, n: int, keep_guard: bool = False) -> str:
+        """x [.., k] float @ int8 weight [k, n] (per-column scales) -> float [.., n].
+
+        Activations are quantized per row (per token), so a sequence's numbers do not
+        depend on which other sequences share its batch, and one outlier token cannot
+        crush the rest. It runs as one DynamicQuantizeMatMul (prepacked u8 x s8 GEMM with
+        fused scaling): every row is divided by its own max |value| and a guard row pins
+        the tensor's range to [-1, 1], so the kernel's per-tensor quantization parameters
+        are the same constants for any batch. keep_guard: return [rows + 1, n] (2-D) with
+        a zero last row instead of slicing it off (for the large output projection).
+        """
         c = self._consts()
-        acc = self.op1("MatMulInteger", [q, qweight, c["zp"], c["wzp"]])
-        return self.op1("Mul", [self.op1("Mul", [self.op1("Cast", [acc], to=TensorProto.FLOAT), xs]), wscale])
+        xn, amax = self.normalized_rows(x, k)
+        y = self.op1("DynamicQuantizeMatMul", [xn, qweight, wscale], domain=MS)
+        if keep_guard:
+            return self.op1("Mul", [y, self.op1("Concat", [amax, c["pad"]], axis=0)])
+        y = self.op1("Mul", [self.op1("Slice", [y, c["zero"], c["minus1"], c["zero"]]), amax])
+        shape = self._c.get(f"q.out.{n}")
+        if shape is None:
+            shape = self._c[f"q.out.{n}"] = self.op1("Concat", [c["lead"], self.init(self.name("q.n"), np.array([n], np.int64))], axis=0)
+        return self.op1("Reshape", [y, shape])
 
     def linear(self, x: str, w: np.ndarray, bias: np.ndarray | None, base: str) -> str:
         """x @ w (+ bias), w given as [in, out] float32."""
         if self.quantize:
             q, scale = quantize_columns(w)
-            y = self.int8_matmul(x, self.init(base + ".qweight", q), self.init(base + ".scale", scale))
+            y = self.int8_matmul(x, self.init(base + ".qweight", q), self.init(base + ".scale", scale), w.shape[0], w.shape[1])
         else:
             y = self.op1("MatMul", [x, self.init(base + ".weight", w.astype(np.float32))])
         if bias is not None:
@@ -191,7 +211,7 @@ def build_model(
         helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["batch"]),
         helper.make_tensor_value_info("total_seq_len", TensorProto.INT32, []),
     ]
-    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", vocab])]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["logit_rows", vocab])]
 
     x = g.rms(h, need("layers.0.input_layernorm.weight") + off, spec.rms_eps, "layers.0.input_layernorm")
     for i in range(spec.num_layers):
@@ -256,7 +276,8 @@ def build_model(
     )
     last = g.op1("Squeeze", [last, g.const(np.array([1], np.int64))])  # [B, D]
     if quantize:
-        logits = g.int8_matmul(last, lm_w, lm_s)
+        # [B + 1, V]: the guard row's logits are zeros the engine never reads
+        logits = g.int8_matmul(last, lm_w, lm_s, d, vocab, keep_guard=True)
     else:
         logits = g.op1("MatMul", [last, g.init("lm_head.weight", np.ascontiguousarray(lm.T))])
     if spec.final_softcap:
@@ -269,6 +290,7 @@ def build_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)], producer_name="edge-agent"
     )
     model.ir_version = 10
+    onnx.helper.set_model_props(model, {"edge_agent.logit_guard_row": "1" if quantize else "0"})
     return model
 
 
