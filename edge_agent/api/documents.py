@@ -54,8 +54,16 @@ class RetrieveRequest(_Strict):
 
 
 # --- helpers ----------------------------------------------------------------
+class _Unavailable(Exception):
+    """The document service is not loaded (yet)."""
+
+
 def _service():
-    return current_app.extensions["edge_agent"].documents
+    runtime = current_app.extensions["edge_agent"]
+    svc = getattr(runtime, "documents", None)
+    if svc is None:
+        raise _Unavailable(getattr(runtime, "documents_status", None) or "not loaded")
+    return svc
 
 
 def _scrub(message: str) -> str:
@@ -102,6 +110,14 @@ def _on_document_error(exc: DocumentError):
     if isinstance(exc, PathRefusedError):
         return error_response(403, str(exc), "permission_error", param="path", code="path_not_allowed")
     return error_response(400, str(exc), param=exc.param, code=exc.code)
+
+
+@bp.errorhandler(_Unavailable)
+def _on_unavailable(exc: _Unavailable):
+    resp, status = error_response(503, f"the document index is unavailable: {exc}; retry shortly", "server_error",
+                                  code="documents_unavailable")
+    resp.headers["Retry-After"] = "5"
+    return resp, status
 
 
 @bp.errorhandler(Exception)

@@ -1,17 +1,14 @@
 """Fixtures for RAG tests: the real embedding model (built once per session) and services in tmp_path."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))  # rag_docs helpers
-# The exported ONNX model is cached under the repo's .cache (git-ignored), keyed by the model's files.
-EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
+from rag_docs import EMBED_CACHE  # noqa: E402
 
 
 @pytest.fixture(scope="session")

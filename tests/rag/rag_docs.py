@@ -2,7 +2,14 @@
 from __future__ import annotations
 
 import io
+import os
 from email.message import EmailMessage
+from pathlib import Path
+
+# The exported ONNX model is cached under the repo's .cache (git-ignored), keyed by the model's files.
+EMBED_CACHE = Path(
+    os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", Path(__file__).resolve().parents[2] / ".cache" / "test-embedding-cache")
+)
 
 
 def make_pdf(pages: list[str]) -> bytes:

@@ -70,3 +70,12 @@ def test_errors_are_openai_shaped_without_paths(client, docs_root, tmp_path):
     (docs_root / "ok.md").write_text("# Hello\nworld")
     resp = client.post("/v1/documents", json={"path": "ok.md"})
     assert resp.status_code == 201 and str(docs_root) not in resp.get_data(as_text=True)
+
+
+def test_unavailable_while_loading():
+    app = Flask("test")
+    app.extensions["edge_agent"] = SimpleNamespace(documents=None, documents_status="still loading")
+    app.register_blueprint(bp)
+    resp = app.test_client().post("/v1/retrieve", json={"query": "x"})
+    err = _is_error(resp, 503)
+    assert "still loading" in err["message"] and resp.headers["Retry-After"] == "5"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EMBED_CACHE
+from rag_docs import EMBED_CACHE
 
 HERE = Path(__file__).resolve().parent
 
