@@ -9,8 +9,10 @@ from typing import Any
 from edge_agent.services.errors import InvalidRequestError
 
 # A base (pretrained) model continues text: the conversation becomes a transcript that ends
-# where the assistant's answer begins, and the next speaker label is a stop string.
-DEFAULT_TRANSCRIPT = {"user": "User: ", "assistant": "Assistant:", "separator": "\n", "system_separator": "\n\n"}
+# where the assistant's answer begins, and a new speaker label is a stop string. Gemma 3 270M
+# (base) answered "Question: ...\nAnswer:" tersely and stopped; with "User:/Assistant:" it more
+# often wrote further turns itself. A bundle may set its own labels in prompt_format.
+DEFAULT_TRANSCRIPT = {"user": "Question: ", "assistant": "Answer:", "separator": "\n", "system_separator": "\n\n"}
 
 
 @dataclass
@@ -116,5 +118,4 @@ class PromptFormatter:
         text = sep.join(parts)
         if system:
             text = lab["system_separator"].join(s for s in system if s) + lab["system_separator"] + text
-        user_label = lab["user"].rstrip()
-        return text, [sep + user_label]
+        return text, [sep + lab["user"].rstrip(), sep + lab["assistant"].rstrip()]

@@ -118,3 +118,27 @@ def test_disconnect_while_queued_frees_the_queue_place(small_live):
     assert wait_until(lambda: server.metric("edge_agent_queue_depth") == 0, 1.5)
     running.close()
     assert wait_until(lambda: server.metric("edge_agent_active_sequences") == 0, 1.5)
+
+
+def test_request_wall_clock_limit(long_bundle, api_tmp):
+    from api_helpers import api_settings
+
+    from edge_agent.api.app import create_app
+    from edge_agent.runtime import build_runtime
+
+    settings = api_settings(long_bundle, api_tmp, max_batch=2, context_length=4096, max_tokens_limit=4096, request_timeout_s=0.3)
+    rt = build_runtime(settings, load_documents=False)
+    try:
+        client = create_app(rt).test_client()
+        auth = {"Authorization": f"Bearer {KEY}"}
+        body = {"model": "default", "prompt": "hello", "max_tokens": 4000, "ignore_eos": True}
+        t0 = time.monotonic()
+        r = client.post("/v1/completions", json=body, headers=auth)
+        assert r.status_code == 504 and r.get_json()["error"]["type"] == "timeout_error"
+        assert time.monotonic() - t0 < 3
+        r = client.post("/v1/completions", json={**body, "stream": True}, headers=auth)
+        events = [e for e in r.get_data(as_text=True).split("\n\n") if e.startswith("data: ")]
+        assert json.loads(events[-1][6:])["error"]["code"] == "timeout"
+        assert rt.scheduler.active == 0
+    finally:
+        rt.close()

@@ -20,22 +20,22 @@ def tok(llama_engine):
 
 
 def test_transcript_for_base_models(tok):
-    f = PromptFormatter({"type": "completion"}, tok, bos_token_id=1)
+    f = PromptFormatter({"type": "completion", "user": "User: ", "assistant": "Assistant:"}, tok, bos_token_id=1)
     assert f.kind == "completion"
     msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi "}, {"role": "assistant", "content": "Hello."},
             {"role": "user", "content": "Capital of France?"}]
     out = f.format_chat(msgs)
     assert out.text == "Be brief.\n\nUser: Hi\nAssistant: Hello.\nUser: Capital of France?\nAssistant:"
-    assert out.stop == ["\nUser:"] and out.prefill == ""
+    assert out.stop == ["\nUser:", "\nAssistant:"] and out.prefill == ""
     assert out.ids[0] == 1 and out.ids.count(1) == 1  # one BOS, from the tokenizer
     js = f.format_chat(msgs[1:2], json_mode=True)
     assert js.text.endswith("Assistant: {") and js.prefill == "{" and "JSON" in js.text
 
 
-def test_transcript_labels_from_the_bundle(tok):
-    f = PromptFormatter({"type": "completion", "user": "Question: ", "assistant": "Answer:"}, tok)
+def test_default_transcript_is_question_and_answer(tok):
+    f = PromptFormatter({"type": "completion"}, tok)
     out = f.format_chat([{"role": "user", "content": "What is the capital of France?"}])
-    assert out.text == "Question: What is the capital of France?\nAnswer:" and out.stop == ["\nQuestion:"]
+    assert out.text == "Question: What is the capital of France?\nAnswer:" and out.stop == ["\nQuestion:", "\nAnswer:"]
 
 
 def test_chat_template_rendered_in_a_sandbox(tok):
