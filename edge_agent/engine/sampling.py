@@ -10,7 +10,8 @@ _CANDIDATES = 2048
 
 
 def is_greedy(p: SamplingParams) -> bool:
-    return p.temperature == 0 and p.repetition_penalty == 1.0
+    """True when the plain argmax of the raw logits is the answer (no penalty, no processor)."""
+    return p.temperature == 0 and p.repetition_penalty == 1.0 and p.logits_processor is None
 
 
 def apply_repetition_penalty(logits: np.ndarray, history: np.ndarray, penalty: float) -> None:
@@ -26,7 +27,10 @@ def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator, hist
     """Pick one token id from logits [vocab] (modified in place)."""
     apply_repetition_penalty(logits, history, p.repetition_penalty)
     if p.temperature == 0:
-        return int(np.argmax(logits))
+        best = int(np.argmax(logits))
+        if not np.isfinite(logits[best]):
+            raise ValueError("the logits are not finite")
+        return best
     vocab = logits.shape[0]
     k = p.top_k if 0 < p.top_k < vocab else min(vocab, _CANDIDATES)
     if k < vocab:
@@ -56,4 +60,7 @@ def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator, hist
     if p.min_p > 0:
         keep = min(keep, max(1, int((probs >= p.min_p * probs[0]).sum())))
     probs = probs[:keep]
-    return int(cand[rng.choice(keep, p=probs / probs.sum())])
+    total = probs.sum()
+    if not np.isfinite(total) or total <= 0:
+        raise ValueError("the next-token distribution is not finite")
+    return int(cand[rng.choice(keep, p=probs / total)])

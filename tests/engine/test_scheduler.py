@@ -182,3 +182,41 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
     assert picks == {0, 1}
     picks = {sample(logits.copy(), SamplingParams(temperature=1.0, min_p=0.5), rng, np.array([], np.int64)) for _ in range(300)}
     assert picks == {0, 1}
+
+
+def test_logits_processor_steers_and_a_failing_one_ends_only_its_sequence(scheduler):
+    ids = scheduler.engine.encode(PROMPTS[0])
+    target = 42
+
+    def force(tokens, logits):
+        logits[:] = -1e9
+        logits[target] = 0.0
+        return logits
+
+    def broken(tokens, logits):
+        logits[:] = np.nan
+        return logits
+
+    forced = scheduler.submit(ids, SamplingParams(max_tokens=5, ignore_eos=True, logits_processor=force))
+    bad = scheduler.submit(ids, SamplingParams(max_tokens=5, ignore_eos=True, logits_processor=broken))
+    plain = scheduler.submit(ids, SamplingParams(max_tokens=5, ignore_eos=True))
+    assert forced.result().token_ids == [target] * 5
+    fin = bad.result()
+    assert fin.finish_reason == "error" and "sampling failed" in fin.error
+    assert plain.result().finish_reason == "length" and len(plain.finished.token_ids) == 5
+
+
+def test_next_event_times_out_then_delivers(llama_engine):
+    s = BatchScheduler(llama_engine)  # not started yet
+    h = s.submit(llama_engine.encode("a"), SamplingParams(max_tokens=2, ignore_eos=True))
+    assert h.next_event(timeout=0.05) is None
+    s.start()
+    try:
+        events = []
+        while h.finished is None:
+            ev = h.next_event(timeout=5)
+            assert ev is not None
+            events.append(ev)
+        assert h.finished.usage.completion_tokens == 2
+    finally:
+        s.stop()
