@@ -26,8 +26,12 @@ run: $(STAMP) models/$(MODEL)/manifest.json
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# llama.cpp for the side-by-side column, built for this CPU but without AMX tiles: some
+# VMs advertise AMX without enabling it, and a native build then dies with SIGILL.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=ON -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' -DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'
+
 bench: $(STAMP) models/$(MODEL)/manifest.json
-	$(PY) -m pip install --quiet -e '.[bench]' || echo "llama-cpp-python not installed: llama.cpp column skipped"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[bench]' || echo "llama-cpp-python not installed: llama.cpp column skipped"
 	$(VENV)/bin/edge-agent bench
 
 clean-venv:

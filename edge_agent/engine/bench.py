@@ -1,10 +1,12 @@
 """`edge-agent bench`: our engine and llama.cpp measured side by side in one run."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -127,6 +129,20 @@ def bench_llamacpp(gguf_path: Path, threads: int, quick: bool = False) -> dict[s
     return {"llamacpp_prefill_tok_s": 512 / min(times), "llamacpp_decode_tok_s": decode}
 
 
+def _llamacpp_in_subprocess(gguf: Path, threads: int, quick: bool) -> dict[str, Any]:
+    """bench_llamacpp in a child process: a llama.cpp build that crashes (e.g. SIGILL from AMX
+    instructions a VM does not enable) must not take our own results with it."""
+    code = (
+        "import json, sys; from pathlib import Path; from edge_agent.engine.bench import bench_llamacpp; "
+        f"print(json.dumps(bench_llamacpp(Path({str(gguf)!r}), {threads}, quick={quick})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        why = f"signal {-out.returncode}" if out.returncode < 0 else f"exit {out.returncode}"
+        return {"llamacpp_error": f"llama.cpp benchmark failed ({why}); see README, Performance"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def perplexity_ours(settings: Settings, n_tokens: int) -> tuple[float, list[int]]:
     bundle = load_bundle(settings.bundle_path(), verify=False)
     engine = OnnxEngine(bundle, threads=settings.threads, max_batch=1, context_length=n_tokens + 1, device=settings.device)
@@ -167,13 +183,10 @@ def run_bench(settings: Settings, as_json: bool = False, quality: bool = False, 
         return 2
     with tempfile.TemporaryDirectory() as td:
         gguf = _source_gguf(settings, Path(td))
-        try:
-            import llama_cpp  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("llama_cpp") is None:
             res["llamacpp"] = "not installed (pip install '.[bench]')"
-        else:
-            if gguf is not None:
-                res.update(bench_llamacpp(gguf, res["threads"], quick=quick))
+        elif gguf is not None:
+            res.update(_llamacpp_in_subprocess(gguf, res["threads"], quick))
         if quality and gguf is not None:
             ppl, ids = perplexity_ours(settings, 2048)
             res["ppl_int8"] = ppl

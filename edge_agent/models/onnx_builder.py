@@ -71,7 +71,6 @@ class _Graph:
             self._c = {
                 "axis": self.init("q.axis", np.array([-1], np.int64)),
                 "eps": self.init("q.eps", np.array(1e-12, np.float32)),
-                "flat": self.init("q.flat", np.array([-1], np.int64)),
                 "zero": self.init("q.zero", np.array([0], np.int64)),
                 "minus1": self.init("q.minus1", np.array([-1], np.int64)),
                 "pad": self.init("q.pad", np.zeros((1, 1), np.float32)),

@@ -60,9 +60,9 @@ def test_cli_bench_json_has_every_key(default_bundle):
     for key in ("decode_tok_s", "prefill_tok_s", "ttft_ms", "batch4_tok_s", "batch8_tok_s", "batch16_tok_s", "rss_mb"):
         assert isinstance(res[key], (int, float)) and res[key] > 0, key
     assert res["batch16_tok_s"] > res["decode_tok_s"]  # batching adds throughput
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        assert "llamacpp_decode_tok_s" not in res
-    else:
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        assert "llamacpp_decode_tok_s" not in res and "not installed" in res["llamacpp"]
+    elif "llamacpp_error" not in res:  # a build that crashes on this CPU is reported, not fatal
         assert res["llamacpp_decode_tok_s"] > 0 and res["llamacpp_prefill_tok_s"] > 0
