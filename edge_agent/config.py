@@ -39,7 +39,9 @@ class Settings(BaseSettings):
     )
     max_batch: int = Field(16, ge=1, le=256, description="Most sequences decoded together in one step.")
     prefill_chunk: int = Field(256, ge=16, description="Prompt tokens prefilled per step, so long prompts do not stall others.")
-    prefix_cache_entries: int = Field(8, ge=0, description="Prompt prefixes whose key/value cache is kept for reuse.")
+    prefix_cache_mb: int = Field(
+        128, ge=0, description="Memory for the key/value cache of recent prompt prefixes (64-token blocks), reused when a prompt repeats them; 0 = off."
+    )
 
     # --- server ------------------------------------------------------------
     host: str = Field("127.0.0.1", description="Address to bind; anything but loopback needs api_keys.")

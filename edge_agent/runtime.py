@@ -30,7 +30,10 @@ def build_engine(settings: Settings, max_batch: int | None = None, **scheduler_k
         context_length=settings.context_length,
         device=settings.device,
     )
-    return BatchScheduler(engine, max_queue=settings.max_queue, prefill_chunk=settings.prefill_chunk, **scheduler_kw).start()
+    return BatchScheduler(
+        engine, max_queue=settings.max_queue, prefill_chunk=settings.prefill_chunk,
+        prefix_cache_bytes=settings.prefix_cache_mb << 20, **scheduler_kw,
+    ).start()
 
 
 @dataclass
@@ -80,6 +83,7 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
     )
     rt = Runtime(settings=settings, scheduler=scheduler, chat=chat, embeddings=None, metrics=metrics, documents=documents)  # type: ignore[arg-type]
     rt.embeddings = EmbeddingService(lambda: rt.documents, lambda: rt.documents_status)
+    chat.attach_documents(lambda: rt.documents, lambda: rt.documents_status)
     if documents is None and load_documents:
         rt.documents_status = "still loading"
         threading.Thread(target=_load_documents, args=(rt,), name="edge-agent-documents", daemon=True).start()

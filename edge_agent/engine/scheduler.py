@@ -21,6 +21,7 @@ import numpy as np
 
 from edge_agent.engine.detokenize import IncrementalDecoder
 from edge_agent.engine.engine import OnnxEngine
+from edge_agent.engine.prefix_cache import PrefixCache
 from edge_agent.engine.sampling import is_greedy, sample
 from edge_agent.engine.types import (
     ContextLengthError,
@@ -92,6 +93,7 @@ class _Seq:
     deadline: float | None
     slot: int = -1
     prefilled: int = 0
+    cached: int = 0
     length: int = 0
     next_token: int = 0
     tokens: list[int] = field(default_factory=list)
@@ -120,6 +122,7 @@ class BatchScheduler:
         prefill_chunk: int = 256,
         on_step: Callable[[int, float], None] | None = None,
         on_finish: Callable[[Finished], None] | None = None,
+        prefix_cache_bytes: int = 128 << 20,
     ):
         self.engine = engine
         self.model = engine.model
@@ -137,6 +140,7 @@ class BatchScheduler:
         self._running = False
         self._thread: threading.Thread | None = None
         self.tokens_generated = 0
+        self.prefix_cache = PrefixCache(prefix_cache_bytes)
 
     # -- public API ----------------------------------------------------------
     def start(self) -> "BatchScheduler":
@@ -252,6 +256,12 @@ class BatchScheduler:
             _, _, seq = heapq.heappop(self._waiting)
             seq.slot = len(self._decoding)
             seq.admitted = time.monotonic()
+            hit = self.prefix_cache.lookup(seq.prompt)
+            if hit is not None:
+                n, keys, values = hit
+                self.model.ensure_capacity(n + 1)
+                self.model.copy_prefix(seq.slot, keys, values)
+                seq.prefilled = seq.cached = n
             self._prefilling = seq
 
     def _reap(self) -> None:
@@ -283,6 +293,9 @@ class BatchScheduler:
         s.prefill_s += time.monotonic() - t
         if s.prefilled < s.prompt.shape[0]:
             return
+        n = self.prefix_cache.wants(s.prompt)
+        if n:
+            self.prefix_cache.store(s.prompt, n, *self.model.read_prefix(s.slot, n))
         s.length = s.prefilled
         self._prefilling = None
         self._decoding.append(s)
@@ -380,6 +393,7 @@ class BatchScheduler:
         usage = Usage(
             prompt_tokens=int(s.prompt.shape[0]),
             completion_tokens=len(s.tokens),
+            cached_tokens=s.cached,
             queue_s=admitted - s.submitted,
             prefill_s=s.prefill_s,
             ttft_s=(s.first_token - s.submitted) if s.first_token else 0.0,

@@ -220,3 +220,20 @@ def test_next_event_times_out_then_delivers(llama_engine):
         assert h.finished.usage.completion_tokens == 2
     finally:
         s.stop()
+
+
+def test_prefix_cache_reuses_a_repeated_preamble_exactly(llama_engine):
+    preamble = " ".join(PROMPTS) * 3  # well over one 64-token block
+    s = BatchScheduler(llama_engine, prefill_chunk=32).start()
+    off = BatchScheduler(llama_engine, prefill_chunk=32, prefix_cache_bytes=0).start()
+    try:
+        first = s.generate(preamble + " First question?", SamplingParams(max_tokens=12, ignore_eos=True))
+        second = s.generate(preamble + " Second question?", SamplingParams(max_tokens=12, ignore_eos=True))
+        fresh = off.generate(preamble + " Second question?", SamplingParams(max_tokens=12, ignore_eos=True))
+    finally:
+        s.stop()
+        off.stop()
+    assert first.usage.cached_tokens == 0
+    assert second.usage.cached_tokens >= 64 and second.usage.cached_tokens % 64 == 0
+    assert second.token_ids == fresh.token_ids  # a hit gives exactly what a fresh prefill gives
+    assert fresh.usage.cached_tokens == 0
