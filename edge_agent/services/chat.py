@@ -33,6 +33,17 @@ from edge_agent.services.errors import (
     ModelNotFoundError,
     UnavailableError,
 )
+from edge_agent.services.grounding import (
+    DocumentRetriever,
+    DocumentsUnavailableError,
+    Grounding,
+    RagOptions,
+    Source,
+    fit_sources,
+    question_of,
+    strip_labels,
+    with_sources,
+)
 from edge_agent.services.prompts import PromptFormatter
 
 log = logging.getLogger(__name__)
@@ -106,6 +117,7 @@ class Generation:
         self.model = model
         self.choices = choices
         self.usage = TokenUsage(prompt_tokens=prompt_tokens)
+        self.sources: list[Source] | None = None  # with rag: the chunks in the prompt, best first
         self._deadline = time.monotonic() + deadline_s
         self._queue: queue.Queue = queue.Queue()
         self._started = False
@@ -243,6 +255,11 @@ class ChatService:
         self.accepting = True
         self._table: json_mode.TokenTable | None = None
         self._table_lock = threading.Lock()
+        self.retriever: DocumentRetriever | None = None
+
+    def attach_documents(self, documents: Callable[[], object], status: Callable[[], str | None] = lambda: None) -> None:
+        """Where rag requests find documents: documents() returns the DocumentService, or None while it loads."""
+        self.retriever = DocumentRetriever(documents, status)
 
     # --- facts --------------------------------------------------------------------
     @property
@@ -267,29 +284,45 @@ class ChatService:
             raise ModelNotFoundError(name, [self.model_name])
 
     # --- requests -----------------------------------------------------------------
-    def chat(self, messages: list[dict[str, str]], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0) -> Generation:
-        """Format messages for this model and start n choices.
+    def chat(self, messages: list[dict[str, str]], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,
+             rag: RagOptions | None = None) -> Generation:
+        """Format messages for this model and start n choices; with rag, ground them in retrieved chunks first.
 
-        Raises InvalidRequestError, ContextLengthExceededError, BusyError, UnavailableError.
+        Raises InvalidRequestError, ContextLengthExceededError, BusyError, UnavailableError
+        (DocumentsUnavailableError, with retry_after, while the documents load).
         """
+        sources = None
+        if rag is not None:
+            messages, sources = self._ground_chat(messages, options, json_object, rag)
         prompt = self.formatter.format_chat(messages, json_mode=json_object)
         options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         jobs = [(prompt.ids, prompt.prefill, i) for i in range(n)]
-        return self._start(jobs, [len(prompt.ids)], options, priority, json_object)
+        gen = self._start(jobs, [len(prompt.ids)], options, priority, json_object)
+        gen.sources = sources
+        return gen
 
-    def complete(self, prompts: list[str | list[int]], options: SamplingOptions, n: int = 1, echo: bool = False, priority: int = 0) -> Generation:
+    def complete(self, prompts: list[str | list[int]], options: SamplingOptions, n: int = 1, echo: bool = False, priority: int = 0,
+                 rag: RagOptions | None = None) -> Generation:
         """Start n choices for each prompt (text, or token ids); choice index = prompt * n + j.
 
+        With rag (one text prompt), the sources are put in front of the prompt; echo shows the prompt as given.
         Raises InvalidRequestError, ContextLengthExceededError, BusyError, UnavailableError.
         """
         capacity = self.scheduler.max_queue + self.scheduler.max_batch
         if n * len(prompts) > capacity:
             raise InvalidRequestError(f"n x number of prompts must be at most {capacity} on this server", param="n")
+        shown = list(prompts)
+        sources = None
+        if rag is not None:
+            if len(prompts) != 1 or not isinstance(prompts[0], str):
+                raise InvalidRequestError("rag needs exactly one prompt, as text", param="rag")
+            grounded, sources = self._ground_prompt(prompts[0], options, rag)
+            prompts = [grounded]
         jobs, lengths = [], []
         for p, prompt in enumerate(prompts):
             if isinstance(prompt, str):
                 ids = self.engine.encode(prompt)
-                text = prompt
+                text = shown[p]  # type: ignore[assignment]
             else:
                 bad = [t for t in prompt if not 0 <= t < self.vocab_size]
                 if bad:
@@ -297,7 +330,76 @@ class ChatService:
                 ids, text = list(prompt), self.engine.decode(prompt) if echo else ""
             lengths.append(len(ids))
             jobs += [(ids, text if echo else "", p * n + j) for j in range(n)]
-        return self._start(jobs, lengths, options, priority, False)
+        gen = self._start(jobs, lengths, options, priority, False)
+        gen.sources = sources
+        return gen
+
+    # --- grounding ----------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        """Model tokens of text (no BOS)."""
+        return len(self.engine.encode(text, add_special_tokens=False))
+
+    def cut_tokens(self, text: str, n: int) -> str:
+        """The first n model tokens of text, as text."""
+        offsets = self.engine.tokenizer.encode(text, add_special_tokens=False).offsets
+        return text if n >= len(offsets) else text[: offsets[max(n, 1) - 1][1]]
+
+    def _prompt_limit(self, options: SamplingOptions) -> int:
+        """Most prompt tokens that leave the answer its room (max_tokens, else a quarter of the context up to the default)."""
+        room = options.max_tokens if options.max_tokens is not None else min(self.default_max_tokens, max(16, self.context_length // 4))
+        return self.context_length - room
+
+    def _retrieve(self, query: str, rag: RagOptions) -> list:
+        if self.retriever is None:
+            raise DocumentsUnavailableError("documents are not served by this process (serve_documents is off)")
+        return self.retriever.retrieve(query, rag)
+
+    def _fit(self, chunks: list, base_tokens: int, limit: int, measure: Callable[[Grounding], int]) -> Grounding:
+        """The chunks that fit in `limit` prompt tokens; measure(g) is the real prompt length with g.
+
+        Token counts of the pieces estimate the prompt's; an overshoot shrinks the budget by as much and retries.
+        """
+        budget = limit - base_tokens
+        for _ in range(4):
+            g = fit_sources(chunks, budget, self.count_tokens, self.cut_tokens)
+            if not g.sources:
+                break
+            over = measure(g) - limit
+            if over <= 0:
+                return g
+            budget -= over
+        return Grounding()
+
+    def _ground_chat(self, messages: list[dict[str, str]], options: SamplingOptions, json_object: bool,
+                     rag: RagOptions) -> tuple[list[dict[str, str]], list[Source]]:
+        """messages with the best chunks that fit as a system message (or, if the template refuses one, in the last user turn)."""
+        chunks = self._retrieve(question_of(messages), rag)
+        if not chunks:
+            return messages, []
+        base = self.formatter.format_chat(messages, json_mode=json_object)
+        in_user = False
+        try:  # a template that refuses system messages gets the sources in the last user turn
+            self.formatter.format_chat(with_sources(messages, "Sources."), json_mode=json_object)
+        except InvalidRequestError:
+            in_user = True
+
+        def measure(g: Grounding) -> int:
+            return len(self.formatter.format_chat(with_sources(messages, g.block, in_user), json_mode=json_object).ids)
+
+        g = self._fit(chunks, len(base.ids), self._prompt_limit(options), measure)
+        if not g.sources:
+            return messages, []
+        return with_sources(messages, g.block, in_user), g.sources
+
+    def _ground_prompt(self, prompt: str, options: SamplingOptions, rag: RagOptions) -> tuple[str, list[Source]]:
+        """prompt with the best chunks that fit in front of it."""
+        labels = self.formatter.labels
+        chunks = self._retrieve(strip_labels(prompt, labels["user"], labels["assistant"]), rag)
+        if not chunks:
+            return prompt, []
+        g = self._fit(chunks, len(self.engine.encode(prompt)), self._prompt_limit(options),
+                      lambda g: len(self.engine.encode(g.block + "\n\n" + prompt)))
+        return (g.block + "\n\n" + prompt, g.sources) if g.sources else (prompt, [])
 
     def _params(self, options: SamplingOptions, prompt_tokens: int, index: int) -> SamplingParams:
         d = self.defaults

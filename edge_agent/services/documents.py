@@ -284,6 +284,8 @@ class DocumentService:
             raise PathRefusedError(str(exc)) from None
         except (FileNotFoundError, NotADirectoryError):
             raise DocumentNotFoundError(f"file not found: {Path(os.fspath(path)).name}", param="path") from None
+        except OSError as exc:  # a name too long, a symlink loop, no permission
+            raise DocumentError(f"cannot open that path: {exc.strerror or type(exc).__name__}", param="path") from None
 
     def _ingest_file(self, real: Path, save: bool = True) -> IngestResult:
         key = f"file:{real}"
