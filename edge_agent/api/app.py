@@ -165,7 +165,7 @@ class _ClosingIterable:
 
 def create_app(runtime) -> Flask:
     """The WSGI app over a runtime (its .settings, .chat, .embeddings, .documents, .metrics)."""
-    from edge_agent.api import health, openai
+    from edge_agent.api import documents, health, openai
 
     app = Flask("edge_agent.api")
     app.config["MAX_CONTENT_LENGTH"] = None  # bodies are read with our own cap (chunked bodies too)
@@ -176,14 +176,9 @@ def create_app(runtime) -> Flask:
     app.after_request(guard.after)
     app.register_blueprint(openai.bp)
     app.register_blueprint(health.bp)
-    try:
-        from edge_agent.api import documents as documents_api
-    except ImportError:
-        documents_api = None
-    if documents_api is not None and hasattr(documents_api, "bp"):
-        app.register_blueprint(documents_api.bp)
-        paths = getattr(documents_api, "openapi_paths", None)
-        app.extensions["edge_agent.extra_paths"] = paths(runtime) if callable(paths) else None
+    app.register_blueprint(documents.bp)
+    app.extensions["edge_agent.extra_paths"] = documents.openapi_paths(runtime)
+    app.extensions["edge_agent.extra_schemas"] = documents.openapi_schemas()
     register_error_handlers(app)
     tracker = InFlight(app.wsgi_app, runtime.metrics)
     app.wsgi_app = tracker  # type: ignore[method-assign]

@@ -1,69 +1,164 @@
-"""Documents API: upload / add, list, get, delete documents and retrieve chunks (thin routes over DocumentService)."""
+"""Documents API: upload / add, list, get, delete documents and retrieve chunks (thin routes over DocumentService).
+
+Errors of the document service (DocumentError) are mapped here; everything else (bad JSON,
+refused keys or hosts, unexpected failures) goes to the app's handlers like any other route.
+"""
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any, Literal
 
-from flask import Blueprint, Response, current_app, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from werkzeug.exceptions import HTTPException
+from flask import Blueprint, Response, current_app, request
+from pydantic import BaseModel, Field, RootModel
+from pydantic.json_schema import models_json_schema
 
+from edge_agent.api import protocol as p
+from edge_agent.api.errors import ApiError, error_response, read_json
 from edge_agent.services.documents import DocumentError, DocumentNotFoundError, IngestResult, PathRefusedError
-
-log = logging.getLogger(__name__)
+from edge_agent.services.grounding import DocumentsUnavailableError
 
 bp = Blueprint("documents", __name__)
 
 _ABS_PATH = re.compile(r"(?<![\w.])(/[^\s'\":]+)+")
+MAX_LIMIT = 1000
+UPLOAD_SLACK = 1024 * 1024  # multipart headers and boundaries on top of the file
 
 
 # --- protocol ---------------------------------------------------------------
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AddTextRequest(p._Request):
+    """A text document; one with the same title is replaced."""
+
+    title: str = Field(min_length=1, max_length=500, pattern=r"\S")
+    text: str = Field(min_length=1, pattern=r"\S")
 
 
-class AddTextRequest(_Strict):
-    title: str = Field(min_length=1, max_length=500)
-    text: str = Field(min_length=1)
+class AddPathRequest(p._Request):
+    """A file or folder (recursively) under one of the server's ingest roots."""
 
-
-class AddPathRequest(_Strict):
     path: str = Field(min_length=1, max_length=4096)
 
 
-class RetrieveFilters(_Strict):
-    document_ids: list[int] | None = Field(None, max_length=10_000)
-    path_prefix: str | None = Field(None, max_length=4096)
-    types: list[str] | None = Field(None, max_length=20)
-    type: str | None = Field(None, max_length=20)
-
-    @model_validator(mode="after")
-    def _one_type_field(self) -> "RetrieveFilters":
-        if self.type is not None:
-            self.types = [*(self.types or []), self.type]
-            self.type = None
-        return self
+class AddDocumentRequest(RootModel[AddTextRequest | AddPathRequest]):
+    pass
 
 
-class RetrieveRequest(_Strict):
-    query: str = Field(min_length=1, max_length=8000)
-    k: int = Field(5, ge=1, le=100)
-    filters: RetrieveFilters | None = None
+class RetrieveRequest(p._Request):
+    query: str = Field(min_length=1, max_length=8000, pattern=r"\S")
+    k: p.Int(ge=1, le=100) = 5
+    filters: p.RagFilters | None = None
     mode: Literal["hybrid", "dense", "bm25"] = "hybrid"
 
 
+IngestStatus = Literal["added", "updated", "unchanged", "failed"]
+
+
+class IngestedDocument(BaseModel):
+    object: Literal["document.ingest"] = "document.ingest"
+    status: IngestStatus
+    source: str
+    document_id: int | None = None
+    title: str | None = None
+    chunks: int
+    error: str | None = None
+
+
+class IngestCounts(BaseModel):
+    added: int
+    updated: int
+    unchanged: int
+    failed: int
+
+
+class IngestList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[IngestedDocument]
+    counts: IngestCounts
+
+
+class Document(BaseModel):
+    object: Literal["document"] = "document"
+    id: int
+    source_key: str
+    title: str
+    path: str | None = None
+    kind: str
+    mime: str | None = None
+    content_hash: str
+    size: int
+    mtime: float | None = None
+    status: str
+    error: str | None = None
+    chunk_count: int
+    created_at: float
+    updated_at: float
+
+
+class ChunkInfo(BaseModel):
+    id: int
+    ordinal: int
+    page: int | None = None
+    heading: str | None = None
+    char_start: int
+    char_end: int
+    token_count: int
+
+
+class DocumentDetail(Document):
+    chunks: list[ChunkInfo]
+
+
+class DocumentList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Document]
+    total: int
+    offset: int
+    limit: int
+
+
+class DocumentDeleted(BaseModel):
+    id: int
+    object: Literal["document"] = "document"
+    deleted: Literal[True] = True
+
+
+class RetrievedChunk(BaseModel):
+    object: Literal["retrieval.chunk"] = "retrieval.chunk"
+    document_id: int
+    chunk_id: int
+    title: str
+    path: str | None = None
+    type: str
+    location: p.SourceLocation
+    score: float
+    text: str
+    snippet: str
+    dense_rank: int | None = None
+    bm25_rank: int | None = None
+
+
+class RetrieveList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[RetrievedChunk]
+
+
 # --- helpers ----------------------------------------------------------------
-class _Unavailable(Exception):
-    """The document service is not loaded (yet)."""
+def _runtime():
+    return current_app.extensions["edge_agent"]
 
 
 def _service():
-    runtime = current_app.extensions["edge_agent"]
+    """The DocumentService; raises DocumentsUnavailableError (503, Retry-After) while it loads."""
+    runtime = _runtime()
     svc = getattr(runtime, "documents", None)
     if svc is None:
-        raise _Unavailable(getattr(runtime, "documents_status", None) or "not loaded")
+        why = getattr(runtime, "documents_status", None) or "not loaded"
+        raise DocumentsUnavailableError(f"the document index is unavailable: {why}; retry shortly")
     return svc
+
+
+def _max_body() -> int:
+    settings = getattr(_runtime(), "settings", None)
+    return int(getattr(settings, "max_body_bytes", 8 * 1024 * 1024))
 
 
 def _scrub(message: str) -> str:
@@ -71,114 +166,188 @@ def _scrub(message: str) -> str:
     return _ABS_PATH.sub(lambda m: m.group(0).rstrip("/").rsplit("/", 1)[-1], message)
 
 
-def error_response(status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
-                   code: str | None = None) -> tuple[Response, int]:
-    return jsonify({"error": {"message": _scrub(message), "type": type_, "param": param, "code": code}}), status
+def _json(model: BaseModel, status: int = 200) -> Response:
+    return Response(model.model_dump_json(), status=status, mimetype="application/json")
 
 
-def _validation_error(exc: ValidationError) -> tuple[Response, int]:
-    first = exc.errors()[0]
-    param = ".".join(str(p) for p in first.get("loc", ())) or None
-    return error_response(400, f"{param or 'body'}: {first.get('msg', 'invalid value')}", param=param, code="invalid_value")
-
-
-def _json_body() -> dict[str, Any]:
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise DocumentError("request body must be a JSON object (or multipart/form-data with a file)")
-    return body
-
-
-def _result(res: IngestResult) -> dict[str, Any]:
+def _ingested(res: IngestResult) -> IngestedDocument:
     out = res.to_dict()
     out["source"] = _scrub(out["source"])
     if out.get("error"):
         out["error"] = _scrub(out["error"])
-    out["object"] = "document.ingest"
-    return out
+    return IngestedDocument.model_validate(out)
 
 
-@bp.errorhandler(ValidationError)
-def _on_validation(exc: ValidationError):
-    return _validation_error(exc)
+def _query_int(name: str, default: int, lo: int, hi: int) -> int:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    if not re.fullmatch(r"[0-9]{1,19}", raw) or not lo <= int(raw) <= hi:
+        raise ApiError(400, f"{name} must be an integer from {lo} to {hi}", param=name, code="invalid_value")
+    return int(raw)
 
 
 @bp.errorhandler(DocumentError)
 def _on_document_error(exc: DocumentError):
     if isinstance(exc, DocumentNotFoundError):
-        return error_response(404, str(exc), param=exc.param, code="document_not_found")
+        return error_response(404, _scrub(str(exc)), "not_found_error", exc.param, "document_not_found")
     if isinstance(exc, PathRefusedError):
-        return error_response(403, str(exc), "permission_error", param="path", code="path_not_allowed")
-    return error_response(400, str(exc), param=exc.param, code=exc.code)
-
-
-@bp.errorhandler(_Unavailable)
-def _on_unavailable(exc: _Unavailable):
-    resp, status = error_response(503, f"the document index is unavailable: {exc}; retry shortly", "server_error",
-                                  code="documents_unavailable")
-    resp.headers["Retry-After"] = "5"
-    return resp, status
-
-
-@bp.errorhandler(Exception)
-def _on_unexpected(exc: Exception):
-    if isinstance(exc, HTTPException):
-        return error_response(exc.code or 500, exc.description or exc.name, code=exc.name.lower().replace(" ", "_"))
-    log.exception("documents API error")
-    return error_response(500, "internal error while handling documents; see the server log", "server_error")
+        return error_response(403, _scrub(str(exc)), "permission_error", "path", "path_not_allowed")
+    return error_response(400, _scrub(str(exc)), "invalid_request_error", exc.param, exc.code)
 
 
 # --- routes -----------------------------------------------------------------
+def _uploads() -> list:
+    limit = int(getattr(_service().limits, "max_file_bytes", 50 * 1024 * 1024)) + UPLOAD_SLACK
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(413, f"the upload is larger than {limit} bytes", code="body_too_large")
+    request.max_content_length = limit
+    files = request.files.getlist("file")
+    if not files:
+        raise ApiError(400, "send the document as a multipart part named `file` with a file name", param="file", code="invalid_value")
+    return files
+
+
 @bp.post("/v1/documents")
 def add_documents():
     """Multipart upload (field `file`, repeatable), JSON {title, text}, or JSON {path} under an ingest root."""
     svc = _service()
-    if request.files:
-        files = request.files.getlist("file") or [f for _, f in request.files.items(multi=True)]
-        results = [svc.add_upload(f.filename or "", f.read()) for f in files]
+    if (request.mimetype or "").lower() == "multipart/form-data":
+        results = [svc.add_upload(f.filename or "", f.read()) for f in _uploads()]
     else:
-        body = _json_body()
-        if "path" in body:
-            results = svc.add_path(AddPathRequest.model_validate(body).path, confined=True)
+        body = read_json(AddDocumentRequest, _max_body()).root
+        if isinstance(body, AddPathRequest):
+            results = svc.add_path(body.path, confined=True)
         else:
-            req = AddTextRequest.model_validate(body)
-            results = [svc.add_text(req.title, req.text)]
+            results = [svc.add_text(body.title, body.text)]
     if len(results) == 1:
         res = results[0]
         if res.status == "failed":
-            return error_response(422, res.error or "document could not be read", param="file", code="unreadable_document")
-        return jsonify(_result(res)), 201 if res.status in ("added", "updated") else 200
-    data = [_result(r) for r in results]
-    counts = {s: sum(r.status == s for r in results) for s in ("added", "updated", "unchanged", "failed")}
-    return jsonify({"object": "list", "data": data, "counts": counts}), 201 if counts["added"] + counts["updated"] else 200
+            return error_response(422, _scrub(res.error or "the document could not be read"), "invalid_request_error", "file",
+                                  "unreadable_document")
+        return _json(_ingested(res), 201 if res.status in ("added", "updated") else 200)
+    counts = IngestCounts(**{s: sum(r.status == s for r in results) for s in ("added", "updated", "unchanged", "failed")})
+    out = IngestList(data=[_ingested(r) for r in results], counts=counts)
+    return _json(out, 201 if counts.added + counts.updated else 200)
 
 
 @bp.get("/v1/documents")
 def list_documents():
-    try:
-        offset = int(request.args.get("offset", 0))
-        limit = int(request.args.get("limit", 50))
-    except ValueError:
-        return error_response(400, "offset and limit must be integers", param="limit", code="invalid_value")
+    offset = _query_int("offset", 0, 0, p.ID_MAX)
+    limit = _query_int("limit", 50, 1, MAX_LIMIT)
     items, total = _service().list(offset, limit)
-    return jsonify({"object": "list", "data": [dict(d, object="document") for d in items], "total": total,
-                    "offset": offset, "limit": limit})
+    return _json(DocumentList(data=[Document.model_validate(d) for d in items], total=total, offset=offset, limit=limit))
+
+
+def _document_id(document_id: int) -> int:
+    if not 1 <= document_id <= p.ID_MAX:
+        raise DocumentNotFoundError(f"no document with id {document_id}", param="document_id")
+    return document_id
 
 
 @bp.get("/v1/documents/<int:document_id>")
 def get_document(document_id: int):
-    return jsonify(dict(_service().get(document_id), object="document"))
+    return _json(DocumentDetail.model_validate(_service().get(_document_id(document_id))))
 
 
 @bp.delete("/v1/documents/<int:document_id>")
 def delete_document(document_id: int):
-    _service().delete(document_id)
-    return jsonify({"id": document_id, "object": "document", "deleted": True})
+    _service().delete(_document_id(document_id))
+    return _json(DocumentDeleted(id=document_id))
 
 
 @bp.post("/v1/retrieve")
 def retrieve():
-    req = RetrieveRequest.model_validate(_json_body())
-    filters = req.filters.model_dump(exclude_none=True) if req.filters else None
+    req = read_json(RetrieveRequest, _max_body())
+    filters = req.filters.to_dict() if req.filters else None
     hits = _service().retrieve(req.query, req.k, filters, req.mode)
-    return jsonify({"object": "list", "data": [dict(h.to_dict(), object="retrieval.chunk") for h in hits]})
+    return _json(RetrieveList(data=[RetrievedChunk.model_validate(h.to_dict()) for h in hits]))
+
+
+# --- OpenAPI ----------------------------------------------------------------
+_MODELS = [
+    (AddTextRequest, "validation"), (AddPathRequest, "validation"), (RetrieveRequest, "validation"),
+    (IngestedDocument, "serialization"), (IngestList, "serialization"), (DocumentList, "serialization"),
+    (DocumentDetail, "serialization"), (DocumentDeleted, "serialization"), (RetrieveList, "serialization"),
+]
+_REF = "#/components/schemas/{model}"
+
+
+def openapi_schemas() -> dict[str, Any]:
+    """Component schemas of the document routes' bodies."""
+    _, top = models_json_schema(_MODELS, ref_template=_REF)
+    return top.get("$defs", {})
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": _REF.format(model=name)}
+
+
+_ERRORS = {
+    400: "Invalid request.", 401: "Missing or wrong API key.", 403: "Host or CORS origin not allowed, or a path outside the ingest roots.",
+    404: "No such document, or a path that does not exist.", 413: "Request body too large.", 415: "Body is neither JSON nor multipart.",
+    422: "The document could not be read (unsupported, encrypted, empty or broken).", 500: "Internal error.",
+    503: "The document index is still loading (see Retry-After) or failed to load.",
+}
+
+
+def _responses(ok: dict[str, Any], codes: tuple[int, ...], secured: bool) -> dict[str, Any]:
+    out = dict(ok)
+    for code in codes:
+        if code != 401 or secured:
+            out[str(code)] = {"description": _ERRORS[code], "content": {"application/json": {"schema": _ref("ErrorResponse")}}}
+    return out
+
+
+def openapi_paths(runtime) -> dict[str, Any]:
+    """OpenAPI path items of the document routes (their schemas: openapi_schemas())."""
+    secured = bool(runtime.settings.accepted_keys())
+
+    def js(name: str, description: str) -> dict[str, Any]:
+        return {"description": description, "content": {"application/json": {"schema": _ref(name)}}}
+
+    ingest_ok = {"oneOf": [_ref("IngestedDocument"), _ref("IngestList")]}
+    upload = {"type": "object", "required": ["file"], "properties": {"file": {"type": "string", "format": "binary"}}}
+    doc_id = {"name": "document_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1, "maximum": p.ID_MAX}}
+    paging = [
+        {"name": "offset", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0, "maximum": p.ID_MAX, "default": 0}},
+        {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 50}},
+    ]
+    created = {"description": "Added or updated: one document, or a list for a folder.", "content": {"application/json": {"schema": ingest_ok}}}
+    unchanged = {"description": "Already indexed with the same content (or, for a folder, nothing changed).",
+                 "content": {"application/json": {"schema": ingest_ok}}}
+    return {
+        "/v1/documents": {
+            "post": {
+                "summary": "Add documents: a multipart upload, JSON {title, text}, or JSON {path} under an ingest root",
+                "operationId": "addDocuments",
+                "requestBody": {"required": True, "content": {
+                    "application/json": {"schema": {"oneOf": [_ref("AddTextRequest"), _ref("AddPathRequest")]}},
+                    "multipart/form-data": {"schema": upload},
+                }},
+                "responses": _responses({"201": created, "200": unchanged}, (400, 401, 403, 404, 413, 415, 422, 500, 503), secured),
+            },
+            "get": {
+                "summary": "Documents, oldest first, one page at a time", "operationId": "listDocuments", "parameters": paging,
+                "responses": _responses({"200": js("DocumentList", "One page of documents.")}, (400, 401, 403, 500, 503), secured),
+            },
+        },
+        "/v1/documents/{document_id}": {
+            "get": {
+                "summary": "A document and where its chunks lie", "operationId": "getDocument", "parameters": [doc_id],
+                "responses": _responses({"200": js("DocumentDetail", "The document.")}, (401, 403, 404, 500, 503), secured),
+            },
+            "delete": {
+                "summary": "Delete a document, its chunks and vectors", "operationId": "deleteDocument", "parameters": [doc_id],
+                "responses": _responses({"200": js("DocumentDeleted", "Deleted.")}, (401, 403, 404, 500, 503), secured),
+            },
+        },
+        "/v1/retrieve": {
+            "post": {
+                "summary": "The best chunks for a query (hybrid: dense + BM25 by reciprocal rank fusion)", "operationId": "retrieve",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("RetrieveRequest")}}},
+                "responses": _responses({"200": js("RetrieveList", "Scored chunks, best first.")}, (400, 401, 403, 413, 415, 500, 503), secured),
+            },
+        },
+    }
+

@@ -41,5 +41,6 @@ def metrics():
 def openapi():
     doc = current_app.extensions.get("edge_agent.openapi")
     if doc is None:
-        doc = build_openapi(_runtime(), current_app.extensions.get("edge_agent.extra_paths"))
+        ext = current_app.extensions
+        doc = build_openapi(_runtime(), ext.get("edge_agent.extra_paths"), ext.get("edge_agent.extra_schemas"))
     return jsonify(doc)

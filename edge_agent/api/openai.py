@@ -10,6 +10,7 @@ from flask import Blueprint, Response, current_app, request
 
 from edge_agent.api import protocol as p
 from edge_agent.api.errors import error_body, read_json
+from edge_agent.services import grounding
 from edge_agent.services.chat import ChoiceDelta, ChoiceEnd, Generation, SamplingOptions
 from edge_agent.services.errors import ServiceError, UnavailableError
 
@@ -28,7 +29,28 @@ def _context() -> dict:
 
 
 def _json(model) -> Response:
-    return Response(model.model_dump_json(), mimetype="application/json")
+    """The model as JSON; `sources` is left out unless the request asked for rag."""
+    exclude = {"sources"} if getattr(model, "sources", None) is None else None
+    return Response(model.model_dump_json(exclude=exclude), mimetype="application/json")
+
+
+def _rag(req: p._Sampling) -> grounding.RagOptions | None:
+    r = req.rag
+    if r is None:
+        return None
+    return grounding.RagOptions(k=r.k, filters=r.filters.to_dict() if r.filters else None, mode=r.mode)
+
+
+def _sources(gen: Generation) -> list[p.Source] | None:
+    return None if gen.sources is None else [p.Source.model_validate(s.to_dict()) for s in gen.sources]
+
+
+def _with_sources(first: dict, gen: Generation) -> dict:
+    """The first streamed chunk carries the sources (when the request asked for rag)."""
+    sources = _sources(gen)
+    if sources is not None:
+        first["sources"] = [s.model_dump() for s in sources]
+    return first
 
 
 def _disconnected() -> Callable[[], bool]:
@@ -137,12 +159,13 @@ def chat_completions():
     messages = [{"role": m.role, "content": m.text()} for m in req.messages]
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     json_object = req.response_format is not None and req.response_format.type == "json_object"
-    gen = svc.chat(messages, _options(req, max_tokens), n=req.n or 1, json_object=json_object, priority=req.priority or 0)
+    gen = svc.chat(messages, _options(req, max_tokens), n=req.n or 1, json_object=json_object, priority=req.priority or 0, rag=_rag(req))
     disconnected = _disconnected()
     if req.stream:
         obj = "chat.completion.chunk"
         head = [{"object": obj, "choices": [{"index": c.index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}]}
                 for c in gen.choices]
+        _with_sources(head[0], gen)
 
         def chunk(index: int, text: str | None, finish: str | None) -> dict:
             delta = {"content": text} if text is not None else {}
@@ -155,7 +178,8 @@ def chat_completions():
     finally:
         gen.cancel()
     choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i]) for i in sorted(texts)]
-    return _json(p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen)))
+    return _json(p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen),
+                                  sources=_sources(gen)))
 
 
 @bp.post("/v1/completions")
@@ -166,20 +190,22 @@ def completions():
     svc.check_model(req.model)
     n = req.n or 1
     prompts = req.prompts()
-    gen = svc.complete(prompts, _options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0)
+    gen = svc.complete(prompts, _options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0, rag=_rag(req))
     disconnected = _disconnected()
     if req.stream:
         def chunk(index: int, text: str | None, finish: str | None) -> dict:
             return {"object": "text_completion", "choices": [{"index": index, "text": text or "", "finish_reason": finish, "logprobs": None}]}
 
         include = bool(req.stream_options and req.stream_options.include_usage)
-        return _stream(gen, "cmpl-", [], chunk, include, disconnected)
+        head = [] if gen.sources is None else [_with_sources(chunk(gen.choices[0].index, "", None), gen)]
+        return _stream(gen, "cmpl-", head, chunk, include, disconnected)
     try:
         texts, ends = _wait(gen, disconnected)
     finally:
         gen.cancel()
     choices = [p.CompletionChoice(index=i, text=texts[i], finish_reason=ends[i]) for i in sorted(texts)]
-    return _json(p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen)))
+    return _json(p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen),
+                              sources=_sources(gen)))
 
 
 @bp.post("/v1/embeddings")

@@ -18,7 +18,7 @@ _ERROR_TEXT = {
     415: "Body is not JSON.",
     429: "Queue full; retry after the Retry-After header's seconds.",
     500: "Generation failed.",
-    503: "Not ready, shutting down, or (embeddings) no embedding model loaded.",
+    503: "Not ready, shutting down, no embedding model loaded (embeddings), or the documents not loaded yet (rag; see Retry-After).",
     504: "The request ran past its time limit.",
 }
 _POST_ERRORS = (400, 401, 403, 404, 413, 415, 429, 500, 503, 504)
@@ -83,9 +83,14 @@ def _responses(ok: dict, errors: tuple[int, ...], err_ref: dict, secured: bool) 
     return out
 
 
-def build_openapi(runtime, extra_paths: dict | None = None) -> dict[str, Any]:
-    """The document for this runtime: its models, limits and whether API keys are required."""
+def build_openapi(runtime, extra_paths: dict | None = None, extra_schemas: dict | None = None) -> dict[str, Any]:
+    """The document for this runtime: its models, limits and whether API keys are required.
+
+    extra_paths / extra_schemas: path items and component schemas of other blueprints (documents).
+    """
     refs, defs = _cached()
+    for name, schema in (extra_schemas or {}).items():
+        defs.setdefault(name, copy.deepcopy(schema))
     _patch_limits(defs, runtime)
     secured = bool(runtime.settings.accepted_keys())
     err = refs["ErrorResponse"]
@@ -107,7 +112,8 @@ def build_openapi(runtime, extra_paths: dict | None = None) -> dict[str, Any]:
         return out
 
     sse = ("One Server-Sent Event. `data` holds a chunk as JSON (ChatCompletionChunk or Completion), then the last "
-           "event's data is `[DONE]`; a mid-stream error is sent as data `{\"error\": {...}}` (ErrorResponse).")
+           "event's data is `[DONE]`; a mid-stream error is sent as data `{\"error\": {...}}` (ErrorResponse). "
+           "With `rag`, the first chunk also has `sources` (a list of Source).")
     stream_schema = {"type": "object", "description": sse, "required": ["data"],
                      "properties": {"data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"}, "retry": {"type": "integer"}}}
     chat_ok = {"description": "The completion (stream false) or a stream of ChatCompletionChunk events (stream true).",

@@ -50,6 +50,36 @@ class _Request(BaseModel):
         return v
 
 
+ID_MAX = 2**63 - 1  # SQLite's largest integer
+MAX_RAG_K = 20
+
+
+class RagFilters(_Request):
+    """Which documents may be used; every given filter must match."""
+
+    document_ids: Annotated[list[Int(ge=1, le=ID_MAX)], Field(max_length=1000)] | None = Field(
+        None, description="Only these documents (ids from GET /v1/documents)."
+    )
+    path_prefix: str | None = Field(None, min_length=1, max_length=4096, description="Only files under this folder (or this file).")
+    types: Annotated[list[Annotated[str, Field(min_length=1, max_length=20)]], Field(max_length=20)] | None = Field(
+        None, description="Only these document types (txt, md, html, pdf, docx, eml, csv)."
+    )
+    type: str | None = Field(None, min_length=1, max_length=20, description="One document type (added to `types`).")
+
+    def to_dict(self) -> dict[str, Any]:
+        types = [*(self.types or []), *([self.type] if self.type else [])] or None
+        out = {"document_ids": self.document_ids, "path_prefix": self.path_prefix, "types": types}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+class RagOptions(_Request):
+    """Ground the answer in the private documents. Extension."""
+
+    k: Int(ge=1, le=MAX_RAG_K) = Field(4, description="Chunks to retrieve; those that fit the context are used, best first.")
+    filters: RagFilters | None = None
+    mode: Literal["hybrid", "dense", "bm25"] = Field("hybrid", description="Retriever: dense + BM25 fused (hybrid), or one of them.")
+
+
 class _Sampling(_Request):
     """Fields shared by chat and text completions."""
 
@@ -72,6 +102,9 @@ class _Sampling(_Request):
     user: str | None = Field(None, max_length=256, description="Accepted and ignored.")
     priority: Int(ge=0, le=9) | None = Field(None, description="Lower runs first (0, the default, is interactive). Extension.")
     ignore_eos: bool | None = Field(None, description="Keep generating past end-of-sequence tokens (benchmarks). Extension.")
+    rag: RagOptions | None = Field(
+        None, description="Answer from the private documents: the response gets `sources` (a stream sends them in its first chunk). Extension."
+    )
 
     def stop_list(self) -> list[str]:
         if self.stop is None:
@@ -151,6 +184,30 @@ class EmbeddingRequest(_Request):
 FinishReason = Literal["stop", "length"]
 
 
+class SourceLocation(BaseModel):
+    page: int | None = Field(None, description="PDF page (1-based).")
+    heading: str | None = Field(None, description="The Markdown / HTML / DOCX heading above the chunk.")
+    ordinal: int = Field(description="The chunk's position in its document (0-based).")
+    char_start: int
+    char_end: int
+    label: str = Field(description="Page and heading as text, e.g. \"p. 2, Warranty\" (may be empty).")
+
+
+class Source(BaseModel):
+    """A document chunk the answer was grounded in."""
+
+    document_id: int
+    chunk_id: int
+    title: str
+    location: SourceLocation
+    score: float = Field(description="Retrieval score (reciprocal rank fusion in hybrid mode); higher is better.")
+    snippet: str = Field(description="Part of the chunk's text around the question's words.")
+
+
+_SOURCES = "With `rag`: the chunks the answer was grounded in, best first; empty when none matched (then the answer is ungrounded)."
+_CHUNK_SOURCES = "With `rag`: the sources, in the first chunk only (see the non-streamed response's `sources`)."
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
@@ -176,6 +233,7 @@ class ChatCompletion(BaseModel):
     model: str
     choices: list[ChatChoice]
     usage: Usage
+    sources: list[Source] | None = Field(None, description=_SOURCES)
 
 
 class ChatDelta(BaseModel):
@@ -199,6 +257,7 @@ class ChatCompletionChunk(BaseModel):
     model: str
     choices: list[ChatChunkChoice]
     usage: Usage | None = None
+    sources: list[Source] | None = Field(None, description=_CHUNK_SOURCES)
 
 
 class CompletionChoice(BaseModel):
@@ -217,6 +276,7 @@ class Completion(BaseModel):
     model: str
     choices: list[CompletionChoice]
     usage: Usage | None = None
+    sources: list[Source] | None = Field(None, description=_SOURCES + " When streamed: in the first chunk only.")
 
 
 class EmbeddingData(BaseModel):

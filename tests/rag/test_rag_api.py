@@ -9,14 +9,20 @@ from flask import Flask
 from rag_docs import make_pdf
 
 from edge_agent.api.documents import bp
+from edge_agent.api.errors import register_error_handlers
+
+
+def _app(runtime) -> Flask:
+    app = Flask("test")
+    app.extensions["edge_agent"] = runtime
+    app.register_blueprint(bp)
+    register_error_handlers(app)
+    return app
 
 
 @pytest.fixture
 def client(service):
-    app = Flask("test")
-    app.extensions["edge_agent"] = SimpleNamespace(documents=service)
-    app.register_blueprint(bp)
-    return app.test_client()
+    return _app(SimpleNamespace(documents=service)).test_client()
 
 
 def _is_error(resp, status: int) -> dict:
@@ -73,9 +79,6 @@ def test_errors_are_openai_shaped_without_paths(client, docs_root, tmp_path):
 
 
 def test_unavailable_while_loading():
-    app = Flask("test")
-    app.extensions["edge_agent"] = SimpleNamespace(documents=None, documents_status="still loading")
-    app.register_blueprint(bp)
-    resp = app.test_client().post("/v1/retrieve", json={"query": "x"})
+    resp = _app(SimpleNamespace(documents=None, documents_status="still loading")).test_client().post("/v1/retrieve", json={"query": "x"})
     err = _is_error(resp, 503)
     assert "still loading" in err["message"] and resp.headers["Retry-After"] == "5"
