@@ -89,3 +89,27 @@ def wait_until(predicate, timeout: float, step: float = 0.02) -> bool:
             return True
         time.sleep(step)
     return predicate()
+
+
+FACT = "The access code for the Zeeland archive is QX-7731-B. The archive reading room opens at nine on weekdays."
+QUESTION = "What is the access code for the Zeeland archive?"
+
+
+def make_documents(tmp, embedder=None):
+    """A DocumentService in tmp with three small documents; returns it and {name: document id}."""
+    from edge_agent.config import Settings
+    from edge_agent.rag.embedder import OnnxEmbedder
+    from edge_agent.services.documents import DocumentService
+
+    docs = tmp / "docs"
+    docs.mkdir(parents=True, exist_ok=True)
+    (docs / "bikes.md").write_text("# Bicycle shed\nThe bicycle shed behind building C closes at ten in the evening.")
+    embedder = embedder or OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+    settings = Settings(data_dir=tmp / "var", index_dir=tmp / "index", ingest_roots=[docs])
+    svc = DocumentService.from_settings(settings, embedder=embedder)
+    ids = {
+        "archive": svc.add_text("Zeeland archive", FACT).document_id,
+        "canteen": svc.add_text("Canteen", "The canteen serves tomato soup on Mondays and pasta on Thursdays.").document_id,
+        "bikes": svc.add_file(docs / "bikes.md").document_id,
+    }
+    return svc, ids

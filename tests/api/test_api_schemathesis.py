@@ -15,12 +15,19 @@ from api_helpers import KEY, REPO, api_settings, start_server
 
 
 @pytest.fixture(scope="module")
-def fuzz_server(tiny_bundles, api_tmp):
+def fuzz_server(tiny_bundles, tmp_path_factory):
     from edge_agent.rag.embedder import OnnxEmbedder
+    from edge_agent.services.documents import DocumentService
 
+    tmp = tmp_path_factory.mktemp("fuzz")
+    (tmp / "docs").mkdir()
+    (tmp / "docs" / "note.md").write_text("# Boiler\nThe boiler is serviced every spring.")
     embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
-    settings = api_settings(tiny_bundles["llama"], api_tmp, max_tokens_limit=16, max_messages=16, max_queue=256)
-    server = start_server(settings, documents=embedder)
+    settings = api_settings(tiny_bundles["llama"], tmp, max_tokens_limit=16, max_messages=16, max_queue=256, ingest_roots=[tmp / "docs"])
+    documents = DocumentService.from_settings(settings, embedder=embedder)
+    documents.add_path(tmp / "docs")
+    documents.add_text("Parking", "Visitors park on level minus one.")
+    server = start_server(settings, documents=documents)
     yield server
     server.close()
 
