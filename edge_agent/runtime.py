@@ -69,7 +69,8 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
 
     The document service (and with it the embedding model) loads in a background thread
     unless `documents` is given or load_documents (default: settings.serve_documents) is False,
-    so the server is ready in seconds; until then /v1/embeddings answers 503.
+    so the server is ready in seconds; until then /v1/embeddings, the document routes and
+    requests with `rag` answer 503 (with Retry-After).
     Raises BundleError when the model bundle is missing.
     """
     if load_documents is None:

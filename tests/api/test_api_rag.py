@@ -170,3 +170,19 @@ def test_sources_go_where_the_model_reads_instructions(llama_engine):
     merged = f.format_chat(with_sources([{"role": "system", "content": "Be brief."}, *q], g.block)).text
     assert merged.startswith("system: Be brief.\n\n" + g.block + "<|im_end|>\nuser: ")
     assert with_sources(q, g.block, in_user=True) == [{"role": "user", "content": g.block + "\n\n" + QUESTION}]
+
+
+def test_document_routes_keep_the_app_errors(rag_server):
+    """The documents blueprint maps only its own errors: refusals and HTTP errors stay what the app makes them."""
+    status, headers, raw = rag_server.request("GET", "/v1/documents", key=None)
+    assert status == 401 and headers["www-authenticate"] == "Bearer", raw
+    status, _, raw = rag_server.request("GET", "/v1/documents", headers={"Host": "evil.example"})
+    assert status == 403, raw
+    status, headers, raw = rag_server.request("PUT", "/v1/documents")
+    assert status == 405 and "POST" in headers["allow"], raw
+    status, _, raw = rag_server.request("GET", "/v1/documents/999999")
+    assert status == 404 and json.loads(raw)["error"]["code"] == "document_not_found"
+    status, _, raw = rag_server.request("GET", "/v1/documents?limit=0")
+    assert status == 400 and json.loads(raw)["error"]["param"] == "limit"
+    status, _, raw = rag_server.request("POST", "/v1/documents", b"title=x", headers={"Content-Type": "text/plain"})
+    assert status == 415, raw
