@@ -21,6 +21,7 @@ import numpy as np
 
 from edge_agent import __version__
 from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
+from edge_agent.models.onnx_builder import KEEP_FP32
 from edge_agent.models.spec import SUPPORTED, ArchSpec, UnsupportedModelError, rope_tables, spec_from_config
 
 log = logging.getLogger(__name__)
@@ -275,7 +276,7 @@ def import_model(
             "architecture": spec.to_dict(),
             "context_length": ctx,
             "quantization": (
-                {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", "embedding": "int8 rows, one scale per row, memory-mapped", "activations": "uint8 dynamic per tensor"}
+                {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", "fp32_layers": list(KEEP_FP32), "embedding": "int8 rows, one scale per row, memory-mapped", "activations": "uint8 dynamic per tensor"}
                 if quantize else {"scheme": "fp32"}
             ),
             "model_file": "model.onnx",
