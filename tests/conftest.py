@@ -10,65 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-CORPUS = (
-    "The quick brown fox jumps over the lazy dog. Paris is the capital of France. "
-    "De snelle bruine vos springt over de luie hond. Amsterdam is de hoofdstad van Nederland. "
-    "def add(a, b):\n    return a + b\n"
-    "Numbers: 0 1 2 3 4 5 6 7 8 9 10 100 1000. Emoji: 🙂 🚀 and ümlauts: äöü ß. 日本語のテキスト。"
-) * 4
-
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-
-
-def make_tokenizer_dir(folder: Path) -> int:
-    """Train a small byte-level BPE tokenizer and save it as a HF fast tokenizer; returns its vocab size."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<pad>", "<s>", "</s>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
-    )
-    tok.train_from_iterator([CORPUS], trainer)
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-    fast.save_pretrained(str(folder))
-    return tok.get_vocab_size()
-
-
-def make_checkpoint(folder: Path, arch: str, seed: int = 0, **overrides) -> Path:
-    """A random-weight HF checkpoint (config + safetensors + tokenizer) of the given architecture."""
-    import torch
-    from transformers import AutoModelForCausalLM, Gemma3TextConfig, LlamaConfig, Qwen2Config
-
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab = make_tokenizer_dir(folder)
-    common = dict(TINY, vocab_size=vocab, bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    common.update(overrides)
-    if arch == "llama":
-        cfg = LlamaConfig(**common, tie_word_embeddings=True)
-    elif arch == "qwen2":
-        cfg = Qwen2Config(**common, tie_word_embeddings=False)
-    elif arch == "gemma3":
-        cfg = Gemma3TextConfig(
-            **{**common, "num_hidden_layers": 3, "num_key_value_heads": 1}, head_dim=32, query_pre_attn_scalar=32,
-            sliding_window=8, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
-        )
-    else:
-        raise ValueError(arch)
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(cfg)
-    with torch.no_grad():  # make norms non-trivial so a wrong norm formula shows
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.uniform_(-0.5, 0.5) if arch == "gemma3" else p.uniform_(0.5, 1.5)
-            elif name.endswith("bias"):
-                p.normal_(0, 0.1)
-    model.save_pretrained(str(folder))
-    return folder
+from tiny_models import make_checkpoint  # noqa: E402
 
 
 @pytest.fixture(scope="session")

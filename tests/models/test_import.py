@@ -76,7 +76,7 @@ def test_int8_weights_are_a_quarter_of_fp32(checkpoints, tmp_path):
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3"])
 def test_gguf_import_matches_transformers(arch, tmp_path):
-    from conftest import make_checkpoint
+    from tiny_models import make_checkpoint
     from gguf_writer import write_gguf
 
     ckpt = make_checkpoint(tmp_path / "ck", arch, seed=3)
