@@ -150,6 +150,8 @@ def post_status(port: int) -> tuple[int, float]:
         r = c.getresponse()
         r.read()
         return r.status, time.perf_counter() - t0
+    except TimeoutError:
+        return 0, time.perf_counter() - t0  # reported among other_statuses as 0
     finally:
         c.close()
 
@@ -199,6 +201,7 @@ def main() -> int:
         result["concurrent_ttft_p50_ms"] = round(percentile([r["ttft"] * 1000 for r in runs if r["ttft"]], 50), 2)
         result["throughput_ratio"] = round(result["concurrent_tok_s"] / result["single_tok_s"], 3)
 
+        print(json.dumps(result), file=sys.stderr, flush=True)
         # Overload: every batch slot and queue place held by long streams, then probe.
         fill = settings.max_batch + settings.max_queue
         release = threading.Event()
@@ -211,6 +214,7 @@ def main() -> int:
             if ready["queue_depth"] >= settings.max_queue:
                 break
             time.sleep(0.05)
+        result["queue_depth_at_probe"] = server.get("/ready")["queue_depth"]
         probes = []
         with ThreadPoolExecutor(4) as pool:
             probes = list(pool.map(lambda _: post_status(port), range(args.overload_requests)))
