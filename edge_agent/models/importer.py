@@ -83,7 +83,7 @@ def inspect_source(source: Path) -> Source:
 
 
 def _inspect_gguf(path: Path) -> Source:
-    from edge_agent.models.gguf_tokenizer import read_gguf_header
+    from edge_agent.models.gguf_file import read_gguf_header
 
     try:
         meta, tensors, size = read_gguf_header(path, ["general.architecture", "tokenizer.ggml.model"])
@@ -171,7 +171,7 @@ def build_tokenizer_files(src: Source, out: Path) -> dict[str, Any]:
     if src.kind == "gguf":
         from edge_agent.models.gguf_tokenizer import build_tokenizer, special_ids
 
-        from edge_agent.models.gguf_tokenizer import read_gguf_header
+        from edge_agent.models.gguf_file import read_gguf_header
 
         build_tokenizer(src.path).save(str(out / "tokenizer.json"))
         meta, _, _ = read_gguf_header(src.path, ["tokenizer.chat_template"])
