@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import shutil
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ log = logging.getLogger(__name__)
 
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
 DECISION_FILE = "edge-agent-embedder.json"
+DECISION_VERSION = 3  # bump when the candidates change: cached decisions of older versions are made again
 MIN_COSINE = 0.99
 _PROBE = [
     "The quarterly report shows revenue grew by twelve percent.",
@@ -40,6 +40,8 @@ _PROBE = [
     "Long sentences that wander through several clauses, mention a product code like XK-99-B, "
     "and describe the warranty terms, the return window of thirty days and the support hours, test truncation too.",
 ] * 4
+_PASSAGES = [" ".join(_PROBE[i : i + 6]) for i in range(0, 48, 6)] * 8  # 64 texts of ~100 tokens, like chunks
+_CHECK = _PROBE[:12] + _PASSAGES[:8]  # cosine vs torch is checked on sentences and on passages
 
 
 class EmbedderError(RuntimeError):
@@ -72,21 +74,6 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
             f"copy a sentence-transformers model there, or set embedding_model = {PACKAGED_MODEL!r}"
         )
     return path
-
-
-def quantization_target() -> str:
-    """The sentence-transformers quantization preset that fits this CPU."""
-    if platform.machine().lower() in ("arm64", "aarch64"):
-        return "arm64"
-    try:
-        flags = Path("/proc/cpuinfo").read_text(errors="ignore")
-    except OSError:  # pragma: no cover
-        flags = ""
-    if "avx512_vnni" in flags:
-        return "avx512_vnni"
-    if "avx512f" in flags:
-        return "avx512"
-    return "avx2"
 
 
 def _source_fingerprint(source: Path) -> str:
@@ -194,8 +181,9 @@ class TorchEmbedder(_SentenceEmbedder):
 class OnnxEmbedder(_SentenceEmbedder):
     """sentence-transformers with its ONNX backend, exported once into `cache_dir` and reused.
 
-    quantize: "auto" keeps an int8 model only if cosine >= 0.99 vs torch and it is faster than fp32;
-    "off" uses fp32 ONNX; "on" uses int8 without the checks.
+    spin: let onnxruntime's threads busy-wait between operators (faster bulk embedding, worse neighbour).
+    quantize: "auto" keeps the fastest int8 candidate (edge_agent.rag.embedding_variants) with cosine >= 0.99
+    vs torch, if it is faster than fp32; "off" uses fp32 ONNX; "on" uses the first candidate without the checks.
     Raises EmbedderError if the model cannot be found or exported.
     """
 
@@ -208,6 +196,7 @@ class OnnxEmbedder(_SentenceEmbedder):
         quantize: str = "auto",
         batch_size: int = 64,
         threads: int = 0,
+        spin: bool = False,
     ):
         if quantize not in ("auto", "on", "off"):
             raise EmbedderError(f"embedding_quantize must be auto, on or off, not {quantize!r}")
@@ -216,6 +205,7 @@ class OnnxEmbedder(_SentenceEmbedder):
         name = PACKAGED_MODEL if str(source) in (PACKAGED_MODEL, f"sentence-transformers/{PACKAGED_MODEL}") else src.name
         folder = Path(cache_dir) / f"{name}-{_source_fingerprint(src)}"
         self.threads = threads
+        self.spin = spin
         with _file_lock(Path(cache_dir) / ".lock"):
             decision = self._prepare(src, folder, quantize, batch_size)
         self.decision = decision
@@ -230,8 +220,9 @@ class OnnxEmbedder(_SentenceEmbedder):
         if self.threads:
             so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = 1
-        # no busy-waiting: the embedder shares the cores with the language model's decode loop
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # no busy-waiting by default: in the daemon the embedder shares the cores with the language model's
+        # decode loop; bulk ingestion in its own process (CLI, benchmark) may spin
+        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
         return so
 
     def _load(self, folder: Path, file_name: str):
@@ -250,7 +241,8 @@ class OnnxEmbedder(_SentenceEmbedder):
         path = folder / DECISION_FILE
         if path.is_file():
             decision = json.loads(path.read_text())
-            if decision.get("quantize") == quantize and (folder / decision["file_name"]).is_file():
+            if (decision.get("quantize") == quantize and decision.get("version") == DECISION_VERSION
+                    and (folder / decision["file_name"]).is_file()):
                 return decision
         from sentence_transformers import SentenceTransformer
 
@@ -263,77 +255,52 @@ class OnnxEmbedder(_SentenceEmbedder):
             model.save_pretrained(str(tmp))
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(tmp, folder)
-        decision: dict[str, Any] = {"quantize": quantize, "variant": "fp32", "file_name": "onnx/model.onnx"}
+        from edge_agent.rag.embedding_variants import remove_stale
+
+        remove_stale(folder)
+        decision: dict[str, Any] = {"version": DECISION_VERSION, "quantize": quantize, "variant": "fp32", "file_name": "onnx/model.onnx"}
         if quantize != "off":
             decision.update(self._try_int8(src, folder, quantize, batch))
         _write_json_atomic(path, decision)
         return decision
 
     def _try_int8(self, src: Path, folder: Path, quantize: str, batch: int) -> dict:
-        """Try int8 variants in order; keep the first with cosine >= 0.99 vs torch that beats fp32 ONNX."""
+        """Try the int8 candidates, fastest first; keep the first whose vectors stay within cosine 0.99 of torch
+        and that embeds passages (~100 tokens, like chunks) faster than fp32 ONNX. With quantize "on": the first, unchecked.
+        """
         from sentence_transformers import SentenceTransformer
 
-        target = quantization_target()
-        fp32 = self._load(folder, "onnx/model.onnx")
-        candidates = [f"onnx/model_qint8_{target}.onnx", "onnx/model_qint8_inner_layers.onnx"]
-        result: dict[str, Any] = {"quant_target": target, "tried": []}
-        reference = None
+        from edge_agent.rag.embedding_variants import CANDIDATES, FP32_FILE, write_variant
+
+        fp32 = self._load(folder, FP32_FILE)
+        result: dict[str, Any] = {"tried": []}
+        ref = None
         fp32_rate = 0.0
-        for file_name in candidates:
-            if not (folder / file_name).is_file():
-                log.info("quantizing the embedding model to int8 (%s)", file_name)
-                if not self._quantize(fp32, folder, file_name, target):
+        for v in CANDIDATES:
+            if not (folder / v.file_name).is_file():
+                log.info("writing int8 embedding model candidate %s", v.file_name)
+                if not write_variant(fp32, folder, v):
                     continue
-            int8 = self._load(folder, file_name)
+            int8 = self._load(folder, v.file_name)
             if quantize == "on":
-                result.update(variant=file_name.split("/")[-1][6:-5], file_name=file_name)
+                result.update(variant=v.name, file_name=v.file_name)
                 return result
-            if reference is None:
+            if ref is None:
                 reference = SentenceTransformer(str(src), device="cpu", local_files_only=True)
-                ref = reference.encode(
-                    _PROBE, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-                )
-                fp32_rate = _rate(fp32, _PROBE * 4, batch)
-            got = int8.encode(_PROBE, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+                ref = reference.encode(_CHECK, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+                del reference
+                fp32_rate = _rate(fp32, _PASSAGES, batch)
+                result["fp32_per_s"] = round(fp32_rate, 1)
+            got = int8.encode(_CHECK, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
             cosine = float((ref * got).sum(axis=1).min())
-            int8_rate = _rate(int8, _PROBE * 4, batch)
-            keep = cosine >= MIN_COSINE and int8_rate > fp32_rate
-            tried = {"file": file_name, "cosine_min_vs_torch": round(cosine, 5), "per_s": round(int8_rate, 1), "kept": keep}
-            result["tried"].append(tried)
-            result["fp32_per_s"] = round(fp32_rate, 1)
-            log.info("int8 embedding model %s", tried)
-            if keep:
-                result.update(variant=file_name.split("/")[-1][6:-5], file_name=file_name)
+            rate = _rate(int8, _PASSAGES, batch) if cosine >= MIN_COSINE else 0.0
+            ok = cosine >= MIN_COSINE and rate > fp32_rate
+            result["tried"].append({"file": v.file_name, "cosine_min_vs_torch": round(cosine, 5), "per_s": round(rate, 1), "ok": ok})
+            log.info("int8 embedding model candidate %s", result["tried"][-1])
+            if ok:
+                result.update(variant=v.name, file_name=v.file_name)
                 return result
         return result
-
-    @staticmethod
-    def _quantize(fp32: Any, folder: Path, file_name: str, target: str) -> bool:
-        """Write one int8 candidate; False when this model has no such variant."""
-        if file_name.endswith(f"_{target}.onnx"):
-            from sentence_transformers import export_dynamic_quantized_onnx_model
-
-            export_dynamic_quantized_onnx_model(fp32, target, str(folder))
-            return True
-        import re
-
-        import onnx
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        graph = onnx.load(str(folder / "onnx" / "model.onnx"), load_external_data=False).graph
-        matmuls = [n.name for n in graph.node if n.op_type == "MatMul"]
-        layers = {int(m.group(1)) for n in matmuls if (m := re.search(r"layer\.(\d+)/", n))}
-        if len(layers) < 3:
-            return False
-        outer = {min(layers), max(layers)}
-        exclude = [n for n in matmuls if (m := re.search(r"layer\.(\d+)/", n)) and int(m.group(1)) in outer]
-        tmp = folder / (file_name + ".tmp")
-        quantize_dynamic(
-            str(folder / "onnx" / "model.onnx"), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
-            op_types_to_quantize=["MatMul"], nodes_to_exclude=exclude, extra_options={"MatMulConstBOnly": True},
-        )
-        os.replace(tmp, folder / file_name)
-        return True
 
 
 def build_embedder(settings: Any) -> OnnxEmbedder:
