@@ -1,8 +1,9 @@
 """RAG benchmark: embedding throughput (ONNX vs torch), ingestion, hybrid search latency at 100k chunks,
 and Recall@5 (dense, BM25, hybrid) on questions over the Python language reference shipped with
-CPython (`pydoc_data.topics`). Prints one JSON line.
+CPython (`pydoc_data.topics`). Prints one JSON line, with the load average before and after
+(a busy machine slows the two embedders unevenly: compare runs with load < 1.5).
 
-    .venv/bin/python scripts/bench_rag.py [--chunks 100000] [--queries 300]
+    .venv/bin/python scripts/bench_rag.py [--chunks 100000] [--queries 300] [--only embedding]
 """
 from __future__ import annotations
 
@@ -59,19 +60,25 @@ def _norm(s: str) -> str:
     return " ".join(s.split())
 
 
-def bench_embedding(onnx, torch_emb, texts: list[str], batch: int) -> dict:
+def bench_embedding(onnx, torch_emb, texts: list[str], batch: int, rounds: int = 3) -> dict:
+    """Texts/s of both embedders on the same texts and batch size: interleaved rounds, best of each."""
+    import torch
+
     onnx.embed(texts[:batch])
     torch_emb.embed(texts[:batch])
     rates = {"onnx": 0.0, "torch": 0.0}
-    for _ in range(2):  # interleaved rounds, best of each, same texts and batch
+    for _ in range(rounds):
         for name, emb in (("onnx", onnx), ("torch", torch_emb)):
             t = time.perf_counter()
             emb.embed(texts)
             rates[name] = max(rates[name], len(texts) / (time.perf_counter() - t))
     a, b = onnx.embed(texts[:64]), torch_emb.embed(texts[:64])
+    tokens = [len(e.ids) for e in onnx.tokenizer.encode_batch(texts)]
     return {
-        "texts": len(texts), "batch": batch, "onnx_per_s": round(rates["onnx"], 1), "torch_per_s": round(rates["torch"], 1),
+        "texts": len(texts), "mean_tokens": round(float(np.mean(tokens)), 1), "batch": batch,
+        "onnx_per_s": round(rates["onnx"], 1), "torch_per_s": round(rates["torch"], 1),
         "ratio": round(rates["onnx"] / rates["torch"], 2), "onnx_variant": onnx.variant,
+        "onnx_threads": onnx.threads or "default", "onnx_spin": onnx.spin, "torch_threads": torch.get_num_threads(),
         "cosine_min_vs_torch": round(float((a * b).sum(1).min()), 5),
     }
 
@@ -143,6 +150,9 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--cache", default=str(REPO / ".cache" / "test-embedding-cache"), help="embedding export cache")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved embedding rounds (best of each)")
+    ap.add_argument("--spin", action="store_true", help="onnxruntime threads busy-wait (as torch's OpenMP threads do)")
+    ap.add_argument("--only", choices=["embedding"], help="run only the embedding comparison (about a minute)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -152,13 +162,22 @@ def main() -> int:
     from edge_agent.rag.embedder import OnnxEmbedder, TorchEmbedder
     from edge_agent.services.documents import DocumentService
 
-    onnx = OnnxEmbedder(cache_dir=Path(args.cache), batch_size=args.batch)
+    onnx = OnnxEmbedder(cache_dir=Path(args.cache), batch_size=args.batch, spin=args.spin)
     torch_emb = TorchEmbedder(batch_size=args.batch)
-    result: dict = {"bench": "rag", "threads": os.cpu_count()}
+    result: dict = {"bench": "rag", "cpus": os.cpu_count(), "load_avg_1m_start": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         settings = Settings(data_dir=tmp / "var", index_dir=tmp / "index", ingest_roots=[tmp])
         svc = DocumentService.from_settings(settings, embedder=onnx)
+        if args.only == "embedding":
+            for name, text in sorted(topics.items())[:120]:
+                svc.add_text(f"Python reference: {name}", text)
+            passages = [c for c in (svc.store.chunks_of(i) for i in range(1, 80)) for c in c][:512]
+            result["embedding"] = bench_embedding(onnx, torch_emb, [c.text for c in passages], args.batch, args.rounds)
+            result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+            svc.close()
+            print(json.dumps(result))
+            return 0
         t = time.perf_counter()
         chunks = 0
         for name, text in sorted(topics.items()):
@@ -167,12 +186,13 @@ def main() -> int:
         result["ingest"] = {"documents": len(topics), "chunks": chunks, "seconds": round(secs, 1),
                             "chunks_per_s": round(chunks / secs, 1)}
         passages = [c for c in (svc.store.chunks_of(i) for i in range(1, 80)) for c in c][:512]
-        result["embedding"] = bench_embedding(onnx, torch_emb, [c.text for c in passages], args.batch)
+        result["embedding"] = bench_embedding(onnx, torch_emb, [c.text for c in passages], args.batch, args.rounds)
         result["recall_at_5"] = bench_quality(svc)
         result["questions"] = len(QUESTIONS)
         words = sorted({w for t in topics.values() for w in t.split() if w.isalpha()})
         result["search"] = bench_latency(onnx.dim, args.chunks, args.queries, onnx, words, 50_000, tmp)
         svc.close()
+    result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result))
     return 0
 
