@@ -11,7 +11,7 @@ from flask import Blueprint, Response, current_app, request
 from edge_agent.api import protocol as p
 from edge_agent.api.errors import error_body, read_json
 from edge_agent.services import grounding
-from edge_agent.services.chat import ChoiceDelta, ChoiceEnd, Generation, SamplingOptions
+from edge_agent.services.chat import ChoiceDelta, Generation, SamplingOptions
 from edge_agent.services.errors import ServiceError, UnavailableError
 
 bp = Blueprint("openai", __name__)
