@@ -148,17 +148,14 @@ class Generation:
         """
         if len(self.choices) == 1:
             c = self.choices[0]
-            wait = getattr(c.handle, "next_event", None)  # proposed public API: next_event(timeout) -> event | None
-            if callable(wait):
-                def one(timeout: float):
-                    ev = wait(timeout)
-                    if ev is None:
-                        raise queue.Empty
-                    return c, ev
-                return one
-            events = getattr(c.handle, "_events", None)  # today's GenerationHandle keeps its events in a Queue
-            if isinstance(events, queue.Queue):
-                return lambda timeout: (c, events.get(timeout=timeout))
+
+            def one(timeout: float):
+                ev = c.handle.next_event(timeout)
+                if ev is None:
+                    raise queue.Empty
+                return c, ev
+
+            return one
         for c in self.choices:
             threading.Thread(target=self._pump, args=(c,), name="edge-agent-pump", daemon=True).start()
         return lambda timeout: self._queue.get(timeout=timeout)
