@@ -67,6 +67,24 @@ def test_int8_bundle_is_close_and_complete(arch, tiny_bundles, checkpoints):
     assert np.argmax(got) in np.argsort(-ref)[:3]
 
 
+def test_output_projection_in_blocks_gives_the_same_logits(tiny_bundles, checkpoints, tmp_path, monkeypatch):
+    """The int8 output projection split into column blocks (so that loading it needs less
+    memory at once) computes exactly what the single matrix does."""
+    import onnx
+
+    from edge_agent.models import onnx_builder
+
+    whole = load_bundle(tiny_bundles["qwen2"])
+    vocab = int(whole.architecture["vocab_size"])
+    monkeypatch.setattr(onnx_builder, "LM_HEAD_PART_BYTES", vocab * int(whole.architecture["hidden_size"]) // 3 + 1)
+    split = import_model(checkpoints["qwen2"], "split", tmp_path, **QUIET)
+    graph = onnx.load(str(split / "model.onnx"), load_external_data=False).graph
+    blocks = sorted(t.name for t in graph.initializer if t.name.startswith("lm_head") and t.name.endswith("qweight"))
+    assert blocks == ["lm_head.0.qweight", "lm_head.1.qweight", "lm_head.2.qweight"]
+    ids = OnnxEngine(whole, threads=1, max_batch=1, context_length=64).encode(TEXT)
+    np.testing.assert_array_equal(run_steps(split, ids), run_steps(tiny_bundles["qwen2"], ids))
+
+
 def test_int8_weights_are_a_quarter_of_fp32(checkpoints, tmp_path):
     q = import_model(checkpoints["qwen2"], "q", tmp_path, **QUIET)
     f = import_model(checkpoints["qwen2"], "f", tmp_path, quantize=False, **QUIET)
