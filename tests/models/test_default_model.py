@@ -57,7 +57,7 @@ def test_cli_bench_json_has_every_key(default_bundle):
     out = subprocess.run([sys.executable, "-m", "edge_agent", "bench", "--json", "--quick"], capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    for key in ("decode_tok_s", "prefill_tok_s", "ttft_ms", "batch4_tok_s", "batch8_tok_s", "batch16_tok_s", "rss_mb"):
+    for key in ("decode_tok_s", "prefill_tok_s", "ttft_ms", "batch1_tok_s", "batch4_tok_s", "batch8_tok_s", "batch16_tok_s", "rss_mb"):
         assert isinstance(res[key], (int, float)) and res[key] > 0, key
     assert res["batch16_tok_s"] > res["decode_tok_s"]  # batching adds throughput
     import importlib.util
