@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
 DECISION_FILE = "edge-agent-embedder.json"
-DECISION_VERSION = 3  # bump when the candidates change: cached decisions of older versions are made again
+DECISION_VERSION = 5  # bump when the candidates change: cached decisions of older versions are made again
 MIN_COSINE = 0.99
+EMBEDDING_BATCH = 16  # the config default (see config.embedding_batch)
 _PROBE = [
     "The quarterly report shows revenue grew by twelve percent.",
     "Reset the router by holding the button for ten seconds.",
@@ -165,7 +166,7 @@ class TorchEmbedder(_SentenceEmbedder):
 
     backend = "torch"
 
-    def __init__(self, source: Path | str = PACKAGED_MODEL, batch_size: int = 64, threads: int = 0):
+    def __init__(self, source: Path | str = PACKAGED_MODEL, batch_size: int = EMBEDDING_BATCH, threads: int = 0):
         set_offline()
         folder = resolve_model_source(source)
         from sentence_transformers import SentenceTransformer
@@ -194,7 +195,7 @@ class OnnxEmbedder(_SentenceEmbedder):
         source: Path | str = PACKAGED_MODEL,
         cache_dir: Path | str = Path("var/embedding-cache"),
         quantize: str = "auto",
-        batch_size: int = 64,
+        batch_size: int = EMBEDDING_BATCH,
         threads: int = 0,
         spin: bool = False,
     ):
@@ -213,10 +214,14 @@ class OnnxEmbedder(_SentenceEmbedder):
         model = self._load(folder, decision["file_name"])
         super().__init__(model, folder, name, batch_size)
 
-    def _session_options(self):
+    def _session_options(self, file_name: str):
         import onnxruntime as ort
 
+        from edge_agent.rag.embedding_variants import is_preoptimized
+
         so = ort.SessionOptions()
+        if is_preoptimized(file_name):
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         if self.threads:
             so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = 1
@@ -231,7 +236,7 @@ class OnnxEmbedder(_SentenceEmbedder):
         try:
             return SentenceTransformer(
                 str(folder), device="cpu", backend="onnx", local_files_only=True,
-                model_kwargs={"file_name": file_name, "session_options": self._session_options()},
+                model_kwargs={"file_name": file_name, "session_options": self._session_options(file_name)},
             )
         except Exception as exc:
             raise EmbedderError(f"could not load ONNX embedding model from {folder} ({exc}): delete that folder to rebuild it") from exc
@@ -309,6 +314,6 @@ def build_embedder(settings: Any) -> OnnxEmbedder:
         settings.embedding_model,
         cache_dir=Path(settings.data_dir) / "embedding-cache",
         quantize=getattr(settings, "embedding_quantize", "auto"),
-        batch_size=getattr(settings, "embedding_batch", 64),
+        batch_size=getattr(settings, "embedding_batch", EMBEDDING_BATCH),
         threads=getattr(settings, "threads", 0),
     )

@@ -5,8 +5,9 @@ fused Attention, SkipLayerNorm, BiasGelu) is quantized after fusion, so the fuse
 survives; quantizing first leaves MatMulInteger nodes that onnxruntime can no longer fuse.
 Candidates go from fastest (every MatMul and Attention in int8) to safest; the first whose
 vectors stay within cosine 0.99 of torch wins. Where quantizing everything drifts too far, the
-FFN down-projections (the MatMul after GELU, whose inputs have outliers) of the early layers are
-what it costs most (all-MiniLM-L6-v2: int8 everywhere 0.987; those three kept in fp32, 0.993).
+FFN down-projections (the MatMul after GELU, whose inputs have outliers) are what it costs most
+(all-MiniLM-L6-v2: int8 everywhere 0.987-0.989; those six with per-token scales 0.991-0.994 and
+1.46-1.75x torch; the early three kept in fp32 0.993 and 1.42-1.51x; scripts/bench_rag.py).
 """
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ O2_FILE = "onnx/model_O2.onnx"
 
 @dataclass(frozen=True)
 class Variant:
-    """One int8 file: written from `base` by quantizing `ops`, except the nodes that `keep` names stay fp32.
+    """One int8 file: written from `base` by quantizing `ops`; the nodes that `keep` names stay fp32,
+    those that `rowwise` names get int8 with per-token activation scales (quantize_rows).
 
-    keep: "" (none), "early_ffn_out" (FFN down-projections of the first half of the layers),
+    A rule is "" (none), "early_ffn_out" (FFN down-projections of the first half of the layers),
     "ffn_out" (every FFN down-projection) or "outer_layers" (the first and the last layer).
     """
 
@@ -35,6 +37,10 @@ class Variant:
     base: str
     ops: tuple[str, ...]
     keep: str = ""
+    rowwise: str = ""
+    # saved after onnxruntime's own fusions with SkipLayerNormalization split into Add + LayerNormalization,
+    # to be loaded at the basic optimisation level (see is_preoptimized)
+    ort_optimized: bool = False
 
     @property
     def name(self) -> str:
@@ -44,6 +50,8 @@ class Variant:
 _OPS = ("MatMul", "Attention")
 CANDIDATES = (
     Variant("onnx/model_O2_qint8.onnx", O2_FILE, _OPS),
+    Variant("onnx/model_O2_qint8_rowwise_ffn_ort.onnx", O2_FILE, _OPS, rowwise="ffn_out", ort_optimized=True),
+    Variant("onnx/model_O2_qint8_rowwise_ffn.onnx", O2_FILE, _OPS, rowwise="ffn_out"),
     Variant("onnx/model_O2_qint8_early_ffn_fp32.onnx", O2_FILE, _OPS, "early_ffn_out"),
     Variant("onnx/model_O2_qint8_ffn_fp32.onnx", O2_FILE, _OPS, "ffn_out"),
     Variant("onnx/model_O2_qint8_inner_layers.onnx", O2_FILE, _OPS, "outer_layers"),
@@ -61,23 +69,118 @@ def _is_ffn_out(node: Any) -> bool:
     return node.name.endswith("/output/dense/MatMul") and "/attention/" not in node.name
 
 
-def kept_in_fp32(nodes: list[Any], keep: str) -> list[str] | None:
-    """Names of the nodes a rule keeps in fp32; None when the graph has no layers to apply it to."""
-    if not keep:
+def nodes_by_rule(nodes: list[Any], rule: str) -> list[str] | None:
+    """Names of the nodes a rule (see Variant) picks; None when the graph has no layers to apply it to."""
+    if not rule:
         return []
     layers = sorted({_layer(n) for n in nodes} - {None})  # type: ignore[type-var]
     if len(layers) < 3:
         return None
-    if keep == "outer_layers":
+    if rule == "outer_layers":
         chosen = [n for n in nodes if _layer(n) in (layers[0], layers[-1])]
-    elif keep == "ffn_out":
+    elif rule == "ffn_out":
         chosen = [n for n in nodes if _is_ffn_out(n)]
-    elif keep == "early_ffn_out":
+    elif rule == "early_ffn_out":
         early = set(layers[: len(layers) // 2])
         chosen = [n for n in nodes if _is_ffn_out(n) and _layer(n) in early]
     else:
-        raise ValueError(f"unknown rule {keep!r}")
+        raise ValueError(f"unknown rule {rule!r}")
     return [n.name for n in chosen] or None
+
+
+def quantize_rows(model: Any, names: list[str]) -> int:
+    """Rewrite the named MatMul nodes (constant 2-D weight) of model in place to int8 with
+    per-token activation scales; returns how many were rewritten.
+
+    quantize_dynamic's int8 MatMul quantizes a whole batch of activations with one scale, so one
+    outlier token coarsens every other token's numbers; these inputs (the FFN down-projections,
+    after GELU) have such outliers. Each row is divided by its own max |x| before the int8 matmul
+    (a DynamicQuantizeMatMul over values in [-1, 1], weights int8 per output column) and the
+    result multiplied back, which costs two passes over the input and keeps the int8 kernel.
+    """
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    wanted = set(names)
+    done = 0
+    eps = numpy_helper.from_array(np.array(1e-12, np.float32), "rowq.eps")
+    axes = numpy_helper.from_array(np.array([-1], np.int64), "rowq.axes")  # an input from opset 18 on
+    for i, node in enumerate(list(graph.node)):
+        if node.name not in wanted or node.op_type != "MatMul" or node.input[1] not in inits:
+            continue
+        w = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
+        if w.ndim != 2:
+            continue
+        scale = np.maximum(np.abs(w).max(axis=0), 1e-12) / 127.0
+        q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+        base, x = node.name, node.input[0]
+        graph.initializer.extend([numpy_helper.from_array(q, base + ".qweight"), numpy_helper.from_array(scale.astype(np.float32), base + ".scale")])
+        new = [
+            helper.make_node("Abs", [x], [base + ".abs"], name=base + ".rowq_abs"),
+            helper.make_node("ReduceMax", [base + ".abs", axes.name], [base + ".rmax"], name=base + ".rowq_max", keepdims=1),
+            helper.make_node("Max", [base + ".rmax", eps.name], [base + ".amax"], name=base + ".rowq_eps"),
+            helper.make_node("Div", [x, base + ".amax"], [base + ".xn"], name=base + ".rowq_div"),
+            helper.make_node("DynamicQuantizeMatMul", [base + ".xn", base + ".qweight", base + ".scale"], [base + ".y"],
+                             name=base + ".rowq_matmul", domain="com.microsoft"),
+            helper.make_node("Mul", [base + ".y", base + ".amax"], list(node.output), name=base + ".rowq_mul"),
+        ]
+        pos = list(graph.node).index(node)
+        graph.node.remove(node)
+        for j, n in enumerate(new):
+            graph.node.insert(pos + j, n)
+        done += 1
+    if done and eps.name not in inits:
+        graph.initializer.extend([eps, axes])
+    return done
+
+
+def is_preoptimized(file_name: str) -> bool:
+    """Whether a variant file already holds onnxruntime's fusions (load it at the basic level, which does
+    not fuse Add + LayerNormalization back into SkipLayerNormalization)."""
+    return any(v.ort_optimized and v.file_name == file_name for v in CANDIDATES)
+
+
+def unfuse_skip_layernorm(model: Any) -> int:
+    """Replace every SkipLayerNormalization by Add (+ bias) and LayerNormalization, in place; returns how many.
+
+    onnxruntime's CPU SkipLayerNormalization was the slower form here: all-MiniLM-L6-v2 int8, 16 texts of
+    196 tokens, 0.247 s fused against 0.207 s split (best of 8, same process, pooled cosine 0.998).
+    """
+    from onnx import helper
+
+    graph = model.graph
+    out, done = [], 0
+    for n in graph.node:
+        if n.op_type != "SkipLayerNormalization":
+            out.append(n)
+            continue
+        eps = next((a.f for a in n.attribute if a.name == "epsilon"), 1e-12)
+        x, skip, gamma = n.input[0], n.input[1], n.input[2]
+        beta = n.input[3] if len(n.input) > 3 and n.input[3] else None
+        bias = n.input[4] if len(n.input) > 4 and n.input[4] else None
+        if bias:
+            out.append(helper.make_node("Add", [x, bias], [n.name + ".biased"], name=n.name + ".bias"))
+            x = n.name + ".biased"
+        total = n.output[3] if len(n.output) > 3 and n.output[3] else n.name + ".sum"
+        out.append(helper.make_node("Add", [x, skip], [total], name=n.name + ".add"))
+        out.append(helper.make_node("LayerNormalization", [total, gamma] + ([beta] if beta else []), [n.output[0]],
+                                    name=n.name + ".ln", axis=-1, epsilon=eps))
+        done += 1
+    del graph.node[:]
+    graph.node.extend(out)
+    return done
+
+
+def save_ort_optimized(model_path: Path, dest: Path) -> None:
+    """Apply onnxruntime's CPU fusions to model_path (SkipLayerNormFusion off) and save the result as dest."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.optimized_model_filepath = str(dest)
+    ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"], disabled_optimizers=["SkipLayerNormFusion"])
 
 
 def write_optimized(fp32_model: Any, folder: Path) -> bool:
@@ -99,15 +202,32 @@ def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    graph = onnx.load(str(folder / v.base), load_external_data=False).graph
-    exclude = kept_in_fp32([n for n in graph.node if n.op_type in v.ops], v.keep)
-    if exclude is None:
+    model = onnx.load(str(folder / v.base))
+    nodes = [n for n in model.graph.node if n.op_type in v.ops]
+    exclude, rowwise = nodes_by_rule(nodes, v.keep), nodes_by_rule(nodes, v.rowwise)
+    if exclude is None or rowwise is None:
         return False
+    source = folder / v.base
     tmp = folder / (v.file_name + ".tmp")
-    quantize_dynamic(
-        str(folder / v.base), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=list(v.ops),
-        nodes_to_exclude=exclude, extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
+    rows_tmp, unfused_tmp = folder / (v.file_name + ".rows.tmp"), folder / (v.file_name + ".unfused.tmp")
+    try:
+        if rowwise:
+            quantize_rows(model, rowwise)
+            source = rows_tmp
+            onnx.save(model, str(source))
+        del model
+        quantize_dynamic(
+            str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=list(v.ops),
+            nodes_to_exclude=exclude, extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+        if v.ort_optimized:
+            quantized = onnx.load(str(tmp))
+            unfuse_skip_layernorm(quantized)
+            onnx.save(quantized, str(unfused_tmp))
+            save_ort_optimized(unfused_tmp, tmp)
+    finally:
+        rows_tmp.unlink(missing_ok=True)
+        unfused_tmp.unlink(missing_ok=True)
     os.replace(tmp, folder / v.file_name)
     return True
 
