@@ -107,7 +107,9 @@ def move_aside(path: Path) -> Path | None:
 class FaissIndex:
     """Exact inner-product search over normalised vectors with stable int64 ids, plus optional HNSW."""
 
-    def __init__(self, dim: int, ann_threshold: int = 50_000, hnsw_m: int = 32, ef_search: int = 96):
+    # efSearch 384: on 100k chunk-like vectors (mixtures of real all-MiniLM-L6-v2 chunk embeddings)
+    # HNSW found 0.95-0.97 of the exact top 5 at p95 1.1 ms per query; efSearch 96 found 0.85-0.88
+    def __init__(self, dim: int, ann_threshold: int = 50_000, hnsw_m: int = 32, ef_search: int = 384):
         self.dim = dim
         self.ann_threshold = ann_threshold
         self.hnsw_m = hnsw_m
