@@ -261,6 +261,7 @@ def import_model(
         prompt_format = {"type": "chat", "template": template} if template else {"type": "completion"}
         files = {}
         for p in sorted(tmp.iterdir()):
+            os.chmod(p, 0o644)  # onnx writes the weights file 0600; a service user must be able to read a bundle
             files[p.name] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         manifest = {
             "format_version": FORMAT_VERSION,
@@ -276,7 +277,7 @@ def import_model(
             "architecture": spec.to_dict(),
             "context_length": ctx,
             "quantization": (
-                {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", "fp32_layers": list(KEEP_FP32), "embedding": "int8 rows, one scale per row, memory-mapped", "activations": "uint8 dynamic per tensor"}
+                {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", "fp32_layers": list(KEEP_FP32), "embedding": "int8 rows, one scale per row, read row by row", "activations": "uint8, one scale per token"}
                 if quantize else {"scheme": "fp32"}
             ),
             "model_file": "model.onnx",

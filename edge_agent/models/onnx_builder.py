@@ -10,8 +10,8 @@ position's logits leave the graph: [batch, vocab].
 Linear layers are int8 with one scale per output channel; activations are
 quantized per row (per token) on the fly, so results do not depend on batch
 composition (see _Graph.int8_matmul). The
-embedding table is an int8 array with one scale per row, memory-mapped and
-looked up by the engine (only rows in use become resident).
+embedding table is an int8 array with one scale per row, kept outside the
+graph and read row by row by the engine (see engine.runner.Embedding).
 """
 from __future__ import annotations
 
@@ -332,7 +332,7 @@ def embedding_table(spec: ArchSpec, state: Mapping[str, np.ndarray], quantize: b
 
 
 def save_embedding(arrays: dict[str, np.ndarray], folder: Path) -> list[Path]:
-    """Write each embedding array as `<name>.npy` (memory-mappable)."""
+    """Write each embedding array as `<name>.npy` (the engine reads rows of it with pread)."""
     paths = []
     for name, arr in arrays.items():
         paths.append(folder / f"{name}.npy")
