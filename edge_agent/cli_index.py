@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,26 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _service(check: bool = True):
-    from edge_agent.config import Settings
-    from edge_agent.services.documents import DocumentService
+BUSY_HINT = (
+    "stop the daemon first, or add documents through it: "
+    "POST /v1/documents with a file upload or {\"path\": ...} under an ingest root"
+)
 
-    svc = DocumentService.from_settings(Settings())
+
+def _service(check: bool = True, write: bool = True, check_on_open: bool = True):
+    """The DocumentService. Writing commands need the index to themselves: while a daemon owns it
+    they exit with status 2 saying what to do instead; reading ones fall back to a read-only view."""
+    from edge_agent.config import Settings
+    from edge_agent.services.documents import DocumentService, IndexInUseError
+
+    settings = Settings()
+    try:
+        svc = DocumentService.from_settings(settings, check_on_open=check_on_open)
+    except IndexInUseError as e:
+        if write:
+            raise SystemExit(_fail(f"{e}: {BUSY_HINT}")) from None
+        print(f"note: {e}; reading it without changes", file=sys.stderr)
+        return DocumentService.from_settings(settings, read_only=True)
     if check and svc.last_check is not None and not svc.last_check.ok:
         for problem in svc.last_check.problems:
             print(f"index check: {problem}", file=sys.stderr)
@@ -75,44 +91,43 @@ def cmd_index_add(args: argparse.Namespace) -> int:
         if not p.exists():
             return _fail(f"{raw}: no such file or folder")
         files.extend(walk_files(p))
-    svc = _service()
-    bar = tqdm(total=len(files), unit="file", disable=args.no_progress or args.json, file=sys.stderr)
+    with closing(_service()) as svc:
+        bar = tqdm(total=len(files), unit="file", disable=args.no_progress or args.json, file=sys.stderr)
 
-    def progress(res) -> None:
-        bar.update(1)
-        bar.set_postfix_str(res.status)
-        if args.json:
-            print(json.dumps(res.to_dict()), flush=True)
-        elif res.status == "failed":
-            tqdm.write(f"failed: {res.source.split(':', 1)[-1]}: {res.error}", file=sys.stderr)
+        def progress(res) -> None:
+            bar.update(1)
+            bar.set_postfix_str(res.status)
+            if args.json:
+                print(json.dumps(res.to_dict()), flush=True)
+            elif res.status == "failed":
+                tqdm.write(f"failed: {res.source.split(':', 1)[-1]}: {res.error}", file=sys.stderr)
 
-    try:
-        results = svc.add_files(files, confined=False, progress=progress)
-    except DocumentError as e:
-        return _fail(str(e))
-    finally:
-        bar.close()
+        try:
+            results = svc.add_files(files, confined=False, progress=progress)
+        except DocumentError as e:
+            return _fail(str(e))
+        finally:
+            bar.close()
     counts = {s: sum(r.status == s for r in results) for s in ("added", "updated", "unchanged", "failed")}
     chunks = sum(r.chunks for r in results if r.status in ("added", "updated"))
     summary = ", ".join(f"{n} {s}" for s, n in counts.items())
     print(f"{summary} ({chunks} new chunks)", file=sys.stderr if args.json else sys.stdout)
-    svc.close()
     return 1 if counts["failed"] and counts["failed"] == len(results) else 0
 
 
 def cmd_index_search(args: argparse.Namespace) -> int:
     from edge_agent.services.documents import DocumentError
 
-    svc = _service()
     filters = {}
     if args.types:
         filters["types"] = args.types
     if args.path_prefix:
         filters["path_prefix"] = str(Path(args.path_prefix).expanduser().resolve())
-    try:
-        hits = svc.retrieve(args.query, args.k, filters or None, args.mode)
-    except DocumentError as e:
-        return _fail(str(e))
+    with closing(_service(write=False)) as svc:
+        try:
+            hits = svc.retrieve(args.query, args.k, filters or None, args.mode)
+        except DocumentError as e:
+            return _fail(str(e))
     if args.json:
         print(json.dumps([h.to_dict() for h in hits], indent=2))
     elif not hits:
@@ -121,44 +136,36 @@ def cmd_index_search(args: argparse.Namespace) -> int:
         where = h.location["label"]
         print(f"{n}. [{h.score:.4f}] doc {h.document_id} {h.title}" + (f" ({where})" if where else ""))
         print("   " + h.snippet.replace("\n", " "))
-    svc.close()
     return 0
 
 
 def cmd_index_remove(args: argparse.Namespace) -> int:
     from edge_agent.services.documents import DocumentNotFoundError
 
-    svc = _service()
-    try:
-        svc.delete(args.id)
-    except DocumentNotFoundError as e:
-        return _fail(str(e), 1)
+    with closing(_service()) as svc:
+        try:
+            svc.delete(args.id)
+        except DocumentNotFoundError as e:
+            return _fail(str(e), 1)
     print(f"removed document {args.id}")
-    svc.close()
     return 0
 
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:
-    svc = _service(check=False)
-    out = svc.rebuild(reembed=args.reembed)
+    with closing(_service(check=False)) as svc:
+        out = svc.rebuild(reembed=args.reembed)
     print(f"rebuilt {out['vectors']} vectors in {out['seconds']} s" + (" (re-embedded)" if out["reembedded"] else ""))
-    svc.close()
     return 0
 
 
 def cmd_index_stats(args: argparse.Namespace) -> int:
-    svc = _service()
-    print(json.dumps(svc.stats(), indent=2, default=str))
-    svc.close()
+    with closing(_service(write=False)) as svc:
+        print(json.dumps(svc.stats(), indent=2, default=str))
     return 0
 
 
 def cmd_index_check(args: argparse.Namespace) -> int:
-    from edge_agent.config import Settings
-    from edge_agent.services.documents import DocumentService
-
-    svc = DocumentService.from_settings(Settings(), check_on_open=False)
-    res = svc.check(repair=not args.no_repair)
+    with closing(_service(check=False, write=not args.no_repair, check_on_open=False)) as svc:
+        res = svc.check(repair=not args.no_repair)
     print(json.dumps(res.to_dict(), indent=2))
-    svc.close()
     return 0 if res.ok else 1

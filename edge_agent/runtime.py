@@ -95,11 +95,14 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
 
 def _load_documents(rt: Runtime) -> None:
     try:
-        from edge_agent.services.documents import DocumentService
+        from edge_agent.services.documents import DocumentService, IndexInUseError
 
         rt.documents = DocumentService.from_settings(rt.settings)
         rt.documents_status = None
         log.info("document service ready")
+    except IndexInUseError as e:  # responses name no paths; the log does
+        rt.documents_status = f"another edge-agent process{f' (pid {e.pid})' if e.pid else ''} owns the document index"
+        log.error("document service not loaded: %s", e)
     except Exception as e:  # the daemon still serves chat without documents
-        rt.documents_status = f"it failed to load ({type(e).__name__}: {e})"
+        rt.documents_status = f"it failed to load ({type(e).__name__}); see the daemon's log"
         log.error("document service failed to load: %s: %s", type(e).__name__, e)

@@ -77,8 +77,8 @@ class HybridIndex:
         with self.lock.write():
             self.dense = loaded
 
-    def rebuild_dense(self, batches: Iterable[tuple[np.ndarray, np.ndarray]], meta: dict | None = None) -> int:
-        """Replace the FAISS index with (ids, vectors) batches and save it; returns the count."""
+    def rebuild_dense(self, batches: Iterable[tuple[np.ndarray, np.ndarray]], meta: dict | None = None, save: bool = True) -> int:
+        """Replace the FAISS index with (ids, vectors) batches (and save it); returns the count."""
         fresh = FaissIndex(self.dim, self.ann_threshold)
         for ids, vecs in batches:
             fresh.add(ids, vecs)
@@ -86,7 +86,8 @@ class HybridIndex:
         with self._writer:
             with self.lock.write():
                 self.dense = fresh
-            self.save()
+            if save:
+                self.save()
         return fresh.ntotal
 
     def rebuild_bm25(self, batches: Iterable[tuple[np.ndarray, list[str]]]) -> None:

@@ -1,6 +1,7 @@
 """DocumentService: ingest, list, delete and retrieve private documents (store + rag, no HTTP)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -9,7 +10,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from edge_agent.rag.bm25 import tokenize
 from edge_agent.rag.chunking import TokenChunker
 from edge_agent.rag.index import IndexFileError, move_aside
 from edge_agent.rag.loaders import LoadedDocument, LoaderError, LoaderLimits, Section, detect_kind, load_bytes
+from edge_agent.rag.owner import IndexBusyError, OwnerLock
 from edge_agent.rag.retrieval import MODES, HybridIndex, IndexUpdate
 from edge_agent.services.paths import PathNotAllowedError, resolve_confined, walk_files
 from edge_agent.store import ChunkRecord, DocumentStore, SqliteDatabase
@@ -42,6 +44,18 @@ class DocumentError(Exception):
 
 class DocumentNotFoundError(DocumentError):
     code = "not_found"
+
+
+class IndexInUseError(DocumentError):
+    """Another process owns the index (see edge_agent.rag.owner); `pid` is that process's."""
+
+    def __init__(self, message: str, pid: int | None = None):
+        super().__init__(message)
+        self.pid = pid
+
+
+class ReadOnlyError(DocumentError):
+    """A write on a service opened read-only (another process owns the index)."""
 
 
 class PathRefusedError(DocumentError):
@@ -154,6 +168,8 @@ class DocumentService:
     """Private documents: ingestion into SQLite + FAISS + BM25, and hybrid retrieval.
 
     Every add/delete returns only after SQLite has committed and the FAISS file is saved.
+    A writable service owns the index folder (`owner`, an OwnerLock, released by close());
+    a read-only one (`read_only`) builds what it cannot load in memory and refuses writes.
     """
 
     def __init__(
@@ -165,7 +181,11 @@ class DocumentService:
         limits: LoaderLimits | None = None,
         ingest_roots: Sequence[Path] = (),
         check_on_open: bool = True,
+        owner: OwnerLock | None = None,
+        read_only: bool = False,
     ):
+        self.owner = owner
+        self.read_only = read_only
         self.store = store
         self.index = index
         self.embedder = embedder
@@ -174,14 +194,37 @@ class DocumentService:
         self.ingest_roots = [Path(r) for r in ingest_roots]
         self._writing = threading.RLock()
         self.last_check: CheckResult | None = None
-        if check_on_open:
+        if read_only:
+            self._open_read_only()
+        elif check_on_open:
             self.last_check = self.check()
 
     @classmethod
     def from_settings(
-        cls, settings: Any, embedder: Any = None, db: SqliteDatabase | None = None, check_on_open: bool = True
+        cls, settings: Any, embedder: Any = None, db: SqliteDatabase | None = None, check_on_open: bool = True,
+        read_only: bool = False,
     ) -> "DocumentService":
-        """Build the service from Settings (the embedder is loaded unless given); checks the index on open."""
+        """Build the service from Settings (the embedder is loaded unless given); checks the index on open.
+
+        Unless read_only, the service owns the index folder: raises IndexInUseError at once when
+        another process (a running daemon, another `edge-agent index` command) owns it.
+        """
+        owner = None
+        if not read_only:
+            try:
+                owner = OwnerLock(Path(settings.index_dir)).acquire()
+            except IndexBusyError as exc:
+                raise IndexInUseError(str(exc), exc.pid) from None
+        try:
+            return cls._from_settings(settings, embedder, db, check_on_open, owner, read_only)
+        except BaseException:
+            if owner is not None:
+                owner.release()
+            raise
+
+    @classmethod
+    def _from_settings(cls, settings: Any, embedder: Any, db: SqliteDatabase | None, check_on_open: bool,
+                       owner: OwnerLock | None, read_only: bool) -> "DocumentService":
         if embedder is None:
             from edge_agent.rag.embedder import build_embedder
 
@@ -196,6 +239,8 @@ class DocumentService:
             LoaderLimits(max_file_bytes=settings.max_file_bytes, time_budget_s=settings.ingest_time_budget_s),
             settings.ingest_roots,
             check_on_open=check_on_open,
+            owner=owner,
+            read_only=read_only,
         )
 
     # --- ingestion --------------------------------------------------------
@@ -330,7 +375,7 @@ class DocumentService:
             out["id"] = doc_id
             return IndexUpdate(new_ids, vectors, [r.text for r in records], old_ids)
 
-        with self._writing:
+        with self._write():
             self._ensure_model_recorded()
             self.index.apply(commit, save=save)
         status = "added" if existing is None else "updated"
@@ -344,10 +389,31 @@ class DocumentService:
             out["id"] = doc_id
             return IndexUpdate(remove_ids=old_ids)
 
-        with self._writing:
+        with self._write():
             self.index.apply(commit, save=save)
         log.info("could not ingest %s: %s", meta.source_key, error)
         return IngestResult("failed", meta.source_key, out["id"], meta.title, 0, error)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        """The write lock of this process; raises ReadOnlyError on a read-only service."""
+        if self.read_only:
+            raise ReadOnlyError("the document index is open read-only here: another edge-agent process owns it")
+        with self._writing:
+            yield
+
+    def _open_read_only(self) -> None:
+        """Load the FAISS file and BM25 for searching without writing anything: where the file is
+        missing, corrupt or behind SQLite (its owner saves in batches), build it in memory from SQLite."""
+        ids = self.store.chunk_ids()
+        try:
+            self.index.load_dense()
+            current = np.array_equal(self.index.ids(), ids)
+        except IndexFileError:
+            current = False
+        if not current:
+            self.index.rebuild_dense(self.store.iter_vectors(self.index.dim), save=False)
+        self.index.rebuild_bm25(self.store.iter_texts())
 
     def _ensure_model_recorded(self) -> None:
         if self.store.get_meta(META_MODEL) is None:
@@ -382,7 +448,7 @@ class DocumentService:
             found["ok"] = old is not None
             return IndexUpdate(remove_ids=old or [])
 
-        with self._writing:
+        with self._write():
             self.index.apply(commit)
         if not found["ok"]:
             raise DocumentNotFoundError(f"no document with id {document_id}", param="id")
@@ -425,7 +491,10 @@ class DocumentService:
         """Compare the FAISS file and BM25 with SQLite; with `repair`, rebuild what disagrees from SQLite.
 
         Problems are logged and returned; a bad index file is moved aside, never served.
+        Raises ReadOnlyError for a repair on a read-only service.
         """
+        if repair and self.read_only:
+            raise ReadOnlyError("the document index is open read-only here: another edge-agent process owns it")
         with self._writing:
             ids = self.store.chunk_ids()
             res = CheckResult(True, len(ids), 0)
@@ -480,7 +549,7 @@ class DocumentService:
 
     def rebuild(self, reembed: bool = False) -> dict[str, Any]:
         """Rebuild FAISS (and BM25) from SQLite; with `reembed`, compute every vector again first."""
-        with self._writing:
+        with self._write():
             t0 = time.monotonic()
             if reembed:
                 self._reembed()
@@ -514,6 +583,8 @@ class DocumentService:
     def close(self) -> None:
         self.wait_background(30)
         self.store.db.close()
+        if self.owner is not None:
+            self.owner.release()
 
 
 def _sha256(data: bytes) -> str:

@@ -44,6 +44,10 @@ def make_service(make_settings, embedder):
     opened = []
 
     def make(**overrides):
+        """A service as a restarted process opens it: the ones opened before are closed first
+        (one process owns an index folder at a time)."""
+        while opened:
+            opened.pop().close()
         svc = DocumentService.from_settings(make_settings(**overrides), embedder=embedder)
         opened.append(svc)
         return svc

@@ -1,0 +1,98 @@
+"""One process owns an index folder: a second writer is refused at once, readers get a read-only view."""
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from edge_agent.services.documents import DocumentService, IndexInUseError, ReadOnlyError
+
+
+def test_a_second_writer_is_refused_and_a_reader_sees_committed_documents(make_service, make_settings, embedder):
+    owner = make_service()
+    owner.add_text("Alpha", "Alpha centauri is the closest star system.")
+    with pytest.raises(IndexInUseError) as err:
+        DocumentService.from_settings(make_settings(), embedder=embedder)
+    assert err.value.pid == os.getpid() and "in use by process" in str(err.value)
+
+    reader = DocumentService.from_settings(make_settings(), embedder=embedder, read_only=True)
+    try:
+        assert reader.retrieve("closest star", k=1)[0].title == "Alpha"
+        with pytest.raises(ReadOnlyError):
+            reader.add_text("Beta", "Beta blockers lower the heart rate.")
+        with pytest.raises(ReadOnlyError):
+            reader.delete(1)
+        with pytest.raises(ReadOnlyError):
+            reader.check(repair=True)
+        assert reader.check(repair=False).ok
+    finally:
+        reader.close()
+    owner.close()
+    again = DocumentService.from_settings(make_settings(), embedder=embedder)  # the lock went with close()
+    try:
+        assert again.last_check.ok and again.store.count() == 1
+    finally:
+        again.close()
+
+
+def test_reader_builds_a_lagging_index_in_memory_and_leaves_the_file_alone(make_service, make_settings, embedder):
+    owner = make_service()
+    owner.add_text("Alpha", "Alpha centauri is the closest star system.")
+    stale = owner.index.path.read_bytes()
+    owner.add_text("Beta", "Beta blockers lower the heart rate.")
+    owner.index.path.write_bytes(stale)  # as if the owner had not saved its last batch yet
+    reader = DocumentService.from_settings(make_settings(), embedder=embedder, read_only=True)
+    try:
+        assert reader.retrieve("heart rate medicine", k=1)[0].title == "Beta"
+        assert reader.index.ids().tolist() == reader.store.chunk_ids().tolist()
+    finally:
+        reader.close()
+    assert owner.index.path.read_bytes() == stale
+    assert not list(owner.index.path.parent.glob("*.bad-*"))  # nothing moved aside by the reader
+
+
+def test_cli_refuses_writes_while_the_daemon_owns_the_index(make_service, monkeypatch, tmp_path, embedder, capsys):
+    import argparse
+
+    from edge_agent.cli_index import register
+
+    owner = make_service(index_dir=tmp_path / "index", data_dir=tmp_path / "var")
+    owner.add_text("Alpha", "The boiler shows error E-442 when the pressure is low.")
+    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
+    monkeypatch.setenv("EDGE_AGENT_INDEX_DIR", str(tmp_path / "index"))
+    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings: embedder)
+    parser = argparse.ArgumentParser(prog="edge-agent")
+    register(parser.add_subparsers(dest="cmd", required=True))
+
+    def run(*argv: str) -> int:
+        args = parser.parse_args(["index", *argv])
+        try:
+            return args.func(args)
+        except SystemExit as e:
+            return int(e.code)
+
+    note = tmp_path / "note.txt"
+    note.write_text("Another document.")
+    assert run("add", str(note), "--no-progress") == 2
+    err = capsys.readouterr().err
+    assert "in use by process" in err and "POST /v1/documents" in err
+    assert run("remove", "1") == 2 and run("rebuild") == 2 and run("check") == 2
+    capsys.readouterr()
+    assert run("search", "E-442", "-k", "1") == 0
+    out = capsys.readouterr()
+    assert "Alpha" in out.out and "read" in out.err
+    assert run("check", "--no-repair") == 0
+    assert owner.store.count() == 1
+
+
+def test_daemon_reports_an_owned_index_without_paths(make_service, make_settings):
+    from edge_agent.runtime import _load_documents
+
+    make_service()
+    rt = SimpleNamespace(settings=make_settings(), documents=None, documents_status=None)
+    _load_documents(rt)
+    assert rt.documents is None
+    assert "another edge-agent process" in rt.documents_status and str(os.getpid()) in rt.documents_status
+    assert "/" not in rt.documents_status
