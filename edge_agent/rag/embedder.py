@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
 DECISION_FILE = "edge-agent-embedder.json"
-DECISION_VERSION = 5  # bump when the candidates change: cached decisions of older versions are made again
+DECISION_VERSION = 6  # bump when the candidates change: cached decisions of older versions are made again
 MIN_COSINE = 0.99
 EMBEDDING_BATCH = 16  # the config default (see config.embedding_batch)
 _PROBE = [
