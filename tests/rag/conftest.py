@@ -63,3 +63,28 @@ def make_service(make_settings, embedder):
 @pytest.fixture
 def service(make_service):
     return make_service()
+
+
+@pytest.fixture
+def index_cli(monkeypatch, tmp_path, embedder):
+    """Runs `edge-agent index ...` handlers in-process on tmp_path/var and tmp_path/index (the
+    folders make_settings uses); returns the exit status, also of a SystemExit."""
+    import argparse
+
+    from edge_agent.cli_index import register
+
+    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
+    monkeypatch.setenv("EDGE_AGENT_INDEX_DIR", str(tmp_path / "index"))
+    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings: embedder)
+    parser = argparse.ArgumentParser(prog="edge-agent")
+    register(parser.add_subparsers(dest="cmd", required=True))
+
+    def call(*argv: str) -> int:
+        args = parser.parse_args(["index", *argv])
+        try:
+            return args.func(args)
+        except SystemExit as e:
+            return int(e.code)
+
+    return call

@@ -1,28 +1,14 @@
 """`edge-agent index ...` handlers in-process, built from Settings() via the environment."""
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
-from edge_agent.cli_index import register
-
 
 @pytest.fixture
-def run(monkeypatch, tmp_path, embedder):
-    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
-    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
-    monkeypatch.setenv("EDGE_AGENT_INDEX_DIR", str(tmp_path / "index"))
-    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings: embedder)
-    parser = argparse.ArgumentParser(prog="edge-agent")
-    register(parser.add_subparsers(dest="cmd", required=True))
-
-    def call(*argv: str) -> int:
-        args = parser.parse_args(["index", *argv])
-        return args.func(args)
-
-    return call
+def run(index_cli):
+    return index_cli
 
 
 def test_index_commands(run, tmp_path, capsys):

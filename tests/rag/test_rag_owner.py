@@ -52,27 +52,10 @@ def test_reader_builds_a_lagging_index_in_memory_and_leaves_the_file_alone(make_
     assert not list(owner.index.path.parent.glob("*.bad-*"))  # nothing moved aside by the reader
 
 
-def test_cli_refuses_writes_while_the_daemon_owns_the_index(make_service, monkeypatch, tmp_path, embedder, capsys):
-    import argparse
-
-    from edge_agent.cli_index import register
-
-    owner = make_service(index_dir=tmp_path / "index", data_dir=tmp_path / "var")
+def test_cli_refuses_writes_while_the_daemon_owns_the_index(make_service, index_cli, tmp_path, capsys):
+    run = index_cli
+    owner = make_service()
     owner.add_text("Alpha", "The boiler shows error E-442 when the pressure is low.")
-    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
-    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
-    monkeypatch.setenv("EDGE_AGENT_INDEX_DIR", str(tmp_path / "index"))
-    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings: embedder)
-    parser = argparse.ArgumentParser(prog="edge-agent")
-    register(parser.add_subparsers(dest="cmd", required=True))
-
-    def run(*argv: str) -> int:
-        args = parser.parse_args(["index", *argv])
-        try:
-            return args.func(args)
-        except SystemExit as e:
-            return int(e.code)
-
     note = tmp_path / "note.txt"
     note.write_text("Another document.")
     assert run("add", str(note), "--no-progress") == 2
