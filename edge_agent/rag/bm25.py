@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 import time
 import unicodedata
@@ -22,7 +23,19 @@ log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_COMPOUND = re.compile(r"\w+(?:[-_./:]\w+)+", re.UNICODE)
+# (?<!\w): a code starts at a word's start; without it every position inside every word was tried
+_COMPOUND = re.compile(r"(?<!\w)\w+(?:[-_./:]\w+)+", re.UNICODE)
+_JOINED = re.compile(r"\w[-_./:]\w", re.UNICODE)
+_MARKS: dict[int, None] | None = None  # every combining code point -> None, for str.translate
+
+
+def _strip_marks(text: str) -> str:
+    global _MARKS
+    if text.isascii():
+        return text
+    if _MARKS is None:
+        _MARKS = {c: None for c in range(sys.maxunicode + 1) if unicodedata.combining(chr(c))}
+    return text.translate(_MARKS)
 
 
 def tokenize(text: str) -> list[str]:
@@ -30,10 +43,10 @@ def tokenize(text: str) -> list[str]:
 
     No stemming and no stop-word list, so Dutch, German or any other language is treated alike.
     """
-    text = unicodedata.normalize("NFKD", text.casefold())
-    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = _strip_marks(unicodedata.normalize("NFKD", text.casefold()))
     tokens = _WORD.findall(text)
-    tokens.extend(m.group(0) for m in _COMPOUND.finditer(text))
+    if _JOINED.search(text):  # most prose has no word joined to the next by - _ . / :
+        tokens.extend(_COMPOUND.findall(text))
     return tokens
 
 

@@ -21,6 +21,11 @@ def test_rrf_prefers_agreement():
 
 def test_tokenizer_is_language_neutral():
     assert tokenize("Één offerte voor XK-99/B, geïnstalleerd") == ["een", "offerte", "voor", "xk", "99", "b", "geinstalleerd", "xk-99/b"]
+    assert tokenize("Ærø Straße ñandú") == ["ærø", "strasse", "nandu"]
+    # codes start at a word's start only; plain prose gives words alone
+    assert tokenize("see v1.2.3 and a_b-c or http://x.y/z") == [
+        "see", "v1", "2", "3", "and", "a_b", "c", "or", "http", "x", "y", "z", "v1.2.3", "a_b-c", "x.y/z"]
+    assert tokenize("Plain words, nothing joined.") == ["plain", "words", "nothing", "joined"]
 
 
 def test_faiss_file_roundtrip_and_corruption(tmp_path):
