@@ -7,6 +7,7 @@ Results of the two are interleaved by rank. Callers hold an RWLock around use.
 """
 from __future__ import annotations
 
+import io
 import logging
 import re
 import sys
@@ -152,6 +153,32 @@ class Bm25Index:
         pids = np.asarray(self.pending_ids, dtype=np.int64)
         self.pending = _Part.build(pids, [self.docs[int(i)] for i in pids], self.vocab)
         return bool(self.pending_ids) or bool(len(self.main.alive) and self.main.alive.min() == 0)
+
+    # --- snapshot (read lock held) ------------------------------------------
+    def snapshot(self) -> bytes:
+        """The chunks' token ids and the vocabulary as bytes (see from_snapshot)."""
+        ids = np.fromiter(sorted(self.docs), dtype=np.int64, count=len(self.docs))
+        lens = np.fromiter((len(self.docs[int(i)]) for i in ids), dtype=np.int64, count=len(ids))
+        tokens = np.concatenate([self.docs[int(i)] for i in ids]) if len(ids) else np.zeros(0, np.int32)
+        words = sorted(self.vocab, key=self.vocab.__getitem__)  # position = token id; no token holds a newline
+        buf = io.BytesIO()
+        np.savez(buf, ids=ids, lens=lens, tokens=tokens.astype(np.int32), vocab=np.frombuffer("\n".join(words).encode(), np.uint8))
+        return buf.getvalue()
+
+    @classmethod
+    def from_snapshot(cls, data: bytes) -> "Bm25Index":
+        """An index holding a snapshot's chunks (its `main` not built yet); raises ValueError if it is inconsistent."""
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            ids, lens, tokens, blob = z["ids"], z["lens"], z["tokens"], z["vocab"]
+        words = bytes(blob).decode().split("\n") if len(blob) else []
+        if len(ids) != len(lens) or int(lens.sum()) != len(tokens) or len(set(words)) != len(words):
+            raise ValueError("inconsistent BM25 snapshot")
+        if len(tokens) and (int(tokens.min()) < 0 or int(tokens.max()) >= len(words)):
+            raise ValueError("BM25 snapshot token ids outside its vocabulary")
+        out = cls()
+        out.vocab = {w: i for i, w in enumerate(words)}
+        out.docs = dict(zip(ids.tolist(), np.split(tokens, np.cumsum(lens)[:-1]) if len(ids) else []))
+        return out
 
     # --- background merge -------------------------------------------------
     def schedule_merge(self, lock) -> None:

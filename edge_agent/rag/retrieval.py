@@ -6,8 +6,11 @@ It knows nothing of SQL: callers feed it ids, vectors and texts.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -15,11 +18,13 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from edge_agent.rag.bm25 import Bm25Index
-from edge_agent.rag.index import FaissIndex, IndexFileError, RWLock
+from edge_agent.rag.index import FaissIndex, IndexFileError, RWLock, write_atomic
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "chunks.faiss"
+BM25_FILE = "bm25.snapshot"
+BM25_MAGIC = b"EDGE-AGENT-BM25 1\n"
 MODES = ("hybrid", "dense", "bm25")
 
 
@@ -61,6 +66,7 @@ class HybridIndex:
     def __init__(self, index_dir: Path, dim: int, ann_threshold: int = 50_000, rrf_k: int = 60, candidates: int = 50):
         self.index_dir = Path(index_dir)
         self.path = self.index_dir / INDEX_FILE
+        self.bm25_path = self.index_dir / BM25_FILE
         self.dim = dim
         self.ann_threshold = ann_threshold
         self.rrf_k = rrf_k
@@ -101,6 +107,51 @@ class HybridIndex:
         fresh.rebuild(ids, all_texts)
         with self.lock.write():
             self.bm25 = fresh
+
+    def save_bm25(self, store_id: str) -> None:
+        """Write the BM25 snapshot atomically, tagged with the SQLite store it belongs to."""
+        with self.lock.read():
+            payload = self.bm25.snapshot()
+        head = json.dumps({"store_id": store_id, "sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload)}).encode()
+        write_atomic(self.bm25_path, [BM25_MAGIC, head + b"\n", payload])
+
+    def restore_bm25(
+        self, store_id: str, chunk_ids: np.ndarray, texts_of: Callable[[np.ndarray | None], Iterable[tuple[np.ndarray, list[str]]]]
+    ) -> str:
+        """BM25 for exactly chunk_ids: the saved snapshot brought up to date (chunks it lacks encoded,
+        chunks SQLite no longer has dropped), or a full rebuild when there is no usable snapshot.
+        texts_of(ids) yields (ids, texts) batches of those chunks (None: all). Returns what it did."""
+        snap = self._read_bm25(store_id)
+        if snap is None:
+            self.rebuild_bm25(texts_of(None))
+            return "rebuilt"
+        have = np.fromiter(snap.docs, dtype=np.int64, count=len(snap.docs))
+        for i in np.setdiff1d(have, chunk_ids).tolist():
+            del snap.docs[i]
+        missing = np.setdiff1d(chunk_ids, have)
+        if len(missing):
+            for ids, texts in texts_of(missing):
+                snap.docs.update(zip(ids.tolist(), snap.encode_many(texts)))
+        snap._build_main_now()
+        with self.lock.write():
+            self.bm25 = snap
+        return f"loaded ({len(missing)} chunks encoded)"
+
+    def _read_bm25(self, store_id: str) -> Bm25Index | None:
+        try:
+            data = self.bm25_path.read_bytes()
+            end = data.index(b"\n", len(BM25_MAGIC))
+            head = json.loads(data[len(BM25_MAGIC) : end])
+            payload = data[end + 1 :]
+            if not data.startswith(BM25_MAGIC) or head.get("store_id") != store_id or len(payload) != head.get("bytes") \
+                    or hashlib.sha256(payload).hexdigest() != head.get("sha256"):
+                raise ValueError("snapshot of another store, or damaged")
+            return Bm25Index.from_snapshot(payload)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            log.warning("BM25 snapshot not used (%s): rebuilding it", exc)
+            return None
 
     def ids(self) -> np.ndarray:
         with self.lock.read():

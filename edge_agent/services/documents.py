@@ -8,6 +8,7 @@ import os
 import re
 import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 DB_FILE = "edge-agent.db"
 META_MODEL = "embedding_model"
+META_STORE_ID = "store_id"  # ties files derived from this database (the BM25 snapshot) to it
 
 
 class DocumentError(Exception):
@@ -413,7 +415,26 @@ class DocumentService:
             current = False
         if not current:
             self.index.rebuild_dense(self.store.iter_vectors(self.index.dim), save=False)
-        self.index.rebuild_bm25(self.store.iter_texts())
+        self.index.restore_bm25(self.store.get_meta(META_STORE_ID) or "", ids, self._texts_of)
+
+    def _store_id(self) -> str:
+        """This database's identity (made once): a BM25 snapshot of another database is never used."""
+        value = self.store.get_meta(META_STORE_ID)
+        if value is None:
+            value = uuid.uuid4().hex
+            self.store.set_meta(META_STORE_ID, value)
+        return value
+
+    def _texts_of(self, ids: np.ndarray | None) -> Iterator[tuple[np.ndarray, list[str]]]:
+        """(chunk ids, texts) batches of the given chunks, or of all of them."""
+        if ids is None:
+            yield from self.store.iter_texts()
+            return
+        for start in range(0, len(ids), 4096):
+            part = [int(i) for i in ids[start : start + 4096]]
+            rows = self.store.chunks_by_ids(part)
+            keep = [i for i in part if i in rows]
+            yield np.asarray(keep, dtype=np.int64), [rows[i][0].text for i in keep]
 
     def _ensure_model_recorded(self) -> None:
         if self.store.get_meta(META_MODEL) is None:
@@ -541,7 +562,8 @@ class DocumentService:
                 res.index_vectors = n
                 if res.problems:
                     res.actions.append(f"rebuilt the FAISS index from SQLite ({n} vectors)")
-            self.index.rebuild_bm25(self.store.iter_texts())
+            how = self.index.restore_bm25(self._store_id(), ids, self._texts_of)
+            log.info("BM25 over %d chunks %s", len(ids), how)
             if len(ids):
                 self._ensure_model_recorded()
             self.last_check = res
@@ -581,7 +603,15 @@ class DocumentService:
         self.index.wait_background(timeout)
 
     def close(self) -> None:
+        """Save the BM25 snapshot (the owner only: the next start loads it instead of re-encoding
+        every chunk) and release the database and the index folder."""
         self.wait_background(30)
+        if self.owner is not None and self.owner.held:
+            try:
+                with self._writing:
+                    self.index.save_bm25(self._store_id())
+            except Exception as exc:  # the snapshot is an optimisation; a failure costs the next start time
+                log.warning("BM25 snapshot not saved: %s", exc)
         self.store.db.close()
         if self.owner is not None:
             self.owner.release()
