@@ -218,32 +218,27 @@ class DocumentService:
             except IndexBusyError as exc:
                 raise IndexInUseError(str(exc), exc.pid) from None
         try:
-            return cls._from_settings(settings, embedder, db, check_on_open, owner, read_only)
+            if embedder is None:
+                from edge_agent.rag.embedder import build_embedder
+
+                embedder = build_embedder(settings)
+            db = db or SqliteDatabase(default_db_path(settings))
+            chunk_tokens = min(settings.chunk_tokens, embedder.max_tokens - 2)
+            return cls(
+                DocumentStore(db),
+                HybridIndex(Path(settings.index_dir), embedder.dim, ann_threshold=settings.ann_threshold),
+                embedder,
+                TokenChunker(embedder.tokenizer, chunk_tokens, settings.chunk_overlap),
+                LoaderLimits(max_file_bytes=settings.max_file_bytes, time_budget_s=settings.ingest_time_budget_s),
+                settings.ingest_roots,
+                check_on_open=check_on_open,
+                owner=owner,
+                read_only=read_only,
+            )
         except BaseException:
             if owner is not None:
                 owner.release()
             raise
-
-    @classmethod
-    def _from_settings(cls, settings: Any, embedder: Any, db: SqliteDatabase | None, check_on_open: bool,
-                       owner: OwnerLock | None, read_only: bool) -> "DocumentService":
-        if embedder is None:
-            from edge_agent.rag.embedder import build_embedder
-
-            embedder = build_embedder(settings)
-        db = db or SqliteDatabase(default_db_path(settings))
-        chunk_tokens = min(settings.chunk_tokens, embedder.max_tokens - 2)
-        return cls(
-            DocumentStore(db),
-            HybridIndex(Path(settings.index_dir), embedder.dim, ann_threshold=settings.ann_threshold),
-            embedder,
-            TokenChunker(embedder.tokenizer, chunk_tokens, settings.chunk_overlap),
-            LoaderLimits(max_file_bytes=settings.max_file_bytes, time_budget_s=settings.ingest_time_budget_s),
-            settings.ingest_roots,
-            check_on_open=check_on_open,
-            owner=owner,
-            read_only=read_only,
-        )
 
     # --- ingestion --------------------------------------------------------
     def add_file(self, path: str | os.PathLike, confined: bool = True) -> IngestResult:
