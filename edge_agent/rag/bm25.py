@@ -23,6 +23,8 @@ import numpy as np
 log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG
 
+# Bump when tokenize() changes: saved snapshots of token ids from another version are not used.
+TOKENIZER_VERSION = 1
 _WORD = re.compile(r"\w+", re.UNICODE)
 # (?<!\w): a code starts at a word's start; without it every position inside every word was tried
 _COMPOUND = re.compile(r"(?<!\w)\w+(?:[-_./:]\w+)+", re.UNICODE)

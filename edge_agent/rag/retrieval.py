@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from edge_agent.rag.bm25 import Bm25Index
+from edge_agent.rag.bm25 import TOKENIZER_VERSION, Bm25Index
 from edge_agent.rag.index import FaissIndex, IndexFileError, RWLock, write_atomic
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,8 @@ class HybridIndex:
         """Write the BM25 snapshot atomically, tagged with the SQLite store it belongs to."""
         with self.lock.read():
             payload = self.bm25.snapshot()
-        head = json.dumps({"store_id": store_id, "sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload)}).encode()
+        head = json.dumps({"store_id": store_id, "tokenizer": TOKENIZER_VERSION, "sha256": hashlib.sha256(payload).hexdigest(),
+                           "bytes": len(payload)}).encode()
         write_atomic(self.bm25_path, [BM25_MAGIC, head + b"\n", payload])
 
     def restore_bm25(
@@ -143,9 +144,9 @@ class HybridIndex:
             end = data.index(b"\n", len(BM25_MAGIC))
             head = json.loads(data[len(BM25_MAGIC) : end])
             payload = data[end + 1 :]
-            if not data.startswith(BM25_MAGIC) or head.get("store_id") != store_id or len(payload) != head.get("bytes") \
-                    or hashlib.sha256(payload).hexdigest() != head.get("sha256"):
-                raise ValueError("snapshot of another store, or damaged")
+            if not data.startswith(BM25_MAGIC) or head.get("store_id") != store_id or head.get("tokenizer") != TOKENIZER_VERSION \
+                    or len(payload) != head.get("bytes") or hashlib.sha256(payload).hexdigest() != head.get("sha256"):
+                raise ValueError("snapshot of another store or tokenizer, or damaged")
             return Bm25Index.from_snapshot(payload)
         except FileNotFoundError:
             return None

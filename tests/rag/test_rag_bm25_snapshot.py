@@ -52,8 +52,8 @@ def test_a_stale_snapshot_is_brought_up_to_date(make_service, encoded):
     assert again.index.bm25_ids().tolist() == again.store.chunk_ids().tolist()
 
 
-@pytest.mark.parametrize("damage", ["flip", "other_store", "truncate"])
-def test_a_damaged_or_foreign_snapshot_is_not_used(make_service, encoded, damage):
+@pytest.mark.parametrize("damage", ["flip", "other_store", "truncate", "other_tokenizer"])
+def test_a_damaged_or_foreign_snapshot_is_not_used(make_service, encoded, damage, monkeypatch):
     svc = make_service()
     svc.add_text("Boiler", "The boiler shows error E-442 when the pressure is low.")
     svc.close()
@@ -64,6 +64,8 @@ def test_a_damaged_or_foreign_snapshot_is_not_used(make_service, encoded, damage
         path.write_bytes(bytes(data))
     elif damage == "truncate":
         path.write_bytes(bytes(data[: len(data) // 2]))
+    elif damage == "other_tokenizer":  # saved by a version whose tokenize() differed
+        monkeypatch.setattr("edge_agent.rag.retrieval.TOKENIZER_VERSION", 99)
     else:
         svc = make_service()
         svc.store.set_meta("store_id", "another-database")  # as if var/ had been replaced
