@@ -24,8 +24,9 @@ log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG
 
 # Bump when tokenize() changes: saved snapshots of token ids from another version are not used.
-TOKENIZER_VERSION = 1
+TOKENIZER_VERSION = 2  # 2: marks (e.g. Devanagari vowel signs) no longer cut words
 _WORD = re.compile(r"\w+", re.UNICODE)
+_WORD_WITH_MARKS: re.Pattern[str] | None = None  # \w+ continued over Mn/Mc/Me, which \w leaves out
 # (?<!\w): a code starts at a word's start; without it every position inside every word was tried
 _COMPOUND = re.compile(r"(?<!\w)\w+(?:[-_./:]\w+)+", re.UNICODE)
 _JOINED = re.compile(r"\w[-_./:]\w", re.UNICODE)
@@ -41,13 +42,31 @@ def _strip_marks(text: str) -> str:
     return text.translate(_MARKS)
 
 
+def _words(text: str) -> list[str]:
+    global _WORD_WITH_MARKS
+    if text.isascii():
+        return _WORD.findall(text)
+    if _WORD_WITH_MARKS is None:
+        marks = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me")]
+        spans: list[list[int]] = []
+        for c in marks:
+            if spans and spans[-1][1] == c - 1:
+                spans[-1][1] = c
+            else:
+                spans.append([c, c])
+        cls = "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in spans)
+        _WORD_WITH_MARKS = re.compile(rf"\w+(?:[{cls}]+\w*)*")
+    return _WORD_WITH_MARKS.findall(text)
+
+
 def tokenize(text: str) -> list[str]:
     """Lowercased, accent-folded unicode words; codes like "XK-99/B" also give one joined token.
 
-    No stemming and no stop-word list, so Dutch, German or any other language is treated alike.
+    No stemming and no stop-word list, so Dutch, German or any other language is treated alike;
+    words of scripts with vowel signs (Devanagari, Tamil, ...) stay whole.
     """
     text = _strip_marks(unicodedata.normalize("NFKD", text.casefold()))
-    tokens = _WORD.findall(text)
+    tokens = _words(text)
     if _JOINED.search(text):  # most prose has no word joined to the next by - _ . / :
         tokens.extend(_COMPOUND.findall(text))
     return tokens
