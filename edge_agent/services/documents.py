@@ -9,18 +9,29 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from edge_agent.rag.bm25 import tokenize
 from edge_agent.rag.chunking import TokenChunker
 from edge_agent.rag.index import IndexFileError, move_aside
 from edge_agent.rag.loaders import LoadedDocument, LoaderError, LoaderLimits, Section, detect_kind, load_bytes
 from edge_agent.rag.owner import IndexBusyError, OwnerLock
 from edge_agent.rag.retrieval import MODES, HybridIndex, IndexUpdate
+from edge_agent.services.document_results import (
+    CheckResult,
+    DocumentError,
+    DocumentNotFoundError,
+    Filters,
+    IndexInUseError,
+    IngestResult,
+    PathRefusedError,
+    ReadOnlyError,
+    ScoredChunk,
+    location_label,
+    make_snippet,
+)
 from edge_agent.services.paths import PathNotAllowedError, resolve_confined, walk_files
 from edge_agent.store import ChunkRecord, DocumentStore, SqliteDatabase
 from edge_agent.store.documents import DocumentMeta
@@ -32,138 +43,8 @@ META_MODEL = "embedding_model"
 META_STORE_ID = "store_id"  # ties files derived from this database (the BM25 snapshot) to it
 
 
-class DocumentError(Exception):
-    """A request about documents that cannot be done; `code` names the kind for API mapping."""
-
-    code = "invalid_request"
-    param: str | None = None
-
-    def __init__(self, message: str, param: str | None = None):
-        super().__init__(message)
-        if param is not None:
-            self.param = param
-
-
-class DocumentNotFoundError(DocumentError):
-    code = "not_found"
-
-
-class IndexInUseError(DocumentError):
-    """Another process owns the index (see edge_agent.rag.owner); `pid` is that process's."""
-
-    def __init__(self, message: str, pid: int | None = None):
-        super().__init__(message)
-        self.pid = pid
-
-
-class ReadOnlyError(DocumentError):
-    """A write on a service opened read-only (another process owns the index)."""
-
-
-class PathRefusedError(DocumentError):
-    code = "path_not_allowed"
-    param = "path"
-
-
-@dataclass
-class IngestResult:
-    """What happened to one document: added, updated, unchanged or failed."""
-
-    status: str
-    source: str
-    document_id: int | None = None
-    title: str | None = None
-    chunks: int = 0
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class Filters:
-    """Retrieval filters: any given one must match."""
-
-    document_ids: list[int] | None = None
-    path_prefix: str | None = None
-    types: list[str] | None = None
-
-    @classmethod
-    def from_any(cls, value: "Filters | dict | None") -> "Filters | None":
-        if value is None or isinstance(value, Filters):
-            return value
-        types = value.get("types", value.get("type"))
-        if isinstance(types, str):
-            types = [types]
-        return cls(value.get("document_ids"), value.get("path_prefix"), types)
-
-    def empty(self) -> bool:
-        return self.document_ids is None and self.path_prefix is None and self.types is None
-
-
-@dataclass
-class ScoredChunk:
-    """A retrieved chunk with its document and where it lies."""
-
-    document_id: int
-    chunk_id: int
-    title: str
-    path: str | None
-    type: str
-    location: dict[str, Any]
-    score: float
-    text: str
-    snippet: str
-    dense_rank: int | None = None
-    bm25_rank: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class CheckResult:
-    """Whether the FAISS file, BM25 and SQLite agree, what was wrong and what was done."""
-
-    ok: bool
-    sqlite_chunks: int
-    index_vectors: int
-    problems: list[str] = field(default_factory=list)
-    actions: list[str] = field(default_factory=list)
-    moved_aside: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def default_db_path(settings: Any) -> Path:
     return Path(settings.data_dir) / DB_FILE
-
-
-def location_label(page: int | None, heading: str | None) -> str:
-    parts = []
-    if page is not None:
-        parts.append(f"p. {page}")
-    if heading:
-        parts.append(heading)
-    return ", ".join(parts)
-
-
-def make_snippet(text: str, query: str, width: int = 240) -> str:
-    """About `width` characters of `text` around the first query word found in it."""
-    if len(text) <= width:
-        return text
-    low = text.casefold()
-    pos = -1
-    for tok in sorted(set(tokenize(query)), key=len, reverse=True):
-        if len(tok) > 2:
-            pos = low.find(tok)
-            if pos >= 0:
-                break
-    start = 0 if pos < 0 else max(0, pos - width // 3)
-    end = min(len(text), start + width)
-    out = text[start:end].strip()
-    return ("…" if start else "") + out + ("…" if end < len(text) else "")
 
 
 class DocumentService:
