@@ -7,6 +7,7 @@ Results of the two are interleaved by rank. Callers hold an RWLock around use.
 """
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import re
@@ -15,7 +16,7 @@ import threading
 import time
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import bm25s
 import numpy as np
@@ -26,37 +27,36 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at D
 # Bump when tokenize() changes: saved snapshots of token ids from another version are not used.
 TOKENIZER_VERSION = 2  # 2: marks (e.g. Devanagari vowel signs) no longer cut words
 _WORD = re.compile(r"\w+", re.UNICODE)
-_WORD_WITH_MARKS: re.Pattern[str] | None = None  # \w+ continued over Mn/Mc/Me, which \w leaves out
 # (?<!\w): a code starts at a word's start; without it every position inside every word was tried
 _COMPOUND = re.compile(r"(?<!\w)\w+(?:[-_./:]\w+)+", re.UNICODE)
 _JOINED = re.compile(r"\w[-_./:]\w", re.UNICODE)
-_MARKS: dict[int, None] | None = None  # every combining code point -> None, for str.translate
 
 
-def _strip_marks(text: str) -> str:
-    global _MARKS
-    if text.isascii():
-        return text
-    if _MARKS is None:
-        _MARKS = {c: None for c in range(sys.maxunicode + 1) if unicodedata.combining(chr(c))}
-    return text.translate(_MARKS)
-
-
-def _words(text: str) -> list[str]:
-    global _WORD_WITH_MARKS
-    if text.isascii():
-        return _WORD.findall(text)
-    if _WORD_WITH_MARKS is None:
-        marks = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me")]
-        spans: list[list[int]] = []
-        for c in marks:
+@functools.cache
+def _mark_tables() -> tuple[dict[int, None], re.Pattern[str]]:
+    """From one pass over the code points: every combining mark -> None (for str.translate), and
+    \\w+ continued over Mn/Mc/Me, which \\w leaves out (vowel signs of Devanagari, Tamil, ...)."""
+    combining: dict[int, None] = {}
+    spans: list[list[int]] = []
+    for c in range(sys.maxunicode + 1):
+        ch = chr(c)
+        if unicodedata.combining(ch):
+            combining[c] = None
+        if unicodedata.category(ch) in ("Mn", "Mc", "Me"):
             if spans and spans[-1][1] == c - 1:
                 spans[-1][1] = c
             else:
                 spans.append([c, c])
-        cls = "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in spans)
-        _WORD_WITH_MARKS = re.compile(rf"\w+(?:[{cls}]+\w*)*")
-    return _WORD_WITH_MARKS.findall(text)
+    cls = "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in spans)
+    return combining, re.compile(rf"\w+(?:[{cls}]+\w*)*")
+
+
+def _strip_marks(text: str) -> str:
+    return text if text.isascii() else text.translate(_mark_tables()[0])
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text) if text.isascii() else _mark_tables()[1].findall(text)
 
 
 def tokenize(text: str) -> list[str]:
@@ -200,6 +200,20 @@ class Bm25Index:
         out.vocab = {w: i for i, w in enumerate(words)}
         out.docs = dict(zip(ids.tolist(), np.split(tokens, np.cumsum(lens)[:-1]) if len(ids) else []))
         return out
+
+    def catch_up(self, chunk_ids: np.ndarray, texts_of: Callable[[np.ndarray], Iterable[tuple[np.ndarray, list[str]]]]) -> int:
+        """Hold exactly chunk_ids (as of a snapshot): drop the others, encode the missing ones from
+        texts_of(missing) batches of (ids, texts), then build; returns how many were encoded."""
+        have = np.fromiter(self.docs, dtype=np.int64, count=len(self.docs))
+        for i in np.setdiff1d(have, chunk_ids).tolist():
+            del self.docs[i]
+        missing = np.setdiff1d(chunk_ids, have)
+        if len(missing):
+            for ids, texts in texts_of(missing):
+                self.docs.update(zip(ids.tolist(), self.encode_many(texts)))
+        self._generation += 1
+        self._build_main_now()
+        return len(missing)
 
     # --- background merge -------------------------------------------------
     def schedule_merge(self, lock) -> None:

@@ -126,17 +126,10 @@ class HybridIndex:
         if snap is None:
             self.rebuild_bm25(texts_of(None))
             return "rebuilt"
-        have = np.fromiter(snap.docs, dtype=np.int64, count=len(snap.docs))
-        for i in np.setdiff1d(have, chunk_ids).tolist():
-            del snap.docs[i]
-        missing = np.setdiff1d(chunk_ids, have)
-        if len(missing):
-            for ids, texts in texts_of(missing):
-                snap.docs.update(zip(ids.tolist(), snap.encode_many(texts)))
-        snap._build_main_now()
+        encoded = snap.catch_up(chunk_ids, texts_of)
         with self.lock.write():
             self.bm25 = snap
-        return f"loaded ({len(missing)} chunks encoded)"
+        return f"loaded ({encoded} chunks encoded)"
 
     def _read_bm25(self, store_id: str) -> Bm25Index | None:
         try:
