@@ -218,9 +218,9 @@ def build_model(
     if quantize:
         lm_q, lm_scale = quantize_columns(lm.T)  # [D, V], [V]
         blocks = np.array_split(np.arange(vocab), max(1, -(-lm_q.nbytes // (lm_head_part_bytes or LM_HEAD_PART_BYTES))))
-        suffix = (lambda i: "") if len(blocks) == 1 else (lambda i: f".{i}")
-        lm_w = [g.init(f"lm_head{suffix(i)}.qweight", np.ascontiguousarray(lm_q[:, b])) for i, b in enumerate(blocks)]
-        lm_s = [g.init(f"lm_head{suffix(i)}.scale", lm_scale[b]) for i, b in enumerate(blocks)]
+        names = ["lm_head"] if len(blocks) == 1 else [f"lm_head.{i}" for i in range(len(blocks))]
+        lm_w = [g.init(f"{n}.qweight", np.ascontiguousarray(lm_q[:, b])) for n, b in zip(names, blocks)]
+        lm_s = [g.init(f"{n}.scale", lm_scale[b]) for n, b in zip(names, blocks)]
 
     if spec.qk_norm:
         shape_q = g.const(np.array([0, 0, nh, hd], np.int64))
