@@ -7,7 +7,7 @@ Measures, in one run on one machine:
   - latency of the 429 answers while the queue is full (target: p95 < 50 ms).
 
 The engine's own TTFT is measured first in this process; then the server runs as a
-subprocess (`python -m edge_agent.cli_serve`), so client and server do not share a GIL.
+subprocess (`python -m edge_agent.cli.serve`), so client and server do not share a GIL.
 
     python scripts/bench_http.py --model default            # models/default
     python scripts/bench_http.py --model /path/to/bundle --clients 16 --max-tokens 128
@@ -61,11 +61,11 @@ def engine_ttft(settings, prompt: str, runs: int) -> float:
 
 
 class Server:
-    """`python -m edge_agent.cli_serve` on a free loopback port."""
+    """`python -m edge_agent.cli.serve` on a free loopback port."""
 
     def __init__(self, args, env_extra: dict[str, str]):
         env = dict(os.environ, EDGE_AGENT_SERVE_DOCUMENTS="false", **env_extra)
-        cmd = [sys.executable, "-m", "edge_agent.cli_serve", "--port", "0", "--model", args.model]
+        cmd = [sys.executable, "-m", "edge_agent.cli.serve", "--port", "0", "--model", args.model]
         if args.models_dir:
             cmd += ["--models-dir", args.models_dir]
         if args.threads:

@@ -111,7 +111,7 @@ def test_cors_off_by_default_and_star_never_with_credentials(tiny_bundles, api_t
 
 
 def test_non_loopback_bind_without_key_is_refused(tmp_path):
-    from edge_agent.cli_serve import main
+    from edge_agent.cli.serve import main
     from edge_agent.config import Settings
     from edge_agent.server import ServeError, check_bind
 

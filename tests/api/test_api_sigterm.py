@@ -23,7 +23,7 @@ def start_serve(bundle, tmp_path, grace: float) -> tuple[subprocess.Popen, int, 
         EDGE_AGENT_DATA_DIR=str(tmp_path / "var"), EDGE_AGENT_INDEX_DIR=str(tmp_path / "index"),
         EDGE_AGENT_EMBEDDING_MODEL=str(tmp_path / "no-embedding-model"),  # documents fail to load; chat must not care
     )
-    cmd = [sys.executable, "-m", "edge_agent.cli_serve", "--models-dir", str(bundle.parent), "--model", bundle.name, "--port", "0"]
+    cmd = [sys.executable, "-m", "edge_agent.cli.serve", "--models-dir", str(bundle.parent), "--model", bundle.name, "--port", "0"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     lines: list[str] = []
     port = None

