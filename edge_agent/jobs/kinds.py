@@ -1,0 +1,143 @@
+"""The job-kind interface: what every kind (summarize, reindex, classify, batch) implements.
+
+A kind lists a run's items once (they are stored with the run, so a resumed run needs no
+re-listing), then the runner starts each item without blocking (`start_item` submits work to
+the engine through the chat or embedding service) and keeps up to `concurrency` of them in
+flight, so many items decode together in the engine's continuous batching. Each item's result
+is committed once per (run, item key).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from edge_agent.config import Settings
+    from edge_agent.services.chat import ChatService
+    from edge_agent.services.embeddings import EmbeddingService
+
+
+class InvalidJobError(ValueError):
+    """A job's definition or params are invalid (the API answers 400 with this message)."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+class ItemError(Exception):
+    """One item failed (recorded as failed with this message; the run goes on)."""
+
+
+@dataclass
+class Item:
+    """One unit of work; `key` is unique within a run and stable across restarts."""
+
+    key: str  # e.g. "doc:42", "line:17:<custom_id>", "row:5"
+    payload: dict = field(default_factory=dict)  # JSON-serialisable; stored in run_items
+
+
+@dataclass
+class JobContext:
+    """What a kind may use (built by the jobs service from the Runtime's services)."""
+
+    chat: "ChatService | None"
+    embeddings: "EmbeddingService | None"
+    documents: Callable[[], Any]  # -> DocumentService | None (None while loading or disabled)
+    settings: "Settings"
+    priority: int = 0  # engine.types.BATCH_PRIORITY when the engine has it; job items use it
+    cancelled: Callable[[], bool] = lambda: False
+    bundle_id: str = ""  # manifest hash of the model bundle (recorded with each result)
+
+
+@dataclass
+class RunInfo:
+    """What finish_run sees of a run (ids, params and counts)."""
+
+    id: str
+    job_id: str
+    kind: str
+    params: dict
+    status: str
+    counts: dict
+
+
+class PendingItem(Protocol):
+    """An item in flight."""
+
+    def done(self) -> bool:
+        """True when result() would not block."""
+
+    def result(self, timeout: float | None = None) -> dict:
+        """The result row (JSON-serialisable dict). Raises ItemError for a per-item failure,
+        TimeoutError when it is not done within `timeout` seconds."""
+
+    def cancel(self) -> None:
+        """Stop the work (frees its engine slots)."""
+
+
+class DonePending:
+    """A PendingItem that is already finished: for kinds whose items run synchronously (e.g. reindex)."""
+
+    def __init__(self, fn: Callable[[], dict]):
+        try:
+            self._value: dict | None = fn()
+            self._error: Exception | None = None
+        except ItemError as e:
+            self._value, self._error = None, e
+
+    def done(self) -> bool:
+        return True
+
+    def result(self, timeout: float | None = None) -> dict:
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+    def cancel(self) -> None:
+        pass
+
+
+@runtime_checkable
+class JobKind(Protocol):
+    """A kind of job."""
+
+    name: str  # "summarize" | "classify" | "reindex" | "batch"
+    prompt_version: str  # recorded with each result
+
+    def validate(self, params: dict, ctx: JobContext) -> dict:
+        """Normalised params; raises InvalidJobError (-> 400)."""
+
+    def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
+        """The run's items; `since` is the job's last successful run start (epoch s) or None."""
+
+    def start_item(self, item: Item, params: dict, ctx: JobContext) -> PendingItem:
+        """Start one item without blocking (submit to the engine) and return at once."""
+
+    def finish_run(self, run: RunInfo, ctx: JobContext) -> None:
+        """Optional: called once when a run ends (e.g. batch writes its output files)."""
+
+
+def _registry() -> dict[str, JobKind]:
+    kinds: dict[str, JobKind] = {}
+    from edge_agent.jobs.summarize import SummarizeKind
+
+    kinds["summarize"] = SummarizeKind()
+    from edge_agent.jobs.reindex import ReindexKind
+
+    kinds["reindex"] = ReindexKind()
+    # H3b: one line per kind below, e.g.
+    # from edge_agent.jobs.batch import BatchKind; kinds["batch"] = BatchKind()
+    return kinds
+
+
+KINDS: dict[str, JobKind] = {}
+
+
+def get_kinds() -> dict[str, JobKind]:
+    """The registered kinds by name (imported on first use, so importing this module is cheap)."""
+    if not KINDS:
+        KINDS.update(_registry())
+    return KINDS
