@@ -47,6 +47,83 @@ CREATE TABLE index_meta (
 );
 """
 
+JOBS_V2 = """
+CREATE TABLE jobs (
+    id              TEXT PRIMARY KEY,               -- job_<hex>
+    name            TEXT NOT NULL UNIQUE,
+    kind            TEXT NOT NULL,
+    params          TEXT NOT NULL DEFAULT '{}',     -- JSON, normalised by the kind
+    schedule_cron   TEXT,                           -- NULL = run only on demand
+    schedule_tz     TEXT,                           -- IANA time zone of the cron expression
+    enabled         INTEGER NOT NULL DEFAULT 1,
+    limits          TEXT NOT NULL DEFAULT '{}',     -- JSON: concurrency, max_items, deadline
+    source          TEXT NOT NULL DEFAULT 'api',    -- api | config
+    next_run_at     REAL,                           -- epoch s of the next scheduled run
+    last_success_at REAL,                           -- started_at of the last successful run
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL
+);
+
+CREATE TABLE job_runs (
+    id              TEXT PRIMARY KEY,               -- run_<hex>
+    job_id          TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+    kind            TEXT NOT NULL,
+    params          TEXT NOT NULL,                  -- JSON, as the run started
+    status          TEXT NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+    trigger         TEXT NOT NULL DEFAULT 'manual', -- manual | schedule | startup
+    since           REAL,                           -- only items changed after this (NULL = all)
+    total_items     INTEGER NOT NULL DEFAULT 0,
+    succeeded_items INTEGER NOT NULL DEFAULT 0,
+    failed_items    INTEGER NOT NULL DEFAULT 0,
+    concurrency     INTEGER NOT NULL DEFAULT 8,
+    max_items       INTEGER,
+    deadline_at     REAL,                           -- epoch s; the run stops there, the rest carries over
+    stop_reason     TEXT,                           -- deadline | max_items | cancelled | error
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    carried_from    TEXT,                           -- run whose unfinished items this run took over
+    resumes         INTEGER NOT NULL DEFAULT 0,     -- times the run was resumed after a restart
+    error           TEXT,
+    bundle_id       TEXT,
+    prompt_version  TEXT,
+    generated_tokens INTEGER NOT NULL DEFAULT 0,
+    created_at      REAL NOT NULL,
+    started_at      REAL,
+    finished_at     REAL,
+    updated_at      REAL NOT NULL
+);
+CREATE INDEX job_runs_job ON job_runs(job_id, created_at);
+CREATE INDEX job_runs_status ON job_runs(status);
+
+CREATE TABLE run_items (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id         TEXT NOT NULL REFERENCES job_runs(id) ON DELETE CASCADE,
+    item_key       TEXT NOT NULL,
+    ordinal        INTEGER NOT NULL,
+    payload        TEXT NOT NULL,                   -- JSON; a resumed run needs no re-listing
+    status         TEXT NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed', 'skipped')),
+    result         TEXT,                            -- JSON
+    error          TEXT,
+    bundle_id      TEXT,
+    prompt_version TEXT,
+    attempts       INTEGER NOT NULL DEFAULT 0,
+    started_at     REAL,
+    finished_at    REAL,
+    UNIQUE (run_id, item_key)
+);
+CREATE INDEX run_items_status ON run_items(run_id, status, ordinal);
+
+CREATE TABLE document_summaries (
+    document_id    INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+    summary        TEXT NOT NULL,
+    content_hash   TEXT NOT NULL,                   -- the document's hash when summarized
+    run_id         TEXT,
+    bundle_id      TEXT,
+    prompt_version TEXT,
+    created_at     REAL NOT NULL
+);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "documents, chunks and their vectors", DOCUMENTS_V1),
+    Migration(2, "jobs, their runs and run items; document summaries", JOBS_V2),
 ]
