@@ -1,0 +1,339 @@
+"""Request and response models of the OpenAI-compatible API (pydantic v2); /openapi.json is generated from them.
+
+They live in services so that jobs (OpenAI batch files) validate each line with the same models as the live routes;
+edge_agent.api.protocol re-exports them.
+
+Requests validate strictly: no type coercion (an integral float such as 2.0 counts as an integer,
+as in JSON Schema), no unknown fields, finite numbers in range. Limits that come from the
+settings (max_tokens, number of messages) are checked against the validation context.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
+MAX_CHOICES = 8
+MAX_STOP = 4
+MAX_PROMPTS = 8
+MAX_EMBED_INPUTS = 256
+
+
+def _integral(v: Any) -> Any:
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**64:
+        return int(v)
+    return v
+
+
+def Int(**bounds: int) -> Any:
+    """An integer with bounds that also accepts integral floats (2.0); the bounds show in the JSON schema."""
+    return Annotated[int, Field(strict=True, **bounds), BeforeValidator(_integral)]
+
+
+def _false_only(v: Any) -> Any:
+    if v is not False:
+        raise ValueError("only false is supported")
+    return v
+
+
+Float = Annotated[float, Field(allow_inf_nan=False)]
+StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(min_length=1, max_length=MAX_STOP)]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    @field_validator("max_tokens", "max_completion_tokens", check_fields=False)
+    @classmethod
+    def _max_tokens_limit(cls, v: int | None, info: ValidationInfo) -> int | None:
+        limit = (info.context or {}).get("max_tokens_limit")
+        if v is not None and limit is not None and v > limit:
+            raise ValueError(f"must be at most {limit} on this server")
+        return v
+
+
+ID_MAX = 2**63 - 1  # SQLite's largest integer
+MAX_RAG_K = 20
+
+
+class RagFilters(_Request):
+    """Which documents may be used; every given filter must match."""
+
+    document_ids: Annotated[list[Int(ge=1, le=ID_MAX)], Field(max_length=1000)] | None = Field(
+        None, description="Only these documents (ids from GET /v1/documents)."
+    )
+    path_prefix: str | None = Field(None, min_length=1, max_length=4096, description="Only files under this folder (or this file).")
+    types: Annotated[list[Annotated[str, Field(min_length=1, max_length=20)]], Field(max_length=20)] | None = Field(
+        None, description="Only these document types (txt, md, html, pdf, docx, eml, csv)."
+    )
+    type: str | None = Field(None, min_length=1, max_length=20, description="One document type (added to `types`).")
+
+    def to_dict(self) -> dict[str, Any]:
+        types = [*(self.types or []), *([self.type] if self.type else [])] or None
+        out = {"document_ids": self.document_ids, "path_prefix": self.path_prefix, "types": types}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+class RagOptions(_Request):
+    """Ground the answer in the private documents. Extension."""
+
+    k: Int(ge=1, le=MAX_RAG_K) = Field(4, description="Chunks to retrieve; those that fit the context are used, best first.")
+    filters: RagFilters | None = None
+    mode: Literal["hybrid", "dense", "bm25"] = Field("hybrid", description="Retriever: dense + BM25 fused (hybrid), or one of them.")
+
+
+class _Sampling(_Request):
+    """Fields shared by chat and text completions."""
+
+    model: str = Field(min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\").")
+    max_tokens: Int(ge=1) | None = Field(None, description="Most tokens to generate.")
+    temperature: Float | None = Field(None, ge=0, le=2, description="0 = greedy (so is anything below 0.001); default: the model's, else 1.")
+    top_p: Float | None = Field(None, ge=0, le=1, description="Nucleus sampling mass; 0 = only the most likely token.")
+    top_k: Int(ge=0, le=1_000_000) | None = Field(None, description="Sample among the k most likely tokens (0 = off). Extension.")
+    min_p: Float | None = Field(None, ge=0, le=1, description="Drop tokens below min_p x the top probability. Extension.")
+    repetition_penalty: Float | None = Field(None, ge=0.01, le=10, description="> 1 discourages repeats (CTRL style). Extension.")
+    presence_penalty: Float | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
+    frequency_penalty: Float | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
+    seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = Field(None, description="Makes sampling repeatable; choice i uses seed + i.")
+    stop: Annotated[str, Field(min_length=1, max_length=256)] | StopList | None = Field(
+        None, description="Up to 4 strings; generation stops before any of them (not included in the output)."
+    )
+    n: Int(ge=1, le=MAX_CHOICES) | None = Field(None, description="Choices to generate (they run batched).")
+    stream: bool | None = Field(None, description="Send Server-Sent Events, ending with `data: [DONE]`.")
+    stream_options: StreamOptions | None = None
+    user: str | None = Field(None, max_length=256, description="Accepted and ignored.")
+    priority: Int(ge=0, le=9) | None = Field(None, description="Lower runs first (0, the default, is interactive). Extension.")
+    ignore_eos: bool | None = Field(None, description="Keep generating past end-of-sequence tokens (benchmarks). Extension.")
+    rag: RagOptions | None = Field(
+        None, description="Answer from the private documents: the response gets `sources` (a stream sends them in its first chunk). Extension."
+    )
+
+    def stop_list(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+
+class StreamOptions(_Request):
+    include_usage: bool | None = Field(None, description="Send a last chunk with `usage` and no choices.")
+
+
+class TextPart(_Request):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Request):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | Annotated[list[TextPart], Field(max_length=256)] = Field(description="Text, or a list of text parts.")
+    name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
+
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class ResponseFormat(_Request):
+    type: Literal["text", "json_object"] = Field(description="json_object: the answer is one valid JSON object.")
+
+
+class ChatCompletionRequest(_Sampling):
+    messages: list[ChatMessage] = Field(min_length=1, description="The conversation so far, oldest first.")
+    max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
+    response_format: ResponseFormat | None = None
+    logprobs: Annotated[Literal[False], BeforeValidator(_false_only)] | None = Field(None, description="Not supported: only false is accepted.")
+
+    @field_validator("messages")
+    @classmethod
+    def _max_messages(cls, v: list[ChatMessage], info: ValidationInfo) -> list[ChatMessage]:
+        limit = (info.context or {}).get("max_messages")
+        if limit is not None and len(v) > limit:
+            raise ValueError(f"at most {limit} messages are accepted on this server")
+        return v
+
+
+TokenIds = Annotated[list[Int(ge=0, le=2**31 - 1)], Field(min_length=1)]
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)] | TokenIds | Annotated[
+        list[TokenIds], Field(min_length=1, max_length=MAX_PROMPTS)
+    ] = Field(description="Text, several texts, token ids, or several lists of token ids; no chat formatting is applied.")
+    max_tokens: Int(ge=1) | None = Field(16, description="Most tokens to generate (default 16, as OpenAI's).")
+    echo: bool | None = Field(None, description="Put the prompt in front of each completion.")
+    suffix: None = Field(None, description="Not supported.")
+    best_of: Int(ge=1, le=1) | None = Field(None, description="Only 1 is supported.")
+    logprobs: Int(ge=0, le=0) | None = Field(None, description="Not supported: only 0 is accepted.")
+
+    def prompts(self) -> list[str | list[int]]:
+        p = self.prompt
+        if isinstance(p, str):
+            return [p]
+        if p and isinstance(p[0], int):
+            return [list(p)]  # type: ignore[arg-type]
+        return list(p)  # type: ignore[arg-type]
+
+
+class EmbeddingRequest(_Request):
+    model: str = Field(min_length=1, max_length=256, description="The embedding model id from GET /v1/models (or \"default\").")
+    input: Annotated[str, Field(min_length=1)] | Annotated[
+        list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_EMBED_INPUTS)
+    ] = Field(description="Text or texts to embed; text beyond the model's window is truncated.")
+    encoding_format: Literal["float", "base64"] | None = Field(None, description="base64: little-endian float32.")
+    user: str | None = Field(None, max_length=256)
+
+
+# --- responses ---------------------------------------------------------------------
+FinishReason = Literal["stop", "length"]
+
+
+class SourceLocation(BaseModel):
+    page: int | None = Field(None, description="PDF page (1-based).")
+    heading: str | None = Field(None, description="The Markdown / HTML / DOCX heading above the chunk.")
+    ordinal: int = Field(description="The chunk's position in its document (0-based).")
+    char_start: int
+    char_end: int
+    label: str = Field(description="Page and heading as text, e.g. \"p. 2, Warranty\" (may be empty).")
+
+
+class Source(BaseModel):
+    """A document chunk the answer was grounded in."""
+
+    document_id: int
+    chunk_id: int
+    title: str
+    location: SourceLocation
+    score: float = Field(description="Retrieval score (reciprocal rank fusion in hybrid mode); higher is better.")
+    snippet: str = Field(description="Part of the chunk's text around the question's words.")
+
+
+_SOURCES = "With `rag`: the chunks the answer was grounded in, best first; empty when none matched (then the answer is ungrounded)."
+_CHUNK_SOURCES = "With `rag`: the sources, in the first chunk only (see the non-streamed response's `sources`)."
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    finish_reason: FinishReason
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+    sources: list[Source] | None = Field(None, description=_SOURCES)
+
+
+class ChatDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChatChunkChoice(BaseModel):
+    index: int
+    delta: ChatDelta
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One Server-Sent Event's data when stream is true."""
+
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: Usage | None = None
+    sources: list[Source] | None = Field(None, description=_CHUNK_SOURCES)
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class Completion(BaseModel):
+    """The response, and (with finish_reason null until the end) each streamed chunk."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+    sources: list[Source] | None = Field(None, description=_SOURCES + " When streamed: in the first chunk only.")
+
+
+class EmbeddingData(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class EmbeddingUsage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingData]
+    model: str
+    usage: EmbeddingUsage
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "edge-agent"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not_ready"]
+    model: str | None = None
+    queue_depth: int = 0
+    active: int = 0
+
+
+_Sampling.model_rebuild()
+ChatCompletionRequest.model_rebuild()
+CompletionRequest.model_rebuild()
