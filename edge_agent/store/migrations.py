@@ -86,6 +86,8 @@ CREATE TABLE job_runs (
     bundle_id       TEXT,
     prompt_version  TEXT,
     generated_tokens INTEGER NOT NULL DEFAULT 0,
+    owner           TEXT,                           -- host:pid:token of the process running it
+    heartbeat_at    REAL,                           -- the owner's last sign of life (a stale one is taken over)
     created_at      REAL NOT NULL,
     started_at      REAL,
     finished_at     REAL,
