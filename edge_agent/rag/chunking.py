@@ -1,6 +1,7 @@
 """Chunking by embedding-model tokens, with overlap, on paragraph and sentence boundaries where possible."""
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -9,6 +10,7 @@ from edge_agent.rag.loaders import Section
 
 SECTION_SEPARATOR = "\n\n"
 _PARAGRAPH = re.compile(r"\n\s*\n")
+_WORD_RUN = re.compile(r"\S+")
 _SENTENCE = re.compile(r"(?<=[.!?…;:])[\"')\]]*\s+|\n")
 
 
@@ -82,19 +84,56 @@ class TokenChunker:
         return out
 
     def _windows(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
-        """Split one over-long sentence by token offsets (at whitespace when one is near)."""
+        """Split one over-long sentence into runs of whole words of about `overlap` tokens (so the packer
+        can carry some of them into the next chunk as overlap); only a single word longer than a
+        chunk is cut inside, by tokens, into windows that overlap by `overlap` tokens."""
         enc = self.tokenizer.encode(text[start:end], add_special_tokens=False)
-        offsets = enc.offsets
+        offsets = [(a, b) for a, b in enc.offsets if b > a]
+        words = [(m.start(), m.end()) for m in _WORD_RUN.finditer(text, start, end)]
+        if not offsets or not words:
+            return [(start, end, max(1, len(offsets)))]
+        # tokens per word: a token belongs to the word its first character lies in
+        starts = [w[0] - start for w in words]
+        per_word = [0] * len(words)
+        word_tokens: list[list[tuple[int, int]]] = [[] for _ in words]
+        for a, b in offsets:
+            w = max(0, bisect.bisect_right(starts, a) - 1)
+            per_word[w] += 1
+            word_tokens[w].append((a, b))
+        group = max(1, min(self.overlap or self.chunk_tokens, self.chunk_tokens) // 2)
+        out: list[tuple[int, int, int]] = []
+        run_start, run_end, run_tokens = -1, -1, 0
+        for (ws, we), n, toks in zip(words, per_word, word_tokens):
+            if n > self.chunk_tokens:  # one word longer than a chunk: cut by tokens, windows overlapping
+                if run_tokens:
+                    out.append((run_start, run_end, run_tokens))
+                    run_start, run_end, run_tokens = -1, -1, 0
+                out.extend(self._token_windows(ws, we, start, toks))
+                continue
+            if run_tokens and run_tokens + n > group:
+                out.append((run_start, run_end, run_tokens))
+                run_start, run_end, run_tokens = -1, -1, 0
+            if not run_tokens:
+                run_start = ws
+            run_end, run_tokens = we, run_tokens + n
+        if run_tokens:
+            out.append((run_start, run_end, run_tokens))
+        return out
+
+    def _token_windows(self, ws: int, we: int, base: int, toks: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """Windows of chunk_tokens tokens over one over-long word [ws, we), each starting `overlap` tokens
+        before the previous one ended."""
+        step = max(1, self.chunk_tokens - self.overlap)
         out = []
         i = 0
-        step = self.chunk_tokens
-        while i < len(offsets):
-            j = min(i + step, len(offsets))
-            s = start + offsets[i][0]
-            e = start + offsets[j - 1][1] if j < len(offsets) else end
+        while True:
+            j = min(i + self.chunk_tokens, len(toks))
+            s = ws if i == 0 else base + toks[i][0]
+            e = we if j == len(toks) else base + toks[j - 1][1]
             out.append((s, e, j - i))
-            i = j
-        return out
+            if j == len(toks):
+                return out
+            i += step
 
     def _pack(self, text: str) -> list[tuple[int, int, int]]:
         """Greedy packing of pieces into windows of <= chunk_tokens, carrying trailing pieces as overlap."""
