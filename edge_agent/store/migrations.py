@@ -125,7 +125,49 @@ CREATE TABLE document_summaries (
 );
 """
 
+FILES_V3 = """
+CREATE TABLE files (
+    id         TEXT PRIMARY KEY,                    -- file-<hex>
+    purpose    TEXT NOT NULL,                       -- batch (uploaded) | batch_output (written by a batch run)
+    filename   TEXT NOT NULL,
+    bytes      INTEGER NOT NULL,
+    sha256     TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX files_created ON files(created_at);
+
+CREATE TABLE batches (
+    id                TEXT PRIMARY KEY,             -- batch_<hex>
+    job_id            TEXT NOT NULL,
+    run_id            TEXT,
+    input_file_id     TEXT NOT NULL,
+    endpoint          TEXT NOT NULL,
+    completion_window TEXT NOT NULL,
+    metadata          TEXT,                         -- JSON or NULL
+    output_file_id    TEXT,
+    error_file_id     TEXT,
+    created_at        REAL NOT NULL
+);
+CREATE INDEX batches_created ON batches(created_at);
+CREATE INDEX batches_run ON batches(run_id);
+
+CREATE TABLE document_labels (
+    document_id    INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    label_set      TEXT NOT NULL,                   -- the classify job's name
+    label          TEXT NOT NULL,
+    score          REAL NOT NULL,
+    method         TEXT NOT NULL,                   -- likelihood | embedding
+    content_hash   TEXT,                            -- the document's hash when labelled
+    run_id         TEXT,
+    bundle_id      TEXT,
+    prompt_version TEXT,
+    created_at     REAL NOT NULL,
+    PRIMARY KEY (document_id, label_set)
+);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "documents, chunks and their vectors", DOCUMENTS_V1),
     Migration(2, "jobs, their runs and run items; document summaries", JOBS_V2),
+    Migration(3, "uploaded and batch output files, OpenAI batches, document labels", FILES_V3),
 ]
