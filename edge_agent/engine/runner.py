@@ -126,12 +126,13 @@ class OnnxModel:
         """(Re)allocate the buffers with `capacity` positions, keeping the first `keep` of every slot."""
         c = self.cache
         shape = (c.slots, c.kv_heads, capacity, c.head_dim)
-        old_k, old_v = self.keys, self.values
-        self.keys = [np.zeros(shape, np.float32) for _ in range(c.layers)]
-        self.values = [np.zeros(shape, np.float32) for _ in range(c.layers)]
+        # built whole before any is swapped in: a MemoryError leaves the old buffers in use
+        keys = [np.zeros(shape, np.float32) for _ in range(c.layers)]
+        values = [np.zeros(shape, np.float32) for _ in range(c.layers)]
         if keep:
-            for new, old in zip(self.keys + self.values, old_k + old_v):
+            for new, old in zip(keys + values, self.keys + self.values):
                 new[:, :, :keep] = old[:, :, :keep]
+        self.keys, self.values = keys, values
         self.capacity = capacity
         self._decode_bindings.clear()  # they point at the old buffers
 

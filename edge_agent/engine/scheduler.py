@@ -5,17 +5,40 @@ and advance together in one batched step; at most one new sequence is
 prefilled at a time, in chunks, in slot D, between decode steps, so a long
 prompt delays the others by one chunk at most. A finished or cancelled
 sequence leaves at once and the last slot moves into its place.
+
+Slot invariants (check_invariants() asserts them; they hold between steps):
+
+1. `_decoding[i].slot == i`: decoding slots are 0..D-1, contiguous, in list order.
+2. The prefilling sequence, if any, sits in slot D (= len(_decoding)) and has
+   0 <= prefilled < len(feed); slots above it hold nothing anyone reads.
+3. D + (1 if prefilling) <= max_batch, and batch-priority sequences hold at
+   most `batch_slots` (= max_batch - reserved_interactive_slots, at least 1) of them.
+4. A decoding sequence has cached length == prompt + generated - 1 positions:
+   its last generated token (`next_token`) is fed by the next step.
+5. A waiting sequence holds no slot (slot -1, nothing prefilled); one that was
+   preempted keeps the text and tokens it has already emitted, so it resumes
+   by prefilling prompt + tokens[:-1] and emits nothing twice.
+6. A sequence is in exactly one of waiting / prefilling / decoding until its
+   handle gets its one Finished; then it is in none.
+
+Failures: an exception in admission falls back to a plain prefill; in a
+prefill it is retried once, then ends that sequence; in the batched model step
+the culprit is found by re-running prefixes of the batch (each step only
+rewrites its own positions, so re-running is harmless) and ends alone; in a
+logits processor or sampling it ends that sequence. An unexpected exception
+ends the active sequences and the loop goes on; after max_step_failures in a
+row (or when the thread itself dies) every handle ends with "error",
+`failure` says why and `alive` turns False (so /health and /ready fail and
+the service manager restarts the daemon).
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,6 +46,7 @@ from edge_agent.engine.detokenize import IncrementalDecoder
 from edge_agent.engine.engine import OnnxEngine
 from edge_agent.engine.prefix_cache import PrefixCache
 from edge_agent.engine.sampling import is_greedy, sample
+from edge_agent.engine.sequence import Event, GenerationHandle, Sequence
 from edge_agent.engine.types import (
     ContextLengthError,
     EngineError,
@@ -30,89 +54,24 @@ from edge_agent.engine.types import (
     FinishReason,
     QueueFullError,
     SamplingParams,
-    TextDelta,
     Usage,
 )
 
+__all__ = ["BatchScheduler", "Event", "GenerationHandle"]
+
 log = logging.getLogger(__name__)
 
-Event = TextDelta | Finished
 
-
-class GenerationHandle:
-    """What submit() returns: iterate it for TextDelta events and one final Finished."""
-
-    def __init__(self) -> None:
-        self._events: queue.Queue[Event] = queue.Queue()
-        self._cancelled = threading.Event()
-        self.finished: Finished | None = None
-
-    def __iter__(self) -> Iterator[Event]:
-        while self.finished is None:
-            ev = self._events.get()
-            if isinstance(ev, Finished):
-                self.finished = ev
-            yield ev
-
-    def next_event(self, timeout: float | None = None) -> Event | None:
-        """The next event, or None when none arrives within timeout seconds."""
-        try:
-            ev = self._events.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if isinstance(ev, Finished):
-            self.finished = ev
-        return ev
-
-    def cancel(self) -> None:
-        """Stop the generation; its slot is freed at the scheduler's next step."""
-        self._cancelled.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
-    def result(self) -> Finished:
-        """Wait for the end and return the Finished event."""
-        for _ in self:
-            pass
-        assert self.finished is not None
-        return self.finished
-
-
-@dataclass
-class _Seq:
-    id: int
-    prompt: np.ndarray
-    params: SamplingParams
-    priority: int
-    handle: GenerationHandle
-    rng: np.random.Generator
-    detok: IncrementalDecoder
-    submitted: float
-    deadline: float | None
-    slot: int = -1
-    prefilled: int = 0
-    cached: int = 0
-    length: int = 0
-    next_token: int = 0
-    tokens: list[int] = field(default_factory=list)
-    text: str = ""  # emitted so far
-    held: str = ""  # decoded but held back: could be the start of a stop string
-    admitted: float = 0.0
-    first_token: float = 0.0
-    prefill_s: float = 0.0
-
-    def history(self) -> np.ndarray:
-        return np.concatenate([self.prompt, np.asarray(self.tokens, np.int64)])
+class _EngineBroken(Exception):
+    """The model fails step after step: the scheduler gives up."""
 
 
 class BatchScheduler:
     """Runs every generation through one continuously batched decode loop.
 
-    submit() raises QueueFullError when max_queue requests already wait,
-    ContextLengthError when the prompt plus max_tokens exceeds the context,
-    EngineError after stop().
+    submit() raises QueueFullError when max_queue requests of its kind (interactive or
+    batch) already wait, ContextLengthError when the prompt plus max_tokens exceeds the
+    context, EngineError after stop() or once the loop has failed.
     """
 
     def __init__(
@@ -123,6 +82,9 @@ class BatchScheduler:
         on_step: Callable[[int, float], None] | None = None,
         on_finish: Callable[[Finished], None] | None = None,
         prefix_cache_bytes: int = 128 << 20,
+        reserved_interactive_slots: int | None = None,
+        max_step_failures: int = 8,
+        stall_s: float = 300.0,
     ):
         self.engine = engine
         self.model = engine.model
@@ -131,38 +93,51 @@ class BatchScheduler:
         self.prefill_chunk = prefill_chunk
         self.on_step = on_step
         self.on_finish = on_finish
-        self._waiting: list[tuple[int, int, _Seq]] = []
-        self._decoding: list[_Seq] = []
-        self._prefilling: _Seq | None = None
+        reserved = max(1, self.max_batch // 4) if reserved_interactive_slots is None else reserved_interactive_slots
+        self.reserved_interactive_slots = reserved
+        self.batch_slots = max(1, self.max_batch - reserved)
+        self.max_step_failures = max_step_failures
+        self.stall_s = stall_s
+        self._waiting: list[tuple[int, int, Sequence]] = []
+        self._decoding: list[Sequence] = []
+        self._prefilling: Sequence | None = None
         self._ids = itertools.count()
         self._cond = threading.Condition()
         self._accepting = True
         self._running = False
         self._thread: threading.Thread | None = None
+        self._beat = time.monotonic()
+        self._bad_steps = 0
+        self.failure: str | None = None  # why the loop stopped for good (None while it works)
         self.tokens_generated = 0
+        self.preemptions = 0
         self.prefix_cache = PrefixCache(prefix_cache_bytes)
 
     # -- public API ----------------------------------------------------------
     def start(self) -> "BatchScheduler":
-        if self._thread is None:
+        if self._thread is None and self.failure is None:
             self._running = True
+            self._beat = time.monotonic()
             self._thread = threading.Thread(target=self._loop, name="edge-agent-scheduler", daemon=True)
             self._thread.start()
         return self
 
     def stop(self, grace_s: float = 0.0) -> None:
-        """Refuse new work, let running work finish within grace_s, cancel the rest, end the thread."""
+        """Refuse new work, let running work finish within grace_s, cancel the rest, end the thread.
+
+        Every handle still unfinished afterwards (a step that never returned) gets Finished("cancelled").
+        """
         with self._cond:
             self._accepting = False
         end = time.monotonic() + grace_s
-        while time.monotonic() < end and self.busy:
+        while time.monotonic() < end and self.busy and self._thread_alive():
             time.sleep(0.02)
         with self._cond:
             for _, _, s in self._waiting:
                 s.handle.cancel()
             for s in self._active():
                 s.handle.cancel()
-        while time.monotonic() < end + 5 and self.busy and self._thread is not None and self._thread.is_alive():
+        while time.monotonic() < end + 5 and self.busy and self._thread_alive():
             time.sleep(0.02)
         with self._cond:
             self._running = False
@@ -170,6 +145,14 @@ class BatchScheduler:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        for s in self._take_all():
+            self._end(s, "cancelled")
+
+    @property
+    def alive(self) -> bool:
+        """True while the loop runs and makes progress (False once failed, stopped, or stuck in one step for stall_s)."""
+        return (self.failure is None and self._thread_alive() and self._running
+                and time.monotonic() - self._beat < self.stall_s)
 
     @property
     def busy(self) -> bool:
@@ -195,14 +178,16 @@ class BatchScheduler:
         priority: int = 0,
         timeout_s: float | None = None,
     ) -> GenerationHandle:
-        """Queue a generation; lower priority numbers run first (interactive 0, batch jobs higher)."""
+        """Queue a generation; lower priority numbers run first (interactive 0, batch jobs BATCH_PRIORITY or more)."""
+        if self.failure is not None:
+            raise EngineError("the language model engine has stopped after an internal error; the service needs a restart")
         params.validate()
         if not prompt_ids:
             raise EngineError("the prompt is empty")
         self.check_fits(len(prompt_ids), params.max_tokens)
         now = time.monotonic()
         handle = GenerationHandle()
-        seq = _Seq(
+        seq = Sequence(
             id=next(self._ids),
             prompt=np.asarray(prompt_ids, np.int64),
             params=params,
@@ -214,9 +199,9 @@ class BatchScheduler:
             deadline=now + timeout_s if timeout_s else None,
         )
         with self._cond:
-            if not self._accepting:
-                raise EngineError("the server is shutting down")
-            if len(self._waiting) >= self.max_queue:
+            if self.failure is not None or not self._accepting:
+                raise EngineError("the server is shutting down" if self.failure is None else "the language model engine has stopped")
+            if sum(1 for _, _, s in self._waiting if s.batch == seq.batch) >= self.max_queue:
                 raise QueueFullError(retry_after=1.0)
             heapq.heappush(self._waiting, (priority, seq.id, seq))
             self._cond.notify_all()
@@ -226,43 +211,144 @@ class BatchScheduler:
         """Convenience: encode, submit and wait."""
         return self.submit(self.engine.encode(prompt), params, **kw).result()
 
+    def check_invariants(self) -> None:
+        """Raise AssertionError unless the slot invariants of the module docstring hold (call between steps)."""
+        dec, p = self._decoding, self._prefilling
+        for i, s in enumerate(dec):
+            assert s.slot == i, f"decoding sequence {s.id} in slot {s.slot}, expected {i}"
+            assert s.feed is not None and s.prefilled == len(s.feed), f"sequence {s.id} decodes before its prefill ended"
+            assert s.tokens and s.next_token == s.tokens[-1], f"sequence {s.id} has no token to feed"
+            assert s.length == len(s.prompt) + len(s.tokens) - 1, f"sequence {s.id} caches {s.length} positions"
+        if p is not None:
+            assert p.slot == len(dec), f"prefilling sequence in slot {p.slot}, expected {len(dec)}"
+            assert p.feed is not None and 0 <= p.prefilled < len(p.feed), f"prefill of {p.id} at {p.prefilled}"
+        active = self._active()
+        assert len(active) <= self.max_batch, f"{len(active)} sequences in {self.max_batch} slots"
+        assert sum(s.batch for s in active) <= self.batch_slots, "batch sequences hold reserved slots"
+        waiting = [s for _, _, s in self._waiting]
+        for s in waiting:
+            assert s.slot == -1 and s.prefilled == 0, f"waiting sequence {s.id} holds slot {s.slot}"
+        everyone = [s.id for s in active + waiting]
+        assert len(everyone) == len(set(everyone)), "a sequence is in two places"
+        assert not any(s.handle.ended for s in active + waiting), "a finished sequence still holds a place"
+
     # -- the loop ----------------------------------------------------------------
-    def _active(self) -> list[_Seq]:
+    def _thread_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _active(self) -> list[Sequence]:
         return self._decoding + ([self._prefilling] if self._prefilling else [])
 
     def _loop(self) -> None:
-        while True:
-            with self._cond:
-                if self._running and not self.busy:
-                    self.model.shrink(0)  # idle: give the cache memory back
-                while self._running and not self.busy:
-                    self._cond.wait(0.5)
-                if not self._running:
-                    return
-                self._admit()
-            try:
-                self._reap()
-                if self._prefilling is not None:
-                    self._prefill_chunk()
-                if self._decoding:
-                    self._decode_step()
-            except Exception as e:  # never let one bad step kill the server
-                log.exception("engine step failed")
-                for s in self._active():
-                    self._finish(s, "error", error=f"generation failed: {type(e).__name__}")
+        failures = 0
+        shrunk = False
+        try:
+            while True:
+                with self._cond:
+                    while self._running and not self.busy:
+                        self._beat = time.monotonic()
+                        if not shrunk:  # idle: give the cache memory back, once
+                            shrunk = True
+                            try:
+                                self.model.shrink(0)
+                            except Exception:
+                                log.exception("giving back the cache memory failed")
+                        self._cond.wait(0.5)
+                    if not self._running:
+                        return
+                shrunk = False
+                try:
+                    self._step()
+                    failures = 0
+                except Exception as e:  # never let one bad step kill the server
+                    failures += 1
+                    log.exception("engine step failed (%d in a row)", failures)
+                    if failures >= self.max_step_failures or isinstance(e, _EngineBroken):
+                        raise
+                    self._recover(e)
+                    time.sleep(min(0.5, 0.01 * 2**failures))
+        except BaseException as e:
+            self._die(e)
+
+    def _step(self) -> None:
+        self._beat = time.monotonic()
+        self._reap()
+        self._admit()
+        if self._prefilling is not None:
+            self._prefill_chunk()
+        if self._decoding:
+            self._decode_step()
+
+    def _recover(self, e: Exception) -> None:
+        """After an unexpected exception: end the active sequences (their state is unknown); waiting ones stay."""
+        if isinstance(e, MemoryError):
+            self.prefix_cache = PrefixCache(self.prefix_cache.max_bytes)
+        active = self._active()
+        self._decoding, self._prefilling = [], None
+        for s in active:
+            self._end(s, "error", error=f"generation failed: {type(e).__name__}")
+
+    def _die(self, e: BaseException) -> None:
+        """The loop cannot go on: record why, refuse work and end every handle with an error."""
+        self.failure = f"{type(e).__name__}: {e}"[:300]
+        log.critical("the scheduler stopped: %s; every generation ends with an error", self.failure)
+        for s in self._take_all():
+            self._end(s, "error", error="the engine stopped")
+
+    def _take_all(self) -> list[Sequence]:
+        """Remove and return every waiting and active sequence (refusing new work)."""
+        with self._cond:
+            self._accepting = False
+            seqs = [s for _, _, s in self._waiting] + self._active()
+            self._waiting, self._decoding, self._prefilling = [], [], None
+        return seqs
 
     def _admit(self) -> None:
-        if self._prefilling is None and self._waiting and len(self._decoding) < self.max_batch:
+        """Start prefilling the first waiting sequence that may run, preempting batch work for an interactive one."""
+        with self._cond:
+            if not self._waiting:
+                return
+            head = self._waiting[0][2]
+        p = self._prefilling
+        if p is not None:
+            if not (p.batch and not head.batch):
+                return
+            self._preempt(p)  # an interactive request should not wait behind a batch prompt
+        if head.batch:
+            if self.active >= self.max_batch or sum(s.batch for s in self._decoding) >= self.batch_slots:
+                return
+        elif self.active >= self.max_batch:
+            victims = [s for s in self._decoding if s.batch]
+            if not victims:
+                return
+            self._preempt(max(victims, key=lambda s: (s.priority, s.id)))
+        with self._cond:
             _, _, seq = heapq.heappop(self._waiting)
-            seq.slot = len(self._decoding)
-            seq.admitted = time.monotonic()
-            hit = self.prefix_cache.lookup(seq.prompt)
+        seq.slot = len(self._decoding)
+        seq.admitted = seq.admitted or time.monotonic()
+        seq.feed = seq.prompt if not seq.tokens else seq.history()[:-1]
+        self._prefilling = seq
+        try:
+            hit = self.prefix_cache.lookup(seq.feed)
             if hit is not None:
                 n, keys, values = hit
                 self.model.ensure_capacity(n + 1)
                 self.model.copy_prefix(seq.slot, keys, values)
-                seq.prefilled = seq.cached = n
-            self._prefilling = seq
+                seq.prefilled = n
+                if not seq.preempted:
+                    seq.cached = n
+        except Exception:
+            log.exception("prefix cache lookup failed; prefilling the whole prompt")
+            seq.prefilled = 0
+
+    def _preempt(self, s: Sequence) -> None:
+        """Drop s's cache and queue it again; it resumes from its prompt and the tokens it has."""
+        self._release(s)
+        s.slot, s.prefilled, s.length = -1, 0, 0
+        s.preempted += 1
+        self.preemptions += 1
+        with self._cond:
+            heapq.heappush(self._waiting, (s.priority, s.id, s))
 
     def _reap(self) -> None:
         now = time.monotonic()
@@ -271,76 +357,148 @@ class BatchScheduler:
                 self._finish(s, "cancelled")
             elif s.deadline is not None and now > s.deadline:
                 self._finish(s, "timeout")
+        if not self._waiting:
+            return
         with self._cond:
-            keep = []
+            keep, gone = [], []
             for item in self._waiting:
                 s = item[2]
                 if s.handle.cancelled or (s.deadline is not None and now > s.deadline):
-                    self._finish(s, "cancelled" if s.handle.cancelled else "timeout")
+                    gone.append(s)
                 else:
                     keep.append(item)
-            if len(keep) != len(self._waiting):
+            if gone:
                 heapq.heapify(keep)
                 self._waiting = keep
+        for s in gone:
+            self._finish(s, "cancelled" if s.handle.cancelled else "timeout")
 
     def _prefill_chunk(self) -> None:
         s = self._prefilling
-        assert s is not None
+        assert s is not None and s.feed is not None
+        feed = s.feed
         t = time.monotonic()
-        n = min(self.prefill_chunk, s.prompt.shape[0] - s.prefilled)
-        logits = self.model.prefill(s.slot, s.prompt[s.prefilled : s.prefilled + n], s.prefilled)
+        n = min(self.prefill_chunk, feed.shape[0] - s.prefilled)
+        try:
+            logits = self.model.prefill(s.slot, feed[s.prefilled : s.prefilled + n], s.prefilled)
+        except Exception as e:
+            self._model_failed()
+            s.prefill_failures += 1
+            log.warning("prefill failed (%s: %s), attempt %d", type(e).__name__, e, s.prefill_failures)
+            if s.prefill_failures >= 2:
+                self._finish(s, "error", error=f"the prompt could not be processed: {type(e).__name__}")
+            return
+        self._bad_steps = 0
         s.prefilled += n
         s.prefill_s += time.monotonic() - t
-        if s.prefilled < s.prompt.shape[0]:
+        if s.prefilled < feed.shape[0]:
             return
-        n = self.prefix_cache.wants(s.prompt)
-        if n:
-            self.prefix_cache.store(s.prompt, n, *self.model.read_prefix(s.slot, n))
+        try:
+            n = self.prefix_cache.wants(s.prompt)
+            if n:
+                self.prefix_cache.store(s.prompt, n, *self.model.read_prefix(s.slot, n))
+        except Exception:
+            log.exception("storing a prompt prefix failed")
         s.length = s.prefilled
         self._prefilling = None
         self._decoding.append(s)
-        assert s.slot == len(self._decoding) - 1
-        try:
-            tok = self._choose(s, logits)
-        except Exception as e:
-            log.warning("sampling failed for one sequence: %s", e)
-            self._finish(s, "error", error=f"sampling failed: {e}")
+        if s.tokens:  # resumed after a preemption: its next token is already known
             return
-        self._accept(s, tok)
+        self._choose_and_accept(s, logits)
+
+    def _feed(self, k: int) -> np.ndarray:
+        """Run one decode step over slots 0..k-1; their logits [k, vocab]."""
+        seqs = self._decoding
+        return self.model.decode(
+            np.fromiter((s.next_token for s in seqs[:k]), np.int64, k),
+            np.fromiter((s.length for s in seqs[:k]), np.int64, k),
+        )
 
     def _decode_step(self) -> None:
-        seqs = self._decoding
+        seqs = list(self._decoding)
         t = time.monotonic()
-        logits = self.model.decode(
-            np.fromiter((s.next_token for s in seqs), np.int64, len(seqs)),
-            np.fromiter((s.length for s in seqs), np.int64, len(seqs)),
-        )
+        try:
+            logits = self._feed(len(seqs))
+        except Exception as e:
+            self._isolate_step_failure(e)
+            return
+        self._bad_steps = 0
         for s in seqs:
             s.length += 1
         greedy = [i for i, s in enumerate(seqs) if is_greedy(s.params)]
         picks = dict(zip(greedy, np.argmax(logits[greedy], axis=1).tolist())) if greedy else {}
-        for i, s in enumerate(list(seqs)):
-            if i in picks:
-                self._accept(s, picks[i])
+        for i, s in enumerate(seqs):
+            if s.slot < 0:  # requeued during this loop (its cache could not move): it recomputes this token
+                continue
+            tok = picks.get(i)
+            if tok is None:
+                self._choose_and_accept(s, logits[i])
                 continue
             try:
-                tok = self._choose(s, logits[i])
-            except Exception as e:  # a bad processor or distribution ends this sequence, not the batch
-                log.warning("sampling failed for one sequence: %s", e)
-                self._finish(s, "error", error=f"sampling failed: {e}")
-                continue
-            self._accept(s, tok)
+                self._accept(s, tok)
+            except Exception as e:
+                log.exception("accepting a token failed")
+                self._finish(s, "error", error=f"generation failed: {type(e).__name__}")
         if self.on_step:
-            self.on_step(len(seqs), time.monotonic() - t)
+            try:
+                self.on_step(len(seqs), time.monotonic() - t)
+            except Exception:
+                log.exception("on_step failed")
 
-    def _choose(self, s: _Seq, logits: np.ndarray) -> int:
+    def _model_failed(self) -> None:
+        """Count a failed model step; raise _EngineBroken when they keep failing."""
+        self._bad_steps += 1
+        if self._bad_steps >= self.max_step_failures:
+            raise _EngineBroken(f"{self._bad_steps} model steps failed in a row")
+
+    def _isolate_step_failure(self, e: Exception) -> None:
+        """The batched step raised: find the shortest failing prefix of the batch and end its last sequence.
+
+        A failure that does not come back (transient) ends nobody: the next step runs them all again.
+        """
+        self._model_failed()
+        seqs = self._decoding
+        log.warning("decode step over %d sequences failed (%s: %s); looking for the cause", len(seqs), type(e).__name__, e)
+
+        def fails(k: int) -> bool:
+            try:
+                self._feed(k)
+                return False
+            except Exception:
+                return True
+
+        lo, hi = 1, len(seqs)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fails(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        if hi == len(seqs) and not fails(hi):
+            return
+        self._finish(seqs[hi - 1], "error", error=f"the model step failed: {type(e).__name__}")
+
+    def _choose_and_accept(self, s: Sequence, logits: np.ndarray) -> None:
+        try:
+            tok = self._choose(s, logits)
+        except Exception as e:  # a bad processor or distribution ends this sequence, not the batch
+            log.warning("sampling failed for one sequence: %s", e)
+            self._finish(s, "error", error=f"sampling failed: {e}")
+            return
+        try:
+            self._accept(s, tok)
+        except Exception as e:
+            log.exception("accepting a token failed")
+            self._finish(s, "error", error=f"generation failed: {type(e).__name__}")
+
+    def _choose(self, s: Sequence, logits: np.ndarray) -> int:
         if is_greedy(s.params):
             return int(np.argmax(logits))
         if s.params.logits_processor is not None:
             logits = np.asarray(s.params.logits_processor(list(s.tokens), logits.copy()), np.float32)
         return sample(logits, s.params, s.rng, s.history())
 
-    def _accept(self, s: _Seq, tok: int) -> None:
+    def _accept(self, s: Sequence, tok: int) -> None:
         """Record one new token of s: emit its text, check every way to finish."""
         if s.first_token == 0.0:
             s.first_token = time.monotonic()
@@ -354,40 +512,25 @@ class BatchScheduler:
         piece = s.detok.add(tok)
         if piece:
             if not p.stop:
-                self._emit(s, piece)
-            elif self._emit_until_stop(s, piece):
+                s.emit(piece)
+            elif s.emit_until_stop(piece):
                 self._finish(s, "stop", emit_tail=False)
                 return
         if len(s.tokens) >= p.max_tokens or s.length >= self.engine.context_length:
             self._finish(s, "length")
 
-    def _emit(self, s: _Seq, text: str) -> None:
-        if text:
-            s.text += text
-            s.handle._events.put(TextDelta(text, []))
-
-    def _emit_until_stop(self, s: _Seq, piece: str) -> bool:
-        """Emit text up to a stop string; hold back a tail that may begin one. True when a stop string was found."""
-        buf = s.held + piece
-        cut = min((i for i in (buf.find(x) for x in s.params.stop) if i >= 0), default=-1)
-        if cut >= 0:
+    def _finish(self, s: Sequence, reason: FinishReason, error: str | None = None, emit_tail: bool = True) -> None:
+        """Free s's place and send its Finished event (always, even if freeing fails)."""
+        try:
+            if emit_tail:
+                s.emit(s.held + s.detok.flush())
             s.held = ""
-            self._emit(s, buf[:cut])
-            return True
-        hold = 0
-        for x in s.params.stop:
-            for k in range(min(len(x) - 1, len(buf)), 0, -1):
-                if buf.endswith(x[:k]):
-                    hold = max(hold, k)
-                    break
-        s.held = buf[len(buf) - hold :] if hold else ""
-        self._emit(s, buf[: len(buf) - hold])
-        return False
+            self._release(s)
+        finally:
+            self._end(s, reason, error)
 
-    def _finish(self, s: _Seq, reason: FinishReason, error: str | None = None, emit_tail: bool = True) -> None:
-        if emit_tail:
-            self._emit(s, s.held + s.detok.flush())
-        s.held = ""
+    def _end(self, s: Sequence, reason: FinishReason, error: str | None = None) -> None:
+        """Send s's one Finished event (the sequence must hold no place any more)."""
         now = time.monotonic()
         admitted = s.admitted or now
         usage = Usage(
@@ -401,23 +544,31 @@ class BatchScheduler:
             total_s=now - s.submitted,
         )
         fin = Finished(text=s.text, finish_reason=reason, usage=usage, token_ids=list(s.tokens), error=error)
-        self._release(s)
-        s.handle._events.put(fin)
-        if self.on_finish:
-            self.on_finish(fin)
+        if s.handle._end(fin) and self.on_finish:
+            try:
+                self.on_finish(fin)
+            except Exception:
+                log.exception("on_finish failed")
 
-    def _release(self, s: _Seq) -> None:
-        """Free s's slot, keeping decoding slots contiguous from 0."""
+    def _release(self, s: Sequence) -> None:
+        """Free s's slot, keeping decoding slots contiguous from 0 (a sequence whose cache cannot move is requeued)."""
+        dec = self._decoding
         if self._prefilling is s:
             self._prefilling = None
-        elif s in self._decoding:
+        elif 0 <= s.slot < len(dec) and dec[s.slot] is s:
             j = s.slot
-            last = self._decoding.pop()
+            last = dec.pop()
             if last is not s:
-                self.model.move_slot(last.slot, j, last.length)
-                last.slot = j
-                self._decoding[j] = last
+                dec[j] = last
+                self._move(last, j, last.length)
         p = self._prefilling
-        if p is not None and p.slot != len(self._decoding):
-            self.model.move_slot(p.slot, len(self._decoding), p.prefilled)
-            p.slot = len(self._decoding)
+        if p is not None and p.slot != len(dec):
+            self._move(p, len(dec), p.prefilled)
+
+    def _move(self, s: Sequence, dst: int, length: int) -> None:
+        src, s.slot = s.slot, dst
+        try:
+            self.model.move_slot(src, dst, length)
+        except Exception:
+            log.exception("moving a cache slot failed; the sequence will be recomputed")
+            self._preempt(s)

@@ -8,6 +8,12 @@ from typing import Any, Literal
 
 FinishReason = Literal["stop", "length", "cancelled", "timeout", "error"]
 
+# Scheduling priorities: lower numbers run first. A priority of BATCH_PRIORITY or more marks
+# background work (jobs, batch files): it never takes the slots reserved for interactive
+# requests and is preempted (its cache dropped and recomputed later) when one waits.
+INTERACTIVE_PRIORITY = 0
+BATCH_PRIORITY = 10
+
 
 class EngineError(Exception):
     """Base class for errors the engine reports to callers (safe to show a user)."""
@@ -124,7 +130,6 @@ class TextDelta:
     """A piece of generated text: always whole UTF-8 characters."""
 
     text: str
-    token_ids: list[int]
 
 
 @dataclass
