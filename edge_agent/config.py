@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     )
     ingest_roots: list[Path] = Field(default_factory=list, description="Folders the server may read documents from by path.")
     max_file_bytes: int = Field(50 * 1024 * 1024, ge=1, description="Largest document accepted for ingestion.")
+    max_batch_file_bytes: int = Field(
+        100 * 1024 * 1024, ge=1024, description="Largest OpenAI batch input file accepted by POST /v1/files (413 beyond)."
+    )
     chunk_tokens: int = Field(200, ge=16, description="Chunk size in embedding-model tokens.")
     chunk_overlap: int = Field(40, ge=0, description="Tokens shared by neighbouring chunks.")
     ann_threshold: int = Field(50_000, ge=1, description="Chunks beyond which an approximate (HNSW) index is built.")

@@ -130,6 +130,9 @@ def _registry() -> dict[str, JobKind]:
     kinds["reindex"] = ReindexKind()
     # H3b: one line per kind below, e.g.
     # from edge_agent.jobs.batch import BatchKind; kinds["batch"] = BatchKind()
+    from edge_agent.jobs.batch import BatchKind
+
+    kinds["batch"] = BatchKind()
     return kinds
 
 

@@ -1,0 +1,82 @@
+"""`edge-agent batch run IN.jsonl -o OUT.jsonl [--errors ERR.jsonl]`: an OpenAI batch file, offline, without a daemon."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from edge_agent.cli.common import settings_from
+
+
+def register(sub) -> None:
+    b = sub.add_parser("batch", help="OpenAI batch files (JSONL of requests) run offline")
+    bsub = b.add_subparsers(dest="batch_cmd", required=True)
+    r = bsub.add_parser("run", help="run every request of IN.jsonl and write the OpenAI-format results")
+    r.add_argument("input", type=Path, help="JSONL file: one {custom_id, method, url, body} per line")
+    r.add_argument("-o", "--output", type=Path, required=True, help="where the results go (JSONL, in input order)")
+    r.add_argument("--errors", type=Path, default=None, help="where failed lines go (default: into the output file, as vllm run-batch)")
+    r.add_argument("--concurrency", type=int, default=0, help="requests in flight at once (default: the engine's batch size)")
+    r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.set_defaults(func=cmd_batch_run)
+
+
+def _needs_embeddings(data: bytes) -> bool:
+    return b"/v1/embeddings" in data
+
+
+def cmd_batch_run(args: argparse.Namespace) -> int:
+    from edge_agent.engine.bundle import BundleError
+    from edge_agent.jobs.batch import write_jsonl
+    from edge_agent.jobs.batch_files import run_offline
+    from edge_agent.jobs.kinds import InvalidJobError, JobContext
+    from edge_agent.runtime import build_runtime
+
+    s = settings_from(args)
+    try:
+        data = args.input.read_bytes()
+    except OSError as e:
+        print(f"error: cannot read {args.input}: {e.strerror}", file=sys.stderr)
+        return 2
+    if args.output.resolve() == args.input.resolve() or (args.errors and args.errors.resolve() == args.input.resolve()):
+        print("error: the output and error files must differ from the input file", file=sys.stderr)
+        return 2
+    documents = None
+    if _needs_embeddings(data):
+        from edge_agent.rag.embedder import build_embedder
+
+        documents = build_embedder(s)
+    try:
+        rt = build_runtime(s, documents=documents, load_documents=False)
+    except BundleError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if args.quiet or (now - last[0] < 0.5 and done < total):
+            return
+        last[0] = now
+        print(f"\r{done}/{total} requests, {now - t0:.1f} s", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+    ctx = JobContext(chat=rt.chat, embeddings=rt.embeddings, documents=lambda: None, settings=s, priority=0)
+    try:
+        results = run_offline(ctx, data, concurrency=args.concurrency or rt.scheduler.max_batch, progress=progress)
+    except InvalidJobError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        rt.close()
+    out = [line for ok, line in results if ok]
+    err = [line for ok, line in results if not ok]
+    if args.errors is not None:
+        write_jsonl(args.output, out)
+        write_jsonl(args.errors, err)
+    else:
+        write_jsonl(args.output, [line for _, line in results])
+    summary = {"requests": len(out) + len(err), "completed": len(out), "failed": len(err), "seconds": round(time.monotonic() - t0, 2)}
+    print(json.dumps(summary), file=sys.stderr)
+    return 0 if not err else 1
