@@ -87,6 +87,16 @@ class Settings(BaseSettings):
     embedding_batch: int = Field(16, ge=1, description="Texts embedded per batch.")
     ingest_time_budget_s: float = Field(30.0, gt=0, description="Wall-clock budget for extracting text from one PDF or DOCX.")
 
+    # --- jobs (nightly work) ---------------------------------------------------
+    jobs: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Scheduled jobs from the config, synced at start-up (none = off): [[jobs]] name, kind, params, schedule (cron), timezone, enabled, limits.",
+    )
+    jobs_timezone: str = Field("UTC", description="IANA time zone of cron schedules and 'HH:MM' deadlines that name none.")
+    jobs_concurrency: int = Field(8, ge=1, le=256, description="Items of one job run in flight at once (decoded together), unless the job sets limits.concurrency.")
+    jobs_max_parallel_runs: int = Field(2, ge=1, le=64, description="Job runs the daemon executes at the same time; others wait queued.")
+    jobs_enabled: bool = Field(True, description="Run the cron loop and resume interrupted job runs in the daemon.")
+
     @classmethod
     def settings_customise_sources(
         cls,
