@@ -47,6 +47,7 @@ class Runtime:
     metrics: ServiceMetrics
     documents: Any = None
     documents_status: str | None = None
+    jobs: Any = None  # edge_agent.jobs.service.JobsService: runs, cron loop (started after the model loads)
 
     def begin_shutdown(self) -> None:
         """Refuse new generations (running ones continue)."""
@@ -55,6 +56,9 @@ class Runtime:
     def close(self, grace_s: float = 0.0) -> None:
         """Stop the scheduler (running generations get grace_s to finish) and close the documents."""
         self.begin_shutdown()
+        jobs, self.jobs = self.jobs, None
+        if jobs is not None:  # runs stop at their next poll and stay running in SQLite: the next start resumes them
+            jobs.close()
         self.scheduler.stop(grace_s)
         docs, self.documents = self.documents, None
         if docs is not None and hasattr(docs, "close"):
@@ -64,7 +68,8 @@ class Runtime:
                 log.exception("closing the document service failed")
 
 
-def build_runtime(settings: Settings, *, max_batch: int | None = None, documents: Any = None, load_documents: bool | None = None) -> Runtime:
+def build_runtime(settings: Settings, *, max_batch: int | None = None, documents: Any = None, load_documents: bool | None = None,
+                  start_jobs: bool | None = None) -> Runtime:
     """Load the model and build the services the server needs.
 
     The document service (and with it the embedding model) loads in a background thread
@@ -90,7 +95,24 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
         threading.Thread(target=_load_documents, args=(rt,), name="edge-agent-documents", daemon=True).start()
     elif documents is None:
         rt.documents_status = "documents are disabled in this process"
+    rt.jobs = _build_jobs(rt)
+    if rt.jobs is not None and (settings.jobs_enabled if start_jobs is None else start_jobs):
+        rt.jobs.start()  # resumes interrupted runs, starts the cron loop
     return rt
+
+
+def _build_jobs(rt: Runtime) -> Any:
+    """The jobs service over the daemon's database; None (logged) when the database cannot be opened."""
+    from edge_agent.jobs.service import JobsService
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+
+    try:
+        db = SqliteDatabase(default_db_path(rt.settings))
+    except Exception as e:  # the daemon still serves chat without jobs
+        log.error("jobs are off: the database could not be opened: %s: %s", type(e).__name__, e)
+        return None
+    return JobsService(rt.settings, db, rt.chat, rt.embeddings, lambda: rt.documents, rt.metrics)
 
 
 def _load_documents(rt: Runtime) -> None:

@@ -49,6 +49,7 @@ class JobContext:
     priority: int = 0  # engine.types.BATCH_PRIORITY when the engine has it; job items use it
     cancelled: Callable[[], bool] = lambda: False
     bundle_id: str = ""  # manifest hash of the model bundle (recorded with each result)
+    db: Any = None  # store.db.SqliteDatabase of the daemon (documents, jobs, summaries, files)
 
 
 @dataclass
@@ -117,7 +118,71 @@ class JobKind(Protocol):
         """Start one item without blocking (submit to the engine) and return at once."""
 
     def finish_run(self, run: RunInfo, ctx: JobContext) -> None:
-        """Optional: called once when a run ends (e.g. batch writes its output files)."""
+        """Optional: called once when a run ends (e.g. batch writes its output files); may be
+        called again after a crash between it and the run's final status, so make it idempotent."""
+
+    # Optional too: commit_effect(item, result, run_id, ctx) -> Callable[[sqlite3.Connection], None] | None
+    # A function (from edge_agent.store) run inside the transaction that commits the item's result,
+    # e.g. SummaryStore.save_effect(...) stores the summary with the document: both or neither.
+
+
+class GenerationPoll:
+    """Non-blocking view of a services.chat.Generation: poll() drains its events without waiting.
+
+    poll() returns True when every choice has finished; then texts / finish_reasons /
+    completion_tokens hold the outcome. Raises ItemError for a timed-out or failed generation and
+    services.errors.UnavailableError when the engine cancelled it (shutdown: the item stays pending).
+    """
+
+    def __init__(self, generation: Any):
+        self.generation = generation
+        self.finished: dict[int, Any] = {}
+
+    def poll(self) -> bool:
+        from edge_agent.engine.types import Finished
+
+        for c in self.generation.choices:
+            if c.index in self.finished:
+                continue
+            while True:
+                ev = c.handle.next_event(0)
+                if ev is None:
+                    break
+                if isinstance(ev, Finished):
+                    self._check(ev)
+                    self.finished[c.index] = ev
+                    break
+        return len(self.finished) == len(self.generation.choices)
+
+    @staticmethod
+    def _check(fin: Any) -> None:
+        from edge_agent.services.errors import UnavailableError
+
+        if fin.finish_reason == "timeout":
+            raise ItemError("the generation ran past the request time limit (request_timeout_s)")
+        if fin.finish_reason == "error":
+            raise ItemError("the generation failed in the engine")
+        if fin.finish_reason == "cancelled":
+            raise UnavailableError("the generation was cancelled")
+
+    @property
+    def texts(self) -> list[str]:
+        return [self.finished[i].text for i in sorted(self.finished)]
+
+    @property
+    def finish_reasons(self) -> list[str]:
+        return [self.finished[i].finish_reason for i in sorted(self.finished)]
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(f.usage.completion_tokens for f in self.finished.values())
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(f.usage.prompt_tokens for f in self.finished.values())
+
+    def cancel(self) -> None:
+        self.generation.cancel()
 
 
 def _registry() -> dict[str, JobKind]:

@@ -1,0 +1,112 @@
+"""The `reindex` kind: bring the document index in line with configured folders under `ingest_roots`.
+
+Each file under the folders is one item (added, updated, or left unchanged when its content
+hash is the same), and each indexed document whose file is gone is one item (removed); all go
+through the DocumentService, which must be the writable one: the daemon owns the index while it
+runs, so a reindex from the command line at that time fails and says to use the daemon.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from edge_agent.jobs.kinds import DonePending, InvalidJobError, Item, ItemError, JobContext
+from edge_agent.services.document_results import DocumentError, DocumentNotFoundError
+from edge_agent.services.errors import UnavailableError
+from edge_agent.services.paths import PathNotAllowedError, resolve_confined, walk_files
+from edge_agent.store.jobs import SummaryStore
+
+PARAMS = {"folders", "remove_deleted"}
+DAEMON_HINT = ("another edge-agent process (the daemon) owns the document index: run the job through it "
+               "(`POST /v1/jobs/{id}/run`), or stop the daemon first")
+
+
+class ReindexKind:
+    """Add new, update changed and remove deleted files of folders under the ingest roots."""
+
+    name = "reindex"
+    prompt_version = "reindex-1"
+
+    def validate(self, params: dict, ctx: JobContext) -> dict:
+        """Normalised params (folders resolved); raises InvalidJobError for a folder outside ingest_roots."""
+        params = dict(params or {})
+        unknown = set(params) - PARAMS
+        if unknown:
+            raise InvalidJobError(
+                f"unknown reindex params: {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(PARAMS))}", param="params")
+        folders = params.get("folders")
+        if isinstance(folders, str):
+            folders = [folders]
+        if not isinstance(folders, list) or not folders or not all(isinstance(f, str) and f.strip() for f in folders):
+            raise InvalidJobError("folders must be a non-empty list of folders under the ingest roots", param="params.folders")
+        roots = list(ctx.settings.ingest_roots)
+        resolved = []
+        for folder in folders:
+            try:
+                real = resolve_confined(folder, roots)
+            except PathNotAllowedError as e:
+                raise InvalidJobError(f"folder {folder!r} refused: {e}", param="params.folders") from None
+            except (FileNotFoundError, NotADirectoryError):
+                raise InvalidJobError(f"folder {folder!r} does not exist under the ingest roots", param="params.folders") from None
+            except OSError as e:
+                raise InvalidJobError(f"folder {folder!r} cannot be opened: {e.strerror or type(e).__name__}",
+                                      param="params.folders") from None
+            if not real.is_dir():
+                raise InvalidJobError(f"{folder!r} is a file, not a folder", param="params.folders")
+            resolved.append(str(real))
+        remove = params.get("remove_deleted", True)
+        if not isinstance(remove, bool):
+            raise InvalidJobError("remove_deleted must be true or false", param="params.remove_deleted")
+        return {"folders": sorted(set(resolved)), "remove_deleted": remove}
+
+    def _service(self, ctx: JobContext):
+        docs = ctx.documents()
+        if docs is None:
+            raise UnavailableError("the document service is not loaded yet")
+        if getattr(docs, "read_only", False):
+            raise InvalidJobError(DAEMON_HINT)
+        return docs
+
+    def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
+        """Files under the folders (file:<path>), then indexed documents whose file is gone (remove:<id>)."""
+        self._service(ctx)
+        seen = set()
+        for folder in params["folders"]:
+            if not os.path.isdir(folder):
+                raise InvalidJobError(f"folder {Path(folder).name!r} no longer exists; fix or delete the job")
+            for path in walk_files(Path(folder)):
+                key = f"file:{path}"
+                if key not in seen:
+                    seen.add(key)
+                    yield Item(key, {"action": "add", "path": str(path)})
+        if params.get("remove_deleted", True):
+            store = SummaryStore(ctx.db)
+            for folder in params["folders"]:
+                for doc in store.documents_under(folder):
+                    if doc["path"] and not os.path.exists(doc["path"]):
+                        yield Item(f"remove:{doc['id']}", {"action": "remove", "document_id": doc["id"], "path": doc["path"]})
+
+    def start_item(self, item: Item, params: dict, ctx: JobContext) -> DonePending:
+        """Runs the item at once (ingestion is I/O and embedding, not generation)."""
+        docs = self._service(ctx)
+        return DonePending(lambda: self._run(docs, item.payload))
+
+    @staticmethod
+    def _run(docs, payload: dict) -> dict:
+        path = payload["path"]
+        if payload["action"] == "remove":
+            if os.path.exists(path):
+                return {"action": "kept", "document_id": payload["document_id"], "path": path}
+            try:
+                docs.delete(int(payload["document_id"]))
+            except DocumentNotFoundError:
+                return {"action": "already_removed", "document_id": payload["document_id"], "path": path}
+            return {"action": "removed", "document_id": payload["document_id"], "path": path}
+        try:
+            res = docs.add_file(path, confined=True)
+        except DocumentError as e:
+            raise ItemError(str(e)) from None
+        if res.status == "failed":
+            raise ItemError(res.error or "the file could not be read")
+        return {"action": res.status, "document_id": res.document_id, "path": path, "chunks": res.chunks}

@@ -1,0 +1,269 @@
+"""The durable run loop: a run's items fed into the engine `concurrency` at a time, each result committed once.
+
+A run starts by listing its items and storing them (pending) in the same transaction that marks
+it running, so a resumed run needs no re-listing. Items then start without blocking (the kind
+submits generations to the scheduler) and up to `concurrency` are in flight, so they decode
+together in the engine's continuous batching. Each finished item is committed by one conditional
+UPDATE with its side effects (JobStore.commit_item): after a crash (kill -9, power loss) the
+process that takes the run over runs only the items still pending.
+
+How a run ends (status, stop_reason):
+- every item done: succeeded (items that failed are counted; one bad item never fails the run);
+- cancel: cancelled/cancelled, within one poll; the items not done stay pending;
+- deadline reached, or max_items done: succeeded with stop_reason deadline / max_items; the
+  next run of the same job takes over the items left (its `carried_from` names this run);
+- listing impossible (a folder gone, no model): failed with the reason.
+A process shutting down leaves its runs running and releases them; the next start resumes them.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, JobKind, RunInfo
+from edge_agent.services.errors import BusyError, ServiceError, UnavailableError
+from edge_agent.store.jobs import JobStore, RunRecord
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.01
+HEARTBEAT_S = 2.0
+RETRY_LIMIT = 3  # transient failures (engine busy or restarting) of one item before it is failed
+LIST_WAIT_S = 120.0  # how long a run waits for a part that is still loading (e.g. documents) before failing
+
+
+class RunStopped(Exception):
+    """The process is shutting down or lost the run: the run stays active for the next owner."""
+
+
+class RunLoop:
+    """Executes one run to its end (or until the process stops)."""
+
+    def __init__(self, store: JobStore, kind: JobKind, ctx: JobContext, owner: str, stopping: threading.Event,
+                 on_item: Callable[[RunRecord, str, float, int], None] | None = None,
+                 progress: Callable[[int, int], None] | None = None, cancel_event: threading.Event | None = None):
+        self.store = store
+        self.kind = kind
+        self.ctx = ctx
+        self.owner = owner
+        self.stopping = stopping
+        self.on_item = on_item  # (run, status, seconds, tokens) after each committed item (metrics)
+        self.progress = progress  # (done, total) after each committed item (a CLI progress bar)
+        self.cancel_event = cancel_event or threading.Event()
+        self._last_beat = 0.0
+
+    # --- helpers ------------------------------------------------------------------
+    def _cancelled(self, run_id: str) -> bool:
+        if self.cancel_event.is_set():
+            return True
+        now = time.monotonic()
+        if now - self._last_beat >= HEARTBEAT_S:
+            self._last_beat = now
+            if not self.store.heartbeat(run_id, self.owner):
+                raise RunStopped("the run was taken over or deleted")
+            if self.store.cancel_requested(run_id):
+                self.cancel_event.set()
+        return self.cancel_event.is_set()
+
+    def _list(self, run: RunRecord) -> RunRecord:
+        """Store the run's items and mark it running (carrying over what a stopped earlier run left)."""
+        job = self.store.get_job(run.job_id)
+        since = run.since if run.since is not None else (job.last_success_at if job else None)
+        ctx = self.ctx
+        deadline = time.monotonic() + LIST_WAIT_S
+        while True:
+            try:
+                listed = list(self.kind.list_items(run.params, ctx, since))
+                break
+            except UnavailableError:
+                if time.monotonic() > deadline:
+                    raise
+                if self.stopping.wait(1.0):
+                    raise RunStopped("shutting down") from None
+                if self._cancelled(run.id):
+                    return run
+        carried = self.store.carry_source(run.job_id)
+        items: list[tuple[str, dict]] = []
+        if carried is not None:
+            left, _ = self.store.results(carried.id, 0, 1 << 30, "pending")
+            items = [(i.key, i.payload) for i in left]
+        keys = {k for k, _ in items}
+        items += [(i.key, i.payload) for i in listed if i.key not in keys]
+        self.store.start_items(run.id, self.owner, items, self.ctx.bundle_id, self.kind.prompt_version,
+                               carried.id if carried else None)
+        out = self.store.get_run(run.id)
+        assert out is not None
+        return out
+
+    def _finish(self, run: RunRecord, status: str, stop_reason: str | None = None, error: str | None = None) -> RunRecord:
+        hook = getattr(self.kind, "finish_run", None)
+        if hook is not None and status != "failed":
+            current = self.store.get_run(run.id) or run
+            try:
+                hook(RunInfo(current.id, current.job_id, current.kind, current.params, status, dict(current.counts)), self.ctx)
+            except (InvalidJobError, ItemError, ServiceError) as e:
+                status, stop_reason, error = "failed", "error", str(e)
+            except Exception as e:  # the run ends failed; the log has the trace
+                log.exception("finishing run %s failed", run.id)
+                status, stop_reason, error = "failed", "error", f"finishing the run failed ({type(e).__name__})"
+        self.store.finish_run(run.id, status, stop_reason, error, owner=self.owner)
+        out = self.store.get_run(run.id)
+        assert out is not None
+        log.info("run %s %s%s: %s", run.id, status, f" ({stop_reason})" if stop_reason else "", out.counts)
+        return out
+
+    # --- the loop -----------------------------------------------------------------
+    def execute(self, run: RunRecord) -> RunRecord:
+        """Run to the end; returns the final record. Raises RunStopped when the process stops first."""
+        if run.status == "queued":
+            if self.store.cancel_requested(run.id):
+                return self._finish(run, "cancelled", "cancelled")
+            try:
+                run = self._list(run)
+            except RunStopped:
+                raise
+            except (InvalidJobError, ItemError, ServiceError) as e:
+                return self._finish(run, "failed", "error", f"listing the items failed: {e}")
+            except Exception as e:
+                log.exception("listing the items of run %s failed", run.id)
+                return self._finish(run, "failed", "error", f"listing the items failed ({type(e).__name__}); see the daemon's log")
+            if run.status == "queued":  # cancelled while waiting for a part to load
+                return self._finish(run, "cancelled", "cancelled")
+        return self._process(run)
+
+    def _process(self, run: RunRecord) -> RunRecord:
+        concurrency = max(1, int(run.concurrency))
+        done_before = run.done_items
+        total = run.total_items
+        queue: deque[tuple[Item, int]] = deque()  # (item, transient failures so far)
+        cursor = -1
+        exhausted = False
+        inflight: dict[str, tuple[Item, object, float, int]] = {}
+        started = 0
+        stop_reason: str | None = None
+        backoff_until = 0.0
+
+        def refill() -> None:
+            nonlocal cursor, exhausted
+            if queue or exhausted:
+                return
+            page = self.store.pending_items(run.id, cursor, 256)
+            if not page:
+                exhausted = True
+            for rec in page:
+                cursor = rec.ordinal
+                queue.append((Item(rec.key, rec.payload), 0))
+
+        def commit(item: Item, status: str, result: dict | None, error: str | None, t0: float) -> None:
+            nonlocal done_before
+            effect = None
+            tokens = 0
+            if status == "succeeded" and result is not None:
+                make = getattr(self.kind, "commit_effect", None)
+                effect = make(item, result, run.id, self.ctx) if make else None
+                usage = result.get("usage") if isinstance(result, dict) else None
+                tokens = int(usage.get("completion_tokens", 0)) if isinstance(usage, dict) else 0
+            stored = self.store.commit_item(run.id, item.key, status, result, error, self.ctx.bundle_id,
+                                            self.kind.prompt_version, t0, effect, tokens)
+            if stored:
+                done_before += 1
+                if self.on_item:
+                    self.on_item(run, status, time.time() - t0, tokens)
+                if self.progress:
+                    self.progress(done_before, total)
+
+        def retry(item: Item, failures: int, why: str, t0: float) -> None:
+            if failures + 1 >= RETRY_LIMIT:
+                commit(item, "failed", None, f"gave up after {RETRY_LIMIT} tries: {why}", t0)
+            else:
+                queue.appendleft((item, failures + 1))
+
+        try:
+            while True:
+                if self.stopping.is_set():
+                    raise RunStopped("shutting down")
+                if self._cancelled(run.id):
+                    stop_reason = "cancelled"
+                    break
+                if run.deadline_at is not None and time.time() >= run.deadline_at:
+                    stop_reason = "deadline"
+                    break
+                # start items while there is room
+                now = time.monotonic()
+                while len(inflight) < concurrency and now >= backoff_until:
+                    if run.max_items is not None and run.done_items + started >= run.max_items:
+                        break
+                    refill()
+                    if not queue:
+                        break
+                    item, failures = queue.popleft()
+                    t0 = time.time()
+                    try:
+                        pending = self.kind.start_item(item, run.params, self.ctx)
+                    except ItemError as e:
+                        commit(item, "failed", None, str(e), t0)
+                        started += 1
+                        continue
+                    except (BusyError, UnavailableError) as e:
+                        if self.stopping.is_set():
+                            raise RunStopped("shutting down") from None
+                        queue.appendleft((item, failures))
+                        backoff_until = time.monotonic() + (e.retry_after if isinstance(e, BusyError) else 0.5)
+                        break
+                    except InvalidJobError as e:
+                        commit(item, "failed", None, str(e), t0)
+                        started += 1
+                        continue
+                    except Exception as e:
+                        log.exception("starting item %s of run %s failed", item.key, run.id)
+                        commit(item, "failed", None, f"internal error ({type(e).__name__}); see the daemon's log", t0)
+                        started += 1
+                        continue
+                    inflight[item.key] = (item, pending, t0, failures)
+                    started += 1
+                # collect finished items
+                for key, (item, pending, t0, failures) in list(inflight.items()):
+                    if not pending.done():  # type: ignore[attr-defined]
+                        continue
+                    del inflight[key]
+                    try:
+                        result = pending.result(0)  # type: ignore[attr-defined]
+                    except ItemError as e:
+                        commit(item, "failed", None, str(e), t0)
+                    except (BusyError, UnavailableError) as e:
+                        if self.stopping.is_set():
+                            raise RunStopped("shutting down") from None
+                        started -= 1
+                        retry(item, failures, e.message, t0)
+                    except ServiceError as e:
+                        commit(item, "failed", None, e.message, t0)
+                    except Exception as e:
+                        log.exception("item %s of run %s failed", item.key, run.id)
+                        commit(item, "failed", None, f"internal error ({type(e).__name__}); see the daemon's log", t0)
+                    else:
+                        commit(item, "succeeded", result, None, t0)
+                if not inflight:
+                    refill()
+                    if not queue:
+                        break  # nothing left to start (all done, or max_items reached)
+                    if run.max_items is not None and run.done_items + started >= run.max_items:
+                        stop_reason = "max_items"
+                        break
+                self.stopping.wait(POLL_S)
+        except BaseException:
+            for _, pending, _, _ in inflight.values():
+                pending.cancel()  # type: ignore[attr-defined]
+            self.store.release_run(run.id, self.owner)
+            raise
+        for _, pending, _, _ in inflight.values():
+            pending.cancel()  # type: ignore[attr-defined]
+        if stop_reason == "cancelled":
+            return self._finish(run, "cancelled", "cancelled")
+        current = self.store.get_run(run.id)
+        left = current.counts.get("pending", 0) if current else 0
+        if stop_reason is None and left:
+            stop_reason = "max_items" if run.max_items is not None else "incomplete"
+        return self._finish(run, "succeeded", stop_reason if left else None)

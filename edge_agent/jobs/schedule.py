@@ -1,0 +1,125 @@
+"""Cron schedules with a time zone (croniter for the date arithmetic), deadlines, and the daemon's cron loop.
+
+A job's next run time is kept in SQLite (jobs.next_run_at). The loop starts a run when that time
+has passed and moves it to the next time after *now*, not after the missed one: runs missed while
+the machine was off are coalesced into one run at start-up. Moving the time is a compare-and-set
+(JobStore.claim_schedule), so two processes never both start the same scheduled run.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import threading
+from collections.abc import Callable
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+from edge_agent.jobs.kinds import InvalidJobError
+
+log = logging.getLogger(__name__)
+
+TICK_S = 1.0
+_TIME_OF_DAY = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+
+
+def zone(name: str | None, param: str = "schedule.timezone") -> ZoneInfo:
+    """The IANA time zone; raises InvalidJobError for an unknown name."""
+    name = name or "UTC"
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidJobError(f"unknown time zone {name!r}: use an IANA name such as 'Europe/Amsterdam' or 'UTC'",
+                              param=param) from None
+
+
+def check_cron(expr: str, tz: str | None) -> tuple[str, str]:
+    """The normalised (cron, timezone); raises InvalidJobError for a bad expression or zone."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise InvalidJobError("schedule.cron must be a cron expression such as '0 2 * * *'", param="schedule.cron")
+    expr = " ".join(expr.split())
+    fields = expr.split(" ")
+    if len(fields) != 5 and not expr.startswith("@"):
+        raise InvalidJobError(f"bad cron expression {expr!r}: give five fields (minute hour day month weekday), "
+                              "e.g. '0 2 * * *' for 02:00 every day", param="schedule.cron")
+    if not croniter.is_valid(expr):
+        raise InvalidJobError(f"bad cron expression {expr!r}: e.g. '0 2 * * *' is 02:00 every day, "
+                              "'*/15 * * * *' every quarter hour", param="schedule.cron")
+    zone(tz)
+    return expr, tz or "UTC"
+
+
+def next_run(expr: str, tz: str | None, after: float) -> float:
+    """The first time (epoch s) strictly after `after` that matches the expression in the zone."""
+    start = dt.datetime.fromtimestamp(after, zone(tz))
+    return float(croniter(expr, start).get_next(dt.datetime).timestamp())
+
+
+def deadline_at(value: str | float | int | None, tz: str | None, start: float, param: str = "limits.deadline") -> float | None:
+    """A run's deadline (epoch s) from 'HH:MM' (the next such time in the zone), an ISO datetime or epoch seconds.
+
+    Raises InvalidJobError for anything else or a time in the past.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidJobError("deadline must be 'HH:MM', an ISO date-time or epoch seconds", param=param)
+    if isinstance(value, (int, float)):
+        when = float(value)
+    elif isinstance(value, str) and _TIME_OF_DAY.match(value.strip()):
+        h, m = (int(x) for x in value.strip().split(":"))
+        local = dt.datetime.fromtimestamp(start, zone(tz))
+        target = local.replace(hour=h, minute=m, second=0, microsecond=0)
+        if target.timestamp() <= start:
+            target = (local + dt.timedelta(days=1)).replace(hour=h, minute=m, second=0, microsecond=0)
+        return float(target.timestamp())
+    elif isinstance(value, str):
+        try:
+            parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidJobError(f"bad deadline {value!r}: give 'HH:MM' (e.g. '06:00'), an ISO date-time or epoch seconds",
+                                  param=param) from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=zone(tz))
+        when = parsed.timestamp()
+    else:
+        raise InvalidJobError("deadline must be 'HH:MM', an ISO date-time or epoch seconds", param=param)
+    if when <= start:
+        raise InvalidJobError("the deadline is in the past", param=param)
+    return when
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds as an ISO 8601 UTC string."""
+    return None if ts is None else dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class CronLoop:
+    """A thread that calls tick(now) every TICK_S; tick starts the runs that are due (see JobsService.tick)."""
+
+    def __init__(self, tick: Callable[[float], list], stopping: threading.Event, on_failure: Callable[[BaseException], None]):
+        self._tick = tick
+        self._stopping = stopping
+        self._on_failure = on_failure
+        self.thread = threading.Thread(target=self._loop, name="edge-agent-cron", daemon=True)
+
+    def start(self) -> "CronLoop":
+        self.thread.start()
+        return self
+
+    def _loop(self) -> None:
+        import time
+
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                self._tick(time.time())
+                failures = 0
+            except Exception as e:  # a locked database for a moment; ten in a row take readiness down
+                failures += 1
+                log.exception("cron tick failed (%d in a row)", failures)
+                if failures >= 10:
+                    self._on_failure(e)
+                    return
+            self._stopping.wait(TICK_S)

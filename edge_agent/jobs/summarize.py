@@ -1,0 +1,265 @@
+"""The `summarize` kind: a summary of each selected document, stored with the document.
+
+Selection: all ready documents, or those under a path prefix, of some types, and/or only those
+added or changed since the job's last successful run; documents whose stored summary is current
+(same content, bundle and prompt version) are skipped unless `force`.
+
+A document is rebuilt from its stored chunks (their overlaps removed). One that fits the
+model's context is summarized in one generation; a longer one in stages: each section (a run of
+chunks that fits) is summarized (map), then the section summaries are summarized together
+(reduce, again in groups if they do not fit). Each item keeps at most PARALLEL_PER_ITEM of its
+generations in flight, so a long document cannot fill the engine's queue by itself.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from edge_agent.jobs.kinds import GenerationPoll, InvalidJobError, Item, ItemError, JobContext
+from edge_agent.jobs.prompts import COMPLETION_STOP, PROMPT_VERSION, summary_prompt
+from edge_agent.services.chat import SamplingOptions
+from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
+from edge_agent.store.jobs import SummaryStore
+
+PARALLEL_PER_ITEM = 4
+DOCUMENT_TYPES = ("txt", "md", "html", "pdf", "docx", "eml", "csv", "unknown")
+PARAMS = {"path_prefix", "types", "changed_only", "force", "max_tokens", "section_tokens"}
+PROMPT_SLACK = 16  # tokens for the prompt frame's rounding (counted pieces vs the joined text)
+
+
+class SummarizeKind:
+    """Summaries of documents, stored with them (shown by GET /v1/documents/{id})."""
+
+    name = "summarize"
+    prompt_version = PROMPT_VERSION
+
+    def validate(self, params: dict, ctx: JobContext) -> dict:
+        """Normalised params; raises InvalidJobError."""
+        params = dict(params or {})
+        unknown = set(params) - PARAMS
+        if unknown:
+            raise InvalidJobError(
+                f"unknown summarize params: {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(PARAMS))}", param="params")
+        out: dict[str, Any] = {}
+        prefix = params.get("path_prefix")
+        if prefix is not None:
+            if not isinstance(prefix, str) or not prefix.strip() or "\x00" in prefix:
+                raise InvalidJobError("path_prefix must be a non-empty folder path", param="params.path_prefix")
+            if not os.path.isabs(prefix):
+                raise InvalidJobError("path_prefix must be an absolute path (documents are stored by their full path)",
+                                      param="params.path_prefix")
+            out["path_prefix"] = os.path.normpath(prefix)
+        types = params.get("types")
+        if types is not None:
+            if isinstance(types, str):
+                types = [types]
+            if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+                raise InvalidJobError("types must be a list of document types", param="params.types")
+            bad = [t for t in types if t.lower() not in DOCUMENT_TYPES]
+            if bad:
+                raise InvalidJobError(f"unknown document type {bad[0]!r}; known: {', '.join(DOCUMENT_TYPES)}", param="params.types")
+            out["types"] = sorted({t.lower() for t in types})
+        for flag in ("changed_only", "force"):
+            value = params.get(flag, False)
+            if not isinstance(value, bool):
+                raise InvalidJobError(f"{flag} must be true or false", param=f"params.{flag}")
+            out[flag] = value
+        out["max_tokens"] = _int(params, "max_tokens", 96, 8, 1024)
+        if params.get("section_tokens") is not None:
+            out["section_tokens"] = _int(params, "section_tokens", 1024, 64, 1 << 20)
+        return out
+
+    def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
+        """One item per selected document (key doc:<id>)."""
+        store = SummaryStore(ctx.db)
+        docs = store.select_documents(params.get("path_prefix"), params.get("types"),
+                                      since if params.get("changed_only") else None)
+        current = {} if params.get("force") else store.current_summaries()
+        for d in docs:
+            if current.get(d["id"]) == (d["content_hash"], ctx.bundle_id, PROMPT_VERSION):
+                continue
+            yield Item(f"doc:{d['id']}", {"document_id": d["id"], "title": d["title"], "content_hash": d["content_hash"]})
+
+    def start_item(self, item: Item, params: dict, ctx: JobContext) -> "SummaryPending":
+        return SummaryPending(item, params, ctx)
+
+    def commit_effect(self, item: Item, result: dict, run_id: str, ctx: JobContext):
+        return SummaryStore.save_effect(int(result["document_id"]), result["summary"], result["content_hash"], run_id,
+                                        ctx.bundle_id, PROMPT_VERSION)
+
+
+def _int(params: dict, name: str, default: int, lo: int, hi: int) -> int:
+    value = params.get(name, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise InvalidJobError(f"{name} must be an integer from {lo} to {hi}", param=f"params.{name}")
+    return value
+
+
+def data_ids(chat: Any, text: str) -> list[int]:
+    """The ids of a prompt whose text is data: BOS (as the tokenizer adds it), then text with special-token parsing off."""
+    encode_data = getattr(chat.formatter, "encode_data", None)
+    body = encode_data(text) if encode_data else chat.engine.encode(text, add_special_tokens=False)
+    return list(chat.engine.encode("")) + list(body)
+
+
+def document_pieces(chunks: list[dict]) -> list[str]:
+    """The document's text as consecutive pieces (one per chunk, overlaps with the previous removed)."""
+    pieces: list[str] = []
+    end = None
+    for c in chunks:
+        text, start = c["text"], c["char_start"]
+        if end is None or start >= end:
+            gap = 0 if end is None else start - end
+            pieces.append(("\n" if gap > 1 else " " if gap == 1 else "") + text)
+        else:
+            pieces.append(text[end - start:])
+        end = c["char_end"] if end is None else max(end, c["char_end"])
+    return [p for p in pieces if p.strip()]
+
+
+class SummaryPending:
+    """One document's summary in flight: a small state machine advanced by done() (never blocks)."""
+
+    def __init__(self, item: Item, params: dict, ctx: JobContext):
+        self.ctx = ctx
+        self.chat = ctx.chat
+        if self.chat is None:
+            raise ItemError("no language model is loaded in this process")
+        self.max_tokens = int(params.get("max_tokens", 96))
+        self.document_id = int(item.payload["document_id"])
+        found = SummaryStore(ctx.db).document_text(self.document_id)
+        if found is None:
+            raise ItemError(f"document {self.document_id} no longer exists")
+        self.doc, chunks = found
+        self.kind = getattr(self.chat, "prompt_kind", None) or self.chat.formatter.kind
+        frame = self._prompt_tokens("")
+        room = self.chat.context_length - self.max_tokens - frame - PROMPT_SLACK
+        if room < 32:
+            raise ItemError(f"the model's context ({self.chat.context_length} tokens) leaves no room for a document "
+                            f"after {self.max_tokens} summary tokens; lower max_tokens")
+        self.budget = min(room, int(params.get("section_tokens", room)))
+        pieces = document_pieces(chunks)
+        if not pieces:
+            raise ItemError("the document has no text to summarize")
+        self.sections = self._group(pieces)
+        self.levels = 1
+        self.stage_inputs: list[str] = self.sections
+        self.reduce = False
+        self.outputs: list[str | None] = [None] * len(self.stage_inputs)
+        self.next_input = 0
+        self.polls: dict[int, GenerationPoll] = {}
+        self.completion_tokens = 0
+        self.prompt_tokens = 0
+        self.generations = 0
+        self._result: dict | None = None
+        self._error: BaseException | None = None
+
+    # --- sizing -----------------------------------------------------------------
+    def _prompt(self, text: str, reduce: bool = False) -> list[int] | list[dict[str, str]]:
+        """Token ids (completion style: the document is data, never control tokens) or chat messages."""
+        prompt = summary_prompt(self.kind, text, reduce)
+        if not isinstance(prompt, str):
+            return prompt
+        return data_ids(self.chat, prompt)
+
+    def _prompt_tokens(self, text: str) -> int:
+        prompt = self._prompt(text)
+        if prompt and isinstance(prompt[0], int):
+            return len(prompt)
+        return len(self.chat.formatter.format_chat(prompt).ids)
+
+    def _group(self, pieces: list[str]) -> list[str]:
+        """Consecutive pieces joined into sections of at most `budget` model tokens (a piece too long is cut)."""
+        sections, current, used = [], [], 0
+        for piece in pieces:
+            n = self.chat.count_tokens(piece)
+            while n > self.budget:  # one oversized piece: cut it into budget-sized parts
+                head = self.chat.cut_tokens(piece, self.budget)
+                if current:
+                    sections.append("".join(current).strip())
+                    current, used = [], 0
+                sections.append(head.strip())
+                piece = piece[len(head):]
+                n = self.chat.count_tokens(piece)
+            if current and used + n > self.budget:
+                sections.append("".join(current).strip())
+                current, used = [], 0
+            current.append(piece)
+            used += n
+        if current:
+            sections.append("".join(current).strip())
+        return [s for s in sections if s]
+
+    # --- the state machine ------------------------------------------------------------
+    def _submit(self, text: str):
+        prompt = self._prompt(text, self.reduce)
+        options = SamplingOptions(max_tokens=self.max_tokens, temperature=0.0)
+        if prompt and isinstance(prompt[0], int):
+            options.stop = list(COMPLETION_STOP)
+            return self.chat.complete([prompt], options, priority=self.ctx.priority)
+        return self.chat.chat(prompt, options, priority=self.ctx.priority)
+
+    def _advance(self) -> None:
+        for i, poll in list(self.polls.items()):
+            if poll.poll():
+                self.outputs[i] = poll.texts[0].strip()
+                self.completion_tokens += poll.completion_tokens
+                self.prompt_tokens += poll.prompt_tokens
+                del self.polls[i]
+        while len(self.polls) < PARALLEL_PER_ITEM and self.next_input < len(self.stage_inputs):
+            try:
+                gen = self._submit(self.stage_inputs[self.next_input])
+            except BusyError:
+                return  # the engine's queue is full: try again at the next poll
+            except (ContextLengthExceededError, InvalidRequestError) as e:
+                raise ItemError(f"the section could not be summarized: {e.message}") from None
+            self.generations += 1
+            self.polls[self.next_input] = GenerationPoll(gen)
+            self.next_input += 1
+        if self.polls or self.next_input < len(self.stage_inputs):
+            return
+        outputs = [o for o in self.outputs if o]
+        if not outputs:
+            raise ItemError("the model wrote an empty summary")
+        if len(outputs) == 1:
+            self._result = self._make_result(outputs[0])
+            return
+        # reduce: the section summaries, in order, as one text (in groups if they do not fit)
+        self.reduce = True
+        self.levels += 1
+        self.stage_inputs = self._group([o + "\n" for o in outputs])
+        self.outputs = [None] * len(self.stage_inputs)
+        self.next_input = 0
+        if self.levels > 8:
+            raise ItemError("the document did not reduce to one summary in 8 stages")
+
+    def _make_result(self, summary: str) -> dict:
+        return {
+            "document_id": self.document_id, "title": self.doc["title"], "summary": summary,
+            "content_hash": self.doc["content_hash"], "sections": len(self.sections), "stages": self.levels,
+            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                      "generations": self.generations},
+        }
+
+    def done(self) -> bool:
+        if self._result is None and self._error is None:
+            try:
+                self._advance()
+            except BaseException as e:  # ItemError, or UnavailableError for the runner to retry
+                self._error = e
+                self.cancel()
+        return self._result is not None or self._error is not None
+
+    def result(self, timeout: float | None = None) -> dict:
+        if not self.done():
+            raise TimeoutError("the summary is not done yet")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def cancel(self) -> None:
+        for poll in self.polls.values():
+            poll.cancel()
+        self.polls.clear()

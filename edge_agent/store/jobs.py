@@ -1,0 +1,524 @@
+"""SQL for jobs, their runs and run items, and document summaries (migration 2).
+
+Exactly once: a run's items are stored when the run starts (status 'pending'); an item's result
+is committed by one conditional UPDATE (`... WHERE status = 'pending'`) in the same transaction
+as its side effects (e.g. the document's summary), so a result is stored once or not at all.
+A run has an owner (host:pid:token) and a heartbeat; another process takes it over only when
+the owner is gone (a dead pid on this host, or a heartbeat older than the stale limit).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from edge_agent.store.db import SqliteDatabase
+
+ACTIVE = ("queued", "running")
+FINISHED = ("succeeded", "failed", "cancelled")
+CARRY_REASONS = ("deadline", "max_items")
+
+Effect = Callable[[sqlite3.Connection], None]
+
+
+class DuplicateJobError(ValueError):
+    """A job with this name exists already."""
+
+
+@dataclass
+class JobRecord:
+    """One row of `jobs` (params and limits decoded)."""
+
+    id: str
+    name: str
+    kind: str
+    params: dict = field(default_factory=dict)
+    schedule_cron: str | None = None
+    schedule_tz: str | None = None
+    enabled: bool = True
+    limits: dict = field(default_factory=dict)
+    source: str = "api"
+    next_run_at: float | None = None
+    last_success_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass
+class RunRecord:
+    """One row of `job_runs` plus its item counts by status."""
+
+    id: str
+    job_id: str
+    kind: str
+    params: dict
+    status: str
+    trigger: str
+    since: float | None
+    total_items: int
+    concurrency: int
+    max_items: int | None
+    deadline_at: float | None
+    stop_reason: str | None
+    cancel_requested: bool
+    carried_from: str | None
+    resumes: int
+    error: str | None
+    bundle_id: str | None
+    prompt_version: str | None
+    generated_tokens: int
+    owner: str | None
+    heartbeat_at: float | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    updated_at: float
+    counts: dict = field(default_factory=dict)  # pending, succeeded, failed, skipped
+
+    @property
+    def done_items(self) -> int:
+        return self.counts.get("succeeded", 0) + self.counts.get("failed", 0)
+
+
+@dataclass
+class ItemRecord:
+    """One row of `run_items` (payload and result decoded)."""
+
+    run_id: str
+    key: str
+    ordinal: int
+    payload: dict
+    status: str
+    result: dict | None = None
+    error: str | None = None
+    bundle_id: str | None = None
+    prompt_version: str | None = None
+    attempts: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:24]}"
+
+
+def process_owner() -> str:
+    """This process's owner tag: host:pid:token."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_alive(owner: str | None) -> bool | None:
+    """Whether the owning process lives: True/False on this host, None when it is another host's."""
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    if host != socket.gethostname():
+        return None
+    try:
+        pid = int(rest.split(":", 1)[0])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (killed child not yet reaped) is gone for our purposes
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _job(row: sqlite3.Row | None) -> JobRecord | None:
+    if row is None:
+        return None
+    d = dict(row)
+    d["params"] = json.loads(d["params"] or "{}")
+    d["limits"] = json.loads(d["limits"] or "{}")
+    d["enabled"] = bool(d["enabled"])
+    return JobRecord(**d)
+
+
+def _item(row: sqlite3.Row) -> ItemRecord:
+    d = dict(row)
+    return ItemRecord(
+        run_id=d["run_id"], key=d["item_key"], ordinal=d["ordinal"], payload=json.loads(d["payload"]), status=d["status"],
+        result=_loads(d["result"]), error=d["error"], bundle_id=d["bundle_id"], prompt_version=d["prompt_version"],
+        attempts=d["attempts"], started_at=d["started_at"], finished_at=d["finished_at"],
+    )
+
+
+_RUN_FIELDS = [f for f in RunRecord.__dataclass_fields__ if f != "counts"]
+
+
+class JobStore:
+    """Jobs, runs and run items in the daemon's SQLite database."""
+
+    def __init__(self, db: SqliteDatabase):
+        self.db = db
+
+    # --- jobs -------------------------------------------------------------------
+    def create_job(self, job: JobRecord) -> JobRecord:
+        """Insert a job; raises DuplicateJobError when the name is taken."""
+        now = time.time()
+        job.created_at = job.updated_at = now
+        try:
+            with self.db.write() as conn:
+                conn.execute(
+                    "INSERT INTO jobs(id, name, kind, params, schedule_cron, schedule_tz, enabled, limits, source, next_run_at,"
+                    " last_success_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (job.id, job.name, job.kind, json.dumps(job.params), job.schedule_cron, job.schedule_tz, int(job.enabled),
+                     json.dumps(job.limits), job.source, job.next_run_at, job.last_success_at, now, now),
+                )
+        except sqlite3.IntegrityError:
+            raise DuplicateJobError(f"a job named {job.name!r} exists already") from None
+        return job
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        with self.db.read() as conn:
+            return _job(conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+
+    def get_job_by_name(self, name: str) -> JobRecord | None:
+        with self.db.read() as conn:
+            return _job(conn.execute("SELECT * FROM jobs WHERE name = ?", (name,)).fetchone())
+
+    def list_jobs(self) -> list[JobRecord]:
+        with self.db.read() as conn:
+            return [_job(r) for r in conn.execute("SELECT * FROM jobs ORDER BY created_at, name")]  # type: ignore[misc]
+
+    def update_job(self, job_id: str, **values: Any) -> JobRecord | None:
+        """Set the given columns (params/limits as dicts); raises DuplicateJobError on a taken name."""
+        if not values:
+            return self.get_job(job_id)
+        cols, args = [], []
+        for k, v in values.items():
+            if k not in JobRecord.__dataclass_fields__ or k in ("id", "created_at"):
+                raise KeyError(k)
+            cols.append(f"{k} = ?")
+            args.append(json.dumps(v) if k in ("params", "limits") else int(v) if k == "enabled" else v)
+        try:
+            with self.db.write() as conn:
+                conn.execute(f"UPDATE jobs SET {', '.join(cols)}, updated_at = ? WHERE id = ?", (*args, time.time(), job_id))
+        except sqlite3.IntegrityError:
+            raise DuplicateJobError(f"a job named {values.get('name')!r} exists already") from None
+        return self.get_job(job_id)
+
+    def delete_job(self, job_id: str) -> bool:
+        """Delete a job with its runs and items; False when there was none."""
+        with self.db.write() as conn:
+            return conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,)).rowcount == 1
+
+    def claim_schedule(self, job_id: str, expected: float | None, next_run_at: float | None) -> bool:
+        """Move a job's next_run_at from `expected` to `next_run_at`; False if another process moved it first."""
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET next_run_at = ? WHERE id = ? AND next_run_at IS ?", (next_run_at, job_id, expected)
+            )
+            return cur.rowcount == 1
+
+    # --- runs -------------------------------------------------------------------
+    def create_run(self, job: JobRecord, params: dict, trigger: str, concurrency: int, max_items: int | None,
+                   deadline_at: float | None, since: float | None, owner: str | None = None) -> RunRecord:
+        """A queued run of the job (params as they are now); with owner, already held by that process."""
+        now = time.time()
+        run_id = new_id("run")
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO job_runs(id, job_id, kind, params, status, trigger, since, concurrency, max_items, deadline_at,"
+                " owner, heartbeat_at, created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, job.id, job.kind, json.dumps(params), trigger, since, concurrency, max_items, deadline_at,
+                 owner, now if owner else None, now, now),
+            )
+        run = self.get_run(run_id)
+        assert run is not None
+        return run
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self.db.read() as conn:
+            row = conn.execute("SELECT * FROM job_runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return None
+            counts = {s: 0 for s in ("pending", "succeeded", "failed", "skipped")}
+            for status, n in conn.execute("SELECT status, count(*) FROM run_items WHERE run_id = ? GROUP BY status", (run_id,)):
+                counts[status] = n
+        d = {k: row[k] for k in _RUN_FIELDS}
+        d["params"] = json.loads(d["params"])
+        d["cancel_requested"] = bool(d["cancel_requested"])
+        return RunRecord(**d, counts=counts)
+
+    def list_runs(self, job_id: str | None = None, offset: int = 0, limit: int = 20,
+                  statuses: Iterable[str] | None = None) -> tuple[list[RunRecord], int]:
+        """Runs newest first (of one job, or all) and their total count."""
+        where, args = [], []
+        if job_id is not None:
+            where.append("job_id = ?")
+            args.append(job_id)
+        if statuses:
+            st = list(statuses)
+            where.append(f"status IN ({', '.join('?' * len(st))})")
+            args += st
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        with self.db.read() as conn:
+            ids = [r[0] for r in conn.execute(
+                f"SELECT id FROM job_runs{clause} ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?", (*args, limit, offset))]
+            total = conn.execute(f"SELECT count(*) FROM job_runs{clause}", args).fetchone()[0]
+        return [r for r in (self.get_run(i) for i in ids) if r is not None], total
+
+    def active_runs(self) -> list[RunRecord]:
+        """Runs queued or running, oldest first."""
+        with self.db.read() as conn:
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM job_runs WHERE status IN ('queued', 'running') ORDER BY created_at, rowid")]
+        return [r for r in (self.get_run(i) for i in ids) if r is not None]
+
+    def claim_run(self, run_id: str, owner: str, stale_s: float) -> bool:
+        """Take a queued or running run for `owner` when nobody alive holds it; True when taken."""
+        now = time.time()
+        with self.db.write() as conn:
+            row = conn.execute("SELECT status, owner, heartbeat_at FROM job_runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None or row["status"] not in ACTIVE:
+                return False
+            if row["owner"] and row["owner"] != owner:
+                alive = owner_alive(row["owner"])
+                fresh = row["heartbeat_at"] is not None and now - row["heartbeat_at"] < stale_s
+                if alive or (alive is None and fresh):
+                    return False
+            resumed = 1 if row["status"] == "running" and row["owner"] != owner else 0
+            conn.execute(
+                "UPDATE job_runs SET owner = ?, heartbeat_at = ?, resumes = resumes + ?, updated_at = ? WHERE id = ?",
+                (owner, now, resumed, now, run_id),
+            )
+            return True
+
+    def heartbeat(self, run_id: str, owner: str) -> bool:
+        """Record a sign of life; False when the run is no longer ours (taken over or deleted)."""
+        now = time.time()
+        with self.db.write() as conn:
+            return conn.execute(
+                "UPDATE job_runs SET heartbeat_at = ?, updated_at = ? WHERE id = ? AND owner = ?", (now, now, run_id, owner)
+            ).rowcount == 1
+
+    def release_run(self, run_id: str, owner: str) -> None:
+        """Give up ownership (the run stays active for another process to resume)."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE job_runs SET owner = NULL, heartbeat_at = NULL WHERE id = ? AND owner = ?", (run_id, owner))
+
+    def carry_source(self, job_id: str) -> RunRecord | None:
+        """The job's latest finished run that stopped early (deadline, max_items) with items left and not yet carried on."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT r.id FROM job_runs r WHERE r.job_id = ? AND r.status = 'succeeded' AND r.stop_reason IN ('deadline', 'max_items')"
+                " AND NOT EXISTS (SELECT 1 FROM job_runs c WHERE c.carried_from = r.id)"
+                " AND EXISTS (SELECT 1 FROM run_items i WHERE i.run_id = r.id AND i.status = 'pending')"
+                " ORDER BY r.created_at DESC LIMIT 1", (job_id,),
+            ).fetchone()
+        return self.get_run(row[0]) if row else None
+
+    def start_items(self, run_id: str, owner: str, items: Iterable[tuple[str, dict]], bundle_id: str, prompt_version: str,
+                    carried_from: str | None = None) -> int:
+        """Store the run's items (pending) and mark it running, in one transaction; returns the item count.
+
+        Items of `carried_from` that are still pending are marked skipped there (this run does them).
+        Raises LookupError when the run is no longer ours or no longer queued.
+        """
+        now = time.time()
+        with self.db.write() as conn:
+            ok = conn.execute(
+                "UPDATE job_runs SET status = 'running', started_at = ?, updated_at = ?, bundle_id = ?, prompt_version = ?,"
+                " carried_from = ? WHERE id = ? AND owner = ? AND status = 'queued'",
+                (now, now, bundle_id, prompt_version, carried_from, run_id, owner),
+            ).rowcount
+            if ok != 1:
+                raise LookupError(f"run {run_id} is not queued for this process")
+            n = 0
+            for key, payload in items:
+                cur = conn.execute(
+                    "INSERT INTO run_items(run_id, item_key, ordinal, payload, status) VALUES (?, ?, ?, ?, 'pending')"
+                    " ON CONFLICT(run_id, item_key) DO NOTHING", (run_id, key, n, json.dumps(payload)),
+                )
+                n += cur.rowcount
+            if carried_from is not None:
+                conn.execute(
+                    "UPDATE run_items SET status = 'skipped', error = ?, finished_at = ? WHERE run_id = ? AND status = 'pending'",
+                    (f"carried over to run {run_id}", now, carried_from),
+                )
+            conn.execute("UPDATE job_runs SET total_items = ? WHERE id = ?", (n, run_id))
+        return n
+
+    def pending_items(self, run_id: str, after: int = -1, limit: int = 256) -> list[ItemRecord]:
+        """Pending items in order, from ordinal > after."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM run_items WHERE run_id = ? AND status = 'pending' AND ordinal > ? ORDER BY ordinal LIMIT ?",
+                (run_id, after, limit),
+            ).fetchall()
+        return [_item(r) for r in rows]
+
+    def commit_item(self, run_id: str, key: str, status: str, result: dict | None, error: str | None, bundle_id: str,
+                    prompt_version: str, started_at: float, effect: Effect | None = None, tokens: int = 0) -> bool:
+        """Store one item's outcome once: True when this call stored it, False when it was already stored.
+
+        `effect(conn)` runs in the same transaction (only when the outcome is stored).
+        """
+        if status not in ("succeeded", "failed"):
+            raise ValueError(status)
+        now = time.time()
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE run_items SET status = ?, result = ?, error = ?, bundle_id = ?, prompt_version = ?, attempts = attempts + 1,"
+                " started_at = ?, finished_at = ? WHERE run_id = ? AND item_key = ? AND status = 'pending'",
+                (status, None if result is None else json.dumps(result), error, bundle_id, prompt_version, started_at, now,
+                 run_id, key),
+            )
+            if cur.rowcount != 1:
+                return False
+            column = "succeeded_items" if status == "succeeded" else "failed_items"
+            conn.execute(
+                f"UPDATE job_runs SET {column} = {column} + 1, generated_tokens = generated_tokens + ?, updated_at = ? WHERE id = ?",
+                (int(tokens), now, run_id),
+            )
+            if effect is not None and status == "succeeded":
+                effect(conn)
+        return True
+
+    def finish_run(self, run_id: str, status: str, stop_reason: str | None = None, error: str | None = None,
+                   owner: str | None = None) -> bool:
+        """End an active run; a complete success also moves the job's last_success_at to the run's start.
+
+        With owner, only when that owner holds it. False when the run was not active (or not ours).
+        """
+        if status not in FINISHED:
+            raise ValueError(status)
+        now = time.time()
+        with self.db.write() as conn:
+            args: list[Any] = [status, stop_reason, error, now, now, run_id]
+            sql = ("UPDATE job_runs SET status = ?, stop_reason = ?, error = ?, finished_at = ?, updated_at = ?,"
+                   " owner = NULL, heartbeat_at = NULL WHERE id = ? AND status IN ('queued', 'running')")
+            if owner is not None:
+                sql += " AND owner = ?"
+                args.append(owner)
+            if conn.execute(sql, args).rowcount != 1:
+                return False
+            if status == "succeeded" and stop_reason is None:
+                conn.execute(
+                    "UPDATE jobs SET last_success_at = (SELECT coalesce(started_at, created_at) FROM job_runs WHERE id = ?)"
+                    " WHERE id = (SELECT job_id FROM job_runs WHERE id = ?)", (run_id, run_id),
+                )
+        return True
+
+    def request_cancel(self, run_id: str) -> bool:
+        """Ask a run to stop (its owner sees it within a heartbeat); False when it was not active."""
+        with self.db.write() as conn:
+            return conn.execute(
+                "UPDATE job_runs SET cancel_requested = 1, updated_at = ? WHERE id = ? AND status IN ('queued', 'running')",
+                (time.time(), run_id),
+            ).rowcount == 1
+
+    def cancel_requested(self, run_id: str) -> bool:
+        with self.db.read() as conn:
+            row = conn.execute("SELECT cancel_requested FROM job_runs WHERE id = ?", (run_id,)).fetchone()
+        return row is None or bool(row[0])
+
+    def results(self, run_id: str, offset: int = 0, limit: int = 100, status: str | None = None) -> tuple[list[ItemRecord], int]:
+        """One page of a run's items in order, and how many there are (of that status)."""
+        where, args = "run_id = ?", [run_id]
+        if status:
+            where += " AND status = ?"
+            args.append(status)
+        with self.db.read() as conn:
+            rows = conn.execute(f"SELECT * FROM run_items WHERE {where} ORDER BY ordinal LIMIT ? OFFSET ?",
+                                (*args, limit, offset)).fetchall()
+            total = conn.execute(f"SELECT count(*) FROM run_items WHERE {where}", args).fetchone()[0]
+        return [_item(r) for r in rows], total
+
+
+class SummaryStore:
+    """Documents to summarize, their text (from the stored chunks) and their summaries."""
+
+    def __init__(self, db: SqliteDatabase):
+        self.db = db
+
+    def select_documents(self, path_prefix: str | None = None, types: list[str] | None = None,
+                         since: float | None = None) -> list[dict]:
+        """Ready documents (id, title, path, kind, content_hash, updated_at) matching the filters, by id."""
+        where, args = ["status = 'ready'"], []
+        if path_prefix:
+            where.append("substr(path, 1, length(?)) = ?")  # case-sensitive, unlike LIKE
+            args += [path_prefix, path_prefix]
+        if types:
+            where.append(f"kind IN ({', '.join('?' * len(types))})")
+            args += types
+        if since is not None:
+            where.append("updated_at > ?")
+            args.append(since)
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT id, title, path, kind, content_hash, updated_at FROM documents WHERE {' AND '.join(where)} ORDER BY id", args
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    def documents_under(self, folder: str) -> list[dict]:
+        """Documents (any status) stored from a file under folder: id, path, status."""
+        prefix = folder.rstrip("/") + "/"
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT id, path, status FROM documents WHERE substr(path, 1, length(?)) = ? ORDER BY id", (prefix, prefix)
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    def current_summaries(self) -> dict[int, tuple[str, str | None, str | None]]:
+        """document id -> (content_hash, bundle_id, prompt_version) of every stored summary."""
+        with self.db.read() as conn:
+            return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
+                "SELECT document_id, content_hash, bundle_id, prompt_version FROM document_summaries")}
+
+    def document_text(self, document_id: int) -> tuple[dict, list[dict]] | None:
+        """The document (id, title, kind, content_hash) and its chunks in order (text, char_start, char_end, heading, page)."""
+        with self.db.read() as conn:
+            doc = conn.execute("SELECT id, title, kind, content_hash, status FROM documents WHERE id = ?", (document_id,)).fetchone()
+            if doc is None:
+                return None
+            chunks = conn.execute(
+                "SELECT text, char_start, char_end, heading, page FROM chunks WHERE document_id = ? ORDER BY ordinal", (document_id,)
+            ).fetchall()
+        return dict(doc), [dict(c) for c in chunks]
+
+    @staticmethod
+    def save_effect(document_id: int, summary: str, content_hash: str, run_id: str, bundle_id: str,
+                    prompt_version: str) -> Effect:
+        """An effect for commit_item: store the summary with the document (nothing if the document is gone)."""
+
+        def effect(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO document_summaries(document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at)"
+                " SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM documents WHERE id = ?)"
+                " ON CONFLICT(document_id) DO UPDATE SET summary = excluded.summary, content_hash = excluded.content_hash,"
+                " run_id = excluded.run_id, bundle_id = excluded.bundle_id, prompt_version = excluded.prompt_version,"
+                " created_at = excluded.created_at",
+                (document_id, summary, content_hash, run_id, bundle_id, prompt_version, time.time(), document_id),
+            )
+
+        return effect
+
+    def get_summary(self, document_id: int) -> dict | None:
+        """The stored summary of a document (summary, content_hash, run_id, bundle_id, prompt_version, created_at)."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT summary, content_hash, run_id, bundle_id, prompt_version, created_at FROM document_summaries"
+                " WHERE document_id = ?", (document_id,),
+            ).fetchone()
+        return dict(row) if row else None
