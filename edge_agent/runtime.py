@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from edge_agent.config import Settings
@@ -48,6 +48,39 @@ class Runtime:
     documents: Any = None
     documents_status: str | None = None
     jobs: Any = None  # edge_agent.jobs.service.JobsService: runs, cron loop (started after the model loads)
+    # state of the parts that load in the background: name -> (loading | ready | failed | disabled, detail)
+    parts: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+
+    def liveness(self) -> tuple[bool, str | None]:
+        """(alive, why not): False only when the process is broken (the decode loop died) and needs a restart."""
+        if getattr(self.scheduler, "alive", True) or not self.chat.accepting:  # a stopped loop during shutdown is no failure
+            return True, None
+        return False, f"the decode loop stopped ({_failure_text(getattr(self.scheduler, 'failure', None))}); restart the daemon"
+
+    def readiness(self) -> tuple[bool, dict[str, dict[str, Any]]]:
+        """(ready, parts): ready only when every enabled part answers; each part says ready, loading, failed or stopping."""
+        parts: dict[str, dict[str, Any]] = {}
+        alive, why = self.liveness()
+        engine = getattr(self.scheduler, "engine", None)
+        model: dict[str, Any] = {"state": "ready", "detail": self.chat.model_name}
+        if getattr(engine, "device", None):
+            model["device"] = str(engine.device)
+        if getattr(engine, "fallback_reason", None):
+            model["fallback"] = str(engine.fallback_reason)
+        if not self.chat.accepting:
+            model.update(state="stopping", detail="shutting down")
+        elif not alive:
+            model.update(state="failed", detail=why)
+        parts["model"] = model
+        for name, (state, detail) in self.parts.items():
+            parts[name] = {"state": state, "detail": detail}
+        jobs = getattr(self, "jobs", None)
+        if jobs is not None:
+            if getattr(jobs, "alive", True):
+                parts["jobs"] = {"state": "ready", "detail": None}
+            else:
+                parts["jobs"] = {"state": "failed", "detail": f"the job scheduler stopped ({_failure_text(getattr(jobs, 'failure', None))}); restart the daemon"}
+        return all(p["state"] in ("ready", "disabled") for p in parts.values()), parts
 
     def begin_shutdown(self) -> None:
         """Refuse new generations (running ones continue)."""
@@ -92,9 +125,11 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
     chat.attach_documents(lambda: rt.documents, lambda: rt.documents_status)
     if documents is None and load_documents:
         rt.documents_status = "still loading"
+        rt.parts.update(embedder=("loading", "waiting to start"), index=("loading", "opens after the embedding model"))
         threading.Thread(target=_load_documents, args=(rt,), name="edge-agent-documents", daemon=True).start()
     elif documents is None:
         rt.documents_status = "documents are disabled in this process"
+        rt.parts.update(embedder=("disabled", "serve_documents is off"), index=("disabled", "serve_documents is off"))
     rt.jobs = _build_jobs(rt)
     if rt.jobs is not None and (settings.jobs_enabled if start_jobs is None else start_jobs):
         rt.jobs.start()  # resumes interrupted runs, starts the cron loop
@@ -115,16 +150,50 @@ def _build_jobs(rt: Runtime) -> Any:
     return JobsService(rt.settings, db, rt.chat, rt.embeddings, lambda: rt.documents, rt.metrics)
 
 
+def _failure_text(failure: Any) -> str:
+    """A failure for a response: an exception's type (its message may hold paths; the log has it), or a short text."""
+    if failure is None:
+        return "no reason recorded; see the daemon's log"
+    if isinstance(failure, BaseException):
+        return f"{type(failure).__name__}; see the daemon's log"
+    return str(failure)[:200]
+
+
+def _set_part(rt: Any, name: str, state: str, detail: str | None) -> None:
+    parts = getattr(rt, "parts", None)
+    if parts is not None:
+        parts[name] = (state, detail)
+
+
 def _load_documents(rt: Runtime) -> None:
+    """Load the embedding model and the document index (background thread); readiness follows each step."""
     try:
+        from edge_agent.rag.embedder import prepared_decision
         from edge_agent.services.documents import DocumentService, IndexInUseError
 
+        try:
+            prepared = prepared_decision(rt.settings) is not None
+        except Exception:  # the load below reports it
+            prepared = True
+        _set_part(rt, "embedder", "loading", "loading the prepared ONNX model" if prepared else
+                  "exporting to ONNX and choosing the int8 variant (first start: `edge-agent setup` does this at install time)")
+        if not prepared:
+            log.warning("embedding model not prepared: exporting it now; run `edge-agent setup` at install time to skip this")
         rt.documents = DocumentService.from_settings(rt.settings)
         rt.documents_status = None
+        emb = rt.documents.embedder
+        _set_part(rt, "embedder", "ready", f"{emb.model_id} ({getattr(emb, 'variant', None) or getattr(emb, 'backend', '?')})")
+        _set_part(rt, "index", "ready", None)
         log.info("document service ready")
     except IndexInUseError as e:  # responses name no paths; the log does
         rt.documents_status = f"another edge-agent process{f' (pid {e.pid})' if e.pid else ''} owns the document index"
+        _set_part(rt, "embedder", "failed", "not loaded: the document index is owned by another process")
+        _set_part(rt, "index", "failed", rt.documents_status + "; stop it, or point index_dir elsewhere")
         log.error("document service not loaded: %s", e)
     except Exception as e:  # the daemon still serves chat without documents
         rt.documents_status = f"it failed to load ({type(e).__name__}); see the daemon's log"
+        failed = "embedder" if type(e).__name__ == "EmbedderError" else "index"  # no import: that may be what failed
+        _set_part(rt, failed, "failed", f"{type(e).__name__}; see the daemon's log")
+        if failed == "embedder":
+            _set_part(rt, "index", "failed", "not loaded: the embedding model failed")
         log.error("document service failed to load: %s: %s", type(e).__name__, e)

@@ -15,20 +15,27 @@ def _runtime():
 
 @bp.get("/health")
 def health():
-    return Response(p.Health().model_dump_json(), mimetype="application/json")
+    """Liveness: 503 only when the process is broken (a dead decode loop) and a restart is the fix."""
+    alive, why = _runtime().liveness()
+    body = p.Health() if alive else p.Health(status="failed", detail=why)
+    return Response(body.model_dump_json(exclude_none=True), status=200 if alive else 503, mimetype="application/json")
 
 
 @bp.get("/ready")
 def ready():
+    """Readiness: 200 only when every enabled part (model, embedder, document index, jobs) answers; says what each is doing."""
     rt = _runtime()
     chat = rt.chat
+    ok, parts = rt.readiness()
     draining = current_app.extensions.get("edge_agent.inflight")
-    ok = chat is not None and chat.ready and not (draining is not None and draining.draining)
+    if draining is not None and draining.draining:
+        ok = False
+        parts["model"] = dict(parts["model"], state="stopping", detail="shutting down")
     body = p.Readiness(
-        status="ready" if ok else "not_ready", model=chat.model_name if chat is not None else None,
-        queue_depth=chat.queue_depth if chat is not None else 0, active=chat.active if chat is not None else 0,
+        status="ready" if ok else "not_ready", model=chat.model_name, queue_depth=chat.queue_depth, active=chat.active,
+        parts=parts, waiting_for=[name for name, part in parts.items() if part["state"] not in ("ready", "disabled")],
     )
-    return Response(body.model_dump_json(), status=200 if ok else 503, mimetype="application/json")
+    return Response(body.model_dump_json(exclude_none=True), status=200 if ok else 503, mimetype="application/json")
 
 
 @bp.get("/metrics")

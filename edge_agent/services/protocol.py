@@ -324,7 +324,15 @@ class ErrorResponse(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok"] = "ok"
+    status: Literal["ok", "failed"] = "ok"
+    detail: str | None = None
+
+
+class PartReadiness(BaseModel):
+    state: Literal["ready", "loading", "failed", "stopping", "disabled"]
+    detail: str | None = None
+    device: str | None = None
+    fallback: str | None = None
 
 
 class Readiness(BaseModel):
@@ -332,6 +340,8 @@ class Readiness(BaseModel):
     model: str | None = None
     queue_depth: int = 0
     active: int = 0
+    parts: dict[str, PartReadiness] = {}
+    waiting_for: list[str] = []
 
 
 _Sampling.model_rebuild()
