@@ -11,6 +11,7 @@ from edge_agent.engine.bundle import load_bundle
 from edge_agent.engine.engine import OnnxEngine
 from edge_agent.engine.scheduler import BatchScheduler
 from edge_agent.services.chat import ChatService
+from edge_agent.services.grounding import GroundingPolicy
 from edge_agent.services.embeddings import EmbeddingService
 from edge_agent.services.metrics import ServiceMetrics
 
@@ -75,11 +76,13 @@ class Runtime:
         for name, (state, detail) in self.parts.items():
             parts[name] = {"state": state, "detail": detail}
         jobs = getattr(self, "jobs", None)
-        if jobs is not None:
-            if getattr(jobs, "alive", True):
-                parts["jobs"] = {"state": "ready", "detail": None}
-            else:
-                parts["jobs"] = {"state": "failed", "detail": f"the job scheduler stopped ({_failure_text(getattr(jobs, 'failure', None))}); restart the daemon"}
+        if jobs is None and getattr(self.settings, "jobs_enabled", False):
+            parts["jobs"] = {"state": "failed", "detail": "the jobs database could not be opened; see the daemon's log"}
+        elif jobs is not None and not getattr(jobs, "alive", True):
+            parts["jobs"] = {"state": "failed", "detail": f"the job scheduler stopped ({_failure_text(getattr(jobs, 'failure', None))}); restart the daemon"}
+        elif jobs is not None:
+            started = getattr(jobs, "started", True)
+            parts["jobs"] = {"state": "ready" if started else "disabled", "detail": "cron loop running" if started else "not started in this process"}
         return all(p["state"] in ("ready", "disabled") for p in parts.values()), parts
 
     def begin_shutdown(self) -> None:
@@ -120,6 +123,7 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
         scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
         max_tokens_limit=settings.max_tokens_limit,
     )
+    chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers))
     rt = Runtime(settings=settings, scheduler=scheduler, chat=chat, embeddings=None, metrics=metrics, documents=documents)  # type: ignore[arg-type]
     rt.embeddings = EmbeddingService(lambda: rt.documents, lambda: rt.documents_status)
     chat.attach_documents(lambda: rt.documents, lambda: rt.documents_status)

@@ -62,7 +62,9 @@ def test_ready_waits_for_the_embedder_and_the_index(tiny_bundles, prepared_data,
         assert wait_until(lambda: server.request("GET", "/ready")[0] == 200, 120, 0.1)
         status, body = _get(server, "/ready")
         assert body["status"] == "ready" and body["waiting_for"] == []
-        assert {n: p["state"] for n, p in body["parts"].items()} == {"model": "ready", "embedder": "ready", "index": "ready"}
+        states = {n: p["state"] for n, p in body["parts"].items()}
+        assert states.pop("jobs", "disabled") in ("ready", "disabled")  # jobs: ready when the cron loop runs here
+        assert states == {"model": "ready", "embedder": "ready", "index": "ready"}
         assert "all-MiniLM-L6-v2" in body["parts"]["embedder"]["detail"]
         status, _, out = server.request("POST", "/v1/embeddings", {"model": "default", "input": "hello"})
         assert status == 200 and len(json.loads(out)["data"][0]["embedding"]) == 384  # ready meant ready
@@ -105,5 +107,25 @@ def test_a_dead_decode_loop_turns_health_and_ready_red(tiny_bundles, tmp_path):
         assert status == 503 and body["status"] == "failed" and "restart" in body["detail"]
         status, body = _get(server, "/ready")
         assert status == 503 and body["parts"]["model"]["state"] == "failed" and body["waiting_for"] == ["model"]
+    finally:
+        server.close()
+
+
+def test_a_dead_cron_loop_takes_readiness_down_but_not_liveness(tiny_bundles, tmp_path, monkeypatch):
+    from edge_agent.jobs import schedule
+    from edge_agent.jobs.service import JobsService
+
+    def broken_tick(self, now):
+        raise RuntimeError("the jobs table is gone")
+
+    monkeypatch.setattr(schedule, "TICK_S", 0.01)
+    monkeypatch.setattr(JobsService, "tick", broken_tick)
+    server = _start(api_settings(tiny_bundles["llama"], tmp_path, serve_documents=False, jobs_enabled=True))
+    try:
+        assert wait_until(lambda: _get(server, "/ready")[0] == 503, 30, 0.05)  # ten failed ticks in a row end the loop
+        status, body = _get(server, "/ready")
+        assert body["parts"]["jobs"]["state"] == "failed" and body["waiting_for"] == ["jobs"]
+        assert "RuntimeError" in body["parts"]["jobs"]["detail"] and "jobs table" not in body["parts"]["jobs"]["detail"]
+        assert _get(server, "/health")[0] == 200
     finally:
         server.close()
