@@ -18,6 +18,7 @@ from waitress.server import BaseWSGIServer, create_server
 
 from edge_agent.api.app import create_app, is_loopback
 from edge_agent.config import Settings
+from edge_agent.sdnotify import ServiceNotifier, status_line
 
 log = logging.getLogger(__name__)
 
@@ -147,13 +148,23 @@ def serve(settings: Settings, runtime=None) -> int:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    announced = False
     try:
         srv.start()
         auth = "API key required" if settings.accepted_keys() else "no API key (loopback only)"
-        print(f"edge-agent ready on {srv.url} (model {runtime.chat.model_name}, {threads} threads, {auth})", file=sys.stderr, flush=True)
-        while not stop.wait(0.5):
-            pass
+        print(f"edge-agent listening on {srv.url} (model {runtime.chat.model_name}, {threads} threads, {auth})", file=sys.stderr, flush=True)
+        notifier = ServiceNotifier()
+        while True:  # readiness to systemd (READY=1 once every part answers, STATUS=, WATCHDOG=1 while the loop lives)
+            ready, parts = runtime.readiness()
+            line = status_line(ready, parts)
+            if ready and not announced:
+                print(f"edge-agent {line} on {srv.url}", file=sys.stderr, flush=True)
+                announced = True
+            notifier.update(ready, runtime.liveness()[0], line)
+            if stop.wait(0.5):
+                break
         grace = settings.shutdown_grace_s
+        notifier.stopping(f"shutting down; running requests get {grace:g} s")
         print(f"edge-agent: shutting down; running requests get {grace:g} s", file=sys.stderr, flush=True)
         srv.stop_accepting()
         finished = srv.drain(grace)

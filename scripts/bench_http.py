@@ -79,7 +79,7 @@ class Server:
             if not line:
                 break
             lines.append(line)
-            m = re.search(r"ready on http://127\.0\.0\.1:(\d+)", line)
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
             if m:
                 self.port = int(m.group(1))
         if self.port is None:

@@ -33,7 +33,7 @@ def start_serve(bundle, tmp_path, grace: float) -> tuple[subprocess.Popen, int, 
         if not line:
             break
         lines.append(line)
-        m = re.search(r"ready on http://127\.0\.0\.1:(\d+)", line)
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
         if m:
             port = int(m.group(1))
     assert port, "".join(lines)

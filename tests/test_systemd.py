@@ -1,0 +1,131 @@
+"""systemd integration: sd_notify over a real AF_UNIX datagram socket, and the unit files verified and scored."""
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+UNITS = REPO / "systemd"
+EMBED_CACHE = REPO / ".cache" / "test-embedding-cache"  # shared with the RAG tests: the export is done once
+
+
+def _listener(path: Path | str) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(str(path))
+    s.settimeout(0.2)
+    return s
+
+
+def _drain(s: socket.socket) -> list[str]:
+    out = []
+    while True:
+        try:
+            out.append(s.recv(65536).decode())
+        except socket.timeout:
+            return out
+
+
+# --- sd_notify --------------------------------------------------------------------------------------------
+
+def test_notify_writes_one_datagram_to_a_path_or_an_abstract_socket(tmp_path):
+    from edge_agent.sdnotify import notify
+
+    with _listener(tmp_path / "notify") as s:
+        assert notify("READY=1\nSTATUS=ready", {"NOTIFY_SOCKET": str(tmp_path / "notify")})
+        assert s.recv(4096) == b"READY=1\nSTATUS=ready"
+    name = f"edge-agent-test-{os.getpid()}"
+    with _listener("\0" + name) as s:
+        assert notify("STOPPING=1", {"NOTIFY_SOCKET": "@" + name})
+        assert s.recv(4096) == b"STOPPING=1"
+    assert notify("READY=1", {}) is False  # not under systemd: nothing to do
+    assert notify("READY=1", {"NOTIFY_SOCKET": str(tmp_path / "nobody-listens")}) is False  # logged, not raised
+
+
+def test_notifier_sends_ready_once_and_pets_the_watchdog_only_while_alive(tmp_path):
+    from edge_agent.sdnotify import ServiceNotifier
+
+    now = [100.0]
+    env = {"NOTIFY_SOCKET": str(tmp_path / "n"), "WATCHDOG_USEC": "4000000", "WATCHDOG_PID": str(os.getpid())}
+    with _listener(tmp_path / "n") as s:
+        n = ServiceNotifier(env, clock=lambda: now[0])
+        assert n.watchdog_s == 2.0
+        n.update(False, True, "not ready: embedder loading")
+        assert _drain(s) == ["STATUS=not ready: embedder loading", "WATCHDOG=1"]
+        now[0] += 1.0
+        n.update(False, True, "not ready: embedder loading")
+        assert _drain(s) == []  # nothing changed, the watchdog is not due
+        now[0] += 1.5
+        n.update(True, True, "ready: model, embedder, index")
+        assert _drain(s) == ["READY=1\nSTATUS=ready: model, embedder, index", "WATCHDOG=1"]
+        now[0] += 5
+        n.update(True, True, "ready: model, embedder, index")
+        assert _drain(s) == ["WATCHDOG=1"]  # READY=1 is sent once
+        now[0] += 5
+        n.update(False, False, "not ready: model failed")
+        assert _drain(s) == ["STATUS=not ready: model failed"]  # a dead decode loop gets no watchdog ping
+        n.stopping()
+        assert _drain(s) == ["STOPPING=1\nSTATUS=shutting down"]
+    assert ServiceNotifier({"NOTIFY_SOCKET": "/x", "WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "1"}).watchdog_s is None
+
+
+def _get(port: int, path: str) -> int:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", path)
+        return c.getresponse().status
+    finally:
+        c.close()
+
+
+def test_daemon_tells_systemd_ready_when_ready_pets_the_watchdog_and_says_stopping(tiny_bundles, tmp_path):
+    """`edge-agent serve` under a fake service manager: a real datagram socket as NOTIFY_SOCKET."""
+    EMBED_CACHE.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "embedding-cache").symlink_to(EMBED_CACHE)
+    bundle = tiny_bundles["llama"]
+    env = dict(
+        os.environ, EDGE_AGENT_CONFIG="/nonexistent/edge-agent-test.toml", EDGE_AGENT_THREADS="1", EDGE_AGENT_MAX_BATCH="2",
+        EDGE_AGENT_DATA_DIR=str(tmp_path / "var"), EDGE_AGENT_INDEX_DIR=str(tmp_path / "index"),
+        NOTIFY_SOCKET=str(tmp_path / "notify"), WATCHDOG_USEC="1000000",  # a ping every 0.5 s
+    )
+    cmd = [sys.executable, "-m", "edge_agent.cli.serve", "--models-dir", str(bundle.parent), "--model", bundle.name, "--port", "0"]
+    with _listener(tmp_path / "notify") as s:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        try:
+            port = None
+            for line in proc.stderr:
+                m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+                if m:
+                    port = int(m.group(1))
+                    break
+            assert port, "the daemon did not start"
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # keep the pipe flowing
+            seen: list[str] = []
+            end = time.monotonic() + 120
+            while not any(m.startswith("READY=1") for m in seen) and time.monotonic() < end:
+                seen += _drain(s)
+            assert any(m.startswith("READY=1") for m in seen), seen
+            assert _get(port, "/ready") == 200  # READY=1 came when /ready answers 200
+            before = seen[: [m.startswith("READY=1") for m in seen].index(True)]
+            assert all(m == "WATCHDOG=1" or m.startswith("STATUS=not ready") for m in before), before
+            assert "STATUS=ready: model, embedder, index" in seen[len(before)]
+            time.sleep(1.6)
+            assert _drain(s).count("WATCHDOG=1") >= 2
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+            assert any(m.startswith("STOPPING=1") for m in _drain(s))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
