@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from edge_agent.engine.bundle import Bundle
+from edge_agent.engine.device_runner import DeviceOnnxModel
 from edge_agent.engine.runner import CacheShape, Embedding, OnnxModel, make_session
-from edge_agent.hardware import detect
+from edge_agent.hardware import CUDA, DeviceError, GpuNeed, Hardware, detect
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +31,59 @@ def release_free_heap() -> None:
         pass
 
 
+def gpu_need(bundle: Bundle, slots: int, context_length: int) -> GpuNeed:
+    """GPU memory the bundle needs: its fp16 weights (built, or ~2x the int8 weights) and each slot's fp16 cache."""
+    from edge_agent.engine.gpu_graph import cached_record
+
+    rec = cached_record(bundle)
+    if rec is not None:
+        weights = int(rec["bytes"])
+    else:
+        weights = 2 * sum(int(m["bytes"]) for rel, m in bundle.manifest.get("files", {}).items() if rel.startswith("model.onnx"))
+    arch = bundle.architecture
+    per_slot = int(arch["num_layers"]) * 2 * int(arch["num_kv_heads"]) * int(arch["head_dim"]) * context_length * 2
+    return GpuNeed(weights_bytes=weights, kv_bytes_per_slot=per_slot, slots=slots)
+
+
+def failure_text(e: BaseException) -> str:
+    """One line for an operator: the exception's type and the first line of its message (onnxruntime's can run for pages)."""
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+def smoke_test(model: Any, token: int) -> None:
+    """One prefill, one full-batch decode and a cache round trip; raises RuntimeError on non-finite logits or a copy that differs."""
+    ids = np.full(min(8, model.cache.max_len - 1), token, np.int64)
+    logits = model.prefill(0, ids, 0)
+    if not np.isfinite(logits).all():
+        raise RuntimeError("the first step gave non-finite logits (fp16 overflow?)")
+    b = model.cache.slots
+    if b > 1:
+        keys, values = model.read_prefix(0, len(ids))
+        model.copy_prefix(b - 1, keys, values)
+        model.move_slot(b - 1, 1, len(ids))
+        k2, _ = model.read_prefix(1, len(ids))
+        if not all(np.array_equal(a, c) for a, c in zip(keys, k2)):
+            raise RuntimeError("the device cache did not round-trip (copy between slots failed)")
+    lengths = np.full(b, len(ids), np.int64)
+    out = model.decode(np.full(b, token, np.int64), lengths)
+    if not np.isfinite(out[0]).all():
+        raise RuntimeError("the first decode step gave non-finite logits (fp16 overflow?)")
+
+
 class OnnxEngine:
-    """The language model of one bundle: tokenizer, session and key/value cache slots."""
+    """The language model of one bundle: tokenizer, session and key/value cache slots.
+
+    device (auto | cpu | cuda) goes through hardware.detect. On a GPU the engine runs the
+    bundle's fp16 graph (engine.gpu_graph) with a device-resident cache (DeviceOnnxModel)
+    and checks it with a first step at load; if the session cannot be created, runs out of
+    memory or that step fails, it loads the CPU graph instead and keeps the reason in
+    `fallback_reason` (logged, shown by /ready, /metrics and `edge-agent doctor`). With
+    device = cuda the same failure is an error, since the operator asked for the GPU.
+    session_factory(model_path, threads, providers) replaces runner.make_session (tests);
+    gpu_device_type "cpu" runs the GPU path's graph and cache on host memory (tests and
+    scripts/gpu-check's parity run on machines without a GPU).
+    """
 
     def __init__(
         self,
@@ -37,32 +92,84 @@ class OnnxEngine:
         max_batch: int = 16,
         context_length: int | None = None,
         device: str = "auto",
+        session_factory: Callable[..., Any] | None = None,
+        gpu_device_type: str = "cuda",
     ):
         self.bundle = bundle
         arch = bundle.architecture
         self.vocab_size = int(arch["vocab_size"])
         self.context_length = min(bundle.context_length, context_length or bundle.context_length)
         self.max_batch = max_batch
-        hw = detect(device)
-        self.device = hw.device
+        hw = detect(device, gpu_need(bundle, max_batch, self.context_length) if device != "cpu" else None)
+        self.hardware = hw
+        self.device_reason = hw.reason
+        self.fallback_reason: str | None = None
         self.threads = threads or hw.physical_cores
         self.tokenizer = Tokenizer.from_file(str(bundle.tokenizer_file))
         release_free_heap()  # parsing tokenizer.json leaves ~200 MB of freed heap mapped
         self.stop_token_ids = frozenset(bundle.stop_token_ids)
-        session = make_session(bundle.model_file, self.threads, list(hw.providers))
-        cache = CacheShape(
-            layers=int(arch["num_layers"]),
-            kv_heads=int(arch["num_kv_heads"]),
-            head_dim=int(arch["head_dim"]),
-            slots=max_batch,
-            max_len=self.context_length,
-        )
-        self.model = OnnxModel(session, cache, self.vocab_size, Embedding(bundle.path))
+        factory = session_factory or make_session
+        embedding = Embedding(bundle.path)
+        self.model: Any = None
+        self.device = "cpu"
+        if hw.device == "cuda":
+            try:
+                self.model = self._load_gpu(hw, factory, embedding, gpu_device_type)
+                self.device = "cuda"
+            except Exception as e:  # any failure of the GPU path: the CPU still serves
+                reason = failure_text(e)
+                self.model = None
+                gc.collect()  # drop a half-built session and its device memory now
+                if device == "cuda":
+                    raise DeviceError(f"device = cuda, but the GPU could not serve the model: {reason}; set device = auto to fall back to the CPU") from e
+                self.fallback_reason = reason
+                self.max_batch = max_batch
+                log.warning("GPU session failed (%s): falling back to the CPU", reason)
+        if self.model is None:
+            session = factory(bundle.model_file, self.threads, ["CPUExecutionProvider"])
+            self.model = OnnxModel(session, self._cache_shape(), self.vocab_size, embedding)
         release_free_heap()
         log.info(
             "loaded %s (%s, %d layers) on %s with %d threads, %d slots x %d tokens",
-            bundle.name, arch["arch"], cache.layers, self.device, self.threads, max_batch, self.context_length,
+            bundle.name, arch["arch"], int(arch["num_layers"]), self.device, self.threads, self.max_batch, self.context_length,
         )
+
+    def _cache_shape(self) -> CacheShape:
+        arch = self.bundle.architecture
+        return CacheShape(
+            layers=int(arch["num_layers"]), kv_heads=int(arch["num_kv_heads"]), head_dim=int(arch["head_dim"]),
+            slots=self.max_batch, max_len=self.context_length,
+        )
+
+    def _load_gpu(self, hw: Hardware, factory: Callable[..., Any], embedding: Embedding, device_type: str) -> DeviceOnnxModel:
+        """The fp16 graph in a CUDA session with a device cache, after one smoke step.
+
+        Raises whatever fails: building the graph, the session, the provider not loading, the step.
+        """
+        from edge_agent.engine.gpu_graph import ensure_gpu_graph
+
+        graph = ensure_gpu_graph(self.bundle)
+        index = hw.gpu.index if hw.gpu is not None else 0
+        if hw.slots is not None:
+            self.max_batch = min(self.max_batch, hw.slots)
+        if device_type == "cuda":
+            providers: list[Any] = [(CUDA, {"device_id": index, "arena_extend_strategy": "kSameAsRequested"}), "CPUExecutionProvider"]
+            wanted = CUDA
+        else:
+            providers, wanted = ["CPUExecutionProvider"], "CPUExecutionProvider"
+        session = factory(graph, self.threads, providers)
+        if wanted not in session.get_providers():
+            raise RuntimeError(
+                "onnxruntime did not load its CUDA provider (CUDA 13 or cuDNN 9 libraries missing? "
+                "install the `gpu` extra, see the README's GPU section)"
+            )
+        model = DeviceOnnxModel(session, self._cache_shape(), self.vocab_size, embedding, device_type, index)
+        smoke_test(model, self.bundle.bos_token_id or 0)
+        return model
+
+    def device_status(self) -> dict[str, Any]:
+        """device, why it was chosen, and the GPU failure that sent it to the CPU (None when none)."""
+        return {"device": self.device, "reason": self.device_reason, "fallback_reason": self.fallback_reason}
 
     @property
     def name(self) -> str:
