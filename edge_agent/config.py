@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     prefix_cache_mb: int = Field(
         128, ge=0, description="Memory for the key/value cache of recent prompt prefixes (64-token blocks), reused when a prompt repeats them; 0 = off."
     )
+    reserved_interactive_slots: int | None = Field(
+        None, ge=0, description="Batch slots that background (job/batch) work never takes, kept for interactive requests; unset = max(1, max_batch // 4)."
+    )
 
     # --- server ------------------------------------------------------------
     host: str = Field("127.0.0.1", description="Address to bind; anything but loopback needs api_keys.")

@@ -122,10 +122,11 @@ class BatchScheduler:
             self._thread.start()
         return self
 
-    def stop(self, grace_s: float = 0.0) -> None:
+    def stop(self, grace_s: float = 0.0, wait_s: float = 5.0) -> None:
         """Refuse new work, let running work finish within grace_s, cancel the rest, end the thread.
 
-        Every handle still unfinished afterwards (a step that never returned) gets Finished("cancelled").
+        Cancelled work gets wait_s to leave; every handle still unfinished after that (a step
+        that never returned) gets Finished("cancelled") here.
         """
         with self._cond:
             self._accepting = False
@@ -137,13 +138,13 @@ class BatchScheduler:
                 s.handle.cancel()
             for s in self._active():
                 s.handle.cancel()
-        while time.monotonic() < end + 5 and self.busy and self._thread_alive():
+        while time.monotonic() < end + wait_s and self.busy and self._thread_alive():
             time.sleep(0.02)
         with self._cond:
             self._running = False
             self._cond.notify_all()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=wait_s)
             self._thread = None
         for s in self._take_all():
             self._end(s, "cancelled")
