@@ -20,40 +20,12 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
 
-# (question, a passage of the answer, whitespace-normalised, that must be in a retrieved chunk)
-QUESTIONS = [
-    ("What happens to assert statements when Python optimizes the code?", "when optimization is requested at compile time"),
-    ("What does the pass statement do?", "null operation"),
-    ("What does deleting a name do?", "Deletion of a name removes the binding of that name"),
-    ("Where is the break statement allowed?", 'may only occur syntactically nested in a "for" or "while" loop'),
-    ("When does the else clause of a loop run?", "clause, if present, is executed and the loop terminates"),
-    ("What happens when a generator function returns?", 'will cause "StopIteration" to be raised'),
-    ("Which variables can a nonlocal statement refer to?", "previously bound variables in the nearest enclosing scope"),
-    ("Can a lambda contain statements or type annotations?", "cannot contain statements or annotations"),
-    ("Where must an except clause without an expression be placed?", 'expression-less "except" clause, if present, must be last'),
-    ("Which values count as false in a boolean test?", 'False", "None", numeric zero of all types'),
-    ("Which operator is used for matrix multiplication?", 'The "@" (at) operator'),
-    ("What is the result of raising an integer to a negative power?", "all arguments are converted to float and a float result is delivered"),
-    ("What is a left shift by n bits equivalent to?", 'multiplication with "pow(2,n)"'),
-    ("How is casefold different from lower?", "Casefolding is similar to lowercasing but more aggressive"),
-    ("What does partition return when the separator is missing?", "return a 3-tuple containing the string itself, followed by two empty strings"),
-    ("How do I pad a numeric string with zeros on the left?", "left filled with ASCII \"'0'\" digits"),
-    ("Do dictionaries keep the order in which keys were inserted?", "Dictionaries preserve insertion order"),
-    ("Is list sorting stable?", "guaranteed to be stable"),
-    ("Which special method implements len()?", 'Called to implement the built-in function "len()"'),
-    ("How must __hash__ relate to equality?", "Objects that are equal should either have the same hash value"),
-    ("What is raise ... from used for?", 'The "from" clause is used for exception chaining'),
-    ("Is __exit__ always called by a with statement?", '"__exit__()" will always be called'),
-    ("What does continue do inside a loop?", "skips the rest of the suite and goes back"),
-    ("What does a function return when it has no return statement?", "returned by functions that don’t explicitly return a value"),
-    ("Can a name be used before its global declaration in the same block?", "textually preceding"),
-    ("Do underscores change the value of a numeric literal?", "Underscores are ignored for determining the numeric value"),
-    ("Can comparison operators be chained like a < b < c?", "Comparisons can be chained arbitrarily"),
-    ("When is x is y true?", "are the same object"),
-    ("What does the import statement do first?", "find a module, loading and initializing it if necessary"),
-    ("What is a raw string literal?", "raw strings"),
-]
+from rag_eval_sets import ABSENT, EN_FACTS, EN_QUESTIONS, NL_QUESTIONS  # noqa: E402
+
+QUESTIONS = EN_QUESTIONS
+CORPUS_NL = REPO.parent / "shared" / "corpus-nl"
 
 
 def _norm(s: str) -> str:
@@ -83,15 +55,43 @@ def bench_embedding(onnx, torch_emb, texts: list[str], batch: int, rounds: int =
     }
 
 
-def bench_quality(svc) -> dict:
-    out = {}
-    for mode in ("dense", "bm25", "hybrid"):
-        found = 0
-        for q, answer in QUESTIONS:
+def ingest_eval_corpus(svc) -> dict:
+    """The 79 pydoc topics and the Dutch articles (titled by their first line) in one index."""
+    from pydoc_data.topics import topics
+
+    chunks = 0
+    for name, text in sorted(topics.items()):
+        chunks += svc.add_text(f"Python reference: {name}", text).chunks
+    nl = 0
+    for f in sorted(CORPUS_NL.glob("0*.txt")):
+        text = f.read_text(encoding="utf-8")
+        nl += svc.add_text(text.strip().split("\n", 1)[0][:120], text).chunks
+    return {"documents": len(topics) + len(list(CORPUS_NL.glob("0*.txt"))), "chunks": chunks + nl, "dutch_chunks": nl}
+
+
+def dutch_dev_questions() -> list[tuple[str, str]]:
+    path = CORPUS_NL / "questions-dev.jsonl"
+    return [(d["q"], d["phrase"]) for d in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if d]
+
+
+def bench_quality(svc, modes=("dense", "bm25", "hybrid")) -> dict:
+    """English: document Recall@5 (a top-5 chunk from a topic holding the answer phrase) and passage Recall@5;
+    Dutch: passage Recall@3 (a top-3 chunk holds the phrase) on questions-dev.jsonl and on our own set."""
+    from pydoc_data.topics import topics
+
+    titles = {f"Python reference: {k}": _norm(v) for k, v in topics.items()}
+    out: dict = {"en_questions": len(EN_QUESTIONS), "nl_dev_questions": len(dutch_dev_questions()), "nl_own_questions": len(NL_QUESTIONS)}
+    for mode in modes:
+        doc5 = psg5 = 0
+        for q, answer in EN_QUESTIONS:
             hits = svc.retrieve(q, k=5, mode=mode)
-            if any(_norm(answer) in _norm(h.text) for h in hits):
-                found += 1
-        out[mode] = round(found / len(QUESTIONS), 3)
+            psg5 += any(_norm(answer) in _norm(h.text) for h in hits)
+            doc5 += any(_norm(answer) in titles.get(h.title, "") for h in hits)
+        nl = {}
+        for name, qs in (("dev", dutch_dev_questions()), ("own", [(q, p) for q, p, _ in NL_QUESTIONS])):
+            nl[name] = sum(any(_norm(p) in _norm(h.text) for h in svc.retrieve(q, k=3, mode=mode)) for q, p in qs) / len(qs)
+        out[mode] = {"en_doc_recall_at_5": round(doc5 / len(EN_QUESTIONS), 3), "en_passage_recall_at_5": round(psg5 / len(EN_QUESTIONS), 3),
+                     "nl_dev_passage_recall_at_3": round(nl["dev"], 3), "nl_own_passage_recall_at_3": round(nl["own"], 3)}
     return out
 
 
@@ -172,7 +172,12 @@ def main() -> int:
     ap.add_argument("--cache", default=str(REPO / ".cache" / "test-embedding-cache"), help="embedding export cache")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved embedding rounds (best of each)")
     ap.add_argument("--spin", action="store_true", help="onnxruntime threads busy-wait (as torch's OpenMP threads do)")
-    ap.add_argument("--only", choices=["embedding"], help="run only the embedding comparison (about a minute)")
+    ap.add_argument("--only", choices=["embedding", "quality", "answers"],
+                    help="embedding: the embedding comparison (about a minute); quality: retrieval recall on the English and "
+                         "Dutch sets; answers: grounded answers of --model on the fact and absent sets")
+    ap.add_argument("--chunk-tokens", type=int, default=Settings().chunk_tokens)
+    ap.add_argument("--chunk-overlap", type=int, default=Settings().chunk_overlap)
+    ap.add_argument("--model", default=str(REPO / "models" / "default"), help="model bundle for --only answers")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -182,12 +187,28 @@ def main() -> int:
     from edge_agent.services.documents import DocumentService
 
     onnx = OnnxEmbedder(cache_dir=Path(args.cache), batch_size=args.batch, spin=args.spin)
-    torch_emb = TorchEmbedder(batch_size=args.batch)
+    torch_emb = TorchEmbedder(batch_size=args.batch) if args.only in (None, "embedding") else None
     result: dict = {"bench": "rag", "cpus": os.cpu_count(), "load_avg_1m_start": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        settings = Settings(data_dir=tmp / "var", index_dir=tmp / "index", ingest_roots=[tmp])
+        settings = Settings(data_dir=tmp / "var", index_dir=tmp / "index", ingest_roots=[tmp], chunk_tokens=args.chunk_tokens,
+                            chunk_overlap=args.chunk_overlap)
         svc = DocumentService.from_settings(settings, embedder=onnx)
+        if args.only in ("quality", "answers"):
+            t = time.perf_counter()
+            result["ingest"] = ingest_eval_corpus(svc)
+            result["ingest"]["seconds"] = round(time.perf_counter() - t, 1)
+            result["chunking"] = {"chunk_tokens": args.chunk_tokens, "overlap": args.chunk_overlap}
+            if args.only == "quality":
+                result["quality"] = bench_quality(svc)
+            else:
+                from bench_answers import bench_answers
+
+                result["answers"] = bench_answers(svc, Path(args.model), settings)
+            result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+            svc.close()
+            print(json.dumps(result))
+            return 0
         if args.only == "embedding":
             for name, text in sorted(topics.items())[:120]:
                 svc.add_text(f"Python reference: {name}", text)

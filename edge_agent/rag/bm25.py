@@ -1,4 +1,8 @@
-"""BM25 keyword index (bm25s) kept in step with the chunk store, with a language-neutral tokenizer.
+"""BM25 keyword index (bm25s) kept in step with the chunk store, with per-language terms.
+
+Each chunk's language is detected when it is encoded and kept (also in the snapshot); its terms
+are stemmed with that language's Snowball stemmer (see language.py). A query is analysed in the
+index languages it is likely to be in.
 
 bm25s builds static indexes, so this keeps two: `main`, rebuilt now and then in a
 background thread, and `pending`, a small index over chunks added since `main` was
@@ -7,69 +11,33 @@ Results of the two are interleaved by rank. Callers hold an RWLock around use.
 """
 from __future__ import annotations
 
-import functools
 import io
 import logging
-import re
-import sys
 import threading
 import time
-import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import bm25s
 import numpy as np
 
+from edge_agent.rag import language
+
 log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG
 
-# Bump when tokenize() changes: saved snapshots of token ids from another version are not used.
-TOKENIZER_VERSION = 2  # 2: marks (e.g. Devanagari vowel signs) no longer cut words
-_WORD = re.compile(r"\w+", re.UNICODE)
-# (?<!\w): a code starts at a word's start; without it every position inside every word was tried
-_COMPOUND = re.compile(r"(?<!\w)\w+(?:[-_./:]\w+)+", re.UNICODE)
-_JOINED = re.compile(r"\w[-_./:]\w", re.UNICODE)
-
-
-@functools.cache
-def _mark_tables() -> tuple[dict[int, None], re.Pattern[str]]:
-    """From one pass over the code points: every combining mark -> None (for str.translate), and
-    \\w+ continued over Mn/Mc/Me, which \\w leaves out (vowel signs of Devanagari, Tamil, ...)."""
-    combining: dict[int, None] = {}
-    spans: list[list[int]] = []
-    for c in range(sys.maxunicode + 1):
-        ch = chr(c)
-        if unicodedata.combining(ch):
-            combining[c] = None
-        if unicodedata.category(ch) in ("Mn", "Mc", "Me"):
-            if spans and spans[-1][1] == c - 1:
-                spans[-1][1] = c
-            else:
-                spans.append([c, c])
-    cls = "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in spans)
-    return combining, re.compile(rf"\w+(?:[{cls}]+\w*)*")
-
-
-def _strip_marks(text: str) -> str:
-    return text if text.isascii() else text.translate(_mark_tables()[0])
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text) if text.isascii() else _mark_tables()[1].findall(text)
+# Bump when the terms change: saved snapshots of token ids from another version are not used.
+TOKENIZER_VERSION = 3  # 3: per-language Snowball stems and stop words, each chunk's language stored
 
 
 def tokenize(text: str) -> list[str]:
     """Lowercased, accent-folded unicode words; codes like "XK-99/B" also give one joined token.
 
-    No stemming and no stop-word list, so Dutch, German or any other language is treated alike;
+    No stemming and no stop-word list (see language.terms for the per-language terms BM25 uses);
     words of scripts with vowel signs (Devanagari, Tamil, ...) stay whole.
     """
-    text = _strip_marks(unicodedata.normalize("NFKD", text.casefold()))
-    tokens = _words(text)
-    if _JOINED.search(text):  # most prose has no word joined to the next by - _ . / :
-        tokens.extend(_COMPOUND.findall(text))
-    return tokens
+    return language.terms(text, language.UNKNOWN)
 
 
 @dataclass
@@ -114,6 +82,8 @@ class Bm25Index:
     def __init__(self, merge_after_s: float = 1.0, sync_merge_max: int = 2000):
         self.vocab: dict[str, int] = {}
         self.docs: dict[int, np.ndarray] = {}   # chunk id -> token ids (the source of truth here)
+        self.langs: dict[int, str] = {}         # chunk id -> its language (ISO 639-1, "und")
+        self.lang_counts: Counter[str] = Counter()
         self.main = _Part(None, np.zeros(0, np.int64), 0)
         self.pending_ids: list[int] = []
         self.pending = _Part(None, np.zeros(0, np.int64), 0)
@@ -126,25 +96,50 @@ class Bm25Index:
     def __len__(self) -> int:
         return len(self.docs)
 
-    def _encode(self, text: str) -> np.ndarray:
+    def _encode(self, text: str) -> tuple[np.ndarray, str]:
         vocab = self.vocab
+        lang = language.detect(text)
         out = []
-        for tok in tokenize(text):
+        for tok in language.terms(text, lang):
             tid = vocab.get(tok)
             if tid is None:
                 tid = vocab[tok] = len(vocab)
             out.append(tid)
-        return np.asarray(out, dtype=np.int32)
+        return np.asarray(out, dtype=np.int32), lang
 
-    def encode_many(self, texts: Iterable[str]) -> list[np.ndarray]:
-        """Token ids for texts (grows the vocabulary; callers hold the write lock)."""
+    def encode_many(self, texts: Iterable[str]) -> list[tuple[np.ndarray, str]]:
+        """(token ids, language) of each text (grows the vocabulary; callers hold the write lock)."""
         return [self._encode(t) for t in texts]
+
+    def _put(self, ids: Iterable[int], encoded: Iterable[tuple[np.ndarray, str]]) -> None:
+        for i, (d, lang) in zip(ids, encoded):
+            i = int(i)
+            old = self.langs.get(i)
+            if old is not None:
+                self.lang_counts[old] -= 1
+            self.docs[i], self.langs[i] = d, lang
+            self.lang_counts[lang] += 1
+
+    def _drop(self, i: int) -> None:
+        if self.docs.pop(i, None) is not None:
+            lang = self.langs.pop(i, language.UNKNOWN)
+            self.lang_counts[lang] -= 1
+            if self.lang_counts[lang] <= 0:
+                del self.lang_counts[lang]
+
+    def languages(self) -> dict[str, int]:
+        """Chunks per language, most first."""
+        return dict(self.lang_counts.most_common())
+
+    def query_languages(self, query: str) -> list[str]:
+        """The index languages the query is likely in, most likely first (see language.likely)."""
+        return language.likely(query, self.lang_counts)
 
     # --- writes (write lock held) ----------------------------------------
     def rebuild(self, ids: np.ndarray, texts: Sequence[str]) -> None:
         """Replace everything with these chunks (used at start-up and by rebuild)."""
-        self.vocab = {}
-        self.docs = dict(zip((int(i) for i in ids), self.encode_many(texts)))
+        self.vocab, self.docs, self.langs, self.lang_counts = {}, {}, {}, Counter()
+        self._put(ids, self.encode_many(texts))
         self._generation += 1
         self._build_main_now()
 
@@ -153,18 +148,17 @@ class Bm25Index:
         self.main = _Part.build(ids, [self.docs[int(i)] for i in ids], self.vocab)
         self.pending_ids, self.pending = [], _Part(None, np.zeros(0, np.int64), 0)
 
-    def apply(self, add_ids: Sequence[int], add_docs: Sequence[np.ndarray], remove_ids: Sequence[int]) -> bool:
-        """Add and remove chunks; returns True if a background merge should be scheduled."""
+    def apply(self, add_ids: Sequence[int], add_docs: Sequence[tuple[np.ndarray, str]], remove_ids: Sequence[int]) -> bool:
+        """Add (encode_many's output) and remove chunks; returns True if a background merge should be scheduled."""
         for i in remove_ids:
-            self.docs.pop(int(i), None)
+            self._drop(int(i))
         if len(remove_ids) and len(self.main.ids):
             gone = np.isin(self.main.ids, np.asarray(remove_ids, dtype=np.int64))
             if gone.any():
                 alive = self.main.alive.copy()
                 alive[gone] = 0.0
                 self.main = _Part(self.main.retriever, self.main.ids, self.main.n_vocab, alive)
-        for i, d in zip(add_ids, add_docs):
-            self.docs[int(i)] = d
+        self._put(add_ids, add_docs)
         self._generation += 1
         if len(self.docs) <= self.sync_merge_max:
             self._build_main_now()
@@ -183,22 +177,29 @@ class Bm25Index:
         tokens = np.concatenate([self.docs[int(i)] for i in ids]) if len(ids) else np.zeros(0, np.int32)
         words = sorted(self.vocab, key=self.vocab.__getitem__)  # position = token id; no token holds a newline
         buf = io.BytesIO()
-        np.savez(buf, ids=ids, lens=lens, tokens=tokens.astype(np.int32), vocab=np.frombuffer("\n".join(words).encode(), np.uint8))
+        langs = "\n".join(self.langs.get(int(i), language.UNKNOWN) for i in ids)
+        np.savez(buf, ids=ids, lens=lens, tokens=tokens.astype(np.int32), vocab=np.frombuffer("\n".join(words).encode(), np.uint8),
+                 langs=np.frombuffer(langs.encode(), np.uint8))
         return buf.getvalue()
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> "Bm25Index":
         """An index holding a snapshot's chunks (its `main` not built yet); raises ValueError if it is inconsistent."""
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            ids, lens, tokens, blob = z["ids"], z["lens"], z["tokens"], z["vocab"]
+            if "langs" not in z.files:
+                raise ValueError("BM25 snapshot without chunk languages")
+            ids, lens, tokens, blob, lblob = z["ids"], z["lens"], z["tokens"], z["vocab"], z["langs"]
         words = bytes(blob).decode().split("\n") if len(blob) else []
+        langs = bytes(lblob).decode().split("\n") if len(ids) else []
+        if len(langs) != len(ids):
+            raise ValueError("BM25 snapshot languages do not match its chunks")
         if len(ids) != len(lens) or int(lens.sum()) != len(tokens) or len(set(words)) != len(words):
             raise ValueError("inconsistent BM25 snapshot")
         if len(tokens) and (int(tokens.min()) < 0 or int(tokens.max()) >= len(words)):
             raise ValueError("BM25 snapshot token ids outside its vocabulary")
         out = cls()
         out.vocab = {w: i for i, w in enumerate(words)}
-        out.docs = dict(zip(ids.tolist(), np.split(tokens, np.cumsum(lens)[:-1]) if len(ids) else []))
+        out._put(ids.tolist(), zip(np.split(tokens, np.cumsum(lens)[:-1]) if len(ids) else [], langs))
         return out
 
     def catch_up(self, chunk_ids: np.ndarray, texts_of: Callable[[np.ndarray], Iterable[tuple[np.ndarray, list[str]]]]) -> int:
@@ -206,11 +207,11 @@ class Bm25Index:
         texts_of(missing) batches of (ids, texts), then build; returns how many were encoded."""
         have = np.fromiter(self.docs, dtype=np.int64, count=len(self.docs))
         for i in np.setdiff1d(have, chunk_ids).tolist():
-            del self.docs[i]
+            self._drop(i)
         missing = np.setdiff1d(chunk_ids, have)
         if len(missing):
             for ids, texts in texts_of(missing):
-                self.docs.update(zip(ids.tolist(), self.encode_many(texts)))
+                self._put(ids.tolist(), self.encode_many(texts))
         self._generation += 1
         self._build_main_now()
         return len(missing)
@@ -249,9 +250,12 @@ class Bm25Index:
             self._merge_thread.join(0.1)
 
     # --- reads (read lock held) -------------------------------------------
-    def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (chunk ids, scores): main and pending results interleaved by rank."""
-        token_ids = [self.vocab[t] for t in dict.fromkeys(tokenize(query)) if t in self.vocab]
+    def search(self, query: str, k: int, allowed: np.ndarray | None = None, langs: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (chunk ids, scores) for a query analysed in langs (default: query_languages(query));
+        main and pending results interleaved by rank."""
+        if langs is None:
+            langs = self.query_languages(query)
+        token_ids = [self.vocab[t] for t in language.query_terms(query, langs) if t in self.vocab]
         ids_a, sc_a = self.main.search(token_ids, k, allowed)
         if self.pending.retriever is None:
             return ids_a, sc_a

@@ -1,4 +1,8 @@
-"""Hybrid retrieval: dense (FAISS) and keyword (BM25) search fused by reciprocal rank fusion.
+"""Hybrid retrieval: dense (FAISS) and keyword (BM25) search fused by weighted reciprocal rank fusion.
+
+The fusion leans on what each ranker is good at: when the embedding model does not cover the
+query's language (all-MiniLM-L6-v2 is English only), its ranking weighs `uncovered_dense_weight`
+against BM25's 1 (per-language stems, see bm25.py).
 
 `HybridIndex` owns both indexes and the lock that makes every update all-or-nothing
 for readers: a writer changes both under the write lock, readers search under the read lock.
@@ -26,6 +30,7 @@ INDEX_FILE = "chunks.faiss"
 BM25_FILE = "bm25.snapshot"
 BM25_MAGIC = b"EDGE-AGENT-BM25 1\n"
 MODES = ("hybrid", "dense", "bm25")
+UNCOVERED_DENSE_WEIGHT = 0.25  # dense's RRF weight for a query in a language the embedder was not trained on
 
 
 @dataclass
@@ -48,6 +53,7 @@ class Hit:
     dense_score: float | None = None
     bm25_rank: int | None = None
     bm25_score: float | None = None
+    query_language: str | None = None
 
 
 def reciprocal_rank_fusion(ranked: Sequence[Sequence[int]], k: int = 60, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
@@ -63,7 +69,8 @@ def reciprocal_rank_fusion(ranked: Sequence[Sequence[int]], k: int = 60, weights
 class HybridIndex:
     """FAISS + BM25 over the same chunk ids, persisted under `index_dir`."""
 
-    def __init__(self, index_dir: Path, dim: int, ann_threshold: int = 50_000, rrf_k: int = 60, candidates: int = 50):
+    def __init__(self, index_dir: Path, dim: int, ann_threshold: int = 50_000, rrf_k: int = 60, candidates: int = 50,
+                 dense_languages: Iterable[str] | None = None, uncovered_dense_weight: float = UNCOVERED_DENSE_WEIGHT):
         self.index_dir = Path(index_dir)
         self.path = self.index_dir / INDEX_FILE
         self.bm25_path = self.index_dir / BM25_FILE
@@ -71,6 +78,8 @@ class HybridIndex:
         self.ann_threshold = ann_threshold
         self.rrf_k = rrf_k
         self.candidates = candidates
+        self.dense_languages = frozenset(dense_languages) if dense_languages else None  # None: covers every language
+        self.uncovered_dense_weight = uncovered_dense_weight
         self.lock = RWLock()
         self._writer = threading.Lock()  # one writer at a time (apply + save)
         self.dense = FaissIndex(dim, ann_threshold)
@@ -200,20 +209,27 @@ class HybridIndex:
             raise ValueError(f"mode must be one of {MODES}")
         n = max(k, self.candidates)
         with self.lock.read():
+            langs = self.bm25.query_languages(query_text)
             d_scores, d_ids = (
                 self.dense.search(query_vector, n, allowed)
                 if mode != "bm25" and query_vector is not None
                 else (np.zeros(0, np.float32), np.zeros(0, np.int64))
             )
-            b_ids, b_scores = self.bm25.search(query_text, n, allowed) if mode != "dense" else (np.zeros(0, np.int64), [])
+            b_ids, b_scores = self.bm25.search(query_text, n, allowed, langs) if mode != "dense" else (np.zeros(0, np.int64), [])
         dense = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(d_ids, d_scores), start=1)}
         bm25 = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(b_ids, b_scores), start=1)}
-        fused = reciprocal_rank_fusion([d_ids.tolist(), b_ids.tolist()], k=self.rrf_k)[:k]
+        lang = langs[0] if langs else None
+        weights = [1.0 if self.covers(lang) else self.uncovered_dense_weight, 1.0]
+        fused = reciprocal_rank_fusion([d_ids.tolist(), b_ids.tolist()], k=self.rrf_k, weights=weights)[:k]
         hits = []
         for cid, score in fused:
             d, b = dense.get(cid), bm25.get(cid)
-            hits.append(Hit(cid, score, d and d[0], d and d[1], b and b[0], b and b[1]))
+            hits.append(Hit(cid, score, d and d[0], d and d[1], b and b[0], b and b[1], lang))
         return hits
+
+    def covers(self, lang: str | None) -> bool:
+        """Whether the embedding model covers lang (unknown models and unknown languages: yes)."""
+        return self.dense_languages is None or lang is None or lang == "und" or lang in self.dense_languages
 
     def stats(self) -> dict:
         with self.lock.read():
@@ -221,6 +237,8 @@ class HybridIndex:
                 "vectors": self.dense.ntotal,
                 "bm25_chunks": len(self.bm25),
                 "bm25_pending": len(self.bm25.pending_ids),
+                "languages": {lang: {"chunks": n, "embedder_covers": self.covers(lang)} for lang, n in self.bm25.languages().items()},
+                "embedder_languages": sorted(self.dense_languages) if self.dense_languages else "any (not declared)",
                 "ann": self.dense.ann_state,
                 "ann_threshold": self.ann_threshold,
                 "index_file": str(self.path),
