@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
 DECISION_FILE = "edge-agent-embedder.json"
+LANGUAGES_FILE = "edge-agent-embedding.json"  # an imported model's manifest: {"languages": [...], ...}
 DECISION_VERSION = 6  # bump when the candidates change: cached decisions of older versions are made again
 MIN_COSINE = 0.99
 EMBEDDING_BATCH = 16  # the config default (see config.embedding_batch)
@@ -132,6 +133,18 @@ class _SentenceEmbedder:
         self.max_tokens = int(model.max_seq_length)
         self.name = name
         self._tokenizer = None
+
+    @property
+    def languages(self) -> tuple[str, ...] | None:
+        """ISO 639-1 codes the model was trained on (all-MiniLM-L6-v2: English), from an imported model's
+        manifest (LANGUAGES_FILE in its folder), or None when unknown (then taken to cover every language)."""
+        if self.name == PACKAGED_MODEL:
+            return ("en",)
+        try:
+            langs = json.loads((self.folder / LANGUAGES_FILE).read_text()).get("languages")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return tuple(str(x) for x in langs) if isinstance(langs, list) and langs else None
 
     @property
     def model_id(self) -> str:
