@@ -168,7 +168,7 @@ class BatchRequestRunner:
             else:
                 out, tokens = self._generate(url, body)
             line = response_line(payload["custom_id"], 200, out)
-            line["_tokens"] = tokens
+            line["usage"] = {"completion_tokens": tokens}  # for the run's token count; not written to the output file
             return line
         except ValidationError as e:
             msg, param = _validation_message(e)
@@ -341,7 +341,7 @@ class BatchKind:
         if window not in COMPLETION_WINDOWS:
             raise InvalidJobError("completion_window must be 24h", "completion_window")
         file_id = params.get("input_file_id")
-        if not isinstance(file_id, str) or stores(ctx.settings).files.get(file_id) is None:
+        if not isinstance(file_id, str) or stores(ctx.settings, getattr(ctx, "db", None)).files.get(file_id) is None:
             raise InvalidJobError(f"input file {file_id!r} not found: upload it with POST /v1/files (purpose=batch)", "input_file_id")
         out = {"input_file_id": file_id, "endpoint": endpoint, "completion_window": window}
         if params.get("batch_id"):
@@ -352,7 +352,7 @@ class BatchKind:
         from edge_agent.jobs.batch_files import stores
 
         try:
-            data = stores(ctx.settings).files.read_bytes(params["input_file_id"])
+            data = stores(ctx.settings, getattr(ctx, "db", None)).files.read_bytes(params["input_file_id"])
         except (KeyError, FileNotFoundError):
             raise InvalidJobError(f"input file {params['input_file_id']!r} is gone", "input_file_id") from None
         yield from parse_batch(data, params.get("endpoint"))
@@ -367,7 +367,7 @@ class BatchKind:
         """Write the output and error files of the run's results, in input order, and link them to the batch."""
         from edge_agent.jobs.batch_files import write_run_outputs
 
-        write_run_outputs(run, ctx.settings)
+        write_run_outputs(run, ctx.settings, getattr(ctx, "db", None))
 
 
 def write_jsonl(path: Path, lines: list[dict]) -> None:
@@ -384,4 +384,5 @@ def write_jsonl(path: Path, lines: list[dict]) -> None:
 
 
 def dump_line(line: dict) -> str:
-    return json.dumps({k: v for k, v in line.items() if not k.startswith("_")}, ensure_ascii=False, separators=(",", ":"))
+    """One output-file line: the OpenAI fields only (the run's own `usage` bookkeeping is left out)."""
+    return json.dumps({k: line[k] for k in ("id", "custom_id", "response", "error") if k in line}, ensure_ascii=False, separators=(",", ":"))

@@ -61,20 +61,21 @@ class Stores:
     runs: JobStore
 
 
-_STORES: dict[Path, Stores] = {}
+_STORES: dict[tuple[Path, int], Stores] = {}
 _STORES_LOCK = threading.Lock()
 
 
-def stores(settings: Any) -> Stores:
-    """The SQLite stores under settings.data_dir (opened once per process and folder)."""
+def stores(settings: Any, db: SqliteDatabase | None = None) -> Stores:
+    """The stores over db (the jobs service's database), or over data_dir's database opened once per process."""
     root = Path(settings.data_dir).resolve()
+    key = (root, id(db))
     with _STORES_LOCK:
-        s = _STORES.get(root)
+        s = _STORES.get(key)
         if s is None:
-            db = SqliteDatabase(root / DB_FILE)
+            db = db or SqliteDatabase(root / DB_FILE)
             files = FileStore(db, root / "files")
             files.sweep()
-            s = _STORES[root] = Stores(db, files, BatchStore(db), JobStore(db))
+            s = _STORES[key] = Stores(db, files, BatchStore(db), JobStore(db))
         return s
 
 
@@ -95,9 +96,9 @@ def run_lines(runs: JobStore, run_id: str) -> tuple[list[dict], list[dict]]:
             return out, err
 
 
-def write_run_outputs(run: RunInfo, settings: Any) -> tuple[str | None, str | None]:
+def write_run_outputs(run: RunInfo, settings: Any, db: SqliteDatabase | None = None) -> tuple[str | None, str | None]:
     """Store the run's output and error files (once) and link them to its batch; returns their ids."""
-    st = stores(settings)
+    st = stores(settings, db)
     batch_id = run.params.get("batch_id")
     rec = st.batches.get(batch_id) if batch_id else None
     if rec is not None and (rec.output_file_id or rec.error_file_id):
@@ -162,7 +163,7 @@ class BatchService:
     def __init__(self, settings: Any, jobs: Any):
         self.settings = settings
         self.jobs = jobs
-        self.st = stores(settings)
+        self.st = stores(settings, getattr(jobs, "db", None))
 
     # files
     def upload(self, purpose: str, filename: str, blocks: Iterable[bytes], length: int | None = None) -> dict:

@@ -1,0 +1,154 @@
+"""OpenAI batch files: the exact line formats in and out, bad lines, oversized files; the offline CLI and the
+real server through the official openai client, over the tiny real Llama."""
+from __future__ import annotations
+
+import json
+import time
+
+import openai
+import pytest
+
+from conftest import job_settings
+from edge_agent.services import protocol as p
+
+CHAT = {"model": "llama", "messages": [{"role": "user", "content": "Say something about foxes."}], "max_tokens": 6, "temperature": 0}
+GOOD = [
+    {"custom_id": "req-1", "method": "POST", "url": "/v1/chat/completions", "body": CHAT},
+    {"custom_id": "req-2", "method": "POST", "url": "/v1/chat/completions", "body": {**CHAT, "max_tokens": 3}},
+]
+BAD = [
+    "this is not json",
+    json.dumps({"custom_id": "req-1", "method": "POST", "url": "/v1/chat/completions", "body": CHAT}),  # duplicate custom_id
+    json.dumps({"method": "POST", "url": "/v1/chat/completions", "body": CHAT}),  # no custom_id
+    json.dumps({"custom_id": "bad-url", "method": "POST", "url": "/v1/images/generations", "body": {}}),
+    json.dumps({"custom_id": "bad-body", "method": "POST", "url": "/v1/chat/completions", "body": {**CHAT, "temperature": -1}}),
+    json.dumps({"custom_id": "bad-model", "method": "POST", "url": "/v1/chat/completions", "body": {**CHAT, "model": "gpt-4"}}),
+]
+BAD_CODES = {("invalid_json", None), ("duplicate_custom_id", "req-1"), ("missing_custom_id", None), ("invalid_url", "bad-url"),
+             (400, "bad-body"), (404, "bad-model")}
+
+
+def batch_bytes() -> bytes:
+    lines = [json.dumps(GOOD[0]), BAD[0], json.dumps(GOOD[1]), *BAD[1:], ""]
+    return "\n".join(lines).encode()
+
+
+def check_output(out_lines: list[dict]) -> None:
+    assert [o["custom_id"] for o in out_lines] == ["req-1", "req-2"]  # input order
+    for o in out_lines:
+        assert set(o) == {"id", "custom_id", "response", "error"} and o["error"] is None
+        assert o["id"].startswith("batch_req_")
+        r = o["response"]
+        assert r["status_code"] == 200 and r["request_id"].startswith("req_")
+        body = p.ChatCompletion.model_validate(r["body"])
+        assert body.object == "chat.completion" and body.id.startswith("chatcmpl-")
+    assert out_lines[0]["response"]["body"]["usage"]["completion_tokens"] <= 6
+    assert out_lines[1]["response"]["body"]["usage"]["completion_tokens"] <= 3
+
+
+def check_errors(err_lines: list[dict]) -> None:
+    got = set()
+    for e in err_lines:
+        assert set(e) == {"id", "custom_id", "response", "error"} and e["id"].startswith("batch_req_")
+        if e["response"] is None:
+            assert e["error"]["message"] and isinstance(e["error"]["line"], int)
+            got.add((e["error"]["code"], e["custom_id"]))
+        else:
+            assert e["error"] is None and e["response"]["body"]["error"]["message"]
+            got.add((e["response"]["status_code"], e["custom_id"]))
+    assert got == BAD_CODES
+
+
+def read_jsonl(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_cli_batch_run_offline(tiny_bundles, tmp_path):
+    from edge_agent.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(batch_bytes())
+    out, err = tmp_path / "out.jsonl", tmp_path / "err.jsonl"
+    rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
+               "batch", "run", str(src), "-o", str(out), "--errors", str(err), "--quiet"])
+    assert rc == 1  # some lines failed
+    check_output(read_jsonl(out))
+    check_errors(read_jsonl(err))
+    # without --errors every line goes to the output, in input order (as vllm run-batch writes it)
+    rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
+               "batch", "run", str(src), "-o", str(out), "--quiet"])
+    merged = read_jsonl(out)
+    assert len(merged) == 8 and merged[0]["custom_id"] == "req-1" and merged[1]["error"]["code"] == "invalid_json"
+    assert merged[2]["custom_id"] == "req-2" and merged[2]["response"]["status_code"] == 200
+
+
+def test_cli_batch_run_refuses_non_utf8(tiny_bundles, tmp_path, capsys):
+    from edge_agent.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\xff\xfe\x00garbage")
+    rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
+               "batch", "run", str(src), "-o", str(tmp_path / "o.jsonl"), "--quiet"])
+    assert rc == 2 and "not UTF-8" in capsys.readouterr().err
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.fixture
+def server(tiny_bundles, tmp_path):
+    from edge_agent.api.app import create_app
+    from edge_agent.runtime import build_runtime
+    from edge_agent.server import HttpServer
+
+    settings = job_settings(tiny_bundles, tmp_path, max_batch_file_bytes=4096, serve_documents=False)
+    rt = build_runtime(settings, load_documents=False, start_jobs=True)
+    srv = HttpServer(create_app(rt), "127.0.0.1", 0, threads=8).start()
+    yield srv, rt
+    srv.close()
+    rt.close()
+
+
+def test_openai_client_files_and_batches(server):
+    srv, rt = server
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=30)
+    f = client.files.create(file=("requests.jsonl", batch_bytes()), purpose="batch")
+    assert f.purpose == "batch" and f.bytes == len(batch_bytes()) and f.filename == "requests.jsonl"
+    assert client.files.retrieve(f.id).id == f.id
+    assert client.files.content(f.id).content == batch_bytes()
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h",
+                              metadata={"team": "night"})
+    assert b.status in ("validating", "in_progress") and b.metadata == {"team": "night"}
+    end = time.monotonic() + 60
+    while b.status not in ("completed", "failed", "cancelled") and time.monotonic() < end:
+        time.sleep(0.2)
+        b = client.batches.retrieve(b.id)
+    assert b.status == "completed", b
+    assert (b.request_counts.total, b.request_counts.completed, b.request_counts.failed) == (8, 2, 6)
+    out = [json.loads(x) for x in client.files.content(b.output_file_id).text.splitlines()]
+    check_output(out)
+    check_errors([json.loads(x) for x in client.files.content(b.error_file_id).text.splitlines()])
+    assert client.files.retrieve(b.output_file_id).purpose == "batch_output"
+    assert b.id in [x.id for x in client.batches.list().data]
+    # the run behind it is an ordinary job run with one result per line
+    run = rt.jobs.get_run(rt.jobs.store.list_runs()[0][0].id)
+    assert run.kind == "batch" and run.status == "succeeded"
+    with pytest.raises(openai.NotFoundError):
+        client.batches.retrieve("batch_nope")
+    assert client.files.delete(f.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        client.files.retrieve(f.id)
+
+
+def test_upload_limits_and_bad_input(server, tmp_path):
+    srv, rt = server
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=30)
+    with pytest.raises(openai.APIStatusError) as e:
+        client.files.create(file=("big.jsonl", b"x" * 5000), purpose="batch")
+    assert e.value.status_code == 413 and "max_batch_file_bytes" in e.value.message
+    with pytest.raises(openai.BadRequestError):
+        client.files.create(file=("a.jsonl", b"{}\n"), purpose="assistants")
+    assert client.files.list().data == []  # nothing stored
+    assert [q.name for q in (rt.settings.data_dir / "files").iterdir()] == []  # no partial file left
+    with pytest.raises(openai.NotFoundError):
+        client.batches.create(input_file_id="file-0000", endpoint="/v1/chat/completions", completion_window="24h")
+    with pytest.raises(openai.BadRequestError):
+        client.batches.create(input_file_id="file-0000", endpoint="/v1/nothing", completion_window="24h")  # type: ignore[arg-type]
