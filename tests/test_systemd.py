@@ -129,3 +129,81 @@ def test_daemon_tells_systemd_ready_when_ready_pets_the_watchdog_and_says_stoppi
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+# --- the unit files ---------------------------------------------------------------------------------------
+
+def _systemd_analyze() -> str:
+    """systemd-analyze, installed from the distribution's packages when missing (or skip, saying why)."""
+    found = shutil.which("systemd-analyze")
+    if not found:
+        if os.geteuid() != 0 or not shutil.which("apt-get"):
+            pytest.skip("systemd-analyze is missing and cannot be installed here (needs root and apt-get)")
+        r = subprocess.run("apt-get update -qq && apt-get install -y -qq --no-install-recommends systemd", shell=True,
+                           capture_output=True, text=True, timeout=900)
+        found = shutil.which("systemd-analyze")
+        if r.returncode or not found:
+            pytest.skip(f"systemd could not be installed: {(r.stderr or r.stdout).strip()[-300:]}")
+    version = subprocess.run([found, "--version"], capture_output=True, text=True).stdout.split()
+    if len(version) < 2 or not version[1].isdigit() or int(version[1]) < 250:
+        pytest.skip(f"systemd-analyze {version[1:2]} is older than 250 (no offline `security`)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def unit_root(tmp_path_factory) -> tuple[str, Path]:
+    """A root tree for `systemd-analyze --root`: the host's system units, ours in /etc, ExecStart's path present."""
+    analyze = _systemd_analyze()
+    root = tmp_path_factory.mktemp("unit-root")
+    for d in ("/usr/lib/systemd/system", "/lib/systemd/system"):
+        if Path(d).is_dir() and not (root / "usr/lib/systemd/system").exists():
+            shutil.copytree(d, root / "usr/lib/systemd/system", symlinks=True)
+    (root / "etc/systemd/system").mkdir(parents=True)
+    for unit in ("edge-agent.service", "edge-agent-job@.service", "edge-agent-job@.timer"):
+        shutil.copy(UNITS / unit, root / "etc/systemd/system" / unit)
+    exe = root / "opt/edge-agent/venv/bin/edge-agent"  # verify checks that ExecStart's program exists
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    return analyze, root
+
+
+def _verify(analyze: str, root: Path, *units: str) -> subprocess.CompletedProcess:
+    return subprocess.run([analyze, "verify", "--man=no", f"--root={root}", *units], capture_output=True, text=True, timeout=60)
+
+
+def _exposure(analyze: str, root: Path, unit: str) -> float:
+    r = subprocess.run([analyze, "security", "--offline=true", f"--root={root}", "--no-pager", unit],
+                       capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", r.stdout)
+    assert m, r.stdout[-500:] + r.stderr
+    return float(m.group(1))
+
+
+def test_units_verify_cleanly_and_score_3_or_lower(unit_root):
+    analyze, root = unit_root
+    r = _verify(analyze, root, "edge-agent.service", "edge-agent-job@nightly.service", "edge-agent-job@nightly.timer")
+    assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr  # warnings count too
+    assert _exposure(analyze, root, "edge-agent.service") <= 3.0
+    assert _exposure(analyze, root, "edge-agent-job@nightly.service") <= 3.0
+    unit = (UNITS / "edge-agent.service").read_text()
+    for line in ("Type=notify", "User=edge-agent", "StateDirectory=edge-agent", "ReadWritePaths=/var/lib/edge-agent",
+                 "IPAddressDeny=any", "IPAddressAllow=localhost", "Restart=on-failure", "DevicePolicy=closed"):
+        assert f"\n{line}\n" in unit, line
+
+
+def test_gpu_and_lan_drop_ins_verify_and_keep_the_score(unit_root, tmp_path):
+    analyze, root = unit_root
+    d = root / "etc/systemd/system/edge-agent.service.d"
+    d.mkdir(exist_ok=True)
+    shutil.copy(UNITS / "gpu.conf", d / "gpu.conf")
+    shutil.copy(UNITS / "lan.conf.example", d / "lan.conf")
+    try:
+        r = _verify(analyze, root, "edge-agent.service")
+        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+        assert _exposure(analyze, root, "edge-agent.service") <= 3.0
+        (d / "broken.conf").write_text("[Service]\nIPAddressAllow=not-an-address\nDeviceAllw=/dev/nvidia0 rw\n")
+        r = _verify(analyze, root, "edge-agent.service")  # the check above can fail: a typo is reported
+        assert "broken.conf" in r.stdout + r.stderr
+    finally:
+        shutil.rmtree(d)
