@@ -179,11 +179,11 @@ def create_app(runtime) -> Flask:
     app.register_blueprint(documents.bp)
     app.extensions["edge_agent.extra_paths"] = documents.openapi_paths(runtime)
     app.extensions["edge_agent.extra_schemas"] = documents.openapi_schemas()
-    from edge_agent.api import batches
+    from edge_agent.api import jobs
 
-    app.register_blueprint(batches.bp)
-    app.extensions["edge_agent.extra_paths"].update(batches.openapi_paths(runtime))
-    app.extensions["edge_agent.extra_schemas"].update(batches.openapi_schemas())
+    app.register_blueprint(jobs.bp)
+    app.extensions["edge_agent.extra_paths"].update(jobs.openapi_paths(runtime))
+    app.extensions["edge_agent.extra_schemas"].update(jobs.openapi_schemas())
     register_error_handlers(app)
     tracker = InFlight(app.wsgi_app, runtime.metrics)
     app.wsgi_app = tracker  # type: ignore[method-assign]

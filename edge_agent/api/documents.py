@@ -103,7 +103,19 @@ class ChunkInfo(BaseModel):
     token_count: int
 
 
+class DocumentSummary(BaseModel):
+    """The summary a summarize job stored (content_hash: the document's content it was made from)."""
+
+    summary: str
+    content_hash: str
+    run_id: str | None = None
+    bundle_id: str | None = None
+    prompt_version: str | None = None
+    created_at: float
+
+
 class DocumentDetail(Document):
+    summary: DocumentSummary | None = None
     chunks: list[ChunkInfo]
 
 

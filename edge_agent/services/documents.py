@@ -35,6 +35,7 @@ from edge_agent.services.document_results import (
 from edge_agent.services.paths import PathNotAllowedError, resolve_confined, walk_files
 from edge_agent.store import ChunkRecord, DocumentStore, SqliteDatabase
 from edge_agent.store.documents import DocumentMeta
+from edge_agent.store.jobs import SummaryStore
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +108,7 @@ class DocumentService:
             chunk_tokens = min(settings.chunk_tokens, embedder.max_tokens - 2)
             return cls(
                 DocumentStore(db),
-                HybridIndex(Path(settings.index_dir), embedder.dim, ann_threshold=settings.ann_threshold,
-                            dense_languages=getattr(embedder, "languages", None)),
+                HybridIndex(Path(settings.index_dir), embedder.dim, ann_threshold=settings.ann_threshold),
                 embedder,
                 TokenChunker(embedder.tokenizer, chunk_tokens, settings.chunk_overlap),
                 LoaderLimits(max_file_bytes=settings.max_file_bytes, time_budget_s=settings.ingest_time_budget_s),
@@ -330,6 +330,7 @@ class DocumentService:
         if doc is None:
             raise DocumentNotFoundError(f"no document with id {document_id}", param="id")
         out = doc.to_dict()
+        out["summary"] = SummaryStore(self.store.db).get_summary(doc.id)  # written by summarize jobs
         out["chunks"] = [
             {"id": c.id, "ordinal": c.ordinal, "page": c.page, "heading": c.heading, "char_start": c.char_start,
              "char_end": c.char_end, "token_count": c.token_count}

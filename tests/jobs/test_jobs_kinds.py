@@ -1,0 +1,141 @@
+"""summarize and reindex on small real data, through JobsService over the tiny real Llama and a real index."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import doc_text
+
+
+def _run(rt, job, timeout=120.0, **overrides):
+    run = rt.jobs.run_foreground(job, overrides=overrides or None)
+    assert run.status not in ("queued", "running")
+    return run
+
+
+def test_summarize_all_then_only_changed(make_runtime):
+    rt = make_runtime()
+    docs = rt.documents
+    ids = [docs.add_text(f"doc {i}", doc_text(i, 3)).document_id for i in range(4)]
+    long_id = docs.add_text("long", doc_text(99, 60)).document_id  # longer than the 512-token context
+    job = rt.jobs.create_job("sum", "summarize", {"max_tokens": 12})
+
+    run = _run(rt, "sum")
+    assert run.status == "succeeded" and run.stop_reason is None
+    assert run.counts == {"pending": 0, "succeeded": 5, "failed": 0, "skipped": 0}
+    items, total = rt.jobs.results(run.id)
+    assert total == 5
+    by_doc = {i.result["document_id"]: i for i in items}
+    assert by_doc[long_id].result["sections"] > 1 and by_doc[long_id].result["stages"] >= 2  # map, then reduce
+    assert all(by_doc[i].result["sections"] == 1 for i in ids)
+    for i in items:
+        assert i.result["summary"].strip() and i.bundle_id == rt.jobs.ctx.bundle_id and i.prompt_version == "summarize-1"
+        shown = docs.get(i.result["document_id"])["summary"]
+        assert shown["summary"] == i.result["summary"] and shown["run_id"] == run.id
+    assert run.generated_tokens > 0
+
+    # nothing changed: current summaries are skipped
+    assert _run(rt, "sum").total_items == 0
+    # changed_only: only the document changed since the last successful run
+    rt.jobs.update_job(job.id, {"params": {"max_tokens": 12, "changed_only": True, "force": True}})
+    time.sleep(0.01)
+    docs.add_text("doc 1", doc_text(1, 3) + " A new closing sentence about the harbour.")
+    run3 = _run(rt, "sum")
+    keys = [i.key for i in rt.jobs.results(run3.id)[0]]
+    assert keys == [f"doc:{ids[1]}"]
+
+
+def test_summarize_with_a_chat_template(make_runtime):
+    """An instruction-tuned bundle gets the chat template (the user's text as one user turn), not the completion frame."""
+    from edge_agent.services.prompts import PromptFormatter
+
+    rt = make_runtime()
+    chatml = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    rt.chat.formatter = PromptFormatter({"type": "chat", "template": chatml}, rt.chat.engine.tokenizer, 1, 2)
+    rt.documents.add_text("one", doc_text(3, 3))
+    rt.jobs.create_job("sum-chat", "summarize", {"max_tokens": 8})
+    seen = []
+    real_chat, real_complete = rt.chat.chat, rt.chat.complete
+    rt.chat.chat = lambda msgs, *a, **k: seen.append(("chat", msgs)) or real_chat(msgs, *a, **k)
+    rt.chat.complete = lambda *a, **k: seen.append(("complete", a)) or real_complete(*a, **k)
+    run = _run(rt, "sum-chat")
+    (item,), _ = rt.jobs.results(run.id)
+    # the random tiny model may end its turn at once: then the item fails alone, saying so
+    assert item.status == "succeeded" or item.error == "the model wrote an empty summary"
+    assert run.status == "succeeded"
+    assert seen and all(kind == "chat" for kind, _ in seen)
+    assert seen[0][1][0]["role"] == "user" and "Summarize" in seen[0][1][0]["content"]
+    assert doc_text(3, 3)[:60] in seen[0][1][0]["content"]
+
+
+def test_summarize_filters_and_bad_params(make_runtime, tmp_path):
+    from edge_agent.jobs.kinds import InvalidJobError
+
+    rt = make_runtime()
+    folder = tmp_path / "docs" / "reports"
+    folder.mkdir(parents=True)
+    (folder / "a.md").write_text(doc_text(5, 3))
+    (tmp_path / "docs" / "b.txt").write_text(doc_text(6, 3))
+    a = rt.documents.add_file(folder / "a.md").document_id
+    rt.documents.add_file(tmp_path / "docs" / "b.txt")
+    rt.documents.add_text("t", doc_text(7, 2))
+    rt.jobs.create_job("reports", "summarize", {"path_prefix": str(folder.resolve()), "max_tokens": 8})
+    run = _run(rt, "reports")
+    assert [i.key for i in rt.jobs.results(run.id)[0]] == [f"doc:{a}"]
+    rt.jobs.create_job("md", "summarize", {"types": ["md"], "max_tokens": 8, "force": True})
+    assert [i.key for i in rt.jobs.results(_run(rt, "md").id)[0]] == [f"doc:{a}"]
+    for bad in ({"types": ["exe"]}, {"path_prefix": "relative/dir"}, {"max_tokens": 0}, {"colour": 1}, {"force": "yes"}):
+        with pytest.raises(InvalidJobError):
+            rt.jobs.create_job("bad", "summarize", bad)
+
+
+def test_reindex_adds_updates_and_removes(make_runtime, tmp_path):
+    from edge_agent.jobs.kinds import InvalidJobError
+
+    rt = make_runtime()
+    root = tmp_path / "docs"
+    shared = root / "shared"
+    shared.mkdir(parents=True)
+    for n in range(3):
+        (shared / f"f{n}.txt").write_text(doc_text(n, 2))
+    rt.jobs.create_job("nightly-index", "reindex", {"folders": [str(shared)]})
+    run = _run(rt, "nightly-index")
+    assert run.status == "succeeded" and run.counts["succeeded"] == 3
+    assert sorted(i.result["action"] for i in rt.jobs.results(run.id)[0]) == ["added"] * 3
+
+    (shared / "f0.txt").write_text(doc_text(10, 2))  # changed
+    (shared / "f1.txt").unlink()  # deleted
+    (shared / "new.md").write_text(doc_text(11, 2))  # new
+    (shared / "bad.pdf").write_bytes(b"%PDF-1.4 not really")  # unreadable: fails alone
+    run2 = _run(rt, "nightly-index")
+    actions = {i.key.split("/")[-1] if i.key.startswith("file:") else "remove": (i.status, (i.result or {}).get("action"))
+               for i in rt.jobs.results(run2.id)[0]}
+    assert actions["f0.txt"] == ("succeeded", "updated")
+    assert actions["f2.txt"] == ("succeeded", "unchanged")
+    assert actions["new.md"] == ("succeeded", "added")
+    assert actions["remove"] == ("succeeded", "removed")
+    assert actions["bad.pdf"][0] == "failed"
+    assert run2.status == "succeeded" and run2.counts["failed"] == 1  # one bad file never fails the run
+    paths = {d["path"] for d in rt.documents.list(0, 100)[0] if d["status"] == "ready"}
+    assert {p.rsplit("/", 1)[-1] for p in paths} == {"f0.txt", "f2.txt", "new.md"}
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for folders in ([str(outside)], ["/etc"], [str(root / "missing")], [], ["../docs"]):
+        with pytest.raises(InvalidJobError):
+            rt.jobs.create_job("bad-index", "reindex", {"folders": folders})
+
+
+def test_reindex_from_a_second_process_says_the_daemon_owns_the_index(make_runtime, tmp_path, embedder):
+    """A read-only document service (another process owns the index) fails the run with what to do instead."""
+    from edge_agent.services.documents import DocumentService
+
+    rt = make_runtime()
+    (tmp_path / "docs" / "x.txt").write_text("some text to index")
+    ro = DocumentService.from_settings(rt.settings, embedder=embedder, read_only=True)
+    rt.jobs.ctx.documents = lambda: ro
+    rt.jobs.create_job("ri", "reindex", {"folders": [str(tmp_path / "docs")]})
+    run = _run(rt, "ri")
+    assert run.status == "failed" and "owns the document index" in run.error and "POST /v1/jobs" in run.error
