@@ -184,6 +184,11 @@ def create_app(runtime) -> Flask:
     app.register_blueprint(jobs.bp)
     app.extensions["edge_agent.extra_paths"].update(jobs.openapi_paths(runtime))
     app.extensions["edge_agent.extra_schemas"].update(jobs.openapi_schemas())
+    from edge_agent.api import batches
+
+    app.register_blueprint(batches.bp)
+    app.extensions["edge_agent.extra_paths"].update(batches.openapi_paths(runtime))
+    app.extensions["edge_agent.extra_schemas"].update(batches.openapi_schemas())
     register_error_handlers(app)
     tracker = InFlight(app.wsgi_app, runtime.metrics)
     app.wsgi_app = tracker  # type: ignore[method-assign]

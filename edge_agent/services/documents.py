@@ -108,7 +108,8 @@ class DocumentService:
             chunk_tokens = min(settings.chunk_tokens, embedder.max_tokens - 2)
             return cls(
                 DocumentStore(db),
-                HybridIndex(Path(settings.index_dir), embedder.dim, ann_threshold=settings.ann_threshold),
+                HybridIndex(Path(settings.index_dir), embedder.dim, ann_threshold=settings.ann_threshold,
+                            dense_languages=getattr(embedder, "languages", None)),
                 embedder,
                 TokenChunker(embedder.tokenizer, chunk_tokens, settings.chunk_overlap),
                 LoaderLimits(max_file_bytes=settings.max_file_bytes, time_budget_s=settings.ingest_time_budget_s),
