@@ -5,7 +5,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from edge_agent.cli import batch, bench, doctor, generate, index, model, serve, setup
+from edge_agent.cli import batch, bench, doctor, generate, index, jobs, model, serve, setup
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,7 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=None, help="bundle name or path (default: default)")
     parser.add_argument("--threads", type=int, default=None)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for module in (model, generate, bench, doctor, serve, index, batch, setup):
+    for module in (model, generate, bench, doctor, serve, index, batch, setup, jobs):
         module.register(sub)
     return parser
 

@@ -1,0 +1,299 @@
+"""`edge-agent jobs ...`: list, add, run (in the foreground, with a progress bar), runs, results, cancel, delete.
+
+These work on the database directly, so they work with or without a running daemon; a run
+started here runs in this process (an operator may call `edge-agent jobs run NAME` from a
+systemd timer or cron instead of the daemon's own schedule). A reindex needs the document index
+to itself: while the daemon owns it, `jobs run` says so and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `jobs` command and its subcommands to an argparse subparsers object."""
+    p = subparsers.add_parser("jobs", help="nightly work: define, run and inspect jobs (summarize, reindex, classify, batch)")
+    sub = p.add_subparsers(dest="jobs_cmd", required=True)
+
+    ls = sub.add_parser("list", help="the jobs, with their schedules and next runs")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_list)
+
+    a = sub.add_parser("add", help="define a job")
+    a.add_argument("name")
+    a.add_argument("kind", help="summarize, reindex, classify or batch")
+    a.add_argument("--params", default="{}", help="the kind's params as JSON, e.g. '{\"changed_only\": true}'")
+    a.add_argument("--schedule", help="cron expression, e.g. '0 2 * * *' (02:00 every day)")
+    a.add_argument("--timezone", help="IANA time zone of the schedule (default: jobs_timezone)")
+    a.add_argument("--disabled", action="store_true", help="define it without its schedule running")
+    _limit_flags(a)
+    a.set_defaults(func=cmd_add)
+
+    r = sub.add_parser("run", help="run a job now in this process, with a progress bar (Ctrl-C cancels)")
+    r.add_argument("name")
+    _limit_flags(r)
+    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--json", action="store_true", help="print the finished run as JSON")
+    r.set_defaults(func=cmd_run)
+
+    rs = sub.add_parser("runs", help="runs, newest first (of one job, or all)")
+    rs.add_argument("name", nargs="?")
+    rs.add_argument("--limit", type=int, default=20)
+    rs.add_argument("--json", action="store_true")
+    rs.set_defaults(func=cmd_runs)
+
+    res = sub.add_parser("results", help="a run's results, in order")
+    res.add_argument("run_id")
+    res.add_argument("--offset", type=int, default=0)
+    res.add_argument("--limit", type=int, default=100)
+    res.add_argument("--status", choices=["pending", "succeeded", "failed", "skipped"])
+    res.add_argument("--json", action="store_true", help="one JSON object per line")
+    res.set_defaults(func=cmd_results)
+
+    c = sub.add_parser("cancel", help="cancel a run (the daemon or process running it stops within seconds)")
+    c.add_argument("run_id")
+    c.set_defaults(func=cmd_cancel)
+
+    d = sub.add_parser("delete", help="delete a job with its runs and results")
+    d.add_argument("name")
+    d.set_defaults(func=cmd_delete)
+    return p
+
+
+def _limit_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--concurrency", type=int, help="items in flight at once (decoded together)")
+    p.add_argument("--max-items", type=int, help="stop after this many items (the rest carry over to the next run)")
+    p.add_argument("--deadline", help="stop at this time: 'HH:MM', an ISO date-time (the rest carry over)")
+
+
+def _limits(args: argparse.Namespace) -> dict | None:
+    out = {k: v for k, v in (("concurrency", args.concurrency), ("max_items", args.max_items), ("deadline", args.deadline))
+           if v is not None}
+    return out or None
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _service(args: argparse.Namespace, with_model: bool = False, kind: str | None = None):
+    """A JobsService on the configured database (with the model loaded for a run that generates)."""
+    from edge_agent.cli.common import settings_from
+    from edge_agent.jobs.service import JobsService
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+
+    settings = settings_from(args)
+    chat = None
+    if with_model:
+        from edge_agent.runtime import build_engine
+        from edge_agent.services.chat import ChatService
+
+        scheduler = build_engine(settings)
+        chat = ChatService(scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
+                           max_tokens_limit=settings.max_tokens_limit)
+    documents = _Documents(settings, writable=kind == "reindex")
+    from edge_agent.services.embeddings import EmbeddingService
+
+    embeddings = EmbeddingService(documents, lambda: documents.status)
+    return JobsService(settings, SqliteDatabase(default_db_path(settings)), chat, embeddings, documents)
+
+
+class _Documents:
+    """The DocumentService, opened on first use: writable when the job writes the index, else read-only if another owns it."""
+
+    def __init__(self, settings, writable: bool):
+        self.settings, self.writable = settings, writable
+        self.svc = None
+        self.status: str | None = None
+
+    def __call__(self):
+        if self.svc is None and self.status is None:
+            from edge_agent.services.documents import DocumentService, IndexInUseError
+
+            try:
+                self.svc = DocumentService.from_settings(self.settings)
+            except IndexInUseError as e:
+                if self.writable:
+                    from edge_agent.cli.index import BUSY_HINT
+
+                    raise SystemExit(_fail(f"{e}: the daemon owns the document index; run the job through it "
+                                           f"(POST /v1/jobs/{{id}}/run) or stop it first ({BUSY_HINT})")) from None
+                self.svc = DocumentService.from_settings(self.settings, read_only=True)
+        return self.svc
+
+    def close(self) -> None:
+        if self.svc is not None:
+            self.svc.close()
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else dt.datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def _job_dict(job) -> dict:
+    from edge_agent.api.jobs import job_object
+
+    return job_object(job).model_dump()
+
+
+def _run_dict(run) -> dict:
+    from edge_agent.api.jobs import run_object
+
+    return run_object(run).model_dump()
+
+
+def _errors():
+    from edge_agent.jobs.kinds import InvalidJobError
+    from edge_agent.services.errors import ServiceError
+
+    return (InvalidJobError, ServiceError)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    svc = _service(args)
+    jobs = svc.list_jobs()
+    if args.json:
+        print(json.dumps([_job_dict(j) for j in jobs], indent=2))
+        return 0
+    if not jobs:
+        print("no jobs; add one with `edge-agent jobs add NAME KIND`")
+        return 0
+    print(f"{'NAME':24} {'KIND':10} {'SCHEDULE':24} {'NEXT RUN':17} {'LAST SUCCESS':17}")
+    for j in jobs:
+        sched = f"{j.schedule_cron} {j.schedule_tz}" if j.schedule_cron else "-"
+        if not j.enabled:
+            sched += " (off)"
+        print(f"{j.name:24} {j.kind:10} {sched:24} {_when(j.next_run_at):17} {_when(j.last_success_at):17}")
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    try:
+        params = json.loads(args.params)
+    except ValueError as e:
+        return _fail(f"--params is not valid JSON ({e})")
+    if not isinstance(params, dict):
+        return _fail("--params must be a JSON object")
+    sched = {"cron": args.schedule, "timezone": args.timezone} if args.schedule else None
+    svc = _service(args)
+    try:
+        job = svc.create_job(args.name, args.kind, params, sched, not args.disabled, _limits(args))
+    except _errors() as e:
+        return _fail(str(e))
+    print(f"added job {job.name} ({job.id}), kind {job.kind}" + (f", next run {_when(job.next_run_at)}" if job.next_run_at else ""))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from edge_agent.engine.bundle import BundleError
+
+    try:
+        probe = _service(args)
+        job = probe.get_job(args.name)
+        probe.db.close()
+        svc = _service(args, with_model=job.kind != "reindex", kind=job.kind)
+        if job.kind == "reindex":
+            svc.ctx.documents()  # exits 2, saying what to do, while the daemon owns the index
+    except _errors() as e:
+        return _fail(str(e))
+    except BundleError as e:
+        return _fail(str(e))
+    bar = None
+    if not args.no_progress and not args.json:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, unit="item", desc=job.name, file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+    try:
+        run = svc.run_foreground(job.id, progress=progress, overrides=_limits(args))
+    except _errors() as e:
+        return _fail(str(e))
+    finally:
+        if bar is not None:
+            bar.close()
+        svc.ctx.documents.close()
+        if svc.ctx.chat is not None:
+            svc.ctx.chat.scheduler.stop()
+    if args.json:
+        print(json.dumps(_run_dict(run), indent=2))
+    else:
+        c = run.counts
+        extra = f" ({run.stop_reason})" if run.stop_reason else ""
+        print(f"run {run.id}: {run.status}{extra}: {c['succeeded']} succeeded, {c['failed']} failed, {c['pending']} left"
+              + (f"; error: {run.error}" if run.error else ""))
+        if c["failed"]:
+            print(f"see the failures: edge-agent jobs results {run.id} --status failed")
+    return 0 if run.status == "succeeded" else 1
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    svc = _service(args)
+    try:
+        runs, total = svc.list_runs(args.name, 0, args.limit)
+    except _errors() as e:
+        return _fail(str(e))
+    if args.json:
+        print(json.dumps([_run_dict(r) for r in runs], indent=2))
+        return 0
+    print(f"{'RUN':30} {'KIND':10} {'STATUS':10} {'DONE':>11} {'FAILED':>6} {'STARTED':17} {'NOTE'}")
+    for r in runs:
+        c = r.counts
+        note = r.stop_reason or r.error or ""
+        print(f"{r.id:30} {r.kind:10} {r.status:10} {c['succeeded'] + c['failed']:>5}/{r.total_items:<5} {c['failed']:>6} "
+              f"{_when(r.started_at):17} {note}")
+    if total > len(runs):
+        print(f"({total - len(runs)} older runs not shown; --limit N)")
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    svc = _service(args)
+    try:
+        items, total = svc.results(args.run_id, args.offset, args.limit, args.status)
+    except _errors() as e:
+        return _fail(str(e))
+    for i in items:
+        row = {"key": i.key, "status": i.status, "error": i.error, "result": i.result}
+        if args.json:
+            print(json.dumps(row, ensure_ascii=False))
+        else:
+            shown = i.error or json.dumps(i.result, ensure_ascii=False) if i.result or i.error else ""
+            print(f"{i.key}\t{i.status}\t{shown}")
+    if not args.json and total > args.offset + len(items):
+        print(f"({total - args.offset - len(items)} more; --offset {args.offset + len(items)})", file=sys.stderr)
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    svc = _service(args)
+    try:
+        run = svc.cancel_run(args.run_id)
+    except _errors() as e:
+        return _fail(str(e))
+    if run.status in ("queued", "running"):
+        print(f"run {run.id}: cancel requested; the process running it stops it within seconds")
+    else:
+        print(f"run {run.id}: {run.status}")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    svc = _service(args)
+    try:
+        job = svc.delete_job(args.name)
+    except _errors() as e:
+        return _fail(str(e))
+    print(f"deleted job {job.name} ({job.id})")
+    return 0

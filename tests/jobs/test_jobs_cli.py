@@ -1,0 +1,70 @@
+"""`edge-agent jobs ...` in-process on tmp_path: add, list, run with a progress bar, runs, results, cancel, delete."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import doc_text, job_settings
+
+
+@pytest.fixture
+def cli(monkeypatch, tmp_path, tiny_bundles):
+    from edge_agent.cli import build_parser
+
+    s = job_settings(tiny_bundles, tmp_path)
+    for key, value in (("DATA_DIR", s.data_dir), ("INDEX_DIR", s.index_dir), ("MODELS_DIR", s.models_dir), ("MODEL", s.model),
+                       ("THREADS", 1), ("CONTEXT_LENGTH", 512), ("INGEST_ROOTS", json.dumps([str(tmp_path / "docs")]))):
+        monkeypatch.setenv(f"EDGE_AGENT_{key}", str(value))
+
+    def run(*argv: str) -> int:
+        args = build_parser().parse_args(["jobs", *argv])
+        try:
+            return int(args.func(args) or 0)
+        except SystemExit as e:
+            return int(e.code or 0)
+
+    return run
+
+
+def test_jobs_cli_round_trip(cli, capsys, tmp_path, embedder, monkeypatch):
+    from edge_agent.config import Settings
+    from edge_agent.services.documents import DocumentService
+
+    docs = DocumentService.from_settings(Settings(), embedder=embedder)
+    for i in range(3):
+        docs.add_text(f"d{i}", doc_text(i, 3))
+    assert cli("add", "sum", "summarize", "--params", '{"max_tokens": 8}', "--schedule", "0 2 * * *", "--timezone",
+               "Europe/Amsterdam") == 0
+    assert "added job sum" in capsys.readouterr().out
+    assert cli("add", "bad", "summarise") == 2
+    assert "unknown job kind 'summarise'" in capsys.readouterr().err
+    assert cli("add", "bad", "summarize", "--schedule", "0 25 * * *") == 2
+    assert "bad cron expression" in capsys.readouterr().err
+    assert cli("list") == 0
+    assert "0 2 * * * Europe/Amsterdam" in capsys.readouterr().out
+
+    assert cli("run", "sum") == 0
+    out = capsys.readouterr()
+    assert "3 succeeded, 0 failed, 0 left" in out.out
+    assert "3/3" in out.err  # the progress bar reached the end
+    run_id = out.out.split()[1].rstrip(":")
+    assert cli("results", run_id, "--json") == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 3 and all(r["status"] == "succeeded" and r["result"]["summary"] for r in rows)
+    assert cli("runs", "sum") == 0
+    assert run_id in capsys.readouterr().out
+    assert cli("cancel", run_id) == 0
+    assert "succeeded" in capsys.readouterr().out  # a finished run stays as it was
+
+    # reindex needs the index to itself: this test's open service stands in for the daemon
+    (tmp_path / "docs" / "a.txt").write_text("text")
+    assert cli("add", "ri", "reindex", "--params", json.dumps({"folders": [str(tmp_path / "docs")]})) == 0
+    capsys.readouterr()
+    assert cli("run", "ri") == 2
+    assert "run the job through it" in capsys.readouterr().err
+    docs.close()
+    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings: embedder)
+    assert cli("run", "ri", "--no-progress") == 0
+    assert "1 succeeded" in capsys.readouterr().out
+    assert cli("delete", "ri") == 0 and cli("runs", "ri") == 2
