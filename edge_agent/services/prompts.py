@@ -1,11 +1,27 @@
-"""Prompt formatting from the model bundle: a chat template for instruction-tuned models, a transcript for base models."""
+"""Prompt formatting from the model bundle: a chat template for instruction-tuned models, a transcript for base models.
+
+User text is data (ARCHITECTURE.md, convention 11): "<start_of_turn>" or "<bos>" typed in a
+message or found in a document must never become a control token (role spoofing, prompt
+injection through documents). Only the template's own markers are special tokens. How:
+`PromptEncoder.defuse` replaces every special-token look-alike in a piece of data (and a
+partial one at its edges, which could join template text into a marker) by a sentinel of
+private-use characters and a per-request nonce; the template is rendered over the defused
+data, so filters such as `trim` work unchanged; the rendered text is then cut at the
+template's own markers, the sentinels are put back, and each stretch between two markers
+is encoded with special-token parsing off. Text without look-alikes takes the fast path:
+one encode of the whole prompt, the same ids as before. Cost: one scan for "<" (or the
+first characters of the special tokens) per message.
+"""
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from edge_agent.engine.tokens import encode_plain, special_token_ids
 from edge_agent.services.errors import InvalidRequestError
 
 # A base (pretrained) model continues text: the conversation becomes a transcript that ends
@@ -25,6 +41,105 @@ class FormattedPrompt:
     prefill: str = ""  # text already written on the assistant's behalf (part of the answer)
 
 
+class PromptEncoder:
+    """Encodes prompts in which data (user messages, documents) was defused: no control tokens from data.
+
+    Use: table = {}; safe = enc.defuse(data, table) for every piece of data; build the prompt
+    text from trusted text and the safe pieces; enc.encode(text, table) -> ids, and
+    enc.restore(text, table) -> the real text.
+    """
+
+    def __init__(self, tokenizer):
+        self.tok = tokenizer
+        self.specials = special_token_ids(tokenizer)
+        self.lengths = sorted({len(s) for s in self.specials}, reverse=True)
+        self.maxlen = self.lengths[0] if self.lengths else 0
+        firsts = sorted({s[0] for s in self.specials})
+        self._first = re.compile("[" + "".join(re.escape(c) for c in firsts) + "]") if firsts else None
+        self._heads = frozenset(s[:k] for s in self.specials for k in range(1, len(s)))  # proper prefixes
+        self._tails = frozenset(s[k:] for s in self.specials for k in range(1, len(s)))  # proper suffixes
+        self.bos_text = ""
+        with_special, plain = tokenizer.encode("a", add_special_tokens=True).ids, tokenizer.encode("a", add_special_tokens=False).ids
+        at = next((i for i in range(len(with_special) - len(plain) + 1) if with_special[i:i + len(plain)] == plain), 0)
+        self.added_prefix, self.added_suffix = with_special[:at], with_special[at + len(plain):]
+
+    def find(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) of every special-token text in text, leftmost-longest, as the tokenizer matches them."""
+        out: list[tuple[int, int]] = []
+        if self._first is None:
+            return out
+        i = 0
+        while (m := self._first.search(text, i)) is not None:
+            j = m.start()
+            for n in self.lengths:
+                if text[j:j + n] in self.specials:
+                    out.append((j, j + n))
+                    i = j + n
+                    break
+            else:
+                i = j + 1
+        return out
+
+    def defuse(self, text: str, table: dict[str, str]) -> str:
+        """text with every special-token look-alike (and a partial one at either edge) replaced by a sentinel recorded in table."""
+        if not self.specials or not text:
+            return text
+        spans = self.find(text)
+        for k in range(min(self.maxlen - 1, len(text)), 0, -1):  # "<start_of" at the end could join the template's "turn>"
+            if text[-k:] in self._heads:
+                spans.append((len(text) - k, len(text)))
+                break
+        for k in range(min(self.maxlen - 1, len(text)), 0, -1):
+            if text[:k] in self._tails:
+                spans.append((0, k))
+                break
+        if len(text) < self.maxlen and any(text in s for s in self.specials):
+            spans.append((0, len(text)))
+        if not spans:
+            return text
+        nonce = table.setdefault("", str(secrets.randbelow(10**12)))
+        merged: list[list[int]] = []
+        for a, b in sorted(spans):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        parts, pos = [], 0
+        for a, b in merged:
+            key = f"\ue000{nonce}:{len(table)}\ue001"
+            table[key] = text[a:b]
+            parts += [text[pos:a], key]
+            pos = b
+        parts.append(text[pos:])
+        return "".join(parts)
+
+    def restore(self, text: str, table: dict[str, str]) -> str:
+        """text with the sentinels of table put back."""
+        if len(table) <= 1:
+            return text
+        nonce = re.escape(table[""])
+        return re.sub(f"\ue000{nonce}:[0-9]+\ue001", lambda m: table.get(m.group(0), m.group(0)), text)
+
+    def encode(self, text: str, table: dict[str, str], add_special: bool = True) -> list[int]:
+        """Ids of a prompt whose data was defused into table: the markers in text are control tokens, the data never.
+
+        add_special: add what the tokenizer adds (BOS) unless the text already starts with BOS.
+        """
+        add = add_special and not (self.bos_text and text.startswith(self.bos_text))
+        if len(table) <= 1:  # no look-alikes in the data: one encode, as the template's author meant it
+            return self.tok.encode(text, add_special_tokens=add).ids
+        ids: list[int] = list(self.added_prefix) if add else []
+        pos = 0
+        for a, b in self.find(text):
+            if a > pos:
+                ids += encode_plain(self.tok, self.restore(text[pos:a], table))
+            ids.append(self.specials[text[a:b]])
+            pos = b
+        if pos < len(text):
+            ids += encode_plain(self.tok, self.restore(text[pos:], table))
+        return ids + (list(self.added_suffix) if add else [])
+
+
 class _TemplateError(Exception):
     pass
 
@@ -41,8 +156,11 @@ def _strftime_now(fmt: str) -> str:
     return _dt.datetime.now().strftime(fmt)
 
 
+JSON_HINT = "Respond with one JSON object only."
+
+
 class PromptFormatter:
-    """Turns chat messages into prompt ids following the bundle's `prompt_format`.
+    """Turns chat messages into prompt ids following the bundle's `prompt_format`; message text is data.
 
     format_chat() raises InvalidRequestError when the bundle's chat template refuses the
     conversation (e.g. roles that do not alternate).
@@ -54,6 +172,8 @@ class PromptFormatter:
         self.tokenizer = tokenizer
         self.bos_token = tokenizer.id_to_token(bos_token_id) if bos_token_id is not None else ""
         self.eos_token = tokenizer.id_to_token(eos_token_id) if eos_token_id is not None else ""
+        self.encoder = PromptEncoder(tokenizer)
+        self.encoder.bos_text = self.bos_token
         self._template = self._compile(self.prompt_format["template"]) if self.kind == "chat" else None
         labels = dict(DEFAULT_TRANSCRIPT)
         labels.update({k: v for k, v in self.prompt_format.items() if k in DEFAULT_TRANSCRIPT and isinstance(v, str)})
@@ -70,24 +190,44 @@ class PromptFormatter:
         return env.from_string(source)
 
     def encode(self, text: str) -> list[int]:
-        """Ids of text; BOS is added by the tokenizer unless the text already starts with it."""
-        special = not (self.bos_token and text.startswith(self.bos_token))
-        return self.tokenizer.encode(text, add_special_tokens=special).ids
+        """Ids of trusted text (control-token markers in it count); BOS added unless the text starts with it."""
+        return self.encoder.encode(text, {})
 
-    def format_chat(self, messages: list[dict[str, str]], json_mode: bool = False) -> FormattedPrompt:
-        """messages: [{"role": system|developer|user|assistant, "content": str}] in order."""
-        prefill = "{" if json_mode else ""
+    def encode_data(self, text: str) -> list[int]:
+        """Ids of data (no BOS): special-token look-alikes stay text."""
+        return encode_plain(self.tokenizer, text)
+
+    def encode_with_documents(self, block: str, prompt: str) -> FormattedPrompt:
+        """A text completion grounded in documents: block (data) + blank line + prompt, with BOS.
+
+        The caller's prompt keeps its control tokens (a raw completion, as llama.cpp's server and
+        vLLM parse them); the document text never makes any.
+        """
+        table: dict[str, str] = {}
+        text = self.encoder.defuse(block, table) + "\n\n" + prompt
+        return FormattedPrompt(self.encoder.encode(text, table), self.encoder.restore(text, table))
+
+    def format_chat(self, messages: list[dict[str, str]], json_mode: bool = False, instruction: str = "") -> FormattedPrompt:
+        """messages: [{"role": system|developer|user|assistant, "content": str}] in order.
+
+        instruction (data, e.g. "answer in JSON that follows this schema") is added to the system
+        text; json_mode adds the default JSON instruction. Raises InvalidRequestError.
+        """
+        if json_mode and not instruction:
+            instruction = JSON_HINT
+        table: dict[str, str] = {}
+        enc = self.encoder
+        safe = [{"role": m["role"], "content": enc.defuse(m["content"], table)} for m in messages]
+        hint = enc.defuse(instruction, table)
         if self._template is not None:
-            text = self._render(messages, json_mode) + prefill
-            return FormattedPrompt(self.encode(text), text, [], prefill)
-        text, stops = self._transcript(messages, json_mode)
-        text += " " + prefill if prefill else ""
-        return FormattedPrompt(self.encode(text), text, stops, prefill)
+            text = self._render(safe, hint)
+            return FormattedPrompt(enc.encode(text, table), enc.restore(text, table), [], "")
+        text, stops = self._transcript(safe, hint)
+        return FormattedPrompt(enc.encode(text, table), enc.restore(text, table), stops, "")
 
-    def _render(self, messages: list[dict[str, str]], json_mode: bool) -> str:
+    def _render(self, messages: list[dict[str, str]], hint: str) -> str:
         msgs = [{"role": "system" if m["role"] == "developer" else m["role"], "content": m["content"]} for m in messages]
-        if json_mode:
-            hint = "Respond with one JSON object only."
+        if hint:
             if msgs and msgs[0]["role"] == "system":
                 msgs[0] = {"role": "system", "content": f"{msgs[0]['content']}\n\n{hint}"}
             else:
@@ -103,11 +243,11 @@ class PromptFormatter:
                 f"the model's chat template could not format these messages ({type(e).__name__})", param="messages"
             ) from None
 
-    def _transcript(self, messages: list[dict[str, str]], json_mode: bool) -> tuple[str, list[str]]:
+    def _transcript(self, messages: list[dict[str, str]], hint: str) -> tuple[str, list[str]]:
         lab, sep = self.labels, self.labels["separator"]
         system = [m["content"].strip() for m in messages if m["role"] in ("system", "developer")]
-        if json_mode:
-            system.append("The assistant answers with one JSON object only.")
+        if hint:
+            system.append(hint)
         parts = []
         for m in messages:
             if m["role"] == "user":

@@ -1,4 +1,4 @@
-"""Prompt formatting from the bundle: chat templates (sandboxed), base-model transcripts, JSON-mode prefill."""
+"""Prompt formatting from the bundle: chat templates (sandboxed), base-model transcripts, JSON-mode instruction."""
 from __future__ import annotations
 
 import pytest
@@ -29,7 +29,7 @@ def test_transcript_for_base_models(tok):
     assert out.stop == ["\nUser:", "\nAssistant:"] and out.prefill == ""
     assert out.ids[0] == 1 and out.ids.count(1) == 1  # one BOS, from the tokenizer
     js = f.format_chat(msgs[1:2], json_mode=True)
-    assert js.text.endswith("Assistant: {") and js.prefill == "{" and "JSON" in js.text
+    assert js.text.endswith("Assistant:") and js.prefill == "" and "JSON" in js.text  # the grammar mask makes the JSON
 
 
 def test_default_transcript_is_question_and_answer(tok):
@@ -47,7 +47,7 @@ def test_chat_template_rendered_in_a_sandbox(tok):
     im_end = tok.token_to_id("<|im_end|>")
     assert im_end in out.ids  # special tokens in the template become their ids
     js = f.format_chat([{"role": "user", "content": "Hi"}], json_mode=True)
-    assert js.text.endswith("assistant: {") and js.text.startswith("<s>system: Respond with one JSON object only.")
+    assert js.text.endswith("assistant: ") and js.text.startswith("<s>system: Respond with one JSON object only.")
 
 
 def test_template_refusals_and_sandbox_are_400s(tok):
