@@ -160,7 +160,13 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
 
 def cmd_index_stats(args: argparse.Namespace) -> int:
     with closing(_service(write=False)) as svc:
-        print(json.dumps(svc.stats(), indent=2, default=str))
+        stats = svc.stats()
+        print(json.dumps(stats, indent=2, default=str))
+    langs = stats.get("index", {}).get("languages") or {}
+    if langs:  # the JSON above for scripts, this line for people
+        said = [f"{lang} {v['chunks']} chunks ({'embedder covers it' if v['embedder_covers'] else 'embedder does not cover it: BM25 leads'})"
+                for lang, v in langs.items()]
+        print("languages: " + "; ".join(said), file=sys.stderr)
     return 0
 
 
