@@ -17,6 +17,8 @@ from edge_agent.services.errors import ServiceError, UnavailableError
 bp = Blueprint("openai", __name__)
 
 KEEPALIVE_S = 10.0
+PROBE_S = 0.25  # how often a running request checks that its client is still there, tokens flowing or not
+STREAM_START_S = 10.0  # a stream's body not read by then (the server never iterated it) cancels its generation
 
 
 def _runtime():
@@ -70,13 +72,17 @@ def _wait(gen: Generation, disconnected: Callable[[], bool]) -> tuple[dict[int, 
     texts: dict[int, list[str]] = {c.index: [] for c in gen.choices}
     ends: dict[int, str] = {}
     events = gen.events()
+    probe = time.monotonic() + PROBE_S
     try:
         for ev in events:
-            if ev is None:
+            if ev is None or time.monotonic() >= probe:
+                probe = time.monotonic() + PROBE_S
                 if disconnected():
                     gen.cancel()
                     raise UnavailableError("the client disconnected")
-            elif isinstance(ev, ChoiceDelta):
+            if ev is None:
+                continue
+            if isinstance(ev, ChoiceDelta):
                 texts[ev.index].append(ev.text)
             else:
                 ends[ev.index] = ev.finish_reason
@@ -106,13 +112,14 @@ def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[
     def body() -> Iterator[bytes]:
         events = gen.events()
         last = time.monotonic()
+        probe = last + PROBE_S
         try:
             for h in head:
                 yield _sse({**h, **base, "usage": None} if include_usage else {**h, **base})
             for ev in events:
+                if (ev is None or time.monotonic() >= probe) and disconnected():
+                    return
                 if ev is None:
-                    if disconnected():
-                        return
                     if time.monotonic() - last > KEEPALIVE_S:
                         last = time.monotonic()
                         yield b": keep-alive\n\n"
@@ -137,7 +144,10 @@ def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[
             gen.cancel()
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return Response(body(), mimetype="text/event-stream", headers=headers)
+    resp = Response(body(), mimetype="text/event-stream", headers=headers)
+    resp.call_on_close(gen.cancel)  # closed unread (a generator never started runs no finally): free the slots
+    gen.expire_unread(STREAM_START_S)  # never closed and never read: free them anyway
+    return resp
 
 
 @bp.get("/v1/models")

@@ -121,6 +121,7 @@ class Generation:
         self._deadline = time.monotonic() + deadline_s
         self._queue: queue.Queue = queue.Queue()
         self._started = False
+        self._watchdog: threading.Timer | None = None
 
     @property
     def n(self) -> int:
@@ -131,6 +132,18 @@ class Generation:
         for c in self.choices:
             if not c.done:
                 c.handle.cancel()
+
+    def expire_unread(self, after_s: float) -> None:
+        """Cancel every choice unless events() has started within after_s seconds (a response body nobody reads)."""
+        t = threading.Timer(after_s, self._expire)
+        t.daemon = True
+        self._watchdog = t
+        t.start()
+
+    def _expire(self) -> None:
+        if not self._started:
+            log.warning("generation %s: nobody read its events within the limit; cancelled", self.id)
+            self.cancel()
 
     def _pump(self, c: _Choice) -> None:
         try:
@@ -169,6 +182,8 @@ class Generation:
         if self._started:
             raise RuntimeError("events() can be iterated once")
         self._started = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         try:
             next_event = self._next_event()
             for c in self.choices:

@@ -35,7 +35,7 @@ class ServiceMetrics:
         self.batch_size = Histogram("edge_agent_batch_size", "Sequences decoded together in one step.", buckets=_BATCH_BUCKETS, registry=r)
         self.queue_depth = Gauge("edge_agent_queue_depth", "Generations waiting for a batch slot.", registry=r)
         self.active = Gauge("edge_agent_active_sequences", "Generations holding a batch slot.", registry=r)
-        self.rejected = Counter("edge_agent_rejected_requests", "Requests refused because the queue was full.", registry=r)
+        self.rejected = Counter("edge_agent_rejected_requests", "Requests refused with 429 (queue full or too many connections).", registry=r)
 
     def bind(self, queue_depth: Callable[[], float], active: Callable[[], float]) -> None:
         """Read the queue depth and the active count from these functions at scrape time."""
@@ -58,6 +58,8 @@ class ServiceMetrics:
     # called by the HTTP layer -------------------------------------------------------
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.labels(route, method, str(status)).inc()
+        if status == 429:
+            self.rejected.inc()
         self.request_seconds.labels(route).observe(seconds)
 
     def render(self) -> bytes:
