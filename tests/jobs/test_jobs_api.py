@@ -1,0 +1,134 @@
+"""The jobs API on the real server over loopback: define, run, read runs and paged results, cancel, bad input."""
+from __future__ import annotations
+
+import http.client
+import json
+import time
+
+import pytest
+
+from conftest import doc_text
+
+
+@pytest.fixture
+def live(make_runtime):
+    from edge_agent.api.app import create_app
+    from edge_agent.server import HttpServer
+
+    rt = make_runtime(start_jobs=True)
+    srv = HttpServer(create_app(rt), "127.0.0.1", 0, threads=8).start()
+
+    def call(method: str, path: str, body=None) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+        r = conn.getresponse()
+        data = r.read()
+        conn.close()
+        return r.status, (json.loads(data) if data.startswith(b"{") else {"raw": data.decode()})
+
+    call.rt = rt  # type: ignore[attr-defined]
+    yield call
+    srv.stop_accepting()
+    srv.close()
+
+
+def _wait(call, run_id: str, timeout: float = 60.0) -> dict:
+    end = time.monotonic() + timeout
+    while True:
+        status, run = call("GET", f"/v1/runs/{run_id}")
+        assert status == 200
+        if run["status"] not in ("queued", "running") or time.monotonic() > end:
+            return run
+        time.sleep(0.05)
+
+
+def test_summarize_job_through_the_api(live):
+    ids = [live.rt.documents.add_text(f"doc {i}", doc_text(i, 3)).document_id for i in range(5)]
+    status, job = live("POST", "/v1/jobs", {"name": "nightly", "kind": "summarize", "params": {"max_tokens": 8},
+                                            "schedule": {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"},
+                                            "limits": {"concurrency": 3}})
+    assert status == 200, job
+    assert job["object"] == "job" and job["schedule"] == {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"}
+    assert job["next_run_at"] and job["limits"] == {"concurrency": 3}
+    assert live("GET", "/v1/jobs")[1]["data"][0]["id"] == job["id"]
+    assert live("GET", "/v1/jobs/nightly")[1]["id"] == job["id"]  # by name too
+
+    status, run = live("POST", f"/v1/jobs/{job['id']}/run")
+    assert status == 200 and run["object"] == "job.run" and run["id"].startswith("run_") and run["concurrency"] == 3
+    assert live("POST", f"/v1/jobs/{job['id']}/run")[0] in (200, 409)  # a second one while active: 409
+    run = _wait(live, run["id"])
+    assert run["status"] == "succeeded" and run["counts"]["succeeded"] == 5 and run["progress"] == 1.0
+    assert run["elapsed_s"] >= 0 and run["bundle_id"].startswith("sha256:") and run["prompt_version"] == "summarize-1"
+
+    status, page = live("GET", f"/v1/runs/{run['id']}/results?limit=2")
+    assert status == 200 and page["total"] == 5 and len(page["data"]) == 2 and page["has_more"]
+    row = page["data"][0]
+    assert row["status"] == "succeeded" and row["document_id"] == ids[0] and row["summary"]
+    rest = live("GET", f"/v1/runs/{run['id']}/results?offset=2&limit=10")[1]
+    assert [r["document_id"] for r in rest["data"]] == ids[2:] and not rest["has_more"]
+    doc = live("GET", f"/v1/documents/{ids[0]}")[1]
+    assert doc["summary"]["summary"] == row["summary"] and doc["summary"]["run_id"] == run["id"]
+
+    runs = live("GET", f"/v1/jobs/{job['id']}/runs")[1]
+    assert runs["data"][0]["id"] in (run["id"],) or runs["total"] == 2
+    spec = live("GET", "/openapi.json")[1]
+    for path in ("/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/run", "/v1/jobs/{job_id}/runs", "/v1/runs/{run_id}",
+                 "/v1/runs/{run_id}/results", "/v1/runs/{run_id}/cancel"):
+        assert path in spec["paths"], path
+    assert "CreateJobRequest" in spec["components"]["schemas"]
+    metrics = live("GET", "/metrics")[1]["raw"]
+    assert 'edge_agent_job_items_total{kind="summarize",status="succeeded"} 5.0' in metrics
+    assert 'edge_agent_job_runs_total{kind="summarize",status="succeeded"}' in metrics
+
+    status, patched = live("PATCH", f"/v1/jobs/{job['id']}", {"schedule": None, "enabled": False})
+    assert status == 200 and patched["schedule"] is None and patched["next_run_at"] is None
+    assert live("DELETE", f"/v1/jobs/{job['id']}")[1]["deleted"] is True
+    assert live("GET", f"/v1/runs/{run['id']}")[0] == 404
+
+
+def test_cancel_through_the_api(live):
+    for i in range(12):
+        live.rt.documents.add_text(f"doc {i}", doc_text(i, 3))
+    live("POST", "/v1/jobs", {"name": "slow", "kind": "summarize", "params": {"max_tokens": 200}, "limits": {"concurrency": 1}})
+    run = live("POST", "/v1/jobs/slow/run")[1]
+    end = time.monotonic() + 30
+    while live("GET", f"/v1/runs/{run['id']}")[1]["status"] == "queued" and time.monotonic() < end:
+        time.sleep(0.02)
+    status, cancelled = live("POST", f"/v1/runs/{run['id']}/cancel")
+    assert status == 200 and cancelled["cancel_requested"] is True
+    run = _wait(live, run["id"], 10)
+    assert run["status"] == "cancelled" and run["stop_reason"] == "cancelled"
+    assert run["counts"]["pending"] > 0 and run["counts"]["succeeded"] < 12
+    assert live.rt.chat.scheduler.active == 0  # the item in flight was stopped too
+
+
+@pytest.mark.parametrize("body, param, words", [
+    ({"name": "x", "kind": "translate"}, "kind", "unknown job kind"),
+    ({"name": "x", "kind": "summarize", "schedule": {"cron": "0 2 * *"}}, "schedule.cron", "bad cron"),
+    ({"name": "x", "kind": "summarize", "schedule": {"cron": "0 2 * * *", "timezone": "Mars/Olympus"}}, "schedule.timezone",
+     "unknown time zone"),
+    ({"name": "x", "kind": "reindex", "params": {"folders": ["/etc"]}}, "params.folders", "outside the configured ingest roots"),
+    ({"name": "x", "kind": "summarize", "params": {"max_tokens": -1}}, "params.max_tokens", "max_tokens"),
+    ({"name": "x", "kind": "summarize", "limits": {"deadline": "25:99"}}, "limits.deadline", "deadline"),
+    ({"name": "bad name!", "kind": "summarize"}, "name", "name"),
+    ({"kind": "summarize"}, "name", "name"),
+])
+def test_bad_job_definitions_are_400(live, body, param, words):
+    status, err = live("POST", "/v1/jobs", body)
+    assert status == 400, err
+    e = err["error"]
+    assert e["type"] == "invalid_request_error" and e["param"] == param and words in e["message"], e
+    assert "Traceback" not in e["message"]
+
+
+def test_conflicts_and_unknown_ids(live):
+    assert live("POST", "/v1/jobs", {"name": "a", "kind": "summarize"})[0] == 200
+    status, err = live("POST", "/v1/jobs", {"name": "a", "kind": "summarize"})
+    assert status == 409 and "exists already" in err["error"]["message"]
+    assert live("GET", "/v1/jobs/nope")[0] == 404
+    assert live("GET", "/v1/runs/run_nope")[1]["error"]["code"] == "run_not_found"
+    assert live("POST", "/v1/runs/run_nope/cancel")[0] == 404
+    assert live("GET", "/v1/runs/run_nope/results?limit=0")[0] == 400
+    assert live("PATCH", "/v1/jobs/a", {"params": {"bogus": 1}})[0] == 400
+    assert live("POST", "/v1/jobs/a/run", {"concurrency": 0})[0] == 400
