@@ -6,24 +6,63 @@ or the file named by EDGE_AGENT_CONFIG) < EDGE_AGENT_* environment variables
 """
 from __future__ import annotations
 
+import difflib
 import os
+import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 DEFAULT_CONFIG_FILE = Path("/etc/edge-agent/config.toml")
+ENV_PREFIX = "EDGE_AGENT_"
+# EDGE_AGENT_* variables that are not settings: the config file's path, the tests' prebuilt bundle
+OTHER_ENV = frozenset({"EDGE_AGENT_CONFIG", "EDGE_AGENT_TEST_BUNDLE"})
 
 
 def _config_file() -> Path:
     return Path(os.environ.get("EDGE_AGENT_CONFIG", DEFAULT_CONFIG_FILE))
 
 
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the setting, where it came from and what to do."""
+
+
+def _did_you_mean(name: str) -> str:
+    close = difflib.get_close_matches(name, Settings.model_fields, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class _CheckedToml(TomlConfigSettingsSource):
+    """The TOML file, refused whole when it does not parse or names a setting that does not exist."""
+
+    def _read_file(self, file_path: Path) -> dict[str, Any]:
+        try:
+            data = super()._read_file(file_path)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{file_path} is not valid TOML ({e}): fix the file") from None
+        except OSError as e:
+            raise ConfigError(f"{file_path} cannot be read ({e.strerror or e}): check its permissions") from None
+        for key in data:
+            if key not in Settings.model_fields:
+                raise ConfigError(
+                    f"{file_path}: unknown setting {key!r}{_did_you_mean(key)}: remove it or correct its name "
+                    "(`edge-agent config show` lists every setting)"
+                )
+        return data
+
+
 class Settings(BaseSettings):
     """The daemon's configuration; see `edge-agent doctor` for the values in force."""
 
-    model_config = SettingsConfigDict(env_prefix="EDGE_AGENT_", extra="ignore", validate_assignment=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", validate_assignment=True)
+    _flags: frozenset[str] = PrivateAttr(default=frozenset())
+
+    def __init__(self, **values: Any):
+        """Raises ConfigError for an unreadable or unknown-key config file, ValidationError for a bad value (see explain())."""
+        super().__init__(**values)
+        self._flags = frozenset(k for k in values if k in type(self).model_fields)
 
     # --- storage -----------------------------------------------------------
     models_dir: Path = Field(Path("models"), description="Folder that holds model bundles (one sub-folder each).")
@@ -33,7 +72,7 @@ class Settings(BaseSettings):
 
     # --- engine ------------------------------------------------------------
     threads: int = Field(0, ge=0, description="Intra-op threads for onnxruntime; 0 = one per physical core.")
-    device: str = Field("auto", description="Execution device: auto (GPU when one is found), cpu or cuda.")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Execution device: auto (GPU when one is found), cpu or cuda.")
     context_length: int = Field(
         4096, ge=64, description="Most tokens (prompt + completion) one sequence may hold; capped by the model's own limit."
     )
@@ -112,7 +151,7 @@ class Settings(BaseSettings):
         path = _config_file()
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if path.is_file():
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+            sources.append(_CheckedToml(settings_cls, toml_file=path))
         return tuple(sources)
 
     def bundle_path(self) -> Path:
@@ -139,5 +178,77 @@ class Settings(BaseSettings):
             value = getattr(self, name)
             if name == "api_keys":
                 value = f"<{len(value)} keys>"
-            out.append({"name": name, "value": str(value), "help": info.description or ""})
+            out.append({"name": name, "value": str(value), "source": self.source_of(name), "help": info.description or ""})
         return out
+    def source_of(self, name: str) -> str:
+        """Where the value of setting `name` came from: flag, environment (EDGE_AGENT_X), file (path) or default."""
+        return origin(name, self._flags)
+
+
+
+def _env_names() -> dict[str, str]:
+    """Setting name -> the environment variable that sets it (names are case-insensitive, as pydantic-settings reads them)."""
+    fields = {ENV_PREFIX + n.upper(): n for n in Settings.model_fields}
+    return {fields[k.upper()]: k for k in os.environ if k.upper() in fields}
+
+
+def _file_keys() -> set[str]:
+    path = _config_file()
+    try:
+        with open(path, "rb") as f:
+            return set(tomllib.load(f))
+    except (OSError, tomllib.TOMLDecodeError):
+        return set()
+
+
+def origin(name: str, flags: frozenset[str] = frozenset()) -> str:
+    """Where setting `name` comes from, by precedence: flag > environment > file > default."""
+    if name in flags:
+        return "flag"
+    env = _env_names().get(name)
+    if env:
+        return f"environment {env}"
+    if name in _file_keys():
+        return f"file {_config_file()}"
+    return "default"
+
+
+def config_files() -> list[dict[str, Any]]:
+    """The config file this process reads (EDGE_AGENT_CONFIG or the default path) and whether it exists."""
+    path = _config_file()
+    return [{"path": str(path), "exists": path.is_file(), "from": "EDGE_AGENT_CONFIG" if "EDGE_AGENT_CONFIG" in os.environ else "default path"}]
+
+
+def unknown_env() -> list[str]:
+    """EDGE_AGENT_* variables that are no setting, each with a guess.
+
+    They are warned about, not refused: a unit file or a shell profile may carry a variable
+    for another version of edge-agent, and the daemon of an appliance should not stop over
+    it; a key in the config file, which the operator edits for this version, is refused.
+    """
+    fields = {ENV_PREFIX + n.upper() for n in Settings.model_fields}
+    out = []
+    for k in sorted(os.environ):
+        if k.upper().startswith(ENV_PREFIX) and k.upper() not in fields and k.upper() not in OTHER_ENV:
+            out.append(f"{k} is not a setting{_did_you_mean(k[len(ENV_PREFIX):].lower())}")
+    return out
+
+
+def explain(e: ValidationError, flags: frozenset[str] = frozenset()) -> str:
+    """One line per invalid setting: its name, where its value came from, what is wrong."""
+    lines = []
+    for err in e.errors():
+        name = str(err["loc"][0]) if err.get("loc") else "?"
+        where = origin(name, flags)
+        value = err.get("input")
+        shown = f" (got {value!r})" if isinstance(value, (str, int, float, bool)) and name not in ("api_keys",) else ""
+        lines.append(f"invalid setting {name!r} from {where}: {err['msg']}{shown}")
+    return "; ".join(lines) + ": fix the value (`edge-agent config show` lists every setting with its help)"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings with overrides (flags) on top; raises ConfigError with a clear message for any invalid input."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        raise ConfigError(explain(e, frozenset(overrides))) from None

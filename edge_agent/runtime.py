@@ -119,6 +119,7 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
     scheduler = build_engine(settings, max_batch=max_batch, on_step=metrics.observe_step, on_finish=metrics.observe_finish)
     metrics.bind(lambda: scheduler.queue_depth, lambda: scheduler.active)
     chat = ChatService(
+    metrics.set_device(**scheduler.engine.device_status())
         scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
         max_tokens_limit=settings.max_tokens_limit,
     )

@@ -10,6 +10,7 @@ import time
 
 from flask import Flask, Response, g, request
 
+from edge_agent.api import access_log
 from edge_agent.api.errors import error_response, register_error_handlers
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,9 @@ class SecurityGuard:
         t0 = g.get("edge_agent_t0")
         route = request.url_rule.rule if request.url_rule is not None else "unmatched"
         self.metrics.observe_request(route, request.method, resp.status_code, time.perf_counter() - t0 if t0 else 0.0)
+        rec = request.environ.get(access_log.ENVIRON_KEY)
+        if rec is not None:
+            rec.update(route=route, status=resp.status_code)
         return resp
 
 
@@ -129,17 +133,20 @@ class InFlight:
         with self._lock:
             self.count += 1
         self.metrics.in_flight.inc()
+        rec = access_log.start(environ)
         try:
             inner = self.app(environ, start_response)
         except BaseException:
-            self._done()
+            self._done(rec)
             raise
-        return _ClosingIterable(inner, self._done)
+        return _ClosingIterable(inner, lambda: self._done(rec))
 
-    def _done(self) -> None:
+    def _done(self, rec: dict | None = None) -> None:
         with self._lock:
             self.count -= 1
         self.metrics.in_flight.dec()
+        if rec is not None:  # when its body has been sent
+            access_log.finish(rec)
 
 
 class _ClosingIterable:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from flask import Blueprint, Response, current_app, request
 
 from edge_agent.api import protocol as p
+from edge_agent.api.access_log import note_usage
 from edge_agent.api.errors import error_body, read_json
 from edge_agent.services import grounding
 from edge_agent.services.chat import ChoiceDelta, Generation, SamplingOptions
@@ -170,6 +171,7 @@ def chat_completions():
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     json_object = req.response_format is not None and req.response_format.type == "json_object"
     gen = svc.chat(messages, _options(req, max_tokens), n=req.n or 1, json_object=json_object, priority=req.priority or 0, rag=_rag(req))
+    note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:
         obj = "chat.completion.chunk"
@@ -201,6 +203,7 @@ def completions():
     n = req.n or 1
     prompts = req.prompts()
     gen = svc.complete(prompts, _options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0, rag=_rag(req))
+    note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:
         def chunk(index: int, text: str | None, finish: str | None) -> dict:
@@ -226,6 +229,7 @@ def embeddings():
     svc.check_model(req.model)
     texts = [req.input] if isinstance(req.input, str) else list(req.input)
     vecs, tokens = svc.embed(texts)
+    note_usage(tokens)
     as_b64 = req.encoding_format == "base64"
     data = [
         p.EmbeddingData(index=i, embedding=base64.b64encode(v.astype("<f4").tobytes()).decode() if as_b64 else v.tolist())

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 from edge_agent.cli import batch, bench, doctor, generate, index, jobs, model, serve, setup
@@ -23,5 +24,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return int(args.func(args) or 0)
+    from pydantic import ValidationError
+
+    from edge_agent.cli import logs
+    from edge_agent.config import ConfigError, explain
+
+    logs.configure(args.verbose, daemon=args.cmd == "serve")
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as e:  # a bad config file, variable or flag: one clear line, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ValidationError as e:  # Settings() built directly by a command
+        print(f"error: {explain(e)}", file=sys.stderr)
+        return 2

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from edge_agent.config import Settings
+from edge_agent.config import Settings, load_settings
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -13,7 +13,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         value = getattr(args, key, None)
         if value is not None:
             overrides[key] = value
-    return Settings(**overrides)
+    return load_settings(**overrides)
 
 
 def add_sampling_flags(p: argparse.ArgumentParser) -> None:

@@ -1,31 +1,273 @@
-"""`edge-agent doctor`: settings in force, hardware, model check."""
+"""`edge-agent doctor` (the operator's view) and `edge-agent config show`.
+
+doctor prints what this installation is and whether it can serve: version and the
+onnxruntime wheel, the config file, every setting with where its value came from,
+the model bundles and their checks, the device that would be chosen and why,
+threads, the document index (a read-only view, safe while the daemon runs), job
+schedules, the listen address and auth, free disk. Every problem is printed with
+its fix, and the exit status is 1 when there is one (0 otherwise; 2 for a config
+that cannot be read at all, as for every command).
+"""
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
 
 from edge_agent.cli.common import settings_from
 
+LOW_DISK_BYTES = 1 << 30
+
 
 def register(sub) -> None:
-    d = sub.add_parser("doctor", help="show settings, hardware and check the model bundle")
+    d = sub.add_parser("doctor", help="check this installation: settings and their sources, model, device, index, jobs, disk")
+    d.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    d.add_argument("--no-index", action="store_true", help="skip opening the document index (it loads the embedding model)")
     d.set_defaults(func=cmd_doctor)
+    c = sub.add_parser("config", help="show the settings in force")
+    csub = c.add_subparsers(dest="config_cmd", required=True)
+    show = csub.add_parser("show", help="every setting with its value, where it came from and its help")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_config_show)
+
+
+@dataclass
+class Report:
+    sections: dict[str, Any] = field(default_factory=dict)
+    problems: list[dict[str, str]] = field(default_factory=list)
+
+    def problem(self, what: str, fix: str) -> None:
+        self.problems.append({"problem": what, "fix": fix})
+
+
+def _onnxruntime_wheels() -> dict[str, str]:
+    out = {}
+    for dist in ("onnxruntime", "onnxruntime-gpu"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def check_versions(r: Report) -> None:
+    from edge_agent import __version__
+
+    wheels = _onnxruntime_wheels()
+    r.sections["version"] = {"edge_agent": __version__, "python": sys.version.split()[0], "onnxruntime_wheels": wheels}
+    if len(wheels) > 1:
+        r.problem("both onnxruntime and onnxruntime-gpu are installed; they share one module and break each other",
+                  "run `make gpu` (it removes the CPU wheel and reinstalls the GPU one), or `pip uninstall -y onnxruntime onnxruntime-gpu` and reinstall one")
+    elif not wheels:
+        r.problem("onnxruntime is not installed", "run `make venv` (or `pip install -e .`)")
+
+
+def check_config(r: Report, s) -> None:
+    from edge_agent.config import config_files, unknown_env
+
+    r.sections["config_files"] = config_files()
+    r.sections["settings"] = s.describe()
+    for warning in unknown_env():
+        r.problem(warning, "remove the variable or correct its name (EDGE_AGENT_<SETTING>)")
+
+
+def check_models(r: Report, s) -> Any:
+    """Lists the bundles and verifies the configured one; returns it (None when it is unusable)."""
+    from edge_agent.engine.bundle import BundleError, list_bundles, load_bundle
+    from edge_agent.engine.gpu_graph import cached_record
+
+    r.sections["bundles"] = list_bundles(s.models_dir)
+    try:
+        b = load_bundle(s.bundle_path(), verify=True)
+    except BundleError as e:
+        r.sections["model"] = {"name": s.model, "ok": False, "error": str(e)}
+        r.problem(f"model bundle {s.model!r}: {e}", str(e).rsplit(": ", 1)[-1])
+        return None
+    gpu = cached_record(b)
+    r.sections["model"] = {
+        "name": b.name, "ok": True, "path": str(b.path), "architecture": b.architecture.get("arch"),
+        "context_length": b.context_length, "checked": "every file matches its sha256 in the manifest",
+        "gpu_graph": {"built": True, "sha256": gpu["sha256"], "bytes": gpu["bytes"]} if gpu else {"built": False},
+    }
+    return b
+
+
+def check_device(r: Report, s, bundle) -> None:
+    from edge_agent.engine.engine import gpu_need
+    from edge_agent.hardware import DeviceError, detect, physical_cores
+
+    threads = s.threads or physical_cores()
+    r.sections["threads"] = {"onnxruntime_threads": threads, "physical_cores": physical_cores(), "setting": s.threads}
+    try:
+        need = gpu_need(bundle, s.max_batch, min(bundle.context_length, s.context_length)) if bundle is not None and s.device != "cpu" else None
+        hw = detect(s.device, need)
+    except DeviceError as e:
+        r.sections["device"] = {"device": None, "error": str(e)}
+        r.problem(str(e).split(":", 1)[0] + " (device = cuda)", str(e).split(": ", 1)[-1])
+        return
+    dev: dict[str, Any] = {"device": hw.device, "reason": hw.reason, "providers": list(hw.providers)}
+    if hw.gpu is not None:
+        dev["gpu"] = {"name": hw.gpu.name, "free_mib": hw.gpu.free_bytes >> 20, "total_mib": hw.gpu.total_bytes >> 20, "driver": hw.gpu.driver}
+    if hw.slots is not None:
+        dev["slots"] = hw.slots
+    if hw.device == "cuda":
+        dev["note"] = "the GPU session is created and tested when the daemon loads; a failure falls back to the CPU (see /ready and the log)"
+    r.sections["device"] = dev
+
+
+def check_index(r: Report) -> None:
+    from contextlib import closing
+
+    from edge_agent.cli.index import _service
+
+    try:
+        with closing(_service(check=True, write=False)) as svc:
+            stats = svc.stats()
+            jobs = _jobs(svc)
+    except SystemExit as e:  # _service exits with a message when it cannot open the index
+        r.sections["index"] = {"ok": False}
+        r.problem(f"the document index cannot be opened (status {e.code})", "run `edge-agent index check` and follow what it says")
+        return
+    except Exception as e:
+        r.sections["index"] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        r.problem(f"the document index cannot be opened ({type(e).__name__}: {e})", "run `edge-agent index check`, or `edge-agent index rebuild`")
+        return
+    last = stats.get("last_check") or {}
+    r.sections["index"] = {"ok": True, **{k: v for k, v in stats.items() if k != "last_check"}, "last_check": last}
+    if last and last.get("ok") is False:
+        r.problem("the index check found a mismatch between SQLite and the index", "run `edge-agent index check` (repairs) or `edge-agent index rebuild`")
+    if jobs is not None:
+        r.sections["jobs"] = jobs
+
+
+def _jobs(svc) -> list[dict[str, Any]] | None:
+    """Job schedules from the database (None when this version has no jobs table)."""
+    try:
+        from edge_agent.store.jobs import JobStore
+
+        rows = JobStore(svc.store.db).list_jobs()
+    except Exception:  # no jobs module or table yet
+        return None
+    return [
+        {"name": j.name, "kind": j.kind, "schedule": j.schedule_cron, "timezone": j.schedule_tz, "enabled": j.enabled,
+         "next_run_at": j.next_run_at, "last_success_at": j.last_success_at}
+        for j in rows
+    ]
+
+
+def check_listen(r: Report, s) -> None:
+    from edge_agent.api.app import is_loopback
+
+    try:
+        keys = len(s.accepted_keys())
+    except OSError as e:
+        keys = 0
+        r.problem(f"api_key_file {s.api_key_file} cannot be read ({e.strerror or e})", "fix the path or its permissions")
+    loopback = is_loopback(s.host)
+    r.sections["listen"] = {"address": f"{s.host}:{s.port}", "loopback": loopback, "auth": keys > 0, "api_keys": keys}
+    if not loopback and keys == 0:
+        r.problem(f"host {s.host} is not loopback and no API key is set: `serve` refuses to start",
+                  "set api_keys or api_key_file, or host = 127.0.0.1")
+
+
+def check_disk(r: Report, s) -> None:
+    out = {}
+    for name in ("data_dir", "index_dir", "models_dir"):
+        p = Path(getattr(s, name))
+        probe = p
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        usage = shutil.disk_usage(probe)
+        writable = os.access(probe, os.W_OK)
+        out[name] = {"path": str(p), "exists": p.exists(), "free_mib": usage.free >> 20, "writable": writable}
+        if usage.free < LOW_DISK_BYTES:
+            r.problem(f"{name} ({p}) has {usage.free >> 20} MiB free", "free disk space (indexing and the GPU graph need room)")
+        if name != "models_dir" and not writable:
+            r.problem(f"{name} ({p}) is not writable by this user", f"fix its owner or permissions, or set {name}")
+    r.sections["disk"] = out
+
+
+def run_checks(s, index: bool = True) -> Report:
+    r = Report()
+    check_versions(r)
+    check_config(r, s)
+    bundle = check_models(r, s)
+    check_device(r, s, bundle)
+    check_listen(r, s)
+    check_disk(r, s)
+    if index:
+        check_index(r)
+    return r
+
+
+def _print_settings(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        print(f"  {row['name']:<26} = {row['value']:<28} [{row['source']}]  # {row['help']}")
+
+
+def _print(r: Report) -> None:
+    sec = r.sections
+    v = sec["version"]
+    wheels = ", ".join(f"{k} {x}" for k, x in v["onnxruntime_wheels"].items()) or "none"
+    print(f"edge-agent {v['edge_agent']} (Python {v['python']}, {wheels})")
+    for f in sec["config_files"]:
+        print(f"config file: {f['path']} ({'read' if f['exists'] else 'not present: defaults apply'}; path from {f['from']})")
+    print("settings:")
+    _print_settings(sec["settings"])
+    m = sec["model"]
+    if m["ok"]:
+        g = m["gpu_graph"]
+        print(f"model: {m['name']} OK ({m['architecture']}, context {m['context_length']}; {m['checked']}); GPU graph {'built' if g['built'] else 'not built'}")
+    else:
+        print(f"model: {m['name']}: {m['error']}")
+    print("bundles: " + (", ".join(f"{b['name']}{'' if b['ok'] else ' (broken)'}" for b in sec["bundles"]) or "none"))
+    d = sec["device"]
+    print(f"device: {d['device'] or 'none'} ({d.get('reason') or d.get('error')})")
+    t = sec["threads"]
+    print(f"threads: {t['onnxruntime_threads']} ({t['physical_cores']} physical cores)")
+    if "index" in sec:
+        ix = sec["index"]
+        print("index: " + (json.dumps({k: ix[k] for k in ix if k not in ("ok",)}, default=str) if ix["ok"] else "cannot be opened"))
+    if "jobs" in sec:
+        print("jobs: " + ("none" if not sec["jobs"] else ""))
+        for j in sec["jobs"]:
+            print(f"  {j['name']} ({j['kind']}): {j['schedule'] or 'manual'} {j['timezone'] or ''} {'enabled' if j['enabled'] else 'disabled'}")
+    ls = sec["listen"]
+    print(f"listen: {ls['address']} ({'loopback' if ls['loopback'] else 'network'}; auth {'on, ' + str(ls['api_keys']) + ' keys' if ls['auth'] else 'off'})")
+    for name, dk in sec["disk"].items():
+        print(f"disk {name}: {dk['path']} {dk['free_mib']} MiB free{'' if dk['writable'] else ' (not writable)'}")
+    if r.problems:
+        print(f"\n{len(r.problems)} problem(s):")
+        for p in r.problems:
+            print(f"  - {p['problem']}\n    fix: {p['fix']}")
+    else:
+        print("\nno problems found")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from edge_agent.engine.bundle import BundleError, load_bundle
-    from edge_agent.hardware import detect
+    s = settings_from(args)
+    r = run_checks(s, index=not getattr(args, "no_index", False))
+    if getattr(args, "json", False):
+        print(json.dumps({**r.sections, "problems": r.problems}, indent=2, default=str))
+    else:
+        _print(r)
+    return 1 if r.problems else 0
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    from edge_agent.config import config_files
 
     s = settings_from(args)
-    for row in s.describe():
-        print(f"{row['name']:<20} = {row['value']:<30} # {row['help']}")
-    hw = detect(s.device)
-    print(f"\nhardware: {hw.device} ({hw.reason}); providers {', '.join(hw.providers)}; {hw.physical_cores} physical cores")
-    try:
-        b = load_bundle(s.bundle_path(), verify=True)
-        print(f"model: {b.name} OK ({b.architecture['arch']}, context {b.context_length})")
-    except BundleError as e:
-        print(f"model: {e}")
-        return 1
+    if args.json:
+        print(json.dumps({"config_files": config_files(), "settings": s.describe()}, indent=2, default=str))
+        return 0
+    for f in config_files():
+        print(f"# config file: {f['path']} ({'read' if f['exists'] else 'not present'})")
+    _print_settings(s.describe())
     return 0
-
-

@@ -22,7 +22,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 def cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from edge_agent.config import Settings
+    from edge_agent.config import load_settings
     from edge_agent.engine.bundle import BundleError
     from edge_agent.server import ServeError, serve
 
@@ -33,7 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if value is not None:
             overrides[key] = value
     try:
-        settings = Settings(**overrides)
+        settings = load_settings(**overrides)
         return serve(settings)
     except (ServeError, BundleError) as e:
         print(f"error: {e}", file=sys.stderr)

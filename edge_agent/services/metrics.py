@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -36,6 +36,13 @@ class ServiceMetrics:
         self.queue_depth = Gauge("edge_agent_queue_depth", "Generations waiting for a batch slot.", registry=r)
         self.active = Gauge("edge_agent_active_sequences", "Generations holding a batch slot.", registry=r)
         self.rejected = Counter("edge_agent_rejected_requests", "Requests refused with 429 (queue full or too many connections).", registry=r)
+        self.device = Info(
+            "edge_agent_device", "Device serving the language model, why, and the GPU failure that sent it to the CPU (empty when none).", registry=r
+        )
+
+    def set_device(self, device: str, reason: str, fallback_reason: str | None) -> None:
+        """Publish the device (cuda | cpu) and, after a GPU failure, why the CPU serves."""
+        self.device.info({"device": device, "reason": reason[:200], "fallback_reason": (fallback_reason or "")[:200]})
 
     def bind(self, queue_depth: Callable[[], float], active: Callable[[], float]) -> None:
         """Read the queue depth and the active count from these functions at scrape time."""
