@@ -28,11 +28,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from edge_agent.cli import logs
     from edge_agent.config import ConfigError, explain
+    from edge_agent.hardware import DeviceError
 
     logs.configure(args.verbose, daemon=args.cmd == "serve")
     try:
         return int(args.func(args) or 0)
-    except ConfigError as e:  # a bad config file, variable or flag: one clear line, no traceback
+    except (ConfigError, DeviceError) as e:  # a bad config file, variable or flag, or device = cuda without a GPU: one clear line
         print(f"error: {e}", file=sys.stderr)
         return 2
     except ValidationError as e:  # Settings() built directly by a command
