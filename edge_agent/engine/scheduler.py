@@ -48,6 +48,7 @@ from edge_agent.engine.prefix_cache import PrefixCache
 from edge_agent.engine.sampling import is_greedy, sample
 from edge_agent.engine.sequence import Event, GenerationHandle, Sequence
 from edge_agent.engine.types import (
+    ENGINE_STOPPED,
     ContextLengthError,
     EngineError,
     Finished,
@@ -294,7 +295,7 @@ class BatchScheduler:
         self.failure = f"{type(e).__name__}: {e}"[:300]
         log.critical("the scheduler stopped: %s; every generation ends with an error", self.failure)
         for s in self._take_all():
-            self._end(s, "error", error="the engine stopped")
+            self._end(s, "error", error=ENGINE_STOPPED)
 
     def _take_all(self) -> list[Sequence]:
         """Remove and return every waiting and active sequence (refusing new work)."""

@@ -14,6 +14,9 @@ FinishReason = Literal["stop", "length", "cancelled", "timeout", "error"]
 INTERACTIVE_PRIORITY = 0
 BATCH_PRIORITY = 10
 
+# Finished.error of every generation ended because the scheduler's loop stopped for good.
+ENGINE_STOPPED = "the engine stopped"
+
 
 class EngineError(Exception):
     """Base class for errors the engine reports to callers (safe to show a user)."""

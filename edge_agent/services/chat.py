@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from edge_agent.engine.types import (
+    ENGINE_STOPPED,
     ContextLengthError,
     EngineError,
     Finished,
@@ -225,6 +226,8 @@ class Generation:
             reason = "stop"
         elif reason == "timeout":
             raise GenerationTimeoutError("the generation ran past the request time limit; ask for fewer tokens or retry later")
+        elif reason == "error" and fin.error == ENGINE_STOPPED:
+            raise UnavailableError("the language model engine stopped after an internal error; the service needs a restart")
         elif reason == "error":
             raise GenerationFailedError("the generation failed; retry, and report it if it persists")
         elif reason == "cancelled":

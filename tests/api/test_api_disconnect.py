@@ -123,6 +123,7 @@ def test_a_dead_engine_ends_its_requests_and_turns_health_and_ready_red(tiny_bun
         s.close()
         assert stop.is_set() and not sched.alive and "SystemExit" in sched.failure
         assert b'"error"' in buf and b"[DONE]" not in buf  # the stream says it failed; it does not claim to be complete
+        assert b"needs a restart" in buf
         status, _, body = server.request("GET", "/health")
         assert status == 503, body
         status, _, body = server.request("GET", "/ready")
