@@ -1,5 +1,14 @@
 """The HTTP server: waitress over create_app(runtime), with a graceful SIGTERM shutdown.
 
+Slow and greedy clients: waitress (3.0) has an inactivity timeout (channel_timeout) and one
+connection limit for everyone, so a socket that drips one byte a second is never closed and
+connection_limit of them lock every client out. `GuardedChannel` adds what it lacks, as Apache's
+mod_reqtimeout does: a request's headers must arrive within header_timeout_s of its first byte
+(of the connection, for a new one), its body within body_timeout_s plus one second per
+body_min_rate bytes, or the client gets 408 and the socket closes; one address may hold
+per_client connections (more are answered 429 and closed). Checked every second in the
+server's maintenance pass. Bodies are read by the event loop, so slow ones hold no thread.
+
 waitress (3.x) writes each response chunk to the socket as soon as it is produced
 (send_bytes = 1, flushed from the worker thread), so Server-Sent Events are not held back.
 channel_request_lookahead = 1 keeps reading the socket while a request runs, so a client
@@ -7,13 +16,17 @@ that hangs up is noticed (waitress.client_disconnected) even while no token is w
 """
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import sys
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass
 
 from waitress import wasyncore
+from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, create_server
 
 from edge_agent.api.app import create_app, is_loopback
@@ -46,18 +59,154 @@ def server_threads(settings: Settings, max_batch: int) -> int:
     return max(settings.server_threads, max_batch + settings.max_queue + 8)
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Deadlines and caps against slow or greedy clients (see the module docstring)."""
+
+    header_timeout_s: float = 5.0  # first byte of a request (accept, for a new connection) -> end of headers
+    body_timeout_s: float = 10.0  # end of headers -> end of body, plus 1 s per body_min_rate bytes received
+    body_min_rate: int = 16 * 1024
+    idle_timeout_s: int = 30  # a kept-alive connection with no request in flight
+    per_client: int = 64  # open connections from one client address
+    connections: int = 512  # open connections in all (waitress's connection_limit; more wait in the listen backlog)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "ConnectionLimits":
+        return cls(settings.header_timeout_s, settings.body_timeout_s, settings.body_min_bytes_per_s,
+                   settings.idle_timeout_s, settings.max_connections_per_client, settings.max_connections)
+
+
+def _error_bytes(status: str, message: str, code: str, extra: str = "") -> bytes:
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}).encode()
+    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n"
+    return head.encode() + body
+
+
+class _Peers:
+    """Open connections per client address (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.open: Counter[str] = Counter()
+        self.refused = 0
+        self.timed_out = 0
+
+    def add(self, peer: str, cap: int) -> bool:
+        with self._lock:
+            self.open[peer] += 1
+            return self.open[peer] <= cap
+
+    def remove(self, peer: str) -> None:
+        with self._lock:
+            self.open[peer] -= 1
+            if self.open[peer] <= 0:
+                del self.open[peer]
+
+
+class GuardedChannel(HTTPChannel):
+    """A waitress channel that enforces ConnectionLimits (subclassed per server with `limits` and `peers`)."""
+
+    limits = ConnectionLimits()
+    peers: _Peers
+
+    def __init__(self, server, sock, addr, adj, map=None):
+        self.request_started: float | None = time.monotonic()  # a new connection owes its first request's headers
+        self.headers_done: float | None = None
+        self.request_bytes = 0
+        self._counted = False
+        super().__init__(server, sock, addr, adj, map=map)
+        self.peer = str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
+        self._counted = True
+        if not self.peers.add(self.peer, self.limits.per_client):
+            self.peers.refused += 1
+            self.refuse("429 Too Many Requests", f"too many open connections from your address (at most {self.limits.per_client}): "
+                        "close idle ones and retry", "too_many_connections", "Retry-After: 1\r\n")
+
+    def received(self, data):
+        before = self.request
+        if data and before is None and self.request_started is None:  # a new connection's clock started at accept
+            self.request_started, self.headers_done, self.request_bytes = time.monotonic(), None, 0
+        self.request_bytes += len(data)
+        out = super().received(data)
+        req = self.request
+        if req is None:
+            self.request_started = self.headers_done = None
+        elif req is not before and before is not None:  # one request completed, the next began in this read
+            self.request_started, self.headers_done, self.request_bytes = time.monotonic(), None, 0
+        if req is not None and req.headers_finished and self.headers_done is None:
+            self.headers_done = time.monotonic()
+        return out
+
+    def overdue(self, now: float) -> bool:
+        """Whether the request being received has missed its deadline."""
+        if self.request_started is None or self.requests or self.will_close or self.close_when_flushed:
+            return False
+        lim = self.limits
+        if self.headers_done is None:
+            return now - self.request_started > lim.header_timeout_s
+        return now - self.headers_done > lim.body_timeout_s + self.request_bytes / lim.body_min_rate
+
+    def refuse(self, status: str, message: str, code: str, extra: str = "") -> None:
+        """Answer with an error (event-loop thread only, no request running) and close once it is sent."""
+        payload = _error_bytes(status, message, code, extra)
+        with self.outbuf_lock:
+            self.outbufs[-1].append(payload)
+            self.current_outbuf_count += len(payload)
+            self.total_outbufs_len += len(payload)
+        self.request = None
+        self.request_started = self.headers_done = None
+        self.close_when_flushed = True
+
+    def del_channel(self, map=None):
+        if self._counted:
+            self._counted = False
+            self.peers.remove(self.peer)
+        super().del_channel(map)
+
+
+def _guard(listener: BaseWSGIServer, limits: ConnectionLimits, peers: _Peers) -> None:
+    """Make a waitress listener use GuardedChannel and check its deadlines in every maintenance pass."""
+    listener.channel_class = type("GuardedChannel", (GuardedChannel,), {"limits": limits, "peers": peers})
+    idle = BaseWSGIServer.maintenance
+    last_log = [0.0]
+
+    def maintenance(now: float) -> None:
+        idle(listener, now)
+        mono = time.monotonic()
+        for ch in list(listener.active_channels.values()):
+            if isinstance(ch, GuardedChannel) and ch.overdue(mono):
+                peers.timed_out += 1
+                if ch.request_bytes or ch.request is not None:
+                    ch.refuse("408 Request Timeout", "the request did not arrive in time: send headers within "
+                              f"{limits.header_timeout_s:g} s and the body at {limits.body_min_rate} bytes/s or faster", "request_timeout")
+                else:
+                    ch.will_close = True  # connected and said nothing: just close
+        if (peers.refused or peers.timed_out) and mono - last_log[0] > 10:
+            last_log[0] = mono
+            log.warning("slow or greedy clients: %d connections closed past their deadline, %d refused over the per-address cap "
+                        "(since start)", peers.timed_out, peers.refused)
+
+    listener.maintenance = maintenance  # type: ignore[method-assign]
+
+
 class HttpServer:
     """A waitress server for one app: start() runs it in a thread; stop_accepting(), drain() and close() end it."""
 
-    def __init__(self, app, host: str, port: int, *, threads: int = 32, max_body_bytes: int = 8 << 20):
+    def __init__(self, app, host: str, port: int, *, threads: int = 32, max_body_bytes: int = 8 << 20,
+                 limits: ConnectionLimits | None = None):
         self.app = app
         self.tracker = app.extensions.get("edge_agent.inflight")
         self.map: dict = {}
+        self.limits = limits or ConnectionLimits()
         self.server = create_server(
             app, map=self.map, host=host, port=port, threads=threads, channel_request_lookahead=1,
-            connection_limit=max(100, threads * 2), max_request_body_size=max_body_bytes, ident="edge-agent",
+            connection_limit=max(self.limits.connections, threads * 2), max_request_body_size=max_body_bytes, ident="edge-agent",
             asyncore_use_poll=True, expose_tracebacks=False, clear_untrusted_proxy_headers=True,
+            channel_timeout=self.limits.idle_timeout_s, cleanup_interval=1,
         )
+        self.peers = _Peers()
+        for listener in self._listeners():
+            _guard(listener, self.limits, self.peers)
         listen = getattr(self.server, "effective_listen", None) or [(self.server.effective_host, self.server.effective_port)]
         self.host, self.port = listen[0][0], int(listen[0][1])
         shown = f"[{self.host}]" if ":" in self.host else self.host
@@ -125,6 +274,21 @@ class HttpServer:
             self._thread.join(timeout=5)
 
 
+def raise_fd_limit(wanted: int) -> int:
+    """Raise this process's open-file soft limit towards `wanted` (at most the hard limit); returns the limit now."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):  # pragma: no cover - not allowed here
+            pass
+    return soft
+
+
 def serve(settings: Settings, runtime=None) -> int:
     """Run the daemon until SIGTERM/SIGINT, then shut down gracefully; returns the exit status.
 
@@ -137,8 +301,12 @@ def serve(settings: Settings, runtime=None) -> int:
         runtime = build_runtime(settings)
     app = create_app(runtime)
     threads = server_threads(settings, runtime.scheduler.max_batch)
+    fds = raise_fd_limit(settings.max_connections + 256)  # sockets, model and index files, SQLite
+    if fds < settings.max_connections + 64:
+        log.warning("open-file limit %d is low for max_connections %d: raise LimitNOFILE", fds, settings.max_connections)
     body_cap = max(settings.max_body_bytes, settings.max_file_bytes + (1 << 20))
-    srv = HttpServer(app, settings.host, settings.port, threads=threads, max_body_bytes=body_cap)
+    srv = HttpServer(app, settings.host, settings.port, threads=threads, max_body_bytes=body_cap,
+                     limits=ConnectionLimits.from_settings(settings))
     stop = threading.Event()
 
     def on_signal(signum, frame):
