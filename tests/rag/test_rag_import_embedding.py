@@ -1,0 +1,130 @@
+"""`edge-agent model import-embedding`: a tiny real sentence-transformers model (a BERT built from a config)
+copied, exported to ONNX, checked and described by a manifest; bad folders get clear errors and leave nothing."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def _tiny_sentence_transformer(root: Path) -> Path:
+    """A 2-layer, 32-wide BERT with a word-piece vocabulary, saved as a sentence-transformers folder."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *".,?!-'", *letters, *("##" + c for c in letters),
+             "the", "een", "de", "archive", "archief", "code", "is", "het", "van", "probe", "sentence"]
+    hf = root / "hf"
+    hf.mkdir(parents=True)
+    (hf / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(hf / "vocab.txt"), do_lower_case=True)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(hf)
+    tok.save_pretrained(hf)
+    word = models.Transformer(str(hf), max_seq_length=64)
+    st = SentenceTransformer(modules=[word, models.Pooling(word.get_word_embedding_dimension(), "mean")], device="cpu")
+    out = root / "usb" / "tiny-multilingual"
+    st.save(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_st(tmp_path_factory) -> Path:
+    return _tiny_sentence_transformer(tmp_path_factory.mktemp("tiny-st"))
+
+
+@pytest.fixture
+def model_cli(monkeypatch, tmp_path):
+    from edge_agent.cli.model import register
+
+    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
+    monkeypatch.setenv("EDGE_AGENT_MODELS_DIR", str(tmp_path / "models"))
+    parser = argparse.ArgumentParser(prog="edge-agent")
+    register(parser.add_subparsers(dest="cmd", required=True))
+
+    def call(*argv: str) -> int:
+        args = parser.parse_args(["model", *argv])
+        return args.func(args)
+
+    return call
+
+
+def test_import_embedding_exports_checks_and_describes_the_model(tiny_st, model_cli, tmp_path, capsys):
+    from edge_agent.rag.embedder import LANGUAGES_FILE, OnnxEmbedder
+
+    assert model_cli("import-embedding", str(tiny_st), "--name", "tiny-ml", "--languages", "nl,en") == 0
+    out = capsys.readouterr().out
+    dest = tmp_path / "models" / "embeddings" / "tiny-ml"
+    assert f"imported {tiny_st} as {dest}: 32-d vectors" in out and "languages: en, nl" in out
+    manifest = json.loads((dest / LANGUAGES_FILE).read_text())
+    assert manifest["languages"] == ["en", "nl"] and manifest["dim"] == 32 and manifest["model_id"] == "tiny-ml/32"
+    kept = [t for t in manifest["tried"] if t["ok"]]
+    assert (manifest["variant"] == "fp32") == (not kept) and (not kept or manifest["variant"] in kept[0]["file"])
+    assert all(t["ok"] == (t["cosine_min_vs_torch"] >= 0.99 and t["per_s"] > manifest["fp32_per_s"]) for t in manifest["tried"])
+    assert (dest / "modules.json").is_file() and not list(dest.parent.glob(".*tmp*"))  # copied whole, no temp folder left
+    # the imported model serves: same vectors as torch (cosine), and it says which languages it covers
+    emb = OnnxEmbedder(dest, cache_dir=tmp_path / "var" / "embedding-cache")
+    assert emb.languages == ("en", "nl") and emb.dim == 32
+    from sentence_transformers import SentenceTransformer
+
+    texts = ["the archive code is probe", "de code van het archief"]
+    ref = SentenceTransformer(str(tiny_st), device="cpu").encode(texts, normalize_embeddings=True)
+    assert float((emb.embed(texts) * ref).sum(1).min()) >= 0.99
+    assert emb.decision == OnnxEmbedder(dest, cache_dir=tmp_path / "var" / "embedding-cache").decision  # exported once
+    # the same name again needs --force
+    assert model_cli("import-embedding", str(tiny_st), "--name", "tiny-ml") == 2
+    assert "exists" in capsys.readouterr().err
+    assert model_cli("import-embedding", str(tiny_st), "--name", "tiny-ml", "--force") == 0
+    assert json.loads((dest / LANGUAGES_FILE).read_text())["languages"] is None  # no --languages: not declared
+    assert OnnxEmbedder(dest, cache_dir=tmp_path / "var" / "embedding-cache").languages is None
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("no_tokenizer", "needs config.json and tokenizer.json"),
+    ("no_modules", "modules.json is missing"),
+    ("bad_name", "--name"),
+    ("bad_languages", "ISO 639-1"),
+])
+def test_import_embedding_refuses_bad_input_and_leaves_nothing(tiny_st, model_cli, tmp_path, capsys, damage, message):
+    import shutil
+
+    src = tmp_path / "copy"
+    shutil.copytree(tiny_st, src)
+    argv = ["import-embedding", str(src), "--name", "x"]
+    if damage == "no_tokenizer":
+        (src / "tokenizer.json").unlink()
+    elif damage == "no_modules":
+        (src / "modules.json").unlink()
+    elif damage == "bad_name":
+        argv[-1] = "../escape"
+    else:
+        argv += ["--languages", "dutch"]
+    assert model_cli(*argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "models" / "embeddings").exists() or not any((tmp_path / "models" / "embeddings").iterdir())
+
+
+def test_fusion_trusts_an_imported_model_for_its_declared_languages(tiny_st, tmp_path):
+    from edge_agent.config import Settings
+    from edge_agent.rag.embedder import OnnxEmbedder, import_embedding
+    from edge_agent.services.documents import DocumentService
+
+    import_embedding(tiny_st, "ml", tmp_path / "models", tmp_path / "cache", languages=["nl", "en"], quantize="off")
+    emb = OnnxEmbedder(tmp_path / "models" / "embeddings" / "ml", cache_dir=tmp_path / "cache", quantize="off")
+    svc = DocumentService.from_settings(Settings(data_dir=tmp_path / "var", index_dir=tmp_path / "index"), embedder=emb)
+    try:
+        svc.add_text("Archief", "De code van het archief is QX-7731 en de sleutel ligt bij de portier.")
+        stats = svc.stats()["index"]
+        assert stats["embedder_languages"] == ["en", "nl"]
+        assert stats["languages"] == {"nl": {"chunks": 1, "embedder_covers": True}}
+        assert np.isfinite(svc.index.dense.exact.index.reconstruct_n(0, 1)).all()
+    finally:
+        svc.close()
