@@ -19,6 +19,8 @@ PUBLIC_PATHS = frozenset({"/health"})
 CORS_METHODS = "GET, POST, DELETE, OPTIONS"
 CORS_HEADERS = "Authorization, Content-Type"
 CORS_MAX_AGE = "600"
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
 def host_name(host: str) -> str:
@@ -38,6 +40,20 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def _same_origin(origin: str, host: str) -> bool:
+    """Whether an Origin header names this server as the client reached it (the Host header); "null" never does."""
+    scheme, sep, rest = origin.strip().lower().partition("://")
+    if not sep or scheme not in DEFAULT_PORTS or not rest or "/" in rest:
+        return False
+
+    def split(netloc: str) -> tuple[str, str]:
+        name = host_name(netloc)
+        port = netloc[len(name):].lstrip(":") if netloc.startswith(name) else ""
+        return name, port or DEFAULT_PORTS[scheme]
+
+    return split(rest) == split(host.strip().lower())
 
 
 def allowed_host_names(settings) -> set[str]:
@@ -61,6 +77,17 @@ class SecurityGuard:
 
     def _origin_allowed(self, origin: str | None) -> bool:
         return bool(origin) and bool(self.origins) and (self.any_origin or origin.rstrip("/") in self.origins)
+
+    def _cross_site(self) -> bool:
+        """Whether a browser sent this request from a page that is neither this server nor an allowed origin.
+
+        Browsers send Origin with every POST/DELETE (a form post and fetch alike) and Sec-Fetch-Site
+        with every request; clients that are not browsers (curl, the openai client) send neither.
+        """
+        origin = request.headers.get("Origin")
+        if origin is not None:
+            return not (self._origin_allowed(origin) or _same_origin(origin, request.host))
+        return request.headers.get("Sec-Fetch-Site", "").strip().lower() == "cross-site"
 
     def _authorized(self) -> bool:
         if not self.keys:
@@ -92,6 +119,10 @@ class SecurityGuard:
             resp.headers["Access-Control-Allow-Headers"] = CORS_HEADERS
             resp.headers["Access-Control-Max-Age"] = CORS_MAX_AGE
             return resp
+        if request.method in STATE_CHANGING and self._cross_site():  # in every auth mode: a browser may carry credentials
+            return error_response(403, "cross-site request refused: a web page from another origin may not change anything here; "
+                                  "if that page should, add its origin to cors_origins (EDGE_AGENT_CORS_ORIGINS)",
+                                  "permission_error", code="cross_site_request")
         if not self._authorized():
             return error_response(401, "missing or invalid API key: send Authorization: Bearer <key>", "authentication_error",
                                   code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
