@@ -258,7 +258,7 @@ def openapi_paths(runtime) -> dict[str, Any]:
 
     limit = {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIST}}
     after = {"name": "after", "in": "query", "required": False, "schema": {"type": "string", "minLength": 1, "maxLength": 64}}
-    upload = {"type": "object", "required": ["file", "purpose"], "additionalProperties": False, "properties": {
+    upload = {"type": "object", "required": ["file", "purpose"], "properties": {  # other fields (expires_after) are ignored
         "file": {"type": "string", "format": "binary", "description": "The JSONL batch file."},
         "purpose": {"type": "string", "enum": ["batch"]},
     }}

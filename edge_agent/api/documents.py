@@ -114,8 +114,22 @@ class DocumentSummary(BaseModel):
     created_at: float
 
 
+class DocumentLabel(BaseModel):
+    """The label a classify job stored for the document in one label set."""
+
+    label_set: str
+    label: str
+    score: float
+    method: str
+    run_id: str | None = None
+    bundle_id: str | None = None
+    prompt_version: str | None = None
+    created_at: float
+
+
 class DocumentDetail(Document):
     summary: DocumentSummary | None = None
+    labels: list[DocumentLabel] = Field(default_factory=list, description="Labels stored by classify jobs, one per label set.")
     chunks: list[ChunkInfo]
 
 

@@ -198,6 +198,9 @@ def _registry() -> dict[str, JobKind]:
     from edge_agent.jobs.batch import BatchKind
 
     kinds["batch"] = BatchKind()
+    from edge_agent.jobs.classify import ClassifyKind
+
+    kinds["classify"] = ClassifyKind()
     return kinds
 
 

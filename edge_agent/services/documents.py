@@ -36,6 +36,7 @@ from edge_agent.services.paths import PathNotAllowedError, resolve_confined, wal
 from edge_agent.store import ChunkRecord, DocumentStore, SqliteDatabase
 from edge_agent.store.documents import DocumentMeta
 from edge_agent.store.jobs import SummaryStore
+from edge_agent.store.labels import LabelStore
 
 log = logging.getLogger(__name__)
 
@@ -332,6 +333,7 @@ class DocumentService:
             raise DocumentNotFoundError(f"no document with id {document_id}", param="id")
         out = doc.to_dict()
         out["summary"] = SummaryStore(self.store.db).get_summary(doc.id)  # written by summarize jobs
+        out["labels"] = LabelStore(self.store.db).for_document(doc.id)  # written by classify jobs
         out["chunks"] = [
             {"id": c.id, "ordinal": c.ordinal, "page": c.page, "heading": c.heading, "char_start": c.char_start,
              "char_end": c.char_end, "token_count": c.token_count}

@@ -29,6 +29,24 @@ class LabelStore:
             )
         return True
 
+    @staticmethod
+    def save_effect(document_id: int, label_set: str, label: str, score: float, method: str, content_hash: str | None,
+                    run_id: str | None, bundle_id: str | None, prompt_version: str | None):
+        """A function of a connection that stores the label inside the caller's transaction (nothing if the document is gone)."""
+
+        def effect(conn) -> None:
+            conn.execute(
+                "INSERT INTO document_labels(document_id, label_set, label, score, method, content_hash, run_id, bundle_id, prompt_version,"
+                " created_at) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM documents WHERE id = ?)"
+                " ON CONFLICT(document_id, label_set) DO UPDATE SET label = excluded.label, score = excluded.score,"
+                " method = excluded.method, content_hash = excluded.content_hash, run_id = excluded.run_id,"
+                " bundle_id = excluded.bundle_id, prompt_version = excluded.prompt_version, created_at = excluded.created_at",
+                (document_id, label_set, label, float(score), method, content_hash, run_id, bundle_id, prompt_version, time.time(),
+                 document_id),
+            )
+
+        return effect
+
     def for_document(self, document_id: int) -> list[dict[str, Any]]:
         """A document's labels, one per label set, by label set name."""
         with self.db.read() as conn:

@@ -1,0 +1,397 @@
+"""The `classify` job kind: one label out of a configured set for each document, CSV row or given text, with a score.
+
+Two methods, both real:
+- likelihood: the language model's log-probability of each label's tokens after the text (a
+  completion-style prompt that lists the labels), all labels of a text scored in one batched pass
+  through the scheduler (services.scoring), calibrated by the same labels' scores after a
+  content-free text (contextual calibration), so a label that is likely anywhere does not win
+  everywhere. The answer is always one of the labels.
+- embedding: cosine similarity of the text's embedding to each label's "name: description"
+  embedding; when every label has examples, a softmax regression fitted on their embeddings (fast).
+`auto` measures both on the examples (leave-one-out) when every label has one, and keeps the
+more accurate (embedding on a tie: it is faster); without examples it uses embedding.
+score: the chosen label's probability under a softmax over the labels.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext
+from edge_agent.services.errors import ServiceError
+
+PROMPT_VERSION = "classify-1"
+METHODS = ("auto", "likelihood", "embedding")
+SOURCES = ("documents", "texts", "csv")
+MAX_LABELS = 64
+MAX_TEXT_CHARS = 2000
+MAX_EXAMPLES = 32
+EMBED_TEMPERATURE = 0.05  # softmax over cosines / this
+SOFTMAX_SCALE = 10.0  # the regression's inputs are unit vectors: scale them so few steps separate the labels
+CONTENT_FREE = "N/A"
+
+
+@dataclass
+class Label:
+    name: str
+    description: str = ""
+    examples: list[str] = field(default_factory=list)
+
+
+def parse_labels(raw: Any) -> list[Label]:
+    """Labels from a list of names or of {name, description, examples}. Raises InvalidJobError (empty, duplicate, malformed)."""
+    if not isinstance(raw, list) or len(raw) < 2:
+        raise InvalidJobError("labels must be a list of at least 2 labels (names, or {name, description, examples})", "labels")
+    if len(raw) > MAX_LABELS:
+        raise InvalidJobError(f"at most {MAX_LABELS} labels", "labels")
+    out: list[Label] = []
+    seen: set[str] = set()
+    for i, r in enumerate(raw):
+        if isinstance(r, str):
+            r = {"name": r}
+        if not isinstance(r, dict) or set(r) - {"name", "description", "examples"}:
+            raise InvalidJobError(f"labels[{i}] must be a name or an object with name, description, examples", f"labels[{i}]")
+        name = r.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidJobError(f"labels[{i}] has an empty name: every label needs a non-empty name", f"labels[{i}].name")
+        name = " ".join(name.split())
+        if name.casefold() in seen:
+            raise InvalidJobError(f"label {name!r} appears twice: labels must be distinct", f"labels[{i}].name")
+        seen.add(name.casefold())
+        desc = r.get("description") or ""
+        examples = r.get("examples") or []
+        if not isinstance(desc, str) or not isinstance(examples, list) or not all(isinstance(e, str) and e.strip() for e in examples):
+            raise InvalidJobError(f"labels[{i}]: description must be text and examples a list of non-empty texts", f"labels[{i}]")
+        if len(examples) > MAX_EXAMPLES:
+            raise InvalidJobError(f"labels[{i}]: at most {MAX_EXAMPLES} examples", f"labels[{i}].examples")
+        out.append(Label(name, desc.strip(), [e.strip() for e in examples]))
+    return out
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+# --- likelihood ------------------------------------------------------------------------
+class LikelihoodClassifier:
+    """Labels by the language model's calibrated likelihood of each label after the text."""
+
+    def __init__(self, chat, labels: list[Label], priority: int = 0, shots: list[tuple[str, str]] | None = None,
+                 max_chars: int = MAX_TEXT_CHARS):
+        from edge_agent.services.scoring import ContinuationScorer
+
+        self.scorer = ContinuationScorer(chat)
+        self.labels = labels
+        self.priority = priority
+        self.max_chars = max_chars
+        self.shots = shots or []
+        self.continuations = [self.scorer.encode(" " + lb.name, bos=False) for lb in labels]
+        self._calibration: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    def prompt(self, text: str) -> str:
+        head = "Categories: " + ", ".join(lb.name for lb in self.labels) + ".\n\n"
+        shots = "".join(f"Text: {_clip(t, 400)}\nCategory: {name}\n\n" for t, name in self.shots)
+        return f"{head}{shots}Text: {_clip(text, self.max_chars)}\nCategory:"
+
+    def start(self, text: str):
+        """Submit every label's scoring for text (non-blocking); .result() of the returned object -> (label, score, probs)."""
+        cal = self.calibration()
+        ids = self._fit(self.scorer.encode(self.prompt(text)))
+        return _LikelihoodPending(self, self.scorer.start(ids, self.continuations, self.priority), cal)
+
+    def _fit(self, ids: list[int]) -> list[int]:
+        room = self.scorer.engine.context_length - max(len(c) for c in self.continuations) - 1
+        if len(ids) > room:  # keep the start (BOS, categories) and the end ("Category:")
+            ids = ids[: room // 2] + ids[len(ids) - (room - room // 2):]
+        return ids
+
+    def calibration(self) -> np.ndarray:
+        """Each label's log-likelihood after a content-free text (computed once)."""
+        with self._lock:
+            if self._calibration is None:
+                ids = self.scorer.encode(self.prompt(CONTENT_FREE))
+                scored = self.scorer.start(ids, self.continuations, self.priority).result()
+                self._calibration = np.array([s for s, _ in scored])
+            return self._calibration
+
+    def classify(self, text: str) -> tuple[str, float, dict[str, float]]:
+        return self.start(text).result()
+
+
+class _LikelihoodPending:
+    def __init__(self, clf: LikelihoodClassifier, pending, cal: np.ndarray):
+        self.clf, self.pending, self.cal = clf, pending, cal
+
+    def done(self) -> bool:
+        return self.pending.done()
+
+    def result(self, timeout: float | None = None) -> tuple[str, float, dict[str, float]]:
+        scored = self.pending.result(timeout)
+        raw = np.array([s for s, _ in scored]) - self.cal
+        probs = _softmax(raw)
+        best = int(np.argmax(probs))
+        names = [lb.name for lb in self.clf.labels]
+        return names[best], float(probs[best]), {n: round(float(p), 4) for n, p in zip(names, probs)}
+
+    def cancel(self) -> None:
+        self.pending.cancel()
+
+
+# --- embedding ---------------------------------------------------------------------------
+class EmbeddingClassifier:
+    """Labels by embedding: cosine similarity to each label's "name: description" embedding; with examples
+    for every label, a softmax regression fitted on the examples' embeddings (and the labels' own)."""
+
+    def __init__(self, embeddings, labels: list[Label], max_chars: int = MAX_TEXT_CHARS, skip: tuple[int, int] | None = None):
+        self.embeddings = embeddings
+        self.labels = labels
+        self.max_chars = max_chars
+        self.protos = self._embed([f"{lb.name}: {lb.description}" if lb.description else lb.name for lb in labels])
+        examples = [[e for ei, e in enumerate(lb.examples) if skip != (li, ei)] for li, lb in enumerate(labels)]
+        self.model: tuple[np.ndarray, np.ndarray] | None = None
+        if all(examples):
+            x = np.concatenate([self.protos, self._embed([e for ex in examples for e in ex])])
+            y = np.concatenate([np.arange(len(labels)), np.repeat(np.arange(len(labels)), [len(ex) for ex in examples])])
+            self.model = fit_softmax(x, y, len(labels))
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        vecs, _ = self.embeddings.embed([_clip(t, self.max_chars) for t in texts])
+        vecs = np.asarray(vecs, np.float32)
+        return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+    def classify_many(self, texts: list[str]) -> list[tuple[str, float, dict[str, float]]]:
+        x = self._embed(texts)
+        if self.model is not None:
+            w, bias = self.model
+            logits = x @ w * SOFTMAX_SCALE + bias
+        else:
+            logits = x @ self.protos.T / EMBED_TEMPERATURE
+        out = []
+        names = [lb.name for lb in self.labels]
+        for row in logits:
+            probs = _softmax(row)
+            best = int(np.argmax(row))
+            out.append((names[best], float(probs[best]), {n: round(float(p), 4) for n, p in zip(names, probs)}))
+        return out
+
+    def classify(self, text: str) -> tuple[str, float, dict[str, float]]:
+        return self.classify_many([text])[0]
+
+
+def fit_softmax(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1e-3, steps: int = 300, lr: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """Multinomial logistic regression on unit vectors x (full-batch gradient descent; a few ms for a few hundred rows)."""
+    w = np.zeros((x.shape[1], classes), np.float64)
+    b = np.zeros(classes, np.float64)
+    onehot = np.eye(classes)[y]
+    for _ in range(steps):
+        z = x @ w * SOFTMAX_SCALE + b
+        pr = np.exp(z - z.max(axis=1, keepdims=True))
+        pr /= pr.sum(axis=1, keepdims=True)
+        g = (pr - onehot) / len(y)
+        w -= lr * (SOFTMAX_SCALE * x.T @ g + l2 * w)
+        b -= lr * g.sum(axis=0)
+    return w.astype(np.float32), b.astype(np.float32)
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[:n]
+
+
+def choose_method(chat, embeddings, labels: list[Label], priority: int = 0) -> tuple[str, dict[str, float]]:
+    """auto: leave-one-out accuracy of both methods on the labels' examples; embedding without examples or on a tie."""
+    if not all(lb.examples for lb in labels) or chat is None:
+        return "embedding", {}
+    pairs = [(li, ei) for li, lb in enumerate(labels) for ei in range(len(lb.examples))]
+    emb_ok = lik_ok = 0
+    for li, ei in pairs:
+        text = labels[li].examples[ei]
+        emb = EmbeddingClassifier(embeddings, labels, skip=(li, ei))
+        emb_ok += emb.classify(text)[0] == labels[li].name
+    lik = LikelihoodClassifier(chat, labels, priority)
+    pending = [(li, lik.start(labels[li].examples[ei])) for li, ei in pairs]
+    for li, pnd in pending:
+        lik_ok += pnd.result()[0] == labels[li].name
+    acc = {"embedding": emb_ok / len(pairs), "likelihood": lik_ok / len(pairs)}
+    return ("likelihood" if acc["likelihood"] > acc["embedding"] else "embedding"), acc
+
+
+# --- the job kind ----------------------------------------------------------------------
+class _Pending:
+    def __init__(self, future=None, inner=None, finish=None):
+        self.future, self.inner, self.finish = future, inner, finish
+
+    def done(self) -> bool:
+        return self.future.done() if self.future is not None else self.inner.done()
+
+    def result(self, timeout: float | None = None) -> dict:
+        try:
+            if self.future is not None:
+                return self.future.result(timeout)
+            return self.finish(self.inner.result(timeout))
+        except ServiceError as e:
+            raise ItemError(e.message) from None
+
+    def cancel(self) -> None:
+        if self.future is not None:
+            self.future.cancel()
+        else:
+            self.inner.cancel()
+
+
+class ClassifyKind:
+    """params: labels, method (auto|likelihood|embedding), source (documents|texts|csv) and its selection, label_set."""
+
+    name = "classify"
+    prompt_version = PROMPT_VERSION
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._cache: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+
+    def validate(self, params: dict, ctx: JobContext) -> dict:
+        """Normalised params. Raises InvalidJobError (labels empty or repeated, unknown method/source, CSV outside ingest_roots)."""
+        allowed = {"labels", "method", "source", "document_ids", "path_prefix", "types", "texts", "csv_path", "text_column",
+                   "id_column", "label_set", "max_chars", "changed_only"}
+        unknown = sorted(set(params) - allowed)
+        if unknown:
+            raise InvalidJobError(f"unknown classify params {unknown}: use {', '.join(sorted(allowed))}", unknown[0])
+        labels = parse_labels(params.get("labels"))
+        method = params.get("method", "auto")
+        if method not in METHODS:
+            raise InvalidJobError(f"method must be one of {', '.join(METHODS)}", "method")
+        source = params.get("source", "documents")
+        if source not in SOURCES:
+            raise InvalidJobError(f"source must be one of {', '.join(SOURCES)}", "source")
+        out: dict[str, Any] = {"labels": [lb.__dict__ for lb in labels], "method": method, "source": source,
+                               "label_set": str(params.get("label_set") or "default")[:128],
+                               "max_chars": int(params.get("max_chars") or MAX_TEXT_CHARS)}
+        if source == "texts":
+            texts = params.get("texts")
+            if not isinstance(texts, list) or not texts or not all(isinstance(t, (str, dict)) for t in texts):
+                raise InvalidJobError("texts must be a non-empty list of texts or {id, text} objects", "texts")
+            out["texts"] = [t if isinstance(t, dict) else {"id": str(i), "text": t} for i, t in enumerate(texts)]
+        elif source == "csv":
+            from edge_agent.services.paths import PathNotAllowedError, resolve_confined
+
+            try:
+                out["csv_path"] = str(resolve_confined(str(params.get("csv_path") or ""), ctx.settings.ingest_roots))
+            except (PathNotAllowedError, FileNotFoundError) as e:
+                raise InvalidJobError(f"csv_path: {e}; it must be a CSV file under ingest_roots", "csv_path") from None
+            out["text_column"] = params.get("text_column") or "text"
+            out["id_column"] = params.get("id_column")
+        else:
+            for key in ("document_ids", "path_prefix", "types", "changed_only"):
+                if params.get(key) is not None:
+                    out[key] = params[key]
+        if method in ("likelihood", "auto") and ctx.chat is None and method == "likelihood":
+            raise InvalidJobError("method likelihood needs the language model, which this process does not load", "method")
+        return out
+
+    # items
+    def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
+        src = params["source"]
+        if src == "texts":
+            for i, t in enumerate(params["texts"]):
+                yield Item(key=f"text:{i}", payload={"id": str(t.get("id", i)), "text": str(t.get("text", ""))})
+        elif src == "csv":
+            yield from _csv_items(params)
+        else:
+            from edge_agent.store.jobs import SummaryStore
+
+            docs = SummaryStore(_db(ctx)).select_documents(params.get("path_prefix"), params.get("types"),
+                                                          since if params.get("changed_only") else None)
+            wanted = set(params.get("document_ids") or [])
+            for d in docs:
+                if not wanted or d["id"] in wanted:
+                    yield Item(key=f"doc:{d['id']}", payload={"document_id": d["id"], "content_hash": d["content_hash"]})
+
+    def _text(self, item: Item, ctx: JobContext) -> str:
+        if "document_id" not in item.payload:
+            return item.payload.get("text", "")
+        from edge_agent.store.jobs import SummaryStore
+
+        got = SummaryStore(_db(ctx)).document_text(item.payload["document_id"])
+        if got is None:
+            raise ItemError("the document is gone")
+        doc, chunks = got
+        return (doc.get("title") or "") + "\n" + "\n".join(c["text"] for c in chunks)
+
+    def _classifier(self, params: dict, ctx: JobContext) -> tuple[str, Any]:
+        key = (repr(params["labels"]), params["method"], params["max_chars"], id(ctx.chat), id(ctx.embeddings))
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        labels = [Label(**lb) for lb in params["labels"]]
+        method = params["method"]
+        if method == "auto":
+            method, _ = choose_method(ctx.chat, ctx.embeddings, labels, ctx.priority)
+        if method == "likelihood":
+            clf: Any = LikelihoodClassifier(ctx.chat, labels, ctx.priority, max_chars=params["max_chars"])
+        else:
+            clf = EmbeddingClassifier(ctx.embeddings, labels, params["max_chars"])
+        with self._lock:
+            self._cache[key] = (method, clf)
+        return method, clf
+
+    def start_item(self, item: Item, params: dict, ctx: JobContext) -> _Pending:
+        try:
+            method, clf = self._classifier(params, ctx)
+            text = self._text(item, ctx)
+        except ServiceError as e:
+            raise ItemError(e.message) from None
+        if not text.strip():
+            raise ItemError("the text is empty")
+        base = {k: item.payload[k] for k in ("document_id", "row", "id") if k in item.payload}
+
+        def finish(res: tuple[str, float, dict]) -> dict:
+            label, score, probs = res
+            return {**base, "label": label, "score": round(score, 4), "method": method, "label_set": params["label_set"], "scores": probs}
+
+        if method == "likelihood":
+            return _Pending(inner=clf.start(text), finish=finish)
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(2, thread_name_prefix="edge-agent-classify")
+        return _Pending(future=self._pool.submit(lambda: finish(clf.classify(text))))
+
+    def commit_effect(self, item: Item, result: dict, run_id: str, ctx: JobContext):
+        """Store a document's label with it, in the transaction that commits the item (nothing for texts and rows)."""
+        if "document_id" not in result:
+            return None
+        from edge_agent.store.labels import LabelStore
+
+        return LabelStore.save_effect(result["document_id"], result.get("label_set", "default"), result["label"], result["score"],
+                                      result["method"], item.payload.get("content_hash"), run_id, ctx.bundle_id, PROMPT_VERSION)
+
+
+def _db(ctx: JobContext):
+    db = getattr(ctx, "db", None)
+    if db is None:
+        from edge_agent.jobs.batch_files import stores
+
+        db = stores(ctx.settings).db
+    return db
+
+
+def _csv_items(params: dict) -> Iterator[Item]:
+    """One item per CSV row (the text column; the id column or the row number as id)."""
+    with open(params["csv_path"], encoding="utf-8-sig", newline="") as f:
+        data = f.read()
+    reader = csv.DictReader(io.StringIO(data))
+    col, idcol = params["text_column"], params.get("id_column")
+    if reader.fieldnames is None or col not in reader.fieldnames:
+        raise InvalidJobError(f"the CSV has no column {col!r}; its columns: {', '.join(reader.fieldnames or [])}", "text_column")
+    for n, row in enumerate(reader, start=1):
+        yield Item(key=f"row:{n}", payload={"row": n, "id": (row.get(idcol) if idcol else None) or str(n), "text": row.get(col) or ""})

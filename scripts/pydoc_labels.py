@@ -1,0 +1,68 @@
+"""A labelled text set no one on the team wrote: paragraphs of CPython's Library Reference, labelled by its chapter.
+
+Source: the python3.11-doc Debian package (`apt-get install python3.11-doc`), HTML under
+/usr/share/doc/python3.11/html/library. The chapter pages (text.html, crypto.html, ...) list their
+module pages; every paragraph of at least MIN_WORDS words of a module page is one item, labelled
+with the chapter's title. The 8 chapters were chosen for distinct subjects before any measurement.
+"""
+from __future__ import annotations
+
+import html
+import random
+import re
+from pathlib import Path
+
+DOCS = Path("/usr/share/doc/python3.11/html/library")
+CHAPTERS = {  # chapter page -> label (the chapter's own title)
+    "text.html": "Text Processing Services",
+    "numeric.html": "Numeric and Mathematical Modules",
+    "filesys.html": "File and Directory Access",
+    "archiving.html": "Data Compression and Archiving",
+    "crypto.html": "Cryptographic Services",
+    "concurrency.html": "Concurrent Execution",
+    "internet.html": "Internet Protocols and Support",
+    "debug.html": "Debugging and Profiling",
+}
+MIN_WORDS = 25
+MAX_WORDS = 150
+
+
+def _text(fragment: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+
+def paragraphs(docs: Path = DOCS) -> dict[str, list[str]]:
+    """label -> paragraphs of its chapter's module pages (deduplicated). Raises FileNotFoundError without the docs."""
+    if not (docs / "index.html").is_file():
+        raise FileNotFoundError(f"{docs} not found: apt-get install python3.11-doc")
+    out: dict[str, list[str]] = {}
+    for page, label in CHAPTERS.items():
+        chapter = (docs / page).read_text(encoding="utf-8")
+        mods = dict.fromkeys(re.findall(r'<li class="toctree-l1"><a class="reference internal" href="([^"#]+)">', chapter))
+        seen: set[str] = set()
+        paras: list[str] = []
+        for m in mods:
+            body = (docs / m).read_text(encoding="utf-8")
+            body = body.split('<div class="body" role="main">', 1)[-1].split('<div class="sphinxsidebar"', 1)[0]
+            for p in re.findall(r"<p>(.*?)</p>", body, flags=re.S):
+                t = _text(p)
+                words = t.split()
+                if len(words) < MIN_WORDS or t in seen:
+                    continue
+                seen.add(t)
+                paras.append(" ".join(words[:MAX_WORDS]))
+        out[label] = paras
+    return out
+
+
+def split(per_class: int, shots: int, seed: int = 0) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
+    """(text, label) evaluation items, per_class of each label, and up to `shots` examples per label from the rest."""
+    rng = random.Random(seed)
+    evals, pool = [], {}
+    for label, paras in paragraphs().items():
+        paras = list(paras)
+        rng.shuffle(paras)
+        evals += [(t, label) for t in paras[:per_class]]
+        pool[label] = paras[per_class: per_class + shots]
+    rng.shuffle(evals)
+    return evals, pool

@@ -1,0 +1,138 @@
+"""classify on small real text (CPython's own module docstrings) with the real embedder and the tiny real Llama:
+both methods, labels stored with documents, CSV rows, bad label sets; label likelihoods equal a direct computation."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+from edge_agent.jobs.classify import EmbeddingClassifier, Label, LikelihoodClassifier, parse_labels
+from edge_agent.jobs.kinds import InvalidJobError
+
+# Real text no one on the team wrote: the first paragraph of stdlib modules' docstrings, by subject.
+SUBJECTS = {
+    "cryptography and secure hashing": ["hashlib", "hmac", "secrets"],
+    "data compression and archive files": ["gzip", "bz2", "lzma", "zipfile", "tarfile"],
+    "network protocol clients (HTTP, FTP, e-mail)": ["ftplib", "smtplib", "poplib", "imaplib", "http.client"],
+}
+
+
+def docstring(mod: str) -> str:
+    doc = importlib.import_module(mod).__doc__ or ""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def corpus() -> list[tuple[str, str]]:
+    return [(docstring(m), label) for label, mods in SUBJECTS.items() for m in mods]
+
+
+def test_bad_label_sets_are_refused():
+    for bad, words in (([], "at least 2"), (["spam"], "at least 2"), (["spam", " "], "empty name"), (["Spam", "spam"], "twice"),
+                       ([{"name": "a", "colour": 1}, "b"], "must be a name"), ("spam,ham", "at least 2")):
+        with pytest.raises(InvalidJobError) as e:
+            parse_labels(bad)
+        assert words in str(e.value)
+    assert [lb.name for lb in parse_labels(["  a  b ", {"name": "c", "examples": ["x"]}])] == ["a b", "c"]
+
+
+def test_embedding_method_on_real_docstrings(embedder):
+    from edge_agent.services.embeddings import EmbeddingService
+
+    svc = EmbeddingService(lambda: embedder)
+    items = corpus()
+    labels = [Label(name) for name in SUBJECTS]
+    clf = EmbeddingClassifier(svc, labels)
+    got = clf.classify_many([t for t, _ in items])
+    accuracy = np.mean([g[0] == want for g, (_, want) in zip(got, items)])
+    assert accuracy >= 0.8, [(g[0], want) for g, (_, want) in zip(got, items)]
+    for label, score, probs in got:
+        assert label in SUBJECTS and 0 < score <= 1 and abs(sum(probs.values()) - 1) < 1e-3 and probs[label] == max(probs.values())
+    # one example per label (leaving it out of the evaluation) fits a softmax regression that still answers with the labels
+    with_examples = [Label(name, examples=[docstring(SUBJECTS[name][0])]) for name in SUBJECTS]
+    clf2 = EmbeddingClassifier(svc, with_examples)
+    assert clf2.model is not None
+    rest = [(t, want) for t, want in items if t not in {docstring(m[0]) for m in SUBJECTS.values()}]
+    got2 = clf2.classify_many([t for t, _ in rest])
+    assert np.mean([g[0] == want for g, (_, want) in zip(got2, rest)]) >= 0.8
+
+
+def test_likelihood_scores_are_the_models_log_probs(tiny_bundles):
+    """The batched, teacher-forced label scores equal log-softmax sums from a separate engine's own prefill."""
+    from edge_agent.engine.bundle import load_bundle
+    from edge_agent.engine.engine import OnnxEngine
+    from edge_agent.engine.scheduler import BatchScheduler
+    from edge_agent.services.chat import ChatService
+    from edge_agent.services.scoring import ContinuationScorer
+
+    bundle = load_bundle(tiny_bundles["llama"])
+    scheduler = BatchScheduler(OnnxEngine(bundle, threads=1, max_batch=8, context_length=256)).start()
+    ref = OnnxEngine(bundle, threads=1, max_batch=1, context_length=256)
+    try:
+        chat = ChatService(scheduler)
+        scorer = ContinuationScorer(chat)
+        prompt = scorer.encode("The quick brown fox")
+        conts = [scorer.encode(" jumps", False), scorer.encode(" is the capital of France", False), scorer.encode(" 100", False)]
+        got = scorer.score(prompt, conts)
+
+        def direct(cont: list[int]) -> float:
+            total = 0.0
+            for i in range(len(cont)):
+                lg = ref.model.prefill(0, np.asarray(prompt + cont[:i], np.int64), 0).astype(np.float64)
+                total += lg[cont[i]] - lg.max() - np.log(np.exp(lg - lg.max()).sum())
+            return total
+
+        for (s, n), c in zip(got, conts):
+            assert n == len(c) and s == pytest.approx(direct(c), abs=1e-4)
+        # the classifier answers with one of the labels, its score the calibrated softmax over all of them
+        labels = [Label("river"), Label("harbour engine"), Label("bridge")]
+        clf = LikelihoodClassifier(chat, labels)
+        label, score, probs = clf.classify("The river near the harbour was built for the bridge.")
+        assert label in {"river", "harbour engine", "bridge"} and score == pytest.approx(max(probs.values()), abs=1e-3)
+        raw = np.array([s for s, _ in scorer.score(scorer.encode(clf.prompt("The river near the harbour was built for the bridge.")),
+                                                   clf.continuations)]) - clf.calibration()
+        assert label == [lb.name for lb in labels][int(np.argmax(raw))]
+    finally:
+        scheduler.stop()
+
+
+def test_classify_job_labels_documents_and_csv_rows(make_runtime, tmp_path):
+    rt = make_runtime()
+    items = corpus()
+    ids = {rt.documents.add_text(f"doc {i}", text).document_id: want for i, (text, want) in enumerate(items)}
+    names = list(SUBJECTS)
+    rt.jobs.create_job("topics", "classify", {"labels": names, "method": "embedding", "label_set": "subject"})
+    run = rt.jobs.run_foreground("topics")
+    assert run.status == "succeeded" and run.counts["succeeded"] == len(items)
+    results, total = rt.jobs.results(run.id)
+    assert total == len(items)
+    right = 0
+    for it in results:
+        r = it.result
+        assert r["label"] in names and r["method"] == "embedding" and 0 < r["score"] <= 1
+        shown = rt.documents.get(r["document_id"])["labels"]
+        assert shown == [{"label_set": "subject", "label": r["label"], "score": r["score"], "method": "embedding", "run_id": run.id,
+                          "bundle_id": rt.jobs.ctx.bundle_id, "prompt_version": "classify-1", "created_at": shown[0]["created_at"]}]
+        right += r["label"] == ids[r["document_id"]]
+    assert right / len(items) >= 0.8
+    # CSV rows under an ingest root, with the likelihood method (answers are always one of the labels)
+    csv_path = tmp_path / "docs" / "mail.csv"
+    csv_path.write_text("id,subject\nm1,Your parcel is on its way\nm2,Invoice 2231 is due\nm3,\n", encoding="utf-8")
+    rt.jobs.create_job("mail", "classify", {"labels": ["delivery", "invoice"], "method": "likelihood", "source": "csv",
+                                            "csv_path": str(csv_path), "text_column": "subject", "id_column": "id"})
+    run = rt.jobs.run_foreground("mail")
+    results = {i.key: i for i in rt.jobs.results(run.id)[0]}
+    assert set(results) == {"row:1", "row:2", "row:3"}
+    assert results["row:1"].result["label"] in ("delivery", "invoice") and results["row:1"].result["id"] == "m1"
+    assert results["row:3"].status == "failed" and "empty" in results["row:3"].error  # one bad row, the run goes on
+    assert run.status == "succeeded"
+
+
+def test_classify_job_definitions_are_checked(make_runtime, tmp_path):
+    rt = make_runtime()
+    for params, words in (({"labels": ["a", "A"]}, "twice"), ({"labels": []}, "at least 2"),
+                          ({"labels": ["a", "b"], "method": "vote"}, "method"),
+                          ({"labels": ["a", "b"], "source": "csv", "csv_path": "/etc/passwd"}, "ingest_roots")):
+        with pytest.raises(InvalidJobError) as e:
+            rt.jobs.create_job("bad", "classify", params)
+        assert words in str(e.value)
