@@ -1,0 +1,81 @@
+"""Config errors are one clear line naming the key and where it came from; every setting knows its source."""
+from __future__ import annotations
+
+import pytest
+
+from edge_agent.cli import main
+from edge_agent.config import ConfigError, Settings, load_settings, unknown_env
+
+
+@pytest.fixture
+def config_file(tmp_path, monkeypatch):
+    path = tmp_path / "config.toml"
+    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(path))
+    for k in list(__import__("os").environ):
+        if k.startswith("EDGE_AGENT_") and k not in ("EDGE_AGENT_CONFIG", "EDGE_AGENT_TEST_BUNDLE"):
+            monkeypatch.delenv(k)
+    return path
+
+
+def test_unknown_key_in_file_names_key_and_file(config_file):
+    config_file.write_text('host = "127.0.0.1"\nthraeds = 2\n')
+    with pytest.raises(ConfigError) as e:
+        load_settings()
+    msg = str(e.value)
+    assert "'thraeds'" in msg and str(config_file) in msg and "did you mean 'threads'" in msg
+
+
+def test_bad_value_names_key_and_source(config_file, monkeypatch):
+    config_file.write_text("port = 99999\n")
+    with pytest.raises(ConfigError, match=r"'port' from file .*config.toml.*65535.*99999"):
+        load_settings()
+    config_file.write_text("")
+    monkeypatch.setenv("EDGE_AGENT_DEVICE", "gpu")
+    with pytest.raises(ConfigError, match=r"'device' from environment EDGE_AGENT_DEVICE.*'auto', 'cpu' or 'cuda'"):
+        load_settings()
+    monkeypatch.delenv("EDGE_AGENT_DEVICE")
+    with pytest.raises(ConfigError, match=r"'threads' from flag"):
+        load_settings(threads=-1)
+
+
+def test_unparsable_file(config_file):
+    config_file.write_text("port = [\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings()
+
+
+@pytest.mark.parametrize("argv", [["config", "show"], ["doctor", "--no-index"], ["serve"], ["index", "stats"], ["generate", "hi"], ["model", "list"]])
+def test_every_command_reports_a_bad_file_without_traceback(config_file, argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config_file.write_text("max_batch = 'many'\n")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid setting 'max_batch'") and "Traceback" not in err
+
+
+def test_unknown_env_is_warned_not_refused(config_file, monkeypatch):
+    monkeypatch.setenv("EDGE_AGENT_THRAEDS", "3")
+    assert load_settings().threads == 0
+    assert unknown_env() == ["EDGE_AGENT_THRAEDS is not a setting (did you mean 'threads'?)"]
+
+
+def test_sources_follow_precedence(config_file, monkeypatch):
+    config_file.write_text("port = 9000\nthreads = 3\nmax_batch = 4\n")
+    monkeypatch.setenv("EDGE_AGENT_THREADS", "2")
+    s = load_settings(max_batch=8)
+    assert (s.port, s.threads, s.max_batch) == (9000, 2, 8)
+    assert s.source_of("port") == f"file {config_file}"
+    assert s.source_of("threads") == "environment EDGE_AGENT_THREADS"
+    assert s.source_of("max_batch") == "flag"
+    assert s.source_of("host") == "default"
+    rows = {r["name"]: r for r in s.describe()}
+    assert rows["port"]["source"].startswith("file") and rows["api_keys"]["value"] == "<0 keys>"
+
+
+def test_config_show_lists_values_and_sources(config_file, capsys):
+    config_file.write_text("port = 9001\n")
+    assert main(["config", "show"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("port "))
+    assert "9001" in line and f"[file {config_file}]" in line
+    assert Settings().port == 9001
