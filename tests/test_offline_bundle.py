@@ -1,0 +1,147 @@
+"""The air-gapped install: scripts/build-offline-bundle makes one archive; its install.sh installs it into a
+fresh virtual environment with the network cut (`unshare -rn`), and the daemon answers and retrieves.
+
+The bundle is built once per session with a tiny model as models/default (the default model's 500 MB
+would only slow the test; README reports the real archive) and the tests' shared embedding cache.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+EMBED_CACHE = REPO / ".cache" / "test-embedding-cache"  # shared with the RAG tests
+FACT = "The spare key of the Delft pump house hangs in cabinet K-17."
+
+# Runs inside the network namespace with the system's Python 3.11 (stdlib only): start the installed daemon,
+# wait for READY (the "ready" line = /ready 200), ask for a completion, add a document when asked, retrieve.
+CLIENT = r'''
+import http.client, json, os, re, signal, socket, subprocess, sys, time
+exe, config, add = sys.argv[1], sys.argv[2], sys.argv[3] == "add"
+out = {}
+try:
+    socket.create_connection(("1.1.1.1", 443), timeout=3)
+    out["network"] = "open"
+except OSError as e:
+    out["network"] = f"cut: {e.strerror}"
+env = dict(os.environ, EDGE_AGENT_CONFIG=config, EDGE_AGENT_PORT="0", EDGE_AGENT_THREADS="1", EDGE_AGENT_MAX_BATCH="2")
+proc = subprocess.Popen([exe, "serve"], env=env, stderr=subprocess.PIPE, text=True, cwd="/")
+port, log, end = None, [], time.monotonic() + 300
+for line in proc.stderr:
+    log.append(line)
+    m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+    port = int(m.group(1)) if m else port
+    if port and "edge-agent ready" in line or time.monotonic() > end:
+        break
+def call(method, path, body=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request(method, path, body=json.dumps(body) if body else None, headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    return r.status, json.loads(r.read() or b"null")
+try:
+    out["ready"] = call("GET", "/ready")
+    out["completion"] = call("POST", "/v1/completions", {"model": "default", "prompt": "The pump house", "max_tokens": 4})
+    if add:
+        out["add"] = call("POST", "/v1/documents", {"title": "Pump house", "text": sys.argv[4]})
+    out["retrieve"] = call("POST", "/v1/retrieve", {"query": "Where is the spare key of the pump house?", "k": 1})
+finally:
+    proc.send_signal(signal.SIGTERM)
+    out["exit"] = proc.wait(60)
+    out["log"] = "".join(log)[-2000:]
+print(json.dumps(out))
+'''
+
+
+def _base_python() -> str:
+    """The interpreter the project's venv was made from: a plain Python 3.11 without our packages."""
+    base = getattr(sys, "_base_executable", None) or shutil.which("python3.11")
+    if not base or not Path(base).exists():
+        pytest.skip("no base Python 3.11 interpreter found for a fresh virtual environment")
+    return str(Path(base).resolve())
+
+
+@pytest.fixture(scope="session")
+def offline_archive(tiny_bundles, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("offline-dist")
+    r = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "build-offline-bundle"), "--out", str(out),
+         "--model-bundle", str(tiny_bundles["llama"]), "--embedding-cache", str(EMBED_CACHE)],
+        capture_output=True, text=True, timeout=1200, cwd=REPO,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return Path(json.loads(r.stdout.strip().splitlines()[-1])["archive"])
+
+
+def _unshare_works() -> str | None:
+    if not shutil.which("unshare") or not shutil.which("ip"):
+        return "unshare or ip is missing"
+    r = subprocess.run(["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, text=True)
+    return None if r.returncode == 0 else f"`unshare -rn` does not work here: {r.stderr.strip()[:200]}"
+
+
+def test_archive_holds_wheels_model_embedding_cache_units_and_installer(offline_archive):
+    with tarfile.open(offline_archive) as tar:
+        names = tar.getnames()
+    top = names[0].split("/")[0]
+    rel = {n[len(top) + 1:] for n in names}
+    assert {"install.sh", "requirements.txt", "SHA256SUMS", "BUNDLE.json", "models/default/manifest.json",
+            "systemd/edge-agent.service", "systemd/gpu.conf", "systemd/edge-agent-job@.timer"} <= rel
+    wheels = [n for n in rel if n.startswith("wheels/")]
+    assert any(w.startswith("wheels/torch-2.13.0+cpu-") for w in wheels)  # CPU torch: no CUDA wheels
+    assert not any(w.startswith("wheels/nvidia_") for w in wheels)
+    assert any(w.startswith("wheels/edge_agent-") for w in wheels)
+    assert any(n.startswith("embedding-cache/all-MiniLM-L6-v2-") and n.endswith("edge-agent-embedder.json") for n in rel)
+
+
+def test_bundle_installs_and_answers_with_the_network_cut(offline_archive, tmp_path):
+    why = _unshare_works()
+    if why:
+        pytest.skip(why)
+    with tarfile.open(offline_archive) as tar:
+        tar.extractall(tmp_path, filter="tar")
+    bundle = next(p for p in tmp_path.iterdir() if p.name.startswith("edge-agent-offline-"))
+    prefix, data, etc, home = tmp_path / "opt", tmp_path / "var-lib", tmp_path / "etc", tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "client.py").write_text(CLIENT)
+    install = (f"bash {bundle}/install.sh --prefix {prefix} --data {data} --config-dir {etc} --no-user --no-systemd "
+               f"--no-compile --python {_base_python()}")
+    exe, py = prefix / "venv/bin/edge-agent", _base_python()
+    script = (
+        "set -e; ip link set lo up\n"
+        f"{install} > {tmp_path}/install1.log 2>&1\n"
+        f"{py} {tmp_path}/client.py {exe} {etc}/config.toml add '{FACT}' > {tmp_path}/run1.json\n"
+        f"sha256sum {etc}/config.toml > {tmp_path}/config.sum\n"
+        f"{install} > {tmp_path}/install2.log 2>&1\n"  # the same bundle again: idempotent, an upgrade in place
+        f"sha256sum -c --quiet {tmp_path}/config.sum\n"
+        f"{py} {tmp_path}/client.py {exe} {etc}/config.toml keep x > {tmp_path}/run2.json\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHON", "EDGE_AGENT_"))}
+    env.update(HOME=str(home), PATH="/usr/sbin:/usr/bin:/sbin:/bin")
+    r = subprocess.run(["unshare", "-rn", "bash", "-c", script], env=env, capture_output=True, text=True, timeout=1500, cwd=tmp_path)
+    logs = "".join((tmp_path / f).read_text()[-3000:] for f in ("install1.log", "install2.log") if (tmp_path / f).exists())
+    assert r.returncode == 0, r.stderr[-2000:] + logs
+
+    first = json.loads((tmp_path / "run1.json").read_text())
+    assert first["network"].startswith("cut"), first["network"]
+    assert first["ready"][0] == 200 and first["ready"][1]["status"] == "ready", first["log"]
+    status, completion = first["completion"]
+    assert status == 200 and completion["choices"][0]["text"] and completion["usage"]["completion_tokens"] >= 1
+    assert first["add"][0] == 201
+    assert first["retrieve"][0] == 200 and "K-17" in json.dumps(first["retrieve"][1]), first["retrieve"]
+    assert first["exit"] == 0
+
+    second = json.loads((tmp_path / "run2.json").read_text())  # after the second install: data and index kept
+    assert second["ready"][0] == 200 and "K-17" in json.dumps(second["retrieve"][1]), second
+    assert "kept" in (tmp_path / "install2.log").read_text()
+    # installed from the bundle's wheel (not an editable link to this checkout)
+    assert list(prefix.glob("venv/lib/python3.11/site-packages/edge_agent/runtime.py"))
+    assert not list(prefix.glob("venv/lib/python3.11/site-packages/__editable__*"))
