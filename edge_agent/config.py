@@ -17,8 +17,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 DEFAULT_CONFIG_FILE = Path("/etc/edge-agent/config.toml")
 ENV_PREFIX = "EDGE_AGENT_"
-# EDGE_AGENT_* variables that are not settings: the config file's path, the tests' prebuilt bundle
-OTHER_ENV = frozenset({"EDGE_AGENT_CONFIG", "EDGE_AGENT_TEST_BUNDLE"})
+# EDGE_AGENT_* variables that are not settings: the config file's path, the tests' prebuilt bundle and cache
+OTHER_ENV = frozenset({"EDGE_AGENT_CONFIG", "EDGE_AGENT_TEST_BUNDLE", "EDGE_AGENT_TEST_EMBED_CACHE"})
 
 
 def _config_file() -> Path:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,13 @@ def site(tiny_bundles, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.chdir(tmp_path)
     shutil.copytree(tiny_bundles["llama"], tmp_path / "models" / "default")
+    # the embedding model's ONNX export, shared with the rag tests (exporting it again costs a minute)
+    sys.path.insert(0, str(Path(__file__).parent / "rag"))
+    from rag_docs import EMBED_CACHE
+
+    EMBED_CACHE.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "embedding-cache").symlink_to(EMBED_CACHE)
     from edge_agent.hardware import detect
 
     detect.cache_clear()
@@ -77,9 +86,6 @@ def test_cuda_demanded_without_gpu_is_a_problem(site, capsys, monkeypatch):
 
 def test_access_log_line_has_no_prompt_or_key(tiny_bundles, tmp_path, caplog):
     """One line per request (method, route, status, duration, tokens), written when the body has been sent."""
-    import sys
-    from pathlib import Path
-
     sys.path.insert(0, str(Path(__file__).parent / "api"))
     from api_helpers import KEY, api_settings, start_server
 
