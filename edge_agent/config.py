@@ -126,6 +126,14 @@ class Settings(BaseSettings):
     )
     chunk_tokens: int = Field(200, ge=16, description="Chunk size in embedding-model tokens.")
     chunk_overlap: int = Field(40, ge=0, description="Tokens shared by neighbouring chunks.")
+    rag_min_coverage: float = Field(
+        0.5, ge=0, le=1, description="Grounded answers: the least share of the question's content words a passage must hold; "
+                                     "below it the answer says the documents do not cover it (0: never decline)."
+    )
+    rag_absent_answers: dict[str, str] = Field(
+        default_factory=dict, description='Grounded answers: the decline text per language code, e.g. {"nl": "Dat staat niet in '
+                                          'de documenten."} ("*": every other language); unset ones keep the built-in text.'
+    )
     ann_threshold: int = Field(50_000, ge=1, description="Chunks beyond which an approximate (HNSW) index is built.")
     embedding_quantize: str = Field(
         "auto", description="int8 embedding model: auto (kept only if cosine >= 0.99 vs torch and faster), on or off."
