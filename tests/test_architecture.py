@@ -10,7 +10,7 @@ PKG = Path(__file__).resolve().parent.parent / "edge_agent"
 
 # layer -> the edge_agent layers (and third-party modules) it must not import
 FORBIDDEN = {
-    "api": {"engine", "models", "rag", "store", "jobs", "runtime", "onnxruntime", "faiss", "sqlite3"},
+    "api": {"engine", "models", "rag", "store", "runtime", "onnxruntime", "faiss", "sqlite3"},  # api -> services, jobs
     "services": {"api", "cli", "runtime", "jobs"},
     "engine": {"api", "services", "rag", "store", "jobs", "models", "runtime", "flask"},
     "models": {"api", "services", "rag", "store", "jobs", "runtime", "flask"},
