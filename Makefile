@@ -5,12 +5,13 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 MODEL  ?= default
 
-.PHONY: venv run test bench model clean-venv
+.PHONY: venv run test bench model clean-venv gpu gpu-swap
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	if [ -f $(VENV)/.gpu ]; then $(MAKE) --no-print-directory gpu-swap; fi
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -36,3 +37,19 @@ bench: $(STAMP) models/$(MODEL)/manifest.json
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The GPU (NVIDIA driver >= 580): the CUDA 13 / cuDNN 9 runtime wheels (the `gpu` extra), then
+# onnxruntime-gpu in place of the CPU onnxruntime. The two wheels install one module and break
+# each other side by side, so both are removed before the GPU one goes in; the marker makes
+# every later re-install of the venv swap again. `edge-agent doctor` then shows the device.
+ORT_GPU ?= onnxruntime-gpu==1.31.1
+
+gpu: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[gpu,dev]'
+	$(MAKE) --no-print-directory gpu-swap
+	touch $(VENV)/.gpu
+	$(VENV)/bin/edge-agent doctor --no-index || true
+
+gpu-swap:
+	$(PY) -m pip uninstall --quiet -y onnxruntime onnxruntime-gpu
+	$(PY) -m pip install --quiet --no-deps '$(ORT_GPU)'

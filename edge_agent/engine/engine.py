@@ -45,6 +45,19 @@ def gpu_need(bundle: Bundle, slots: int, context_length: int) -> GpuNeed:
     return GpuNeed(weights_bytes=weights, kv_bytes_per_slot=per_slot, slots=slots)
 
 
+def _preload_cuda_libraries() -> None:
+    """Load CUDA and cuDNN from the `gpu` extra's nvidia wheels (onnxruntime-gpu >= 1.21 looks there only
+    when asked); a system-wide CUDA is found by the loader anyway, so a failure here is no error."""
+    import onnxruntime as ort
+
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is not None:
+        try:
+            preload()
+        except Exception as e:  # the session creation that follows says what is really missing
+            log.info("onnxruntime.preload_dlls: %s", e)
+
+
 def failure_text(e: BaseException) -> str:
     """One line for an operator: the exception's type and the first line of its message (onnxruntime's can run for pages)."""
     first = (str(e).strip().splitlines() or [""])[0][:300]
@@ -153,6 +166,7 @@ class OnnxEngine:
         if hw.slots is not None:
             self.max_batch = min(self.max_batch, hw.slots)
         if device_type == "cuda":
+            _preload_cuda_libraries()
             providers: list[Any] = [(CUDA, {"device_id": index, "arena_extend_strategy": "kSameAsRequested"}), "CPUExecutionProvider"]
             wanted = CUDA
         else:

@@ -50,6 +50,8 @@ def make_session(model_path: Path, threads: int, providers: list[str] | None = N
     so.inter_op_num_threads = 1
     so.add_session_config_entry("session.intra_op.allow_spinning", "1")
     so.enable_mem_pattern = False  # shapes change every step
+    # onnxruntime's own warnings (nodes placed on the CPU beside a GPU, unused initializers) are for -v
+    so.log_severity_level = 2 if logging.getLogger("edge_agent").isEnabledFor(logging.DEBUG) else 3
     return ort.InferenceSession(str(model_path), so, providers=providers or ["CPUExecutionProvider"])
 
 
