@@ -171,13 +171,14 @@ else
   say "kept $CONFIG"
 fi
 if [ -n "$SERVICE_USER" ]; then
-  chown -R "$SERVICE_USER:$SERVICE_USER" "$DATA"
-  chown "root:$SERVICE_USER" "$CONFIG" 2>/dev/null || true
+  group=$(id -gn "$SERVICE_USER")
+  chown -R "$SERVICE_USER:$group" "$DATA"
+  chown "root:$group" "$CONFIG"
   chmod 0640 "$CONFIG"
 fi
 
 # --- check: the bundle matches its manifest, the embedding model needs no export ----------------
-as_user env EDGE_AGENT_CONFIG="$CONFIG" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/edge-agent" setup --no-build-model \
+as_user env HOME="$DATA" EDGE_AGENT_CONFIG="$CONFIG" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/edge-agent" setup --no-build-model \
   || die "edge-agent setup failed (see above)"
 
 # --- systemd ------------------------------------------------------------------------------------
@@ -192,7 +193,7 @@ if systemd_here; then
 ExecStart=
 ExecStart=$VENV/bin/edge-agent serve
 User=$SERVICE_USER
-Group=$SERVICE_USER
+Group=$(id -gn "$SERVICE_USER")
 WorkingDirectory=$DATA
 ReadWritePaths=$DATA
 Environment=EDGE_AGENT_CONFIG=$CONFIG HOME=$DATA
