@@ -110,3 +110,20 @@ def test_access_log_line_has_no_prompt_or_key(tiny_bundles, tmp_path, caplog):
     chat = next(x for x in lines if x.startswith("POST /v1/chat/completions 200"))
     assert "completion=2" in chat
     assert not any("secret" in x or "hidden" in x or KEY in x for x in lines)
+
+
+def test_gpu_present_with_cpu_wheel_gets_a_hint(site, capsys, monkeypatch):
+    import os
+    import stat
+
+    from edge_agent import hardware
+
+    smi = site / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text('#!/bin/sh\necho "0, NVIDIA L4, 23034, 22000, 580.65.06"\n')
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(hardware, "available_providers", lambda: [hardware.CPU])
+    assert main(["doctor", "--no-index"]) == 0  # a hint, not a problem: the CPU serves
+    out = capsys.readouterr().out
+    assert "device: cpu (" in out and "NVIDIA L4" in out and "`make gpu`" in out

@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from edge_agent.hardware import DeviceError
 
     logs.configure(args.verbose, daemon=args.cmd == "serve")
+    logs.warn_unknown_env()
     try:
         return int(args.func(args) or 0)
     except (ConfigError, DeviceError) as e:  # a bad config file, variable or flag, or device = cuda without a GPU: one clear line

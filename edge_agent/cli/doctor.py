@@ -100,7 +100,7 @@ def check_models(r: Report, s) -> Any:
 
 def check_device(r: Report, s, bundle) -> None:
     from edge_agent.engine.engine import gpu_need
-    from edge_agent.hardware import DeviceError, detect, physical_cores
+    from edge_agent.hardware import CUDA, DeviceError, detect, physical_cores, query_gpus
 
     threads = s.threads or physical_cores()
     r.sections["threads"] = {"onnxruntime_threads": threads, "physical_cores": physical_cores(), "setting": s.threads}
@@ -118,6 +118,8 @@ def check_device(r: Report, s, bundle) -> None:
         dev["slots"] = hw.slots
     if hw.device == "cuda":
         dev["note"] = "the GPU session is created and tested when the daemon loads; a failure falls back to the CPU (see /ready and the log)"
+    elif s.device == "auto" and CUDA not in hw.providers and not isinstance(gpus := query_gpus(), str):
+        dev["note"] = f"an NVIDIA GPU is present ({gpus[0].name}) but this onnxruntime is the CPU wheel: `make gpu` installs the GPU one"
     r.sections["device"] = dev
 
 
@@ -229,6 +231,8 @@ def _print(r: Report) -> None:
     print("bundles: " + (", ".join(f"{b['name']}{'' if b['ok'] else ' (broken)'}" for b in sec["bundles"]) or "none"))
     d = sec["device"]
     print(f"device: {d['device'] or 'none'} ({d.get('reason') or d.get('error')})")
+    if d.get("note"):
+        print(f"  note: {d['note']}")
     t = sec["threads"]
     print(f"threads: {t['onnxruntime_threads']} ({t['physical_cores']} physical cores)")
     if "index" in sec:

@@ -42,3 +42,11 @@ def configure(verbose: bool, daemon: bool = False) -> None:
     logging.getLogger("py.warnings").setLevel(logging.ERROR)
     for handler in logging.getLogger().handlers:
         handler.addFilter(OwnLinesOnly())
+
+
+def warn_unknown_env() -> None:
+    """Log each EDGE_AGENT_* variable that is no setting (warned, not refused: see config.unknown_env)."""
+    from edge_agent.config import unknown_env
+
+    for line in unknown_env():
+        logging.getLogger("edge_agent.config").warning("%s; it is ignored", line)

@@ -38,7 +38,8 @@ class CudaRuntime:
     Raises OSError when no CUDA runtime library can be loaded.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, device_id: int = 0) -> None:
+        self.device_id = device_id
         errors = []
         for name in CUDART_NAMES:
             try:
@@ -50,10 +51,20 @@ class CudaRuntime:
             raise OSError(f"no CUDA runtime library ({'; '.join(errors)})")
         self.lib.cudaMemcpy2D.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
         self.lib.cudaDeviceSynchronize.argtypes = []
+        self.lib.cudaSetDevice.argtypes = [ctypes.c_int]
 
     def copy2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int) -> None:
-        self.lib.cudaDeviceSynchronize()  # the compute stream may still be writing the cache
+        """A strided copy between or within host and device memory, ordered with onnxruntime's own stream.
+
+        onnxruntime runs on a non-blocking stream of its own, and a device-to-device cudaMemcpy
+        returns before it is done: synchronizing before and after keeps the copy between steps.
+        Raises RuntimeError with the CUDA error code.
+        """
+        self.lib.cudaSetDevice(self.device_id)  # this thread may not have made the model's GPU current
+        self.lib.cudaDeviceSynchronize()
         rc = self.lib.cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind)
+        if rc == 0:
+            rc = self.lib.cudaDeviceSynchronize()
         if rc != 0:
             raise RuntimeError(f"cudaMemcpy2D failed with CUDA error {rc}")
 
@@ -86,7 +97,7 @@ class DeviceOnnxModel:
         shape = [cache.slots, cache.kv_heads, cache.max_len, cache.head_dim]
         self._values = [ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float16, device_type, device_id) for _ in range(2 * cache.layers)]
         self._ptrs = [v.data_ptr() for v in self._values]  # keys of layer i at 2i, values at 2i + 1
-        self._copier = CudaRuntime() if device_type == "cuda" else HostCopier()
+        self._copier = CudaRuntime(device_id) if device_type == "cuda" else HostCopier()
         self._decode_bindings: dict[int, ort.IOBinding] = {}
 
     @property
