@@ -22,7 +22,7 @@ from edge_agent.jobs.batch import (
     run_line,
 )
 from edge_agent.jobs.kinds import InvalidJobError, ItemError, JobContext, RunInfo
-from edge_agent.services.errors import InvalidRequestError, ServiceError
+from edge_agent.services.errors import InvalidRequestError, ServiceError, UnavailableError
 from edge_agent.store.db import SqliteDatabase
 from edge_agent.store.files import BatchRecord, BatchStore, FileRecord, FileStore, FileTooLargeError, StorageFullError, new_id
 from edge_agent.store.jobs import JobStore
@@ -209,7 +209,10 @@ class BatchService:
 
     # batches
     def create_batch(self, input_file_id: str, endpoint: str, completion_window: str, metadata: dict | None) -> dict:
-        """Create the batch's job and start its run. Raises InvalidRequestError, NotFoundError."""
+        """Create the batch's job and start its run. Raises InvalidRequestError, NotFoundError, UnavailableError."""
+        if not getattr(self.jobs, "started", True):
+            raise UnavailableError("batches run in the daemon's jobs service, which is off in this process (jobs_enabled); "
+                                   "use `edge-agent batch run` offline")
         self._file(input_file_id)
         batch_id = new_id("batch_")
         params = {"input_file_id": input_file_id, "endpoint": endpoint, "completion_window": completion_window, "batch_id": batch_id}

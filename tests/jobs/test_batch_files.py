@@ -152,3 +152,24 @@ def test_upload_limits_and_bad_input(server, tmp_path):
         client.batches.create(input_file_id="file-0000", endpoint="/v1/chat/completions", completion_window="24h")
     with pytest.raises(openai.BadRequestError):
         client.batches.create(input_file_id="file-0000", endpoint="/v1/nothing", completion_window="24h")  # type: ignore[arg-type]
+
+
+def test_cancel_a_batch_keeps_what_finished(server):
+    srv, rt = server
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=30)
+    body = {**CHAT, "max_tokens": 200, "ignore_eos": True}
+    lines = [json.dumps({"custom_id": f"c{i}", "method": "POST", "url": "/v1/chat/completions", "body": body}) for i in range(12)]
+    f = client.files.create(file=("many.jsonl", "\n".join(lines).encode()), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    end = time.monotonic() + 30
+    while client.batches.retrieve(b.id).status == "validating" and time.monotonic() < end:
+        time.sleep(0.05)
+    c = client.batches.cancel(b.id)
+    assert c.status in ("cancelling", "cancelled")
+    while c.status != "cancelled" and time.monotonic() < end + 30:
+        time.sleep(0.1)
+        c = client.batches.retrieve(b.id)
+    assert c.status == "cancelled" and c.cancelled_at is not None
+    assert c.request_counts.completed + c.request_counts.failed < 12  # it stopped early
+    out = client.files.content(c.output_file_id).text.splitlines() if c.output_file_id else []
+    assert len(out) == c.request_counts.completed  # what finished is kept
