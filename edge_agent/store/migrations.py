@@ -166,8 +166,17 @@ CREATE TABLE document_labels (
 );
 """
 
+REEMBED_V4 = """
+CREATE TABLE chunk_vectors_next (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    model    TEXT NOT NULL,                          -- the embedding model id these vectors come from
+    vector   BLOB NOT NULL                           -- float32, little-endian, L2-normalised
+);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "documents, chunks and their vectors", DOCUMENTS_V1),
     Migration(2, "jobs, their runs and run items; document summaries", JOBS_V2),
     Migration(3, "uploaded and batch output files, OpenAI batches, document labels", FILES_V3),
+    Migration(4, "vectors of a new embedding model, staged while the index re-embeds", REEMBED_V4),
 ]
