@@ -105,6 +105,21 @@ class HybridIndex:
                 self.save()
         return fresh.ntotal
 
+    def catch_up_dense(self, ids: np.ndarray, vectors_of: Callable[[list[int]], Iterable[tuple[np.ndarray, np.ndarray]]]) -> tuple[int, int]:
+        """Make the FAISS index hold exactly `ids`: drop the others, add the missing ones with vectors_of(missing)
+        (ids, vectors) batches. Returns (added, removed)."""
+        with self._writer:
+            have = self.ids()
+            extra = np.setdiff1d(have, ids)
+            missing = np.setdiff1d(ids, have)
+            batches = list(vectors_of(missing.tolist())) if len(missing) else []
+            with self.lock.write():
+                self.dense.remove(extra)
+                for bid, bvec in batches:
+                    self.dense.add(bid, bvec)
+            self.dense.maybe_build_ann(self.lock)
+        return int(sum(len(b[0]) for b in batches)), len(extra)
+
     def rebuild_bm25(self, batches: Iterable[tuple[np.ndarray, list[str]]]) -> None:
         """Replace the BM25 index with (ids, texts) batches."""
         all_ids, all_texts = [], []
@@ -209,6 +224,8 @@ class HybridIndex:
             raise ValueError(f"mode must be one of {MODES}")
         n = max(k, self.candidates)
         with self.lock.read():
+            if query_vector is not None and np.shape(query_vector)[-1] != self.dense.dim:
+                query_vector = None  # embedded by the model a switch just replaced: this one query goes by BM25
             langs = self.bm25.query_languages(query_text)
             d_scores, d_ids = (
                 self.dense.search(query_vector, n, allowed)
