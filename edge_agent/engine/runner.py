@@ -13,6 +13,7 @@ preallocated arrays bound once; a decode step only writes into them and runs.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import time
 import weakref
@@ -26,6 +27,14 @@ log = logging.getLogger(__name__)
 
 
 MIN_CAPACITY = 256
+
+
+def _lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:
+    """A float32 zero array in its own anonymous mapping: a page becomes resident only when a slot
+    that uses it is written, and the whole mapping goes back to the system when the array is freed.
+    (np.zeros may reuse heap memory that calloc must clear, which makes every slot resident.)"""
+    n = int(np.prod(shape)) * 4
+    return np.frombuffer(mmap.mmap(-1, max(n, 1)), np.float32, count=n // 4).reshape(shape)
 
 
 @dataclass
@@ -119,6 +128,7 @@ class OnnxModel:
         self.steps = 0
         self.step_seconds = 0.0
         self.capacity = 0
+        self.slots_used = 0  # slots 0..slots_used-1 may hold cache entries (a high-water mark)
         self.keys: list[np.ndarray] = []
         self.values: list[np.ndarray] = []
         self._allocate(min(MIN_CAPACITY, cache.max_len), keep=0)
@@ -129,13 +139,15 @@ class OnnxModel:
         c = self.cache
         shape = (c.slots, c.kv_heads, capacity, c.head_dim)
         # built whole before any is swapped in: a MemoryError leaves the old buffers in use
-        keys = [np.zeros(shape, np.float32) for _ in range(c.layers)]
-        values = [np.zeros(shape, np.float32) for _ in range(c.layers)]
-        if keep:
+        keys = [_lazy_zeros(shape) for _ in range(c.layers)]
+        values = [_lazy_zeros(shape) for _ in range(c.layers)]
+        used = self.slots_used if keep else 0
+        if used:
             for new, old in zip(keys + values, self.keys + self.values):
-                new[:, :, :keep] = old[:, :, :keep]
+                new[:used, :, :keep] = old[:used, :, :keep]
         self.keys, self.values = keys, values
         self.capacity = capacity
+        self.slots_used = used
         self._decode_bindings.clear()  # they point at the old buffers
 
     def ensure_capacity(self, needed: int) -> None:
@@ -188,6 +200,7 @@ class OnnxModel:
         The slot's cache must already hold positions 0..start-1.
         """
         n = int(token_ids.shape[0])
+        self.slots_used = max(self.slots_used, slot + 1)
         self.ensure_capacity(start + n)
         io = self.session.io_binding()
         embeds = self.embedding.lookup(np.asarray(token_ids, np.int64), np.empty((n, self.embedding.dim), np.float32))
@@ -205,6 +218,7 @@ class OnnxModel:
     def decode(self, token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """One step for slots 0..B-1: token_ids [B] at positions lengths [B]; returns logits [B, vocab]."""
         b = int(token_ids.shape[0])
+        self.slots_used = max(self.slots_used, b)
         self.ensure_capacity(int(lengths.max()) + 1)
         bound = self._decode_bindings.get(b)
         if bound is None:
@@ -232,12 +246,14 @@ class OnnxModel:
         """Copy the first `length` cached positions of slot src into slot dst."""
         if src == dst or length <= 0:
             return
+        self.slots_used = max(self.slots_used, dst + 1)
         for bufs in (self.keys, self.values):
             for buf in bufs:
                 buf[dst, :, :length] = buf[src, :, :length]
 
     def copy_prefix(self, slot: int, keys: list[np.ndarray], values: list[np.ndarray]) -> None:
         """Write saved key/value arrays [kv_heads, n, head_dim] per layer into positions 0..n-1 of slot."""
+        self.slots_used = max(self.slots_used, slot + 1)
         for buf, saved in zip(self.keys, keys):
             buf[slot, :, : saved.shape[1]] = saved
         for buf, saved in zip(self.values, values):
