@@ -27,12 +27,11 @@ run: $(STAMP) models/$(MODEL)/manifest.json
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# llama.cpp for the side-by-side column, built for this CPU but without AMX tiles: some
-# VMs advertise AMX without enabling it, and a native build then dies with SIGILL.
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=ON -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' -DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'
-
+# llama.cpp for the side-by-side rows: its own C++ tools (llama-bench, llama-batched-bench,
+# llama-quantize, llama-perplexity), built once from the pinned llama-cpp-python sdist's vendored
+# source into .cache/llama.cpp (about 8 minutes on 2 cores; see scripts/build-llama-cpp).
 bench: $(STAMP) models/$(MODEL)/manifest.json
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[bench]' || echo "llama-cpp-python not installed: llama.cpp column skipped"
+	PY=$(PY) scripts/build-llama-cpp || echo "llama.cpp's tools not built: llama.cpp rows skipped"
 	$(VENV)/bin/edge-agent bench
 
 clean-venv:
