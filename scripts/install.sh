@@ -178,6 +178,8 @@ if [ -n "$SERVICE_USER" ]; then
 fi
 
 # --- check: the bundle matches its manifest, the embedding model needs no export ----------------
+as_user "$VENV/bin/python" -c pass 2>/dev/null \
+  || die "the user ${SERVICE_USER:-$(id -un)} cannot run $VENV/bin/python (made from $PYTHON; under a private home such as /root?): use a system-wide Python 3.11 (--python /usr/bin/python3.11)"
 as_user env HOME="$DATA" EDGE_AGENT_CONFIG="$CONFIG" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/edge-agent" setup --no-build-model \
   || die "edge-agent setup failed (see above)"
 

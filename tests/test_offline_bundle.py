@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parent.parent
 EMBED_CACHE = REPO / ".cache" / "test-embedding-cache"  # shared with the RAG tests
 FACT = "The spare key of the Delft pump house hangs in cabinet K-17."
@@ -42,6 +40,10 @@ for line in proc.stderr:
     port = int(m.group(1)) if m else port
     if port and "edge-agent ready" in line or time.monotonic() > end:
         break
+if not port or proc.poll() is not None:
+    proc.kill()
+    print(json.dumps({"network": out["network"], "error": "the daemon did not start", "log": "".join(log)[-3000:]}))
+    sys.exit(1)
 def call(method, path, body=None):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     c.request(method, path, body=json.dumps(body) if body else None, headers={"Content-Type": "application/json"})
@@ -88,6 +90,7 @@ def _unshare_works() -> str | None:
     return None if r.returncode == 0 else f"`unshare -rn` does not work here: {r.stderr.strip()[:200]}"
 
 
+@pytest.mark.slow
 def test_archive_holds_wheels_model_embedding_cache_units_and_installer(offline_archive):
     with tarfile.open(offline_archive) as tar:
         names = tar.getnames()
@@ -102,6 +105,7 @@ def test_archive_holds_wheels_model_embedding_cache_units_and_installer(offline_
     assert any(n.startswith("embedding-cache/all-MiniLM-L6-v2-") and n.endswith("edge-agent-embedder.json") for n in rel)
 
 
+@pytest.mark.slow
 def test_bundle_installs_and_answers_with_the_network_cut(offline_archive, tmp_path):
     why = _unshare_works()
     if why:
@@ -128,7 +132,8 @@ def test_bundle_installs_and_answers_with_the_network_cut(offline_archive, tmp_p
     env.update(HOME=str(home), PATH="/usr/sbin:/usr/bin:/sbin:/bin")
     r = subprocess.run(["unshare", "-rn", "bash", "-c", script], env=env, capture_output=True, text=True, timeout=1500, cwd=tmp_path)
     logs = "".join((tmp_path / f).read_text()[-3000:] for f in ("install1.log", "install2.log") if (tmp_path / f).exists())
-    assert r.returncode == 0, r.stderr[-2000:] + logs
+    runs = "".join((tmp_path / f).read_text()[-3000:] for f in ("run1.json", "run2.json") if (tmp_path / f).exists())
+    assert r.returncode == 0, r.stderr[-2000:] + logs + runs
 
     first = json.loads((tmp_path / "run1.json").read_text())
     assert first["network"].startswith("cut"), first["network"]
@@ -145,3 +150,29 @@ def test_bundle_installs_and_answers_with_the_network_cut(offline_archive, tmp_p
     # installed from the bundle's wheel (not an editable link to this checkout)
     assert list(prefix.glob("venv/lib/python3.11/site-packages/edge_agent/runtime.py"))
     assert not list(prefix.glob("venv/lib/python3.11/site-packages/__editable__*"))
+
+
+def test_setup_prepares_at_install_time_what_a_first_start_would_do(tiny_bundles, tmp_path, monkeypatch, capsys):
+    """`edge-agent setup`: folders, bundle check, the embedding export; --check reports without changing anything."""
+    from edge_agent.cli import main
+    from edge_agent.config import Settings
+    from edge_agent.rag.embedder import prepared_decision
+
+    bundle = tiny_bundles["llama"]
+    for key, value in dict(CONFIG="/nonexistent/edge-agent-test.toml", MODELS_DIR=bundle.parent, MODEL=bundle.name,
+                           DATA_DIR=tmp_path / "data", INDEX_DIR=tmp_path / "index", EMBEDDING_QUANTIZE="off").items():
+        monkeypatch.setenv(f"EDGE_AGENT_{key}", str(value))  # off: the fp32 export only, seconds instead of the int8 search
+    assert main(["setup", "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "data_dir" in out and "embedding model: not exported yet" in out and not (tmp_path / "data").exists()
+
+    assert main(["setup"]) == 0
+    out = capsys.readouterr().out
+    assert f"model: {bundle.name} OK" in out and "embedding model: all-MiniLM-L6-v2 prepared (fp32" in out
+    assert prepared_decision(Settings()) is not None and (tmp_path / "index").is_dir()
+    assert main(["setup", "--check"]) == 0  # a first start has nothing left to do
+
+    monkeypatch.setenv("EDGE_AGENT_MODEL", "missing")
+    assert main(["setup"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "missing" in err and "Traceback" not in err, err
