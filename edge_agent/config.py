@@ -141,6 +141,13 @@ class Settings(BaseSettings):
     # 16: less padding and attention buffers that stay in cache; all-MiniLM-L6-v2 int8 embedded 75.6
     # chunks/s at 16 against 54.8 at 64 (scripts/bench_rag.py --only embedding --batch N, same hour)
     embedding_batch: int = Field(16, ge=1, description="Texts embedded per batch.")
+    min_free_bytes: int = Field(
+        64 * 1024 * 1024, ge=0, description="Free space kept on the data and index disks: a document that would leave less is refused (507)."
+    )
+    index_save_interval_s: float = Field(
+        60.0, ge=0, description="Seconds between saves of the FAISS file, a cache of the vectors in SQLite (also saved at shutdown); 0 = only at shutdown."
+    )
+    max_folder_files: int = Field(10_000, ge=1, description="Most files one folder ingestion (POST /v1/documents with a folder path) reads.")
     ingest_time_budget_s: float = Field(30.0, gt=0, description="Wall-clock budget for extracting text from one PDF or DOCX.")
 
     # --- jobs (nightly work) ---------------------------------------------------

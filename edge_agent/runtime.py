@@ -51,6 +51,18 @@ class Runtime:
     jobs: Any = None  # edge_agent.jobs.service.JobsService: runs, cron loop (started after the model loads)
     # state of the parts that load in the background: name -> (loading | ready | failed | disabled, detail)
     parts: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    closed: bool = False
+    _docs_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def adopt_documents(self, svc: Any) -> bool:
+        """Install a document service loaded in the background; if close() came first, close it instead
+        (its index lock and database would otherwise stay held). True when installed."""
+        with self._docs_lock:
+            if not self.closed:
+                self.documents = svc
+                return True
+        svc.close()
+        return False
 
     def liveness(self) -> tuple[bool, str | None]:
         """(alive, why not): False only when the process is broken (the decode loop died) and needs a restart."""
@@ -96,7 +108,9 @@ class Runtime:
         if jobs is not None:  # runs stop at their next poll and stay running in SQLite: the next start resumes them
             jobs.close()
         self.scheduler.stop(grace_s)
-        docs, self.documents = self.documents, None
+        with self._docs_lock:  # a background load that finishes after this closes its own service
+            self.closed = True
+            docs, self.documents = self.documents, None
         if docs is not None and hasattr(docs, "close"):
             try:
                 docs.close()
@@ -184,7 +198,13 @@ def _load_documents(rt: Runtime) -> None:
                   "exporting to ONNX and choosing the int8 variant (first start: `edge-agent setup` does this at install time)")
         if not prepared:
             log.warning("embedding model not prepared: exporting it now; run `edge-agent setup` at install time to skip this")
-        rt.documents = DocumentService.from_settings(rt.settings)
+        svc = DocumentService.from_settings(rt.settings)
+        adopt = getattr(rt, "adopt_documents", None)
+        if adopt is None:
+            rt.documents = svc
+        elif not adopt(svc):
+            log.info("the document service finished loading after shutdown began: closed it")
+            return
         rt.documents_status = None
         emb = rt.documents.embedder
         _set_part(rt, "embedder", "ready", f"{emb.model_id} ({getattr(emb, 'variant', None) or getattr(emb, 'backend', '?')})")

@@ -5,6 +5,7 @@ refused keys or hosts, unexpected failures) goes to the app's handlers like any 
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Literal
 
@@ -13,9 +14,11 @@ from pydantic import BaseModel, Field, RootModel
 from pydantic.json_schema import models_json_schema
 
 from edge_agent.api import protocol as p
-from edge_agent.api.errors import ApiError, error_response, read_json
+from edge_agent.api.errors import ApiError, error_body, error_response, read_json
 from edge_agent.services.documents import DocumentError, DocumentNotFoundError, IngestResult, PathRefusedError
 from edge_agent.services.grounding import DocumentsUnavailableError
+from edge_agent.services.ingest_tasks import FolderTask, TooManyTasksError
+from edge_agent.services.storage import InsufficientStorageError
 
 bp = Blueprint("documents", __name__)
 
@@ -73,6 +76,25 @@ class IngestList(BaseModel):
     object: Literal["list"] = "list"
     data: list[IngestedDocument]
     counts: IngestCounts
+
+
+class IngestTask(BaseModel):
+    """A folder ingestion running in the background (poll `url`)."""
+
+    object: Literal["document.ingest_task"] = "document.ingest_task"
+    id: str
+    url: str
+    path: str
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    files_total: int | None = None
+    files_done: int
+    counts: IngestCounts
+    data: list[IngestedDocument]
+    error: str | None = None
+    error_code: str | None = None
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
 
 
 class Document(BaseModel):
@@ -196,9 +218,9 @@ def _json(model: BaseModel, status: int = 200) -> Response:
     return Response(model.model_dump_json(), status=status, mimetype="application/json")
 
 
-def _ingested(res: IngestResult) -> IngestedDocument:
+def _ingested(res: IngestResult, svc) -> IngestedDocument:
     out = res.to_dict()
-    out["source"] = _scrub(out["source"])
+    out["source"] = _scrub(svc.shown_key(out["source"]))
     if out.get("error"):
         out["error"] = _scrub(out["error"])
     return IngestedDocument.model_validate(out)
@@ -213,8 +235,37 @@ def _query_int(name: str, default: int, lo: int, hi: int) -> int:
     return int(raw)
 
 
+def _shown(svc, doc: dict[str, Any]) -> dict[str, Any]:
+    """A document without server paths: path and source_key relative to their ingest root."""
+    return {**doc, "path": svc.shown_path(doc.get("path")), "source_key": svc.shown_key(doc["source_key"])}
+
+
+def _task_json(svc, task: FolderTask) -> IngestTask:
+    results = list(task.results)
+    return IngestTask(
+        id=task.id, url=f"/v1/documents/tasks/{task.id}", path=task.shown, status=task.status, files_total=task.files_total,
+        files_done=len(results), counts=IngestCounts(**task.counts()), data=[_ingested(r, svc) for r in results],
+        error=_scrub(task.error) if task.error else None, error_code=task.error_code, created_at=task.created_at,
+        started_at=task.started_at, finished_at=task.finished_at,
+    )
+
+
+def _insufficient(exc: InsufficientStorageError, kept: list[IngestResult] | None = None, svc=None) -> Response:
+    """507: nothing of the failing document was written; `data` lists what earlier files of the request kept."""
+    body = error_body(_scrub(str(exc)), "server_error", None, exc.code)
+    body["error"]["needed_bytes"] = exc.needed or None
+    body["error"]["free_bytes"] = exc.free
+    if kept is not None:
+        body["data"] = [_ingested(r, svc).model_dump() for r in kept]
+    return Response(json.dumps(body), status=507, mimetype="application/json")
+
+
 @bp.errorhandler(DocumentError)
 def _on_document_error(exc: DocumentError):
+    if isinstance(exc, InsufficientStorageError):
+        return _insufficient(exc)
+    if isinstance(exc, TooManyTasksError):
+        return error_response(429, str(exc), "rate_limit_error", "path", exc.code, headers={"Retry-After": "10"})
     if isinstance(exc, DocumentNotFoundError):
         return error_response(404, _scrub(str(exc)), "not_found_error", exc.param, "document_not_found")
     if isinstance(exc, PathRefusedError):
@@ -239,11 +290,21 @@ def add_documents():
     """Multipart upload (field `file`, repeatable), JSON {title, text}, or JSON {path} under an ingest root."""
     svc = _service()
     if (request.mimetype or "").lower() == "multipart/form-data":
-        results = [svc.add_upload(f.filename or "", f.read()) for f in _uploads()]
+        results: list[IngestResult] = []
+        for f in _uploads():
+            try:
+                results.append(svc.add_upload(f.filename or "", f.read()))
+            except InsufficientStorageError as exc:  # the files before it are kept: say which
+                return _insufficient(exc, results, svc) if results else _insufficient(exc)
     else:
         body = read_json(AddDocumentRequest, _max_body()).root
         if isinstance(body, AddPathRequest):
-            results = svc.add_path(body.path, confined=True)
+            if svc.is_folder(body.path):
+                task = svc.start_folder(body.path)
+                resp = _json(_task_json(svc, task), 202)
+                resp.headers["Location"] = f"/v1/documents/tasks/{task.id}"
+                return resp
+            results = [svc.add_file(body.path, confined=True)]
         else:
             results = [svc.add_text(body.title, body.text)]
     if len(results) == 1:
@@ -251,9 +312,9 @@ def add_documents():
         if res.status == "failed":
             return error_response(422, _scrub(res.error or "the document could not be read"), "invalid_request_error", "file",
                                   "unreadable_document")
-        return _json(_ingested(res), 201 if res.status in ("added", "updated") else 200)
+        return _json(_ingested(res, svc), 201 if res.status in ("added", "updated") else 200)
     counts = IngestCounts(**{s: sum(r.status == s for r in results) for s in ("added", "updated", "unchanged", "failed")})
-    out = IngestList(data=[_ingested(r) for r in results], counts=counts)
+    out = IngestList(data=[_ingested(r, svc) for r in results], counts=counts)
     return _json(out, 201 if counts.added + counts.updated else 200)
 
 
@@ -261,8 +322,18 @@ def add_documents():
 def list_documents():
     offset = _query_int("offset", 0, 0, p.ID_MAX)
     limit = _query_int("limit", 50, 1, MAX_LIMIT)
-    items, total = _service().list(offset, limit)
-    return _json(DocumentList(data=[Document.model_validate(d) for d in items], total=total, offset=offset, limit=limit))
+    svc = _service()
+    items, total = svc.list(offset, limit)
+    return _json(DocumentList(data=[Document.model_validate(_shown(svc, d)) for d in items], total=total, offset=offset, limit=limit))
+
+
+@bp.get("/v1/documents/tasks/<task_id>")
+def get_task(task_id: str):
+    svc = _service()
+    task = svc.folder_tasks.get(task_id) if re.fullmatch(r"ingest_[0-9a-f]{16}", task_id) else None
+    if task is None:
+        raise DocumentNotFoundError("no folder ingestion with that id (tasks are forgotten when the daemon restarts)", param="task_id")
+    return _json(_task_json(svc, task))
 
 
 def _document_id(document_id: int) -> int:
@@ -273,7 +344,8 @@ def _document_id(document_id: int) -> int:
 
 @bp.get("/v1/documents/<int:document_id>")
 def get_document(document_id: int):
-    return _json(DocumentDetail.model_validate(_service().get(_document_id(document_id))))
+    svc = _service()
+    return _json(DocumentDetail.model_validate(_shown(svc, svc.get(_document_id(document_id)))))
 
 
 @bp.delete("/v1/documents/<int:document_id>")
@@ -286,8 +358,9 @@ def delete_document(document_id: int):
 def retrieve():
     req = read_json(RetrieveRequest, _max_body())
     filters = req.filters.to_dict() if req.filters else None
-    hits = _service().retrieve(req.query, req.k, filters, req.mode)
-    return _json(RetrieveList(data=[RetrievedChunk.model_validate(h.to_dict()) for h in hits]))
+    svc = _service()
+    hits = svc.retrieve(req.query, req.k, filters, req.mode)
+    return _json(RetrieveList(data=[RetrievedChunk.model_validate({**h.to_dict(), "path": svc.shown_path(h.path)}) for h in hits]))
 
 
 # --- OpenAPI ----------------------------------------------------------------
@@ -295,6 +368,7 @@ _MODELS = [
     (AddTextRequest, "validation"), (AddPathRequest, "validation"), (RetrieveRequest, "validation"),
     (IngestedDocument, "serialization"), (IngestList, "serialization"), (DocumentList, "serialization"),
     (DocumentDetail, "serialization"), (DocumentDeleted, "serialization"), (RetrieveList, "serialization"),
+    (IngestTask, "serialization"),
 ]
 _REF = "#/components/schemas/{model}"
 
@@ -314,6 +388,8 @@ _ERRORS = {
     404: "No such document, or a path that does not exist.", 413: "Request body too large.", 415: "Body is neither JSON nor multipart.",
     422: "The document could not be read (unsupported, encrypted, empty or broken).", 500: "Internal error.",
     503: "The document index is still loading (see Retry-After) or failed to load.",
+    429: "Too many folder ingestions are waiting (see Retry-After).",
+    507: "Insufficient storage: nothing of the failing document was written (`data` lists earlier files of the request that were kept).",
 }
 
 
@@ -339,7 +415,10 @@ def openapi_paths(runtime) -> dict[str, Any]:
         {"name": "offset", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0, "maximum": p.ID_MAX, "default": 0}},
         {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 50}},
     ]
-    created = {"description": "Added or updated: one document, or a list for a folder.", "content": {"application/json": {"schema": ingest_ok}}}
+    created = {"description": "Added or updated: one document, or a list for several uploads.", "content": {"application/json": {"schema": ingest_ok}}}
+    accepted = {"description": "A folder: its ingestion runs in the background; poll the task's `url` (also in Location).",
+                "content": {"application/json": {"schema": _ref("IngestTask")}}}
+    task_id = {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^ingest_[0-9a-f]{16}$"}}
     unchanged = {"description": "Already indexed with the same content (or, for a folder, nothing changed).",
                  "content": {"application/json": {"schema": ingest_ok}}}
     return {
@@ -351,11 +430,19 @@ def openapi_paths(runtime) -> dict[str, Any]:
                     "application/json": {"schema": {"oneOf": [_ref("AddTextRequest"), _ref("AddPathRequest")]}},
                     "multipart/form-data": {"schema": upload},
                 }},
-                "responses": _responses({"201": created, "200": unchanged}, (400, 401, 403, 404, 413, 415, 422, 500, 503), secured),
+                "responses": _responses({"201": created, "200": unchanged, "202": accepted},
+                                        (400, 401, 403, 404, 413, 415, 422, 429, 500, 503, 507), secured),
             },
             "get": {
                 "summary": "Documents, oldest first, one page at a time", "operationId": "listDocuments", "parameters": paging,
                 "responses": _responses({"200": js("DocumentList", "One page of documents.")}, (400, 401, 403, 500, 503), secured),
+            },
+        },
+        "/v1/documents/tasks/{task_id}": {
+            "get": {
+                "summary": "A folder ingestion: its state and what happened to each file so far", "operationId": "getIngestTask",
+                "parameters": [task_id],
+                "responses": _responses({"200": js("IngestTask", "The task.")}, (401, 403, 404, 500, 503), secured),
             },
         },
         "/v1/documents/{document_id}": {

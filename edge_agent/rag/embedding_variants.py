@@ -229,10 +229,11 @@ def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
             unfuse_skip_layernorm(quantized)
             onnx.save(quantized, str(unfused_tmp))
             save_ort_optimized(unfused_tmp, tmp)
-    finally:
+        os.replace(tmp, folder / v.file_name)
+    finally:  # a failure (a full disk) leaves no partial file behind
         rows_tmp.unlink(missing_ok=True)
         unfused_tmp.unlink(missing_ok=True)
-    os.replace(tmp, folder / v.file_name)
+        tmp.unlink(missing_ok=True)
     return True
 
 

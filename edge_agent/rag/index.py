@@ -104,6 +104,29 @@ def move_aside(path: Path) -> Path | None:
     return dest
 
 
+def clean_leftovers(folder: Path, keep_bad: int = 1) -> list[str]:
+    """Delete what interrupted writes left in `folder` (`.NAME.tmp*` files) and all but the newest `keep_bad`
+    moved-aside files of each name; returns the names removed. Call only while owning the folder."""
+    removed: list[str] = []
+    if not folder.is_dir():
+        return removed
+    bad: dict[str, list[Path]] = {}
+    for p in folder.iterdir():
+        if not p.is_file():
+            continue
+        if p.name.startswith(".") and ".tmp" in p.name:
+            p.unlink(missing_ok=True)
+            removed.append(p.name)
+        elif ".bad-" in p.name:
+            bad.setdefault(p.name.split(".bad-", 1)[0], []).append(p)
+    for files in bad.values():
+        files.sort(key=lambda f: f.stat().st_mtime, reverse=True)
+        for p in files[keep_bad:]:
+            p.unlink(missing_ok=True)
+            removed.append(p.name)
+    return removed
+
+
 class FaissIndex:
     """Exact inner-product search over normalised vectors with stable int64 ids, plus optional HNSW."""
 

@@ -87,7 +87,7 @@ class _Deadline:
     def check(self) -> None:
         if time.monotonic() > self.end:
             raise LoaderError(
-                f"{self.what} took longer than its {self.budget_s:g} s budget: split the file or raise rag_time_budget_s"
+                f"{self.what} took longer than its {self.budget_s:g} s budget: split the file or raise ingest_time_budget_s (EDGE_AGENT_INGEST_TIME_BUDGET_S)"
             )
 
 

@@ -1,4 +1,10 @@
-"""DocumentService: ingest, list, delete and retrieve private documents (store + rag, no HTTP)."""
+"""DocumentService: ingest, list, delete and retrieve private documents (store + rag, no HTTP).
+
+SQLite is the source of truth, vectors included (chunk_vectors); the FAISS file is a cache of
+them, written by a background saver every `index_save_interval_s` and at close, never per
+ingest (rewriting it per document filled disks at 79%). At open a lagging file is brought up to
+date from SQLite and a corrupt one rebuilt from it.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -7,7 +13,6 @@ import logging
 import os
 import re
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -15,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from edge_agent.rag.chunking import TokenChunker
-from edge_agent.rag.index import IndexFileError, move_aside
+from edge_agent.rag.index import clean_leftovers
 from edge_agent.rag.loaders import LoadedDocument, LoaderError, LoaderLimits, Section, detect_kind, load_bytes
 from edge_agent.rag.owner import IndexBusyError, OwnerLock
 from edge_agent.rag.retrieval import MODES, HybridIndex, IndexUpdate
@@ -32,7 +37,14 @@ from edge_agent.services.document_results import (
     location_label,
     make_snippet,
 )
-from edge_agent.services.paths import PathNotAllowedError, resolve_confined, walk_files
+from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_files
+from edge_agent.services.storage import (  # disk_status: for /ready and doctor
+    InsufficientStorageError,
+    disk_full_error,
+    disk_status,  # noqa: F401
+    ensure_room,
+    is_disk_full,
+)
 from edge_agent.store import ChunkRecord, DocumentStore, SqliteDatabase
 from edge_agent.store.documents import DocumentMeta
 from edge_agent.store.jobs import SummaryStore
@@ -41,19 +53,19 @@ from edge_agent.store.labels import LabelStore
 log = logging.getLogger(__name__)
 
 DB_FILE = "edge-agent.db"
-META_MODEL = "embedding_model"
-META_STORE_ID = "store_id"  # ties files derived from this database (the BM25 snapshot) to it
+from edge_agent.services.document_upkeep import META_MODEL, META_STORE_ID, META_VARIANT, IndexUpkeep  # noqa: E402,F401
 
 
 def default_db_path(settings: Any) -> Path:
     return Path(settings.data_dir) / DB_FILE
 
 
-class DocumentService:
+class DocumentService(IndexUpkeep):
     """Private documents: ingestion into SQLite + FAISS + BM25, and hybrid retrieval.
 
-    Every add/delete returns only after SQLite has committed and the FAISS file is saved.
-    A writable service owns the index folder (`owner`, an OwnerLock, released by close());
+    Every add/delete returns only after SQLite has committed (the FAISS file follows within
+    save_interval_s); one that finds too little free disk raises InsufficientStorageError and
+    changes nothing. A writable service owns the index folder (`owner`, an OwnerLock, released by close());
     a read-only one (`read_only`) builds what it cannot load in memory and refuses writes.
     """
 
@@ -68,6 +80,8 @@ class DocumentService:
         check_on_open: bool = True,
         owner: OwnerLock | None = None,
         read_only: bool = False,
+        min_free_bytes: int = 0,
+        save_interval_s: float = 0.0,
     ):
         self.owner = owner
         self.read_only = read_only
@@ -79,10 +93,29 @@ class DocumentService:
         self.ingest_roots = [Path(r) for r in ingest_roots]
         self._writing = threading.RLock()
         self.last_check: CheckResult | None = None
+        self.min_free_bytes = int(min_free_bytes)
+        self.data_dir = Path(store.db.path).parent
+        self._dirty = False  # the in-memory FAISS index holds changes the file does not
+        self._loaded = False  # the saved file was read (or found unusable) once
+        self._save_lock = threading.Lock()
+        self.index_save_error: str | None = None
+        self._stop = threading.Event()
+        self._saver: threading.Thread | None = None
+        self._tasks = None  # FolderTasks, made on first use
+        self.max_folder_files = 10_000
+        self.cleaned: list[str] = []
         if read_only:
             self._open_read_only()
-        elif check_on_open:
+            self._loaded = True
+            return
+        self.cleaned = clean_leftovers(self.index.index_dir)
+        if self.cleaned:
+            log.info("removed leftovers of interrupted writes in the index folder: %s", ", ".join(self.cleaned))
+        if check_on_open:
             self.last_check = self.check()
+        if save_interval_s > 0:
+            self._saver = threading.Thread(target=self._save_loop, args=(save_interval_s,), name="faiss-saver", daemon=True)
+            self._saver.start()
 
     @classmethod
     def from_settings(
@@ -100,14 +133,19 @@ class DocumentService:
                 owner = OwnerLock(Path(settings.index_dir)).acquire()
             except IndexBusyError as exc:
                 raise IndexInUseError(str(exc), exc.pid) from None
+        opened = None
         try:
             if embedder is None:
                 from edge_agent.rag.embedder import build_embedder
 
                 embedder = build_embedder(settings)
-            db = db or SqliteDatabase(default_db_path(settings))
+            if db is None:
+                db = opened = SqliteDatabase(default_db_path(settings))
+            from edge_agent.services.reembed import BackgroundReembed, serving_embedder
+
+            embedder, switch_to = serving_embedder(settings, DocumentStore(db), embedder)  # old model serves during a switch
             chunk_tokens = min(settings.chunk_tokens, embedder.max_tokens - 2)
-            return cls(
+            svc = cls(
                 DocumentStore(db),
                 HybridIndex(Path(settings.index_dir), embedder.dim, ann_threshold=settings.ann_threshold,
                             dense_languages=getattr(embedder, "languages", None)),
@@ -118,8 +156,16 @@ class DocumentService:
                 check_on_open=check_on_open,
                 owner=owner,
                 read_only=read_only,
+                min_free_bytes=getattr(settings, "min_free_bytes", 0),
+                save_interval_s=getattr(settings, "index_save_interval_s", 60.0),
             )
+            svc.max_folder_files = getattr(settings, "max_folder_files", svc.max_folder_files)
+            if switch_to is not None and not read_only:
+                svc.reembed = BackgroundReembed(svc, switch_to).start()
+            return svc
         except BaseException:
+            if opened is not None:  # a database this call opened is closed, not left behind a failed open
+                opened.close()
             if owner is not None:
                 owner.release()
             raise
@@ -143,34 +189,58 @@ class DocumentService:
         real = self._resolve(path, confined)
         return self.add_files(walk_files(real), confined=confined, progress=progress)
 
+    def is_folder(self, path: str | os.PathLike) -> bool:
+        """Whether a path under an ingest root is a folder; raises PathRefusedError or DocumentNotFoundError."""
+        return self._resolve(path, confined=True).is_dir()
+
+    def start_folder(self, path: str | os.PathLike) -> Any:
+        """Queue the ingestion of a folder under an ingest root in the background; returns its FolderTask.
+
+        Raises PathRefusedError, DocumentNotFoundError, TooManyTasksError, or DocumentError for a file
+        (add it with add_file) and on a read-only service.
+        """
+        if self.read_only:
+            raise ReadOnlyError("the document index is open read-only here: another edge-agent process owns it")
+        real = self._resolve(path, confined=True)
+        if not real.is_dir():
+            raise DocumentError(f"{Path(path).name} is a file: use add_file for files", param="path")
+        return self.folder_tasks.submit(real, self.shown_path(str(real)) or ".")
+
+    @property
+    def folder_tasks(self) -> Any:
+        """The background folder ingestions (edge_agent.services.ingest_tasks.FolderTasks)."""
+        with self._writing:
+            if self._tasks is None:
+                from edge_agent.services.ingest_tasks import FolderTasks
+
+                self._tasks = FolderTasks(self, max_files=self.max_folder_files)
+            return self._tasks
+
     def add_files(
         self,
         paths: Iterable[str | os.PathLike],
         confined: bool = False,
         progress: Callable[[IngestResult], None] | None = None,
-        save_every_s: float = 30.0,
+        stop: threading.Event | None = None,
     ) -> list[IngestResult]:
-        """Add many files; the FAISS file is saved every `save_every_s` and at the end (then all are committed)."""
+        """Add many files, each committed on its own; stops early when `stop` is set.
+
+        Raises InsufficientStorageError when the disk fills (the files before it are kept: see `progress`).
+        """
         results = []
-        last_save = time.monotonic()
-        dirty = False
-        try:
-            for p in paths:
-                try:
-                    real = self._resolve(p, confined)
-                    res = self._ingest_file(real, save=False)
-                except (DocumentError, OSError) as exc:
-                    res = IngestResult("failed", str(p), error=str(exc))
-                dirty |= res.status in ("added", "updated", "failed")
-                results.append(res)
-                if progress:
-                    progress(res)
-                if dirty and time.monotonic() - last_save > save_every_s:
-                    self.index.save()
-                    last_save, dirty = time.monotonic(), False
-        finally:
-            if dirty:
-                self.index.save()
+        for p in paths:
+            if stop is not None and stop.is_set():
+                break
+            try:
+                real = self._resolve(p, confined)
+                res = self._ingest_file(real)
+            except InsufficientStorageError:
+                raise
+            except (DocumentError, OSError) as exc:
+                res = IngestResult("failed", str(p), error=str(exc))
+            results.append(res)
+            if progress:
+                progress(res)
         return results
 
     def add_text(self, title: str, text: str) -> IngestResult:
@@ -213,7 +283,7 @@ class DocumentService:
         except OSError as exc:  # a name too long, a symlink loop, no permission
             raise DocumentError(f"cannot open that path: {exc.strerror or type(exc).__name__}", param="path") from None
 
-    def _ingest_file(self, real: Path, save: bool = True) -> IngestResult:
+    def _ingest_file(self, real: Path) -> IngestResult:
         key = f"file:{real}"
         try:
             st = real.stat()
@@ -223,14 +293,14 @@ class DocumentService:
                 data = f.read(self.limits.max_file_bytes + 1)
         except (OSError, LoaderError) as exc:
             meta = DocumentMeta(key, real.stem, detect_kind(real.name) or "unknown", "", 0, path=str(real))
-            return self._fail(meta, str(exc), save)
+            return self._fail(meta, str(exc))
         meta = DocumentMeta(
             key, real.stem or real.name, detect_kind(real.name) or "unknown", _sha256(data), len(data),
             path=str(real), mtime=st.st_mtime,
         )
-        return self._ingest(meta, lambda: load_bytes(data, real.name, self.limits), save)
+        return self._ingest(meta, lambda: load_bytes(data, real.name, self.limits))
 
-    def _ingest(self, meta: DocumentMeta, load: Callable[[], LoadedDocument], save: bool = True) -> IngestResult:
+    def _ingest(self, meta: DocumentMeta, load: Callable[[], LoadedDocument]) -> IngestResult:
         existing = self.store.get_by_key(meta.source_key)
         if existing is not None and existing.status == "ready" and existing.content_hash == meta.content_hash:
             return IngestResult("unchanged", meta.source_key, existing.id, existing.title, existing.chunk_count)
@@ -244,7 +314,7 @@ class DocumentService:
                 raise LoaderError("no text to index")
             vectors = self.embedder.embed([c.text for c in pieces])
         except LoaderError as exc:
-            return self._fail(meta, str(exc), save)
+            return self._fail(meta, str(exc))
         records = [
             ChunkRecord(0, c.ordinal, c.text, c.char_start, c.char_end, c.token_count, c.page, c.heading, vector=v)
             for c, v in zip(pieces, vectors)
@@ -256,13 +326,14 @@ class DocumentService:
             out["id"] = doc_id
             return IndexUpdate(new_ids, vectors, [r.text for r in records], old_ids)
 
+        # SQLite writes the text, the vectors and an index entry per chunk, then again into its WAL
+        need = 3 * (sum(len(r.text.encode()) for r in records) + len(records) * (self.index.dim * 4 + 128)) + (64 << 10)
         with self._write():
-            self._ensure_model_recorded()
-            self.index.apply(commit, save=save)
+            self._commit(commit, need, f"storing {meta.title!r}")
         status = "added" if existing is None else "updated"
         return IngestResult(status, meta.source_key, out["id"], meta.title, len(records))
 
-    def _fail(self, meta: DocumentMeta, error: str, save: bool = True) -> IngestResult:
+    def _fail(self, meta: DocumentMeta, error: str) -> IngestResult:
         out: dict[str, Any] = {}
 
         def commit() -> IndexUpdate:
@@ -271,9 +342,26 @@ class DocumentService:
             return IndexUpdate(remove_ids=old_ids)
 
         with self._write():
-            self.index.apply(commit, save=save)
+            self._commit(commit, 64 << 10, f"recording that {meta.title!r} could not be read")
         log.info("could not ingest %s: %s", meta.source_key, error)
         return IngestResult("failed", meta.source_key, out["id"], meta.title, 0, error)
+
+    def _commit(self, commit: Callable[[], IndexUpdate], need: int, what: str) -> None:
+        """Check the room, commit to SQLite and apply to the in-memory indexes (caller holds the write lock).
+
+        Raises InsufficientStorageError (507) before writing when the data disk is too full, or when the
+        disk fills during the commit (SQLite rolled it back: nothing changed).
+        """
+        if need > 0:  # a delete is never refused: it frees space
+            ensure_room(self.data_dir, need, self.min_free_bytes, what)
+        try:
+            self._ensure_model_recorded()
+            self.index.apply(commit, save=False)
+        except Exception as exc:
+            if is_disk_full(exc):
+                raise disk_full_error(what, self.data_dir, self.min_free_bytes) from None
+            raise
+        self._dirty = True
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
@@ -282,19 +370,6 @@ class DocumentService:
             raise ReadOnlyError("the document index is open read-only here: another edge-agent process owns it")
         with self._writing:
             yield
-
-    def _open_read_only(self) -> None:
-        """Load the FAISS file and BM25 for searching without writing anything: where the file is
-        missing, corrupt or behind SQLite (its owner saves in batches), build it in memory from SQLite."""
-        ids = self.store.chunk_ids()
-        try:
-            self.index.load_dense()
-            current = np.array_equal(self.index.ids(), ids)
-        except IndexFileError:
-            current = False
-        if not current:
-            self.index.rebuild_dense(self.store.iter_vectors(self.index.dim), save=False)
-        self.index.restore_bm25(self.store.get_meta(META_STORE_ID) or "", ids, self._texts_of)
 
     def _store_id(self) -> str:
         """This database's identity (made once): a BM25 snapshot of another database is never used."""
@@ -315,9 +390,26 @@ class DocumentService:
             keep = [i for i in part if i in rows]
             yield np.asarray(keep, dtype=np.int64), [rows[i][0].text for i in keep]
 
+    def _prefix_path(self, prefix: str) -> str:
+        """A path_prefix filter as stored paths are: absolute, or relative to an ingest root (as responses show them)."""
+        if os.path.isabs(prefix) or not self.ingest_roots:
+            return os.path.normpath(prefix)
+        roots = [Path(r).expanduser().resolve() for r in self.ingest_roots]
+        def exists(p: Path) -> bool:
+            try:
+                return p.exists()
+            except OSError:  # a name too long: no such folder
+                return False
+
+        found = next((r / prefix for r in roots if exists(r / prefix)), roots[0] / prefix)
+        return os.path.normpath(found)
+
     def _ensure_model_recorded(self) -> None:
         if self.store.get_meta(META_MODEL) is None:
             self.store.set_meta(META_MODEL, self.embedder.model_id)
+        variant = getattr(self.embedder, "variant", None)
+        if variant is not None and self.store.get_meta(META_VARIANT) is None:
+            self.store.set_meta(META_VARIANT, variant)
 
     # --- reading and deleting ----------------------------------------------
     def list(self, offset: int = 0, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
@@ -351,7 +443,7 @@ class DocumentService:
             return IndexUpdate(remove_ids=old or [])
 
         with self._write():
-            self.index.apply(commit)
+            self._commit(commit, 0, f"deleting document {document_id}")
         if not found["ok"]:
             raise DocumentNotFoundError(f"no document with id {document_id}", param="id")
 
@@ -368,7 +460,7 @@ class DocumentService:
         f = Filters.from_any(filters)
         allowed = None
         if f is not None and not f.empty():
-            prefix = os.path.normpath(f.path_prefix) if f.path_prefix else None
+            prefix = self._prefix_path(f.path_prefix) if f.path_prefix else None
             allowed = self.store.filter_chunk_ids(f.document_ids, prefix, f.types)
         qvec = self.embedder.embed_query(query) if mode != "bm25" else None
         hits = self.index.search(qvec, query, k, allowed, mode)
@@ -388,85 +480,14 @@ class DocumentService:
             )
         return out
 
-    # --- integrity ---------------------------------------------------------
-    def check(self, repair: bool = True) -> CheckResult:
-        """Compare the FAISS file and BM25 with SQLite; with `repair`, rebuild what disagrees from SQLite.
+    def shown_path(self, path: str | None) -> str | None:
+        """A server path as clients may see it: relative to the ingest root it lies under, else its file name."""
+        return shown_path(path, self.ingest_roots)
 
-        Problems are logged and returned; a bad index file is moved aside, never served.
-        Raises ReadOnlyError for a repair on a read-only service.
-        """
-        if repair and self.read_only:
-            raise ReadOnlyError("the document index is open read-only here: another edge-agent process owns it")
-        with self._writing:
-            ids = self.store.chunk_ids()
-            res = CheckResult(True, len(ids), 0)
-            stored_model = self.store.get_meta(META_MODEL)
-            reembed = stored_model is not None and stored_model != self.embedder.model_id
-            if reembed:
-                res.problems.append(f"stored vectors come from {stored_model}, the embedder is {self.embedder.model_id}")
-            missing = self.store.missing_vectors()
-            if missing:
-                res.problems.append(f"{len(missing)} chunks have no stored vector")
-                reembed = True
-            rebuild_dense = reembed
-            try:
-                self.index.load_dense()
-                index_ids = self.index.ids()
-                res.index_vectors = len(index_ids)
-                if not np.array_equal(index_ids, ids):
-                    extra = len(np.setdiff1d(index_ids, ids))
-                    lacking = len(np.setdiff1d(ids, index_ids))
-                    res.problems.append(
-                        f"index file holds {len(index_ids)} ids, SQLite {len(ids)} chunks "
-                        f"({lacking} missing from the index, {extra} not in SQLite)"
-                    )
-                    rebuild_dense = True
-            except IndexFileError as exc:
-                if self.index.path.exists() or len(ids):
-                    res.problems.append(str(exc))
-                rebuild_dense = True
-            res.ok = not res.problems
-            for p in res.problems:
-                log.warning("document index check: %s", p)
-            if not repair:
-                return res
-            if rebuild_dense and res.problems and self.index.path.exists():
-                moved = move_aside(self.index.path)
-                if moved is not None:
-                    res.moved_aside.append(str(moved))
-                    res.actions.append(f"moved the bad index file aside to {moved.name}")
-            if reembed:
-                n = self._reembed()
-                res.actions.append(f"re-embedded {n} chunks with {self.embedder.model_id}")
-            if rebuild_dense:
-                n = self.index.rebuild_dense(self.store.iter_vectors(self.index.dim))
-                res.index_vectors = n
-                if res.problems:
-                    res.actions.append(f"rebuilt the FAISS index from SQLite ({n} vectors)")
-            how = self.index.restore_bm25(self._store_id(), ids, self._texts_of)
-            log.info("BM25 over %d chunks %s", len(ids), how)
-            if len(ids):
-                self._ensure_model_recorded()
-            self.last_check = res
-            return res
-
-    def rebuild(self, reembed: bool = False) -> dict[str, Any]:
-        """Rebuild FAISS (and BM25) from SQLite; with `reembed`, compute every vector again first."""
-        with self._write():
-            t0 = time.monotonic()
-            if reembed:
-                self._reembed()
-            n = self.index.rebuild_dense(self.store.iter_vectors(self.index.dim))
-            self.index.rebuild_bm25(self.store.iter_texts())
-            return {"vectors": n, "reembedded": reembed, "seconds": round(time.monotonic() - t0, 2)}
-
-    def _reembed(self) -> int:
-        n = 0
-        for ids, texts in self.store.iter_texts(batch=512):
-            self.store.replace_vectors(ids.tolist(), self.embedder.embed(texts))
-            n += len(ids)
-        self.store.set_meta(META_MODEL, self.embedder.model_id)
-        return n
+    def shown_key(self, source_key: str) -> str:
+        """A source key without server paths ("file:<path relative to its ingest root>")."""
+        kind, sep, rest = source_key.partition(":")
+        return f"file:{self.shown_path(rest)}" if sep and kind == "file" else source_key
 
     def stats(self) -> dict[str, Any]:
         """Counts from SQLite and the indexes, the embedder in use and the last check."""
@@ -477,6 +498,7 @@ class DocumentService:
             "variant": getattr(self.embedder, "variant", None),
         }
         out["last_check"] = self.last_check.to_dict() if self.last_check else None
+        out["reembed"] = self.reembed.status() if getattr(self, "reembed", None) is not None else None
         return out
 
     def wait_background(self, timeout: float = 300.0) -> None:
@@ -484,18 +506,30 @@ class DocumentService:
         self.index.wait_background(timeout)
 
     def close(self) -> None:
-        """Save the BM25 snapshot (the owner only: the next start loads it instead of re-encoding
-        every chunk) and release the database and the index folder."""
-        self.wait_background(30)
-        if self.owner is not None and self.owner.held:
-            try:
+        """Save the FAISS file and the BM25 snapshot (the owner only: the next start loads them instead of
+        rebuilding) and release the database and the index folder, whatever fails on the way."""
+        self._stop.set()
+        if getattr(self, "reembed", None) is not None:
+            self.reembed.stop()  # after its current batch; the next start resumes
+        try:
+            if self._tasks is not None:
+                self._tasks.close()
+            if self._saver is not None:
+                self._saver.join(30)
+            self.wait_background(30)
+            if self.owner is not None and self.owner.held:
                 with self._writing:
-                    self.index.save_bm25(self._store_id())
-            except Exception as exc:  # the snapshot is an optimisation; a failure costs the next start time
-                log.warning("BM25 snapshot not saved: %s", exc)
-        self.store.db.close()
-        if self.owner is not None:
-            self.owner.release()
+                    self.save_index()
+                    try:
+                        self.index.save_bm25(self._store_id())
+                    except Exception as exc:  # the snapshot is an optimisation; a failure costs the next start time
+                        log.warning("BM25 snapshot not saved: %s", exc)
+        finally:
+            try:
+                self.store.db.close()
+            finally:
+                if self.owner is not None:
+                    self.owner.release()
 
 
 def _sha256(data: bytes) -> str:

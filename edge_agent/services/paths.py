@@ -66,3 +66,16 @@ def walk_files(path: Path, roots: Sequence[Path] | None = None) -> list[Path]:
             if not name.startswith("."):
                 out.append(Path(dirpath) / name)
     return out
+
+
+def shown_path(path: str | os.PathLike | None, roots: Sequence[Path]) -> str | None:
+    """A server path as a client may see it: relative to the first ingest root it lies under (POSIX
+    separators; "." for a root itself), else only its file name. No absolute server path leaves."""
+    if path is None:
+        return None
+    p = Path(os.fspath(path))
+    for root in roots:
+        for r in {Path(root).expanduser().resolve(), Path(os.path.abspath(Path(root).expanduser()))}:
+            if p == r or p.is_relative_to(r):
+                return p.relative_to(r).as_posix()
+    return p.name

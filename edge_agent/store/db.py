@@ -43,7 +43,11 @@ class SqliteDatabase:
             from edge_agent.store.migrations import MIGRATIONS
 
             migrations = MIGRATIONS
-        self.migrate(migrations)
+        try:
+            self.migrate(migrations)
+        except BaseException:
+            self.close()  # no connection left open behind a failed open
+            raise
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -81,10 +85,13 @@ class SqliteDatabase:
             self._begin(conn)
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # a failed COMMIT (disk full) may leave the transaction open, or SQLite may have rolled it back
+                # already: never leave it open, or the next write would join it
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         deadline = time.monotonic() + self.busy_timeout_ms / 1000

@@ -240,6 +240,27 @@ class DocumentStore:
             yield ids, vecs
             last = int(ids[-1])
 
+    def vectors_by_ids(self, ids: Sequence[int], dim: int, batch: int = 500) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yield (ids int64, vectors float32 [n, dim]) of the given chunks that have a stored vector.
+
+        Raises ValueError if a stored vector does not have `dim` floats.
+        """
+        ids = [int(i) for i in ids]
+        for start in range(0, len(ids), batch):
+            part = ids[start : start + batch]
+            with self.db.read() as conn:
+                rows = conn.execute(
+                    f"SELECT chunk_id, vector FROM chunk_vectors WHERE chunk_id IN ({','.join('?' * len(part))}) ORDER BY chunk_id",
+                    part,
+                ).fetchall()
+            if not rows:
+                continue
+            buf = b"".join(r[1] for r in rows)
+            if len(buf) != len(rows) * dim * 4:
+                raise ValueError(f"stored vectors are not {dim}-dimensional: re-embed with `edge-agent index rebuild`")
+            yield (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                   np.frombuffer(buf, dtype="<f4").reshape(len(rows), dim).astype(np.float32))
+
     def iter_texts(self, batch: int = 4096) -> Iterator[tuple[np.ndarray, list[str]]]:
         """Yield (ids int64, texts) over every chunk, in id order."""
         last = -1

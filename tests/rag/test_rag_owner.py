@@ -39,6 +39,7 @@ def test_a_second_writer_is_refused_and_a_reader_sees_committed_documents(make_s
 def test_reader_builds_a_lagging_index_in_memory_and_leaves_the_file_alone(make_service, make_settings, embedder):
     owner = make_service()
     owner.add_text("Alpha", "Alpha centauri is the closest star system.")
+    assert owner.save_index()
     stale = owner.index.path.read_bytes()
     owner.add_text("Beta", "Beta blockers lower the heart rate.")
     owner.index.path.write_bytes(stale)  # as if the owner had not saved its last batch yet
