@@ -127,7 +127,7 @@ class Settings(BaseSettings):
     chunk_tokens: int = Field(200, ge=16, description="Chunk size in embedding-model tokens.")
     chunk_overlap: int = Field(40, ge=0, description="Tokens shared by neighbouring chunks.")
     rag_min_coverage: float = Field(
-        0.5, ge=0, le=1, description="Grounded answers: the least share of the question's content words a passage must hold; "
+        0.34, ge=0, le=1, description="Grounded answers: the least share of the question's content words a passage must hold; "
                                      "below it the answer says the documents do not cover it (0: never decline)."
     )
     rag_absent_answers: dict[str, str] = Field(
