@@ -1,9 +1,16 @@
 """RAG benchmark: embedding throughput (ONNX vs torch), ingestion, hybrid search latency at 100k chunks,
-and Recall@5 (dense, BM25, hybrid) on questions over the Python language reference shipped with
-CPython (`pydoc_data.topics`). Prints one JSON line, with the load average before and after
-(a busy machine slows the two embedders unevenly: compare runs with load < 1.5).
+retrieval quality on English and Dutch question sets, and grounded answers of the default model.
+Prints one JSON line, with the load average before and after (a busy machine slows the two embedders
+unevenly: compare runs with load < 1.5).
 
-    .venv/bin/python scripts/bench_rag.py [--chunks 100000] [--queries 300] [--only embedding]
+Quality (--only quality): CPython's `pydoc_data.topics` (79 English topics) and the three Dutch articles
+of ../shared/corpus-nl in one index; English: document Recall@5 and passage Recall@5 on 60 questions
+written from the topics' text; Dutch: passage Recall@3 on corpus-nl/questions-dev.jsonl and on 24
+paraphrased questions of our own (scripts/rag_eval_sets.py), for dense, BM25 and hybrid.
+Answers (--only answers): the default model with rag k=4 on 34 factual questions (Dutch and English,
+short-span facts) and 8 the documents do not answer: the share stating the fact, the share declining.
+
+    .venv/bin/python scripts/bench_rag.py [--chunks 100000] [--queries 300] [--only embedding|quality|answers]
 """
 from __future__ import annotations
 
