@@ -6,8 +6,10 @@ Two methods, both real:
   through the scheduler (services.scoring), calibrated by the same labels' scores after a
   content-free text (contextual calibration), so a label that is likely anywhere does not win
   everywhere. The answer is always one of the labels.
-- embedding: cosine similarity of the text's embedding to each label's "name: description"
-  embedding; when every label has examples, a softmax regression fitted on their embeddings (fast).
+- embedding: cosine similarity of the text's embedding to each label's prototype: the mean of the
+  embeddings of "name: description" and of the label's examples, each text counting once (fast).
+  (A softmax regression on the same embeddings was no better on the benchmark: 0.825 against 0.83
+  at 16 examples per label, worse below.)
 `auto` measures both on the examples (leave-one-out) when every label has one, and keeps the
 more accurate (embedding on a tie: it is faster); without examples it uses embedding.
 score: the chosen label's probability under a softmax over the labels.
@@ -34,7 +36,6 @@ MAX_LABELS = 64
 MAX_TEXT_CHARS = 2000
 MAX_EXAMPLES = 32
 EMBED_TEMPERATURE = 0.05  # softmax over cosines / this
-SOFTMAX_SCALE = 10.0  # the regression's inputs are unit vectors: scale them so few steps separate the labels
 CONTENT_FREE = "N/A"
 
 
@@ -148,20 +149,20 @@ class _LikelihoodPending:
 
 # --- embedding ---------------------------------------------------------------------------
 class EmbeddingClassifier:
-    """Labels by embedding: cosine similarity to each label's "name: description" embedding; with examples
-    for every label, a softmax regression fitted on the examples' embeddings (and the labels' own)."""
+    """Labels by cosine similarity to each label's prototype: the mean embedding of "name: description"
+    and the label's examples (skip: one (label, example) left out, for leave-one-out measurement)."""
 
     def __init__(self, embeddings, labels: list[Label], max_chars: int = MAX_TEXT_CHARS, skip: tuple[int, int] | None = None):
         self.embeddings = embeddings
         self.labels = labels
         self.max_chars = max_chars
-        self.protos = self._embed([f"{lb.name}: {lb.description}" if lb.description else lb.name for lb in labels])
-        examples = [[e for ei, e in enumerate(lb.examples) if skip != (li, ei)] for li, lb in enumerate(labels)]
-        self.model: tuple[np.ndarray, np.ndarray] | None = None
-        if all(examples):
-            x = np.concatenate([self.protos, self._embed([e for ex in examples for e in ex])])
-            y = np.concatenate([np.arange(len(labels)), np.repeat(np.arange(len(labels)), [len(ex) for ex in examples])])
-            self.model = fit_softmax(x, y, len(labels))
+        protos = []
+        for li, lb in enumerate(labels):
+            texts = [f"{lb.name}: {lb.description}" if lb.description else lb.name]
+            texts += [e for ei, e in enumerate(lb.examples) if skip != (li, ei)]
+            v = self._embed(texts).mean(axis=0)
+            protos.append(v / (np.linalg.norm(v) or 1.0))
+        self.protos = np.stack(protos)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         vecs, _ = self.embeddings.embed([_clip(t, self.max_chars) for t in texts])
@@ -169,12 +170,7 @@ class EmbeddingClassifier:
         return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
 
     def classify_many(self, texts: list[str]) -> list[tuple[str, float, dict[str, float]]]:
-        x = self._embed(texts)
-        if self.model is not None:
-            w, bias = self.model
-            logits = x @ w * SOFTMAX_SCALE + bias
-        else:
-            logits = x @ self.protos.T / EMBED_TEMPERATURE
+        logits = self._embed(texts) @ self.protos.T / EMBED_TEMPERATURE
         out = []
         names = [lb.name for lb in self.labels]
         for row in logits:
@@ -185,21 +181,6 @@ class EmbeddingClassifier:
 
     def classify(self, text: str) -> tuple[str, float, dict[str, float]]:
         return self.classify_many([text])[0]
-
-
-def fit_softmax(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1e-3, steps: int = 300, lr: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """Multinomial logistic regression on unit vectors x (full-batch gradient descent; a few ms for a few hundred rows)."""
-    w = np.zeros((x.shape[1], classes), np.float64)
-    b = np.zeros(classes, np.float64)
-    onehot = np.eye(classes)[y]
-    for _ in range(steps):
-        z = x @ w * SOFTMAX_SCALE + b
-        pr = np.exp(z - z.max(axis=1, keepdims=True))
-        pr /= pr.sum(axis=1, keepdims=True)
-        g = (pr - onehot) / len(y)
-        w -= lr * (SOFTMAX_SCALE * x.T @ g + l2 * w)
-        b -= lr * g.sum(axis=0)
-    return w.astype(np.float32), b.astype(np.float32)
 
 
 def _clip(text: str, n: int) -> str:

@@ -48,10 +48,12 @@ def test_embedding_method_on_real_docstrings(embedder):
     assert accuracy >= 0.8, [(g[0], want) for g, (_, want) in zip(got, items)]
     for label, score, probs in got:
         assert label in SUBJECTS and 0 < score <= 1 and abs(sum(probs.values()) - 1) < 1e-3 and probs[label] == max(probs.values())
-    # one example per label (leaving it out of the evaluation) fits a softmax regression that still answers with the labels
+    # one example per label (left out of the evaluation) moves each prototype to the mean of the name and the example
     with_examples = [Label(name, examples=[docstring(SUBJECTS[name][0])]) for name in SUBJECTS]
     clf2 = EmbeddingClassifier(svc, with_examples)
-    assert clf2.model is not None
+    both = svc.embed([next(iter(SUBJECTS)), docstring(SUBJECTS[next(iter(SUBJECTS))][0])])[0]
+    want = both.mean(axis=0) / np.linalg.norm(both.mean(axis=0))
+    assert float(clf2.protos[0] @ want) == pytest.approx(1.0, abs=1e-5)
     rest = [(t, want) for t, want in items if t not in {docstring(m[0]) for m in SUBJECTS.values()}]
     got2 = clf2.classify_many([t for t, _ in rest])
     assert np.mean([g[0] == want for g, (_, want) in zip(got2, rest)]) >= 0.8
