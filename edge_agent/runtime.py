@@ -133,8 +133,8 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
     metrics = ServiceMetrics()
     scheduler = build_engine(settings, max_batch=max_batch, on_step=metrics.observe_step, on_finish=metrics.observe_finish)
     metrics.bind(lambda: scheduler.queue_depth, lambda: scheduler.active)
-    chat = ChatService(
     metrics.set_device(**scheduler.engine.device_status())
+    chat = ChatService(
         scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
         max_tokens_limit=settings.max_tokens_limit,
     )
