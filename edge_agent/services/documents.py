@@ -143,7 +143,7 @@ class DocumentService(IndexUpkeep):
                 db = opened = SqliteDatabase(default_db_path(settings))
             from edge_agent.services.reembed import BackgroundReembed, serving_embedder
 
-            embedder, switch_to = serving_embedder(settings, DocumentStore(db), embedder)  # old model serves during a switch
+            embedder, switch_to = serving_embedder(settings, DocumentStore(db), embedder, read_only)  # old model serves during a switch
             chunk_tokens = min(settings.chunk_tokens, embedder.max_tokens - 2)
             svc = cls(
                 DocumentStore(db),
