@@ -127,3 +127,23 @@ def test_gpu_present_with_cpu_wheel_gets_a_hint(site, capsys, monkeypatch):
     assert main(["doctor", "--no-index"]) == 0  # a hint, not a problem: the CPU serves
     out = capsys.readouterr().out
     assert "device: cpu (" in out and "NVIDIA L4" in out and "`make gpu`" in out
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_default_log_level_hides_third_party_warnings(verbose):
+    """The daemon's own lines and every error show; library warnings (also those on the root logger) only with -v."""
+    import subprocess
+
+    code = (
+        "import logging, warnings\n"
+        f"from edge_agent.cli import logs; logs.configure({verbose}, daemon=True)\n"
+        "logging.getLogger('edge_agent.access').info('POST /v1/completions 200')\n"
+        "logging.getLogger('onnxruntime.quantization').warning('library warning')\n"
+        "logging.warning('Please consider to run pre-processing before quantization')\n"
+        "warnings.warn('torch_dtype is deprecated')\n"
+        "logging.getLogger('transformers').error('library error')\n"
+    )
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stderr
+    assert "POST /v1/completions 200" in err and "library error" in err
+    for noise in ("library warning", "pre-processing", "torch_dtype"):
+        assert (noise in err) is verbose, (noise, err)

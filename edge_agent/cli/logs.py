@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 
 THIRD_PARTY = (
     "onnx", "onnxruntime", "transformers", "optimum", "sentence_transformers", "torch", "huggingface_hub",
@@ -26,11 +25,19 @@ class OwnLinesOnly(logging.Filter):
 
 
 def configure(verbose: bool, daemon: bool = False) -> None:
-    """Set up the root handler; daemon: edge_agent's INFO lines (one per request, the device chosen) are shown."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format=FORMAT, force=True)
+    """Install the stderr handler; daemon: edge_agent's INFO lines (one per request, the device chosen) are shown.
+
+    Leaves logging alone when the process has configured it already (a test runner, a program
+    embedding edge-agent): their handlers, levels and warning filters are theirs.
+    """
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(FORMAT))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
     if verbose:
-        logging.captureWarnings(False)
-        warnings.resetwarnings()
         return
     if daemon:
         logging.getLogger("edge_agent").setLevel(logging.INFO)
@@ -38,10 +45,8 @@ def configure(verbose: bool, daemon: bool = False) -> None:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     for name in THIRD_PARTY:
         logging.getLogger(name).setLevel(logging.ERROR)
-    logging.captureWarnings(True)  # warnings.warn -> the "py.warnings" logger, silenced below
-    logging.getLogger("py.warnings").setLevel(logging.ERROR)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(OwnLinesOnly())
+    logging.captureWarnings(True)  # warnings.warn -> the "py.warnings" logger, which OwnLinesOnly drops
+    handler.addFilter(OwnLinesOnly())
 
 
 def warn_unknown_env() -> None:
