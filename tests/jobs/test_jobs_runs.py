@@ -1,0 +1,101 @@
+"""Run control: a missed schedule runs once, deadlines and max_items stop and carry over, a dead owner's run resumes."""
+from __future__ import annotations
+
+import time
+
+from conftest import doc_text
+
+
+def _docs(rt, n: int, sentences: int = 3) -> list[int]:
+    return [rt.documents.add_text(f"doc {i}", doc_text(i, sentences)).document_id for i in range(n)]
+
+
+def test_missed_schedule_runs_once_at_start_up(make_runtime):
+    rt = make_runtime()
+    _docs(rt, 2)
+    job = rt.jobs.create_job("nightly", "summarize", {"max_tokens": 8}, {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"})
+    # the machine was off for three nights: the stored next run lies three days back
+    rt.jobs.store.update_job(job.id, next_run_at=time.time() - 3 * 86400)
+    rt.jobs.start()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        runs, total = rt.jobs.list_runs("nightly")
+        if runs and runs[0].status == "succeeded":
+            break
+        time.sleep(0.05)
+    time.sleep(1.5)  # more cron ticks: nothing else is due
+    runs, total = rt.jobs.list_runs("nightly")
+    assert total == 1 and runs[0].trigger == "schedule" and runs[0].status == "succeeded"
+    nxt = rt.jobs.get_job("nightly").next_run_at
+    assert time.time() < nxt <= time.time() + 86400 + 3600  # the next 02:00 in Amsterdam
+    assert rt.jobs.tick(time.time()) == []
+
+
+def test_tick_is_a_compare_and_set(make_runtime):
+    """Two processes ticking at the same moment start the due run once."""
+    from edge_agent.jobs.service import JobsService
+
+    rt = make_runtime()
+    job = rt.jobs.create_job("every-minute", "summarize", {}, {"cron": "* * * * *"})
+    rt.jobs.store.update_job(job.id, next_run_at=time.time() - 5)
+    other = JobsService(rt.settings, rt.jobs.db, rt.chat, None, lambda: rt.documents)
+    stale = rt.jobs.store.get_job(job.id)
+    started = rt.jobs.tick(time.time())
+    rt.jobs.store.update_job(job.id, next_run_at=stale.next_run_at)  # the other process read the old value
+    rt.jobs.store.claim_schedule(job.id, stale.next_run_at, time.time() + 60)  # ...but the first moved it already
+    assert len(started) == 1 and other.tick(time.time()) == []
+
+
+def test_deadline_stops_and_the_next_run_resumes(make_runtime):
+    rt = make_runtime()
+    ids = _docs(rt, 16)
+    rt.jobs.create_job("slow", "summarize", {"max_tokens": 100}, limits={"concurrency": 8})
+    first = rt.jobs.run_foreground("slow", overrides={"deadline": time.time() + 0.3, "concurrency": 1})
+    assert first.status == "succeeded" and first.stop_reason == "deadline" and first.concurrency == 1
+    assert first.counts["pending"] > 0 and first.total_items == 16
+    done_first = {i.key for i in rt.jobs.results(first.id)[0] if i.status in ("succeeded", "failed")}
+    assert rt.jobs.get_job("slow").last_success_at is None  # an incomplete run is no "last success"
+
+    second = rt.jobs.run_foreground("slow")
+    assert second.status == "succeeded" and second.stop_reason is None and second.carried_from == first.id
+    second_items = rt.jobs.results(second.id)[0]
+    done_second = {i.key for i in second_items if i.status in ("succeeded", "failed")}
+    assert done_first.isdisjoint(done_second), second_items
+    assert done_first | done_second == {f"doc:{i}" for i in ids}, second_items
+    left = rt.jobs.results(first.id)[0]
+    assert {i.status for i in left} <= {"succeeded", "skipped"}  # carried items are marked in the first run
+    assert rt.jobs.get_job("slow").last_success_at == second.started_at
+
+
+def test_max_items_then_the_rest(make_runtime):
+    rt = make_runtime()
+    _docs(rt, 5)
+    rt.jobs.create_job("capped", "summarize", {"max_tokens": 8}, limits={"max_items": 2})
+    first = rt.jobs.run_foreground("capped")
+    assert first.stop_reason == "max_items" and first.counts["succeeded"] == 2 and first.counts["pending"] == 3
+    rt.jobs.update_job("capped", {"limits": {}})
+    second = rt.jobs.run_foreground("capped")
+    assert second.counts["succeeded"] == 3 and second.stop_reason is None
+
+
+def test_a_run_left_by_a_dead_process_is_resumed_with_only_the_items_not_done(make_runtime):
+    rt = make_runtime()
+    ids = _docs(rt, 6)
+    job = rt.jobs.create_job("resume", "summarize", {"max_tokens": 8})
+    run = rt.jobs.start_run(job.id)
+    dead = "somehost-that-is-not-this:1:x"
+    store = rt.jobs.store
+    assert store.claim_run(run.id, dead, stale_s=30)
+    store.start_items(run.id, dead, [(f"doc:{i}", {"document_id": i, "title": "", "content_hash": ""}) for i in ids], "b", "p")
+    # the dead process committed two items before it died
+    for i in ids[:2]:
+        assert store.commit_item(run.id, f"doc:{i}", "succeeded", {"summary": "earlier"}, None, "b", "p", time.time())
+    assert not store.commit_item(run.id, f"doc:{ids[0]}", "succeeded", {"summary": "twice"}, None, "b", "p", time.time())
+    with store.db.write() as conn:
+        conn.execute("UPDATE job_runs SET heartbeat_at = ? WHERE id = ?", (time.time() - 60, run.id))
+    rt.jobs.start()
+    final = rt.jobs.wait_run(run.id, 60)
+    assert final.status == "succeeded" and final.resumes == 1 and final.counts["succeeded"] == 6
+    items = {i.key: i for i in rt.jobs.results(run.id)[0]}
+    assert items[f"doc:{ids[0]}"].result == {"summary": "earlier"}  # not run again
+    assert all(items[f"doc:{i}"].result["summary"] != "earlier" for i in ids[2:])
