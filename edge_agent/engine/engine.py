@@ -1,11 +1,12 @@
 """OnnxEngine: a loaded bundle (graph, tokenizer, cache) ready to run steps."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
+import io
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,10 +53,14 @@ def _preload_cuda_libraries() -> None:
 
     preload = getattr(ort, "preload_dlls", None)
     if preload is not None:
+        said = io.StringIO()
         try:
-            preload()
+            with contextlib.redirect_stdout(said):  # it prints each library it misses; the fallback reason says it once
+                preload()
         except Exception as e:  # the session creation that follows says what is really missing
             log.info("onnxruntime.preload_dlls: %s", e)
+        if said.getvalue().strip():
+            log.info("onnxruntime.preload_dlls: %s", " | ".join(said.getvalue().split("\n")).strip(" |"))
 
 
 def failure_text(e: BaseException) -> str:
@@ -195,9 +200,3 @@ class OnnxEngine:
 
     def decode(self, ids: list[int] | np.ndarray, skip_special_tokens: bool = True) -> str:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
-
-    @classmethod
-    def from_path(cls, path: Path, **kwargs) -> "OnnxEngine":
-        from edge_agent.engine.bundle import load_bundle
-
-        return cls(load_bundle(path), **kwargs)
