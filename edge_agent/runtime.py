@@ -157,6 +157,7 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
 
 def _build_jobs(rt: Runtime) -> Any:
     """The jobs service over the daemon's database; None (logged) when the database cannot be opened."""
+    from edge_agent.engine.types import BATCH_PRIORITY
     from edge_agent.jobs.service import JobsService
     from edge_agent.services.documents import default_db_path
     from edge_agent.store import SqliteDatabase
@@ -166,7 +167,7 @@ def _build_jobs(rt: Runtime) -> Any:
     except Exception as e:  # the daemon still serves chat without jobs
         log.error("jobs are off: the database could not be opened: %s: %s", type(e).__name__, e)
         return None
-    return JobsService(rt.settings, db, rt.chat, rt.embeddings, lambda: rt.documents, rt.metrics)
+    return JobsService(rt.settings, db, rt.chat, rt.embeddings, lambda: rt.documents, rt.metrics, priority=BATCH_PRIORITY)
 
 
 def _failure_text(failure: Any) -> str:

@@ -84,6 +84,7 @@ def _fail(message: str, code: int = 2) -> int:
 def _service(args: argparse.Namespace, with_model: bool = False, kind: str | None = None):
     """A JobsService on the configured database (with the model loaded for a run that generates)."""
     from edge_agent.cli.common import settings_from
+    from edge_agent.engine.types import BATCH_PRIORITY
     from edge_agent.jobs.service import JobsService
     from edge_agent.services.documents import default_db_path
     from edge_agent.store import SqliteDatabase
@@ -101,7 +102,7 @@ def _service(args: argparse.Namespace, with_model: bool = False, kind: str | Non
     from edge_agent.services.embeddings import EmbeddingService
 
     embeddings = EmbeddingService(documents, lambda: documents.status)
-    return JobsService(settings, SqliteDatabase(default_db_path(settings)), chat, embeddings, documents)
+    return JobsService(settings, SqliteDatabase(default_db_path(settings)), chat, embeddings, documents, priority=BATCH_PRIORITY)
 
 
 class _Documents:

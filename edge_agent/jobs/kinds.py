@@ -139,8 +139,6 @@ class GenerationPoll:
         self.finished: dict[int, Any] = {}
 
     def poll(self) -> bool:
-        from edge_agent.engine.types import Finished
-
         for c in self.generation.choices:
             if c.index in self.finished:
                 continue
@@ -148,7 +146,7 @@ class GenerationPoll:
                 ev = c.handle.next_event(0)
                 if ev is None:
                     break
-                if isinstance(ev, Finished):
+                if hasattr(ev, "finish_reason"):  # the engine's Finished event (jobs does not import the engine)
                     self._check(ev)
                     self.finished[c.index] = ev
                     break

@@ -110,8 +110,7 @@ class RunLoop:
                 log.exception("finishing run %s failed", run.id)
                 status, stop_reason, error = "failed", "error", f"finishing the run failed ({type(e).__name__})"
         self.store.finish_run(run.id, status, stop_reason, error, owner=self.owner)
-        out = self.store.get_run(run.id)
-        assert out is not None
+        out = self.store.get_run(run.id) or run  # (gone when its job was deleted meanwhile)
         log.info("run %s %s%s: %s", run.id, status, f" ({stop_reason})" if stop_reason else "", out.counts)
         return out
 
@@ -176,7 +175,12 @@ class RunLoop:
                     self.progress(done_before, total)
 
         def retry(item: Item, failures: int, why: str, t0: float) -> None:
-            if failures + 1 >= RETRY_LIMIT:
+            nonlocal backoff_until
+            backoff_until = time.monotonic() + 0.5
+            chat = self.ctx.chat
+            if chat is not None and not getattr(chat, "accepting", True):  # shutting down: not the item's fault
+                queue.appendleft((item, failures))
+            elif failures + 1 >= RETRY_LIMIT:
                 commit(item, "failed", None, f"gave up after {RETRY_LIMIT} tries: {why}", t0)
             else:
                 queue.appendleft((item, failures + 1))

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 STALE_S = 30.0  # a run whose owner on another host has not beaten for this long is taken over
 LIMITS = ("concurrency", "max_items", "deadline", "max_duration_s")
+DEFAULT_BATCH_PRIORITY = 10  # = engine.types.BATCH_PRIORITY, for services built without the runtime (tests)
 
 
 class JobNotFoundError(ServiceError):
@@ -68,10 +69,8 @@ class JobsService:
         self.db = db
         self.store = JobStore(db)
         self.kinds: dict[str, JobKind] = get_kinds()
-        if priority is None:
-            from edge_agent.engine import types as engine_types
-
-            priority = int(getattr(engine_types, "BATCH_PRIORITY", 10))
+        if priority is None:  # the runtime passes engine.types.BATCH_PRIORITY (jobs does not import the engine)
+            priority = DEFAULT_BATCH_PRIORITY
         manifest = getattr(getattr(getattr(chat, "engine", None), "bundle", None), "manifest", None)
         self.ctx = JobContext(chat=chat, embeddings=embeddings, documents=documents, settings=settings, priority=priority,
                               bundle_id=bundle_id_of(manifest), db=db)
