@@ -131,8 +131,8 @@ fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 compile=(); [ "$COMPILE" = 1 ] || compile=(--no-compile)
 # exactly the bundle's versions; then edge-agent's own wheel again, in case it was rebuilt with the same version
-"$VENV/bin/python" -m pip install --quiet "${compile[@]}" --no-index --find-links "$HERE/wheels" -r "$HERE/requirements.txt"
-"$VENV/bin/python" -m pip install --quiet "${compile[@]}" --no-index --no-deps --force-reinstall "$HERE"/wheels/edge_agent-*.whl
+"$VENV/bin/python" -m pip install --quiet ${compile[@]+"${compile[@]}"} --no-index --find-links "$HERE/wheels" -r "$HERE/requirements.txt"
+"$VENV/bin/python" -m pip install --quiet ${compile[@]+"${compile[@]}"} --no-index --no-deps --force-reinstall "$HERE"/wheels/edge_agent-*.whl
 cp "$HERE/README.md" "$PREFIX/README.md"
 cp "$HERE/BUNDLE.json" "$PREFIX/BUNDLE.json" 2>/dev/null || true
 say "installed $("$VENV/bin/edge-agent" --help >/dev/null && "$VENV/bin/python" -c 'import importlib.metadata as m; print("edge-agent", m.version("edge-agent"))') in $VENV"

@@ -127,6 +127,10 @@ def test_bundle_installs_and_answers_with_the_network_cut(offline_archive, tmp_p
         f"{install} > {tmp_path}/install2.log 2>&1\n"  # the same bundle again: idempotent, an upgrade in place
         f"sha256sum -c --quiet {tmp_path}/config.sum\n"
         f"{py} {tmp_path}/client.py {exe} {etc}/config.toml keep x > {tmp_path}/run2.json\n"
+        f"{install} --uninstall > {tmp_path}/uninstall.log 2>&1\n"  # program gone, data and config kept
+        f"test ! -e {prefix}\ntest -f {data}/data/edge-agent.db\ntest -f {etc}/config.toml\n"
+        f"{install} --uninstall --purge >> {tmp_path}/uninstall.log 2>&1\n"
+        f"test ! -e {data}\ntest ! -e {etc}\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHON", "EDGE_AGENT_"))}
     env.update(HOME=str(home), PATH="/usr/sbin:/usr/bin:/sbin:/bin")
