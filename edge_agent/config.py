@@ -159,6 +159,13 @@ class Settings(BaseSettings):
     jobs_concurrency: int = Field(8, ge=1, le=256, description="Items of one job run in flight at once (decoded together), unless the job sets limits.concurrency.")
     jobs_max_parallel_runs: int = Field(2, ge=1, le=64, description="Job runs the daemon executes at the same time; others wait queued.")
     jobs_enabled: bool = Field(True, description="Run the cron loop and resume interrupted job runs in the daemon.")
+    jobs_backend: Literal["local", "ray"] = Field(
+        "local", description="Where job items run: local (this daemon's engine) or ray (a pool of actors on a Ray cluster; needs the cluster extra).")
+    ray_address: str | None = Field(
+        None, description="Ray cluster to join with jobs_backend=ray: 'auto', 'ray://head:10001' or host:port; unset = a Ray instance on this machine.")
+    ray_actors: int = Field(0, ge=0, le=1024, description="Ray actors (each loads the model once); 0 = one per ray_actor_cpus of the cluster's CPUs.")
+    ray_actor_cpus: int = Field(2, ge=1, le=256, description="CPUs each Ray actor reserves (its engine's threads).")
+    ray_inflight_per_actor: int = Field(16, ge=1, le=256, description="Items in flight on one Ray actor at once (decoded together there).")
 
     @classmethod
     def settings_customise_sources(
@@ -192,8 +199,12 @@ class Settings(BaseSettings):
                     keys.append(line)
         return keys
 
+    def source_of(self, name: str) -> str:
+        """Where the value of setting `name` came from: flag, environment (EDGE_AGENT_X), file (path) or default."""
+        return origin(name, self._flags)
+
     def describe(self) -> list[dict[str, Any]]:
-        """Every field with its value and help line (for `edge-agent doctor`)."""
+        """Every field with its value, where the value came from and its help line (for `edge-agent doctor`)."""
         out = []
         for name, info in type(self).model_fields.items():
             value = getattr(self, name)
@@ -201,10 +212,6 @@ class Settings(BaseSettings):
                 value = f"<{len(value)} keys>"
             out.append({"name": name, "value": str(value), "source": self.source_of(name), "help": info.description or ""})
         return out
-    def source_of(self, name: str) -> str:
-        """Where the value of setting `name` came from: flag, environment (EDGE_AGENT_X), file (path) or default."""
-        return origin(name, self._flags)
-
 
 
 def _env_names() -> dict[str, str]:

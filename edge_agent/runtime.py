@@ -49,6 +49,7 @@ class Runtime:
     documents: Any = None
     documents_status: str | None = None
     jobs: Any = None  # edge_agent.jobs.service.JobsService: runs, cron loop (started after the model loads)
+    cluster: Any = None  # edge_agent.jobs.ray_backend.RayPool when jobs_backend = "ray"
     # state of the parts that load in the background: name -> (loading | ready | failed | disabled, detail)
     parts: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     closed: bool = False
@@ -107,6 +108,9 @@ class Runtime:
         jobs, self.jobs = self.jobs, None
         if jobs is not None:  # runs stop at their next poll and stay running in SQLite: the next start resumes them
             jobs.close()
+        cluster, self.cluster = self.cluster, None
+        if cluster is not None:
+            cluster.close()
         self.scheduler.stop(grace_s)
         with self._docs_lock:  # a background load that finishes after this closes its own service
             self.closed = True
@@ -167,7 +171,44 @@ def _build_jobs(rt: Runtime) -> Any:
     except Exception as e:  # the daemon still serves chat without jobs
         log.error("jobs are off: the database could not be opened: %s: %s", type(e).__name__, e)
         return None
-    return JobsService(rt.settings, db, rt.chat, rt.embeddings, lambda: rt.documents, rt.metrics, priority=BATCH_PRIORITY)
+    svc = JobsService(rt.settings, db, rt.chat, rt.embeddings, lambda: rt.documents, rt.metrics, priority=BATCH_PRIORITY)
+    if rt.settings.jobs_backend == "ray":
+        from edge_agent.jobs.ray_backend import RayPool, RayUnavailableError, register_metrics, wrap_kinds
+
+        try:
+            rt.cluster = RayPool(rt.settings, build_job_worker, expect_bundle=svc.ctx.bundle_id)
+        except RayUnavailableError as e:  # chat still serves; runs stay local, and `cluster status` says why
+            log.error("jobs run locally: %s", e)
+            rt.parts["cluster"] = ("failed", str(e))
+        else:
+            svc.kinds = wrap_kinds(svc.kinds, rt.cluster)
+            register_metrics(rt.metrics.registry, rt.cluster)
+    return svc
+
+
+def build_job_worker(snapshot: dict) -> Any:
+    """A Ray actor's JobContext: its own engine and chat service over the same bundle (every file's
+    sha256 checked on load), an embedder loaded on first use, and no database (the owner writes)."""
+    from edge_agent.jobs.kinds import JobContext
+    from edge_agent.jobs.service import bundle_id_of
+    from edge_agent.rag.embedder import build_embedder
+
+    settings = Settings(**snapshot)
+    scheduler = build_engine(settings, max_batch=settings.max_batch)
+    chat = ChatService(scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
+                       max_tokens_limit=settings.max_tokens_limit)
+    lock, held = threading.Lock(), []
+
+    def embedder() -> Any:
+        with lock:
+            if not held:
+                held.append(build_embedder(settings))
+            return held[0]
+
+    from edge_agent.engine.types import BATCH_PRIORITY
+
+    return JobContext(chat=chat, embeddings=EmbeddingService(embedder), documents=lambda: None, settings=settings,
+                      priority=BATCH_PRIORITY, bundle_id=bundle_id_of(scheduler.engine.bundle.manifest), db=None)
 
 
 def _failure_text(failure: Any) -> str:

@@ -297,8 +297,14 @@ class ClassifyKind:
                 if not wanted or d["id"] in wanted:
                     yield Item(key=f"doc:{d['id']}", payload={"document_id": d["id"], "content_hash": d["content_hash"]})
 
+    def remote_item(self, item: Item, params: dict, ctx: JobContext) -> Item:
+        """The item made self-contained (a document's text in the payload) for a worker without the database."""
+        if "document_id" not in item.payload or "text" in item.payload:
+            return item
+        return Item(item.key, {**item.payload, "text": self._text(item, ctx)})
+
     def _text(self, item: Item, ctx: JobContext) -> str:
-        if "document_id" not in item.payload:
+        if "document_id" not in item.payload or "text" in item.payload:
             return item.payload.get("text", "")
         from edge_agent.store.jobs import SummaryStore
 

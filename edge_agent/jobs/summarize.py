@@ -81,6 +81,14 @@ class SummarizeKind:
                 continue
             yield Item(f"doc:{d['id']}", {"document_id": d["id"], "title": d["title"], "content_hash": d["content_hash"]})
 
+    def remote_item(self, item: Item, params: dict, ctx: JobContext) -> Item:
+        """The item with its document's text in the payload, for a worker without the database."""
+        found = SummaryStore(ctx.db).document_text(int(item.payload["document_id"]))
+        if found is None:
+            raise ItemError(f"document {item.payload['document_id']} no longer exists")
+        doc, chunks = found
+        return Item(item.key, {**item.payload, "document": doc, "chunks": chunks})
+
     def start_item(self, item: Item, params: dict, ctx: JobContext) -> "SummaryPending":
         return SummaryPending(item, params, ctx)
 
@@ -128,7 +136,10 @@ class SummaryPending:
             raise ItemError("no language model is loaded in this process")
         self.max_tokens = int(params.get("max_tokens", 96))
         self.document_id = int(item.payload["document_id"])
-        found = SummaryStore(ctx.db).document_text(self.document_id)
+        if "chunks" in item.payload:  # made self-contained by remote_item (a Ray worker has no database)
+            found = (item.payload["document"], item.payload["chunks"])
+        else:
+            found = SummaryStore(ctx.db).document_text(self.document_id)
         if found is None:
             raise ItemError(f"document {self.document_id} no longer exists")
         self.doc, chunks = found
