@@ -268,3 +268,34 @@ def test_smoke_test_refuses_non_finite_logits():
 
     with pytest.raises(RuntimeError, match="non-finite"):
         smoke_test(Overflowing(), 1)
+
+
+def _build_gpu_graph(path: str) -> str:
+    import logging
+
+    from edge_agent.engine.gpu_graph import ensure_gpu_graph
+
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    logging.getLogger("edge_agent.engine.gpu_graph").addHandler(Keep())
+    logging.getLogger("edge_agent.engine.gpu_graph").setLevel(logging.INFO)
+    ensure_gpu_graph(load_bundle(Path(path)))
+    return "built" if any("building" in r for r in records) else "reused"
+
+
+def test_concurrent_first_loads_build_the_gpu_graph_once(bundle_copy):
+    """A daemon and scripts/gpu-check starting together: one builds, the others wait and reuse it."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        outcomes = pool.map(_build_gpu_graph, [str(bundle_copy.path)] * 3)
+    assert sorted(outcomes) == ["built", "reused", "reused"]
+    rec = json.loads((bundle_copy.path / "manifest.json").read_text())["derived"]["gpu_fp16"]
+    from edge_agent.engine.bundle import sha256_file
+
+    assert sha256_file(bundle_copy.path / "gpu" / "model.onnx.data") == rec["sha256"]
+    assert [p.name for p in bundle_copy.path.iterdir() if p.name.startswith((".gpu", ".manifest."))] == [".gpu.lock"]  # no temp left

@@ -21,6 +21,7 @@ is read-only the graph goes to a per-user cache folder instead.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -248,10 +249,30 @@ def ensure_gpu_graph(bundle: Bundle) -> Path:
     rec = cached_record(bundle, verify=True)
     if rec is not None:
         return Path(rec["folder"]) / GRAPH
-    source = _source_record(bundle)
     writable = os.access(bundle.path, os.W_OK)
     target = bundle.path / FOLDER if writable else user_cache_folder(bundle)
     target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "a") as lock:  # one builder at a time (daemon, gpu-check)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _reload_derived(bundle)
+        rec = cached_record(bundle, verify=True)  # built by the process we waited for
+        if rec is not None:
+            return Path(rec["folder"]) / GRAPH
+        return _build(bundle, target, writable)
+
+
+def _reload_derived(bundle: Bundle) -> None:
+    """Take the manifest's "derived" records from disk (another process may have just written one)."""
+    try:
+        derived = json.loads((bundle.path / MANIFEST).read_text(encoding="utf-8")).get("derived")
+    except (OSError, ValueError):
+        return
+    if derived:
+        bundle.manifest["derived"] = derived
+
+
+def _build(bundle: Bundle, target: Path, writable: bool) -> Path:
+    source = _source_record(bundle)
     free = shutil.disk_usage(target.parent).free
     need = 3 * bundle.model_file.with_name(DATA).stat().st_size if bundle.model_file.with_name(DATA).exists() else 0
     if free < need:
