@@ -299,3 +299,18 @@ def test_concurrent_first_loads_build_the_gpu_graph_once(bundle_copy):
 
     assert sha256_file(bundle_copy.path / "gpu" / "model.onnx.data") == rec["sha256"]
     assert [p.name for p in bundle_copy.path.iterdir() if p.name.startswith((".gpu", ".manifest."))] == [".gpu.lock"]  # no temp left
+
+
+def test_gpu_check_without_a_gpu_says_so_in_one_json_line(tmp_path):
+    """scripts/gpu-check on a machine without the NVIDIA driver: one JSON line, exit 1, nothing installed."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "PATH"}
+    env["PATH"] = "/usr/bin:/bin"  # no nvidia-smi here (and none on this machine's default PATH)
+    if shutil.which("nvidia-smi", path=env["PATH"]):
+        pytest.skip("this machine has nvidia-smi")
+    out = subprocess.run([str(repo / "scripts" / "gpu-check")], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 1
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0]) == {"check": "gpu", "gpu": False, "reason": "nvidia-smi not found: no NVIDIA driver on this machine"}
