@@ -179,7 +179,8 @@ def _build_jobs(rt: Runtime) -> Any:
             rt.cluster = RayPool(rt.settings, build_job_worker, expect_bundle=svc.ctx.bundle_id)
         except RayUnavailableError as e:  # chat still serves; runs stay local, and `cluster status` says why
             log.error("jobs run locally: %s", e)
-            rt.parts["cluster"] = ("failed", str(e))
+            rt.parts["cluster"] = ("failed", "the Ray pool could not start: check ray_address, the cluster and the "
+                                             "model bundle on every node (the daemon's log says which)")
         else:
             svc.kinds = wrap_kinds(svc.kinds, rt.cluster)
             register_metrics(rt.metrics.registry, rt.cluster)

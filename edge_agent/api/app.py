@@ -227,6 +227,10 @@ def create_app(runtime) -> Flask:
     app.register_blueprint(batches.bp)
     app.extensions["edge_agent.extra_paths"].update(batches.openapi_paths(runtime))
     app.extensions["edge_agent.extra_schemas"].update(batches.openapi_schemas())
+    from edge_agent.api import cluster
+
+    app.register_blueprint(cluster.bp)
+    app.extensions["edge_agent.extra_paths"].update(cluster.openapi_paths(runtime))
     register_error_handlers(app)
     tracker = InFlight(app.wsgi_app, runtime.metrics)
     app.wsgi_app = tracker  # type: ignore[method-assign]

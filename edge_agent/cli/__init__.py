@@ -6,7 +6,7 @@ import logging
 import sys
 from pathlib import Path
 
-from edge_agent.cli import batch, bench, doctor, generate, index, jobs, model, serve, setup
+from edge_agent.cli import batch, bench, cluster, doctor, generate, index, jobs, model, serve, setup
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=None, help="bundle name or path (default: default)")
     parser.add_argument("--threads", type=int, default=None)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for module in (model, generate, bench, doctor, serve, index, batch, setup, jobs):
+    for module in (model, generate, bench, doctor, serve, index, batch, setup, jobs, cluster):
         module.register(sub)
     return parser
 

@@ -69,6 +69,10 @@ def test_ray_runs_match_the_local_backend(make_runtime):
     # the labels were written by the owner, with the owner's bundle id
     doc = rt.documents.get(min(texts))
     assert doc["labels"] and doc["labels"][0]["bundle_id"] == rt.jobs.ctx.bundle_id
+    from edge_agent.api.app import create_app
+
+    body = create_app(rt).test_client().get("/v1/cluster").get_json()
+    assert body["backend"] == "ray" and body["actors"] == 2 and sum(n["actors"] for n in body["nodes"].values()) == 2
     from prometheus_client import generate_latest
 
     assert b"edge_agent_cluster_actors 2.0" in generate_latest(rt.metrics.registry)
@@ -116,3 +120,7 @@ def test_ray_backend_without_a_cluster_says_why(make_runtime, monkeypatch):
     state, why = rt.parts["cluster"]
     assert state == "failed" and "ray_address" in why
     assert not isinstance(rt.jobs.kinds["summarize"], ray_backend.RayKind)  # runs stay local and still work
+    from edge_agent.api.app import create_app
+
+    body = create_app(rt).test_client().get("/v1/cluster").get_json()
+    assert body["actors"] == 0 and "not running" in body["error"] and "192.0.2.1" not in body["error"]
