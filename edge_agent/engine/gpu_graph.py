@@ -35,7 +35,7 @@ from edge_agent.engine.bundle import MANIFEST, Bundle, sha256_file
 
 log = logging.getLogger(__name__)
 
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2
 KEY = "gpu_fp16"
 FOLDER = "gpu"
 GRAPH = "model.onnx"
@@ -130,6 +130,12 @@ def to_fp16(model, fp32_ops: tuple[str, ...]) -> None:
             node.attribute.append(helper.make_attribute("to", TensorProto.FLOAT))
         nodes.append(node)
     used = {i for n in nodes for i in n.input}
+    graph_outputs = {v.name for v in g.output}
+    for node in nodes:  # the CUDA kernel never writes SkipSimplifiedLayerNormalization's mean / inv_std: drop them
+        if node.op_type == "SkipSimplifiedLayerNormalization":
+            for k in (1, 2):
+                if k < len(node.output) and node.output[k] not in used and node.output[k] not in graph_outputs:
+                    node.output[k] = ""
     keep = [t for t in g.initializer if t.name in used]
     del g.initializer[:]
     g.initializer.extend(keep)
