@@ -173,3 +173,31 @@ def test_cancel_a_batch_keeps_what_finished(server):
     assert c.request_counts.completed + c.request_counts.failed < 12  # it stopped early
     out = client.files.content(c.output_file_id).text.splitlines() if c.output_file_id else []
     assert len(out) == c.request_counts.completed  # what finished is kept
+
+
+def test_embedding_lines_match_the_embedder(embedder, tmp_path):
+    """/v1/embeddings lines give the embedder's own vectors, as floats or base64, in the route's response shape."""
+    import base64
+
+    import numpy as np
+
+    from edge_agent.jobs.batch_files import run_offline
+    from edge_agent.jobs.kinds import JobContext
+    from edge_agent.services.embeddings import EmbeddingService
+
+    settings = job_settings({"llama": tmp_path / "models" / "llama"}, tmp_path)
+    ctx = JobContext(chat=None, embeddings=EmbeddingService(lambda: embedder), documents=lambda: None, settings=settings)
+    lines = [
+        {"custom_id": "e1", "method": "POST", "url": "/v1/embeddings", "body": {"model": "default", "input": ["a fox", "an invoice"]}},
+        {"custom_id": "e2", "method": "POST", "url": "/v1/embeddings", "body": {"model": "default", "input": "a fox", "encoding_format": "base64"}},
+        {"custom_id": "e3", "method": "POST", "url": "/v1/embeddings", "body": {"model": "default", "input": []}},
+        {"custom_id": "c1", "method": "POST", "url": "/v1/chat/completions", "body": CHAT},  # no language model in this context
+    ]
+    res = run_offline(ctx, "\n".join(json.dumps(x) for x in lines).encode())
+    assert [ok for ok, _ in res] == [True, True, False, False]
+    want = embedder.embed(["a fox", "an invoice"])
+    body = p.EmbeddingList.model_validate(res[0][1]["response"]["body"])
+    np.testing.assert_allclose(np.array([d.embedding for d in body.data], np.float32), want, atol=1e-5)
+    b64 = res[1][1]["response"]["body"]["data"][0]["embedding"]
+    np.testing.assert_allclose(np.frombuffer(base64.b64decode(b64), "<f4"), embedder.embed(["a fox"])[0], atol=1e-5)
+    assert res[2][1]["response"]["status_code"] == 400 and res[3][1]["response"]["status_code"] == 503

@@ -138,3 +138,47 @@ def test_classify_job_definitions_are_checked(make_runtime, tmp_path):
         with pytest.raises(InvalidJobError) as e:
             rt.jobs.create_job("bad", "classify", params)
         assert words in str(e.value)
+
+
+def test_auto_picks_the_method_that_is_right_on_the_examples(tiny_bundles, embedder):
+    """With examples for every label, auto measures both methods leave-one-out; the tiny random-weight LM is near chance."""
+    from edge_agent.engine.bundle import load_bundle
+    from edge_agent.engine.engine import OnnxEngine
+    from edge_agent.engine.scheduler import BatchScheduler
+    from edge_agent.jobs.classify import choose_method
+    from edge_agent.services.chat import ChatService
+    from edge_agent.services.embeddings import EmbeddingService
+
+    svc = EmbeddingService(lambda: embedder)
+    scheduler = BatchScheduler(OnnxEngine(load_bundle(tiny_bundles["llama"]), threads=1, max_batch=8, context_length=512)).start()
+    try:
+        chat = ChatService(scheduler)
+        labels = [Label(name, examples=[docstring(m) for m in mods[:2]]) for name, mods in SUBJECTS.items()]
+        method, acc = choose_method(chat, svc, labels)
+        assert set(acc) == {"embedding", "likelihood"} and all(0 <= v <= 1 for v in acc.values())
+        assert acc["embedding"] >= 0.8 and method == ("likelihood" if acc["likelihood"] > acc["embedding"] else "embedding")
+        assert choose_method(chat, svc, [Label(n) for n in SUBJECTS]) == ("embedding", {})  # no examples: embedding
+    finally:
+        scheduler.stop()
+
+
+def test_bad_labels_are_a_400_over_http(make_runtime):
+    import http.client
+    import json
+
+    from edge_agent.api.app import create_app
+    from edge_agent.server import HttpServer
+
+    rt = make_runtime()
+    srv = HttpServer(create_app(rt), "127.0.0.1", 0, threads=4).start()
+    try:
+        for labels, words in ((["spam", "Spam"], "twice"), (["spam", ""], "empty"), ([], "at least 2")):
+            conn = http.client.HTTPConnection(srv.host, srv.port, timeout=30)
+            body = json.dumps({"name": "mail", "kind": "classify", "params": {"labels": labels}})
+            conn.request("POST", "/v1/jobs", body, {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            err = json.loads(resp.read())["error"]
+            assert resp.status == 400 and words in err["message"] and "Traceback" not in err["message"], err
+            conn.close()
+    finally:
+        srv.close()
