@@ -67,7 +67,7 @@ def disk_full_error(what: str, path: Path, reserve: int) -> InsufficientStorageE
     """The error for a write that failed on a full disk (after SQLite rolled it back)."""
     free = free_bytes(path)
     return InsufficientStorageError(
-        f"insufficient storage: the disk filled up while {what}; nothing of it was kept. "
+        f"insufficient storage: the disk filled up while {what}; SQLite rolled it back, so nothing changed. "
         f"{free} bytes are free and {reserve} are kept in reserve (min_free_bytes): free space and retry",
         free=free,
     )

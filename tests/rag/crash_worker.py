@@ -13,6 +13,8 @@ def main() -> None:
 
     settings = Settings(data_dir=Path(data_dir), index_dir=Path(index_dir))
     svc = DocumentService.from_settings(settings, embedder=OnnxEmbedder(cache_dir=Path(cache_dir)))
+    # first runs (onnxruntime's, the language detector's: seconds on a loaded machine) are not what the kill should hit
+    svc.add_text("warm-up", "A first document loads what the first ingestion needs.")
     print("READY", flush=True)
     i = start
     while True:
