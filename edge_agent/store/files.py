@@ -159,13 +159,17 @@ class FileStore:
             self.path(file_id).unlink(missing_ok=True)
         return bool(gone)
 
-    def sweep(self) -> int:
-        """Remove `.part` leftovers and files no row names (a crash between write and insert); returns the count."""
+    def sweep(self, min_age_s: float = 600.0) -> int:
+        """Remove `.part` leftovers and files no row names (a crash between write and insert); returns the count.
+
+        Only files older than min_age_s: another process may be between its write and its insert right now.
+        """
         with self.db.read() as conn:
             known = {r[0] for r in conn.execute("SELECT id FROM files")}
         removed = 0
+        cutoff = time.time() - min_age_s
         for p in self.folder.iterdir():
-            if p.is_file() and (p.suffix == ".part" or p.name not in known):
+            if p.is_file() and (p.suffix == ".part" or p.name not in known) and p.stat().st_mtime < cutoff:
                 p.unlink(missing_ok=True)
                 removed += 1
         return removed
