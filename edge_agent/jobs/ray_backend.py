@@ -83,6 +83,22 @@ class _Slot:
     inflight: int = 0
     done: int = 0
     node: str = "?"
+    probe: Any = None  # after a loss: a where() call that must answer before the slot takes items again
+
+    def usable(self, ray: Any) -> bool:
+        """False while a lost actor has not answered its probe (restarting, or its node is gone)."""
+        if self.probe is None:
+            return True
+        ready, _ = ray.wait([self.probe], timeout=0)
+        if not ready:
+            return False
+        try:
+            where = ray.get(self.probe)
+        except Exception:  # still dead: probe again on the next call
+            self.probe = self.actor.where.remote()
+            return False
+        self.probe, self.node = None, where["node"]
+        return True
 
 
 class RayPool:
@@ -134,10 +150,13 @@ class RayPool:
 
     def submit(self, kind: str, item: Item, params: dict) -> "RayPending":
         """Send one item to the least busy actor; raises BusyError when every actor is at its bound."""
+        ray = _ray()
         with self._lock:
-            slot = min(self.slots, key=lambda s: s.inflight)
-            if slot.inflight >= self.per_actor:
-                raise BusyError("every Ray actor has its bound of items in flight", 0.05)
+            live = [s for s in self.slots if s.usable(ray)]
+            slot = min(live, key=lambda s: s.inflight) if live else None
+            if slot is None or slot.inflight >= self.per_actor:
+                why = "every Ray actor has its bound of items in flight" if live else "no Ray actor is alive (restarting?)"
+                raise BusyError(why, 0.05 if live else 1.0)
             slot.inflight += 1
         try:
             ref = slot.actor.run.remote(kind, item.key, item.payload, params)
@@ -147,12 +166,15 @@ class RayPool:
             raise
         return RayPending(self, slot, ref)
 
-    def _release(self, slot: _Slot, ok: bool) -> None:
+    def _release(self, slot: _Slot, ok: bool, lost: bool = False) -> None:
         with self._lock:
             slot.inflight -= 1
             if ok:
                 slot.done += 1
                 self.items_done += 1
+            if lost and slot.probe is None:  # no new items until the actor answers again
+                slot.probe = slot.actor.where.remote()
+                log.warning("ray actor %d on %s was lost; its items run again elsewhere", slot.index, slot.node)
 
     def status(self) -> dict:
         """Nodes, actors, items in flight per node and throughput since the pool started."""
@@ -228,16 +250,17 @@ class RayPending:
     def _settle(self) -> dict:
         if self._value is None:
             ray = _ray()
+            lost = False
             try:
                 self._value = ray.get(self.ref)
             except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
                     ray.exceptions.NodeDiedError, ray.exceptions.OwnerDiedError) as e:
-                self._value = {"retry": f"a Ray worker was lost ({type(e).__name__})"}
+                self._value, lost = {"retry": f"a Ray worker was lost ({type(e).__name__})"}, True
             except ray.exceptions.TaskCancelledError:
                 self._value = {"retry": "cancelled"}
             if not self._released:
                 self._released = True
-                self.pool._release(self.slot, "ok" in self._value)
+                self.pool._release(self.slot, "ok" in self._value, lost)
         return self._value
 
     def done(self) -> bool:

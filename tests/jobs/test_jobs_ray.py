@@ -124,3 +124,54 @@ def test_ray_backend_without_a_cluster_says_why(make_runtime, monkeypatch):
 
     body = create_app(rt).test_client().get("/v1/cluster").get_json()
     assert body["actors"] == 0 and "not running" in body["error"] and "192.0.2.1" not in body["error"]
+
+
+def test_a_lost_node_costs_no_item(make_runtime):
+    """A two-node local cluster (Ray's own test cluster: one raylet per node); the worker node's
+    raylet is killed mid-run, its actor with it, and every item still ends with exactly one result."""
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        worker = cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        rt = make_runtime(**{**RAY, "ray_address": cluster.address})
+        assert len({s.node for s in rt.cluster.slots}) >= 1 and len(rt.cluster.slots) == 2
+        for i in range(10):
+            rt.documents.add_text(f"doc {i}", doc_text(i, sentences=10))
+        rt.jobs.create_job("digest", "summarize", {"max_tokens": 24})
+        on_worker = [s for s in rt.cluster.slots
+                     if ray.get(s.actor.where.remote())["pid"] and s.actor._actor_id.hex() in
+                     {a for a, st in _actor_nodes().items() if st == worker.node_id}]
+        assert len(on_worker) == 1  # one actor per node: each node has one CPU, each actor takes one
+        removed = threading.Event()
+
+        def remove_when_busy() -> None:
+            end = time.monotonic() + 120
+            while time.monotonic() < end and not on_worker[0].inflight:
+                time.sleep(0.01)
+            cluster.remove_node(worker)  # kills that node's raylet and its workers
+            removed.set()
+
+        t = threading.Thread(target=remove_when_busy, daemon=True)
+        t.start()
+        run = rt.jobs.run_foreground("digest")
+        t.join(30)
+        assert removed.is_set() and run.status == "succeeded"
+        rows, total = rt.jobs.results(run.id, limit=100)
+        assert total == 10 and len({r.key for r in rows}) == 10
+        assert all("gave up" not in (r.error or "") for r in rows)
+        rt.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _actor_nodes() -> dict[str, str]:
+    """actor id (hex) -> node id, from the GCS."""
+    from ray._private.state import actors
+
+    return {aid: info["Address"]["NodeID"] for aid, info in actors().items()}
