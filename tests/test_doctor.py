@@ -94,11 +94,12 @@ def test_access_log_line_has_no_prompt_or_key(tiny_bundles, tmp_path, caplog):
     server = start_server(api_settings(tiny_bundles["llama"], tmp_path))
     try:
         client = OpenAI(base_url=server.url + "/v1", api_key=KEY)
-        with caplog.at_level(logging.INFO, logger="edge_agent.access"):
+        with caplog.at_level(logging.DEBUG, logger="edge_agent.access"):
             client.completions.create(model=server.runtime.chat.model_name, prompt="secret prompt words", max_tokens=3, temperature=0)
             stream = client.chat.completions.create(model=server.runtime.chat.model_name, messages=[{"role": "user", "content": "hidden"}],
                                                     max_tokens=2, stream=True)
             list(stream)
+            server.request("GET", "/health")
             import time
 
             time.sleep(0.2)  # the line is written when the server closes the body
@@ -110,6 +111,8 @@ def test_access_log_line_has_no_prompt_or_key(tiny_bundles, tmp_path, caplog):
     chat = next(x for x in lines if x.startswith("POST /v1/chat/completions 200"))
     assert "completion=2" in chat
     assert not any("secret" in x or "hidden" in x or KEY in x for x in lines)
+    health = [r for r in caplog.records if r.name == "edge_agent.access" and " /health " in r.getMessage()]
+    assert health and all(r.levelno == logging.DEBUG for r in health)  # probes stay out of the default level
 
 
 def test_gpu_present_with_cpu_wheel_gets_a_hint(site, capsys, monkeypatch):

@@ -8,6 +8,7 @@ from flask import request
 
 access_log = logging.getLogger("edge_agent.access")
 ENVIRON_KEY = "edge_agent.request"
+PROBES = frozenset({"/health", "/ready", "/metrics"})
 
 
 def note_usage(usage) -> None:
@@ -32,8 +33,13 @@ def start(environ: dict) -> dict:
 
 
 def finish(rec: dict) -> None:
-    """Write the line (the route is the URL rule, so ids and query strings never appear)."""
-    access_log.info(
-        "%s %s %s %.3fs %s", rec["method"], rec.get("route", "unmatched"), rec.get("status", 500),
-        time.perf_counter() - rec["t0"], _tokens(rec.get("usage")),
+    """Write the line (the route is the URL rule, so ids and query strings never appear).
+
+    Successful probes (/health, /ready, /metrics: a watchdog or Prometheus every few seconds)
+    are logged at DEBUG (-v), so they do not bury the requests in the journal.
+    """
+    route, status = rec.get("route", "unmatched"), rec.get("status", 500)
+    level = logging.DEBUG if route in PROBES and status < 400 else logging.INFO
+    access_log.log(
+        level, "%s %s %s %.3fs %s", rec["method"], route, status, time.perf_counter() - rec["t0"], _tokens(rec.get("usage")),
     )
