@@ -150,3 +150,23 @@ def test_default_log_level_hides_third_party_warnings(verbose):
     assert "POST /v1/completions 200" in err and "library error" in err
     for noise in ("library warning", "pre-processing", "torch_dtype"):
         assert (noise in err) is verbose, (noise, err)
+
+
+def test_load_reports_a_gpu_fallback_as_a_problem(site, capsys, monkeypatch):
+    """doctor --load loads the model as the daemon would: the GPU is chosen, its session fails here, the CPU serves."""
+    import os
+    import stat
+
+    from edge_agent import hardware
+
+    smi = site / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text('#!/bin/sh\necho "0, NVIDIA H100 80GB HBM3, 81559, 80000, 580.65.06"\n')
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(hardware, "available_providers", lambda: [hardware.CUDA, hardware.CPU])
+    assert main(["--threads", "1", "doctor", "--no-index", "--load"]) == 1
+    out = capsys.readouterr().out
+    assert "device: cuda (NVIDIA H100" in out and "load: served on cpu" in out
+    assert "the GPU was chosen but failed, the CPU serves: RuntimeError: onnxruntime did not load its CUDA provider" in out
+    assert "fix: fix the GPU set-up" in out

@@ -29,6 +29,8 @@ def register(sub) -> None:
     d = sub.add_parser("doctor", help="check this installation: settings and their sources, model, device, index, jobs, disk")
     d.add_argument("--json", action="store_true", help="one JSON object instead of text")
     d.add_argument("--no-index", action="store_true", help="skip opening the document index (it loads the embedding model)")
+    d.add_argument("--load", action="store_true",
+                   help="also load the model as the daemon would (on a GPU: build the fp16 graph, create the session, run the smoke step)")
     d.set_defaults(func=cmd_doctor)
     c = sub.add_parser("config", help="show the settings in force")
     csub = c.add_subparsers(dest="config_cmd", required=True)
@@ -123,6 +125,28 @@ def check_device(r: Report, s, bundle) -> None:
     r.sections["device"] = dev
 
 
+def check_load(r: Report, s, bundle) -> None:
+    """Load the engine as the daemon does and report where it landed (a GPU fallback is a problem)."""
+    from edge_agent.engine.engine import OnnxEngine
+    from edge_agent.hardware import DeviceError
+
+    if bundle is None:
+        return
+    try:
+        engine = OnnxEngine(bundle, threads=s.threads, max_batch=s.max_batch, context_length=s.context_length, device=s.device)
+    except DeviceError as e:
+        r.sections["load"] = {"ok": False, "error": str(e)}
+        return  # the device check above already names the fix
+    except Exception as e:
+        r.sections["load"] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        r.problem(f"the model does not load ({type(e).__name__}: {e})", "re-import the model (`edge-agent model verify` names the damaged file)")
+        return
+    r.sections["load"] = {"ok": True, **engine.device_status(), "slots": engine.max_batch}
+    if engine.fallback_reason:
+        r.problem(f"the GPU was chosen but failed, the CPU serves: {engine.fallback_reason}",
+                  "fix the GPU set-up (README, 'GPU'; `scripts/gpu-check` shows the details), or set device = cpu")
+
+
 def check_index(r: Report) -> None:
     from contextlib import closing
 
@@ -195,12 +219,14 @@ def check_disk(r: Report, s) -> None:
     r.sections["disk"] = out
 
 
-def run_checks(s, index: bool = True) -> Report:
+def run_checks(s, index: bool = True, load: bool = False) -> Report:
     r = Report()
     check_versions(r)
     check_config(r, s)
     bundle = check_models(r, s)
     check_device(r, s, bundle)
+    if load:
+        check_load(r, s, bundle)
     check_listen(r, s)
     check_disk(r, s)
     if index:
@@ -233,6 +259,10 @@ def _print(r: Report) -> None:
     print(f"device: {d['device'] or 'none'} ({d.get('reason') or d.get('error')})")
     if d.get("note"):
         print(f"  note: {d['note']}")
+    if "load" in sec:
+        ld = sec["load"]
+        print("load: " + (f"served on {ld['device']}, {ld['slots']} slots" + (f" (GPU failed: {ld['fallback_reason']})" if ld.get("fallback_reason") else "")
+                          if ld["ok"] else f"failed: {ld['error']}"))
     t = sec["threads"]
     print(f"threads: {t['onnxruntime_threads']} ({t['physical_cores']} physical cores)")
     if "index" in sec:
@@ -256,7 +286,7 @@ def _print(r: Report) -> None:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     s = settings_from(args)
-    r = run_checks(s, index=not getattr(args, "no_index", False))
+    r = run_checks(s, index=not getattr(args, "no_index", False), load=getattr(args, "load", False))
     if getattr(args, "json", False):
         print(json.dumps({**r.sections, "problems": r.problems}, indent=2, default=str))
     else:
