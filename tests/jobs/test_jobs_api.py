@@ -8,6 +8,7 @@ import time
 import pytest
 
 from conftest import doc_text
+from edge_agent.jobs.prompts import PROMPT_VERSION
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ def test_summarize_job_through_the_api(live):
     assert live("POST", f"/v1/jobs/{job['id']}/run")[0] in (200, 409)  # a second one while active: 409
     run = _wait(live, run["id"])
     assert run["status"] == "succeeded" and run["counts"]["succeeded"] == 5 and run["progress"] == 1.0
-    assert run["elapsed_s"] >= 0 and run["bundle_id"].startswith("sha256:") and run["prompt_version"] == "summarize-1"
+    assert run["elapsed_s"] >= 0 and run["bundle_id"].startswith("sha256:") and run["prompt_version"] == PROMPT_VERSION
 
     status, page = live("GET", f"/v1/runs/{run['id']}/results?limit=2")
     assert status == 200 and page["total"] == 5 and len(page["data"]) == 2 and page["has_more"]

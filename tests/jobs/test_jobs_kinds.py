@@ -6,6 +6,7 @@ import time
 import pytest
 
 from conftest import doc_text
+from edge_agent.jobs.prompts import PROMPT_VERSION
 
 
 def _run(rt, job, timeout=120.0, **overrides):
@@ -30,7 +31,7 @@ def test_summarize_all_then_only_changed(make_runtime):
     assert by_doc[long_id].result["sections"] > 1 and by_doc[long_id].result["stages"] >= 2  # map, then reduce
     assert all(by_doc[i].result["sections"] == 1 for i in ids)
     for i in items:
-        assert i.result["summary"].strip() and i.bundle_id == rt.jobs.ctx.bundle_id and i.prompt_version == "summarize-1"
+        assert i.result["summary"].strip() and i.bundle_id == rt.jobs.ctx.bundle_id and i.prompt_version == PROMPT_VERSION
         shown = docs.get(i.result["document_id"])["summary"]
         assert shown["summary"] == i.result["summary"] and shown["run_id"] == run.id
     assert run.generated_tokens > 0
