@@ -184,7 +184,20 @@ def _build_jobs(rt: Runtime) -> Any:
         else:
             svc.kinds = wrap_kinds(svc.kinds, rt.cluster)
             register_metrics(rt.metrics.registry, rt.cluster)
+            _share_embedding(rt)
     return svc
+
+
+def _share_embedding(rt: Runtime) -> None:
+    """With a Ray pool and documents both loaded: bulk embedding (ingestion, re-indexing) on the actors."""
+    docs, pool = rt.documents, rt.cluster
+    if docs is None or pool is None or rt.settings.jobs_backend != "ray":
+        return
+    from edge_agent.jobs.ray_backend import RemoteEmbedder
+
+    with rt._docs_lock:
+        if not isinstance(docs.embedder, RemoteEmbedder):
+            docs.embedder = RemoteEmbedder(docs.embedder, pool)
 
 
 def build_job_worker(snapshot: dict) -> Any:
@@ -249,6 +262,7 @@ def _load_documents(rt: Runtime) -> None:
             log.info("the document service finished loading after shutdown began: closed it")
             return
         rt.documents_status = None
+        _share_embedding(rt)
         emb = rt.documents.embedder
         _set_part(rt, "embedder", "ready", f"{emb.model_id} ({getattr(emb, 'variant', None) or getattr(emb, 'backend', '?')})")
         _set_part(rt, "index", "ready", None)

@@ -61,6 +61,11 @@ class JobWorker:
     def where(self) -> dict:
         return {"node": self.node, "pid": self.pid, "bundle_id": self.ctx.bundle_id}
 
+    def embed(self, texts: list[str]) -> tuple[str | None, Any]:
+        """(embedding model name, vectors [len(texts), dim]) from this actor's embedder."""
+        vecs, _ = self.ctx.embeddings.embed(texts)
+        return self.ctx.embeddings.model_name, vecs
+
     def run(self, kind: str, key: str, payload: dict, params: dict) -> dict:
         """One item to its end: {"ok": result} or {"error": message} (an ItemError of the kind)."""
         try:
@@ -74,6 +79,53 @@ class JobWorker:
             return {"retry": e.message}
         except ServiceError as e:
             return {"error": e.message}
+
+
+class RemoteEmbedder:
+    """The document service's embedder with bulk work (ingestion, re-indexing) spread over the pool.
+
+    Calls of at least `min_texts` texts are split into shards, one per live actor, and embedded
+    there with the same model; queries and small calls stay local. A shard whose actor fails, or
+    an actor whose model differs from ours, is embedded here instead: nothing is lost, and vectors
+    of another model never enter the index. Every other attribute is the local embedder's.
+    """
+
+    def __init__(self, local: Any, pool: "RayPool", min_texts: int = 64, shard: int = 256):
+        self._local, self._pool, self._min, self._shard = local, pool, min_texts, shard
+        self._disabled: str | None = None
+        self.remote_texts = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._local, name)
+
+    def embed(self, texts):
+        texts = list(texts)
+        slots = [s for s in self._pool.slots if s.usable(_ray())] if self._disabled is None else []
+        if len(texts) < self._min or not slots:
+            return self._local.embed(texts)
+        import numpy as np
+
+        ray = _ray()
+        size = min(self._shard, -(-len(texts) // len(slots)))
+        shards = [texts[i:i + size] for i in range(0, len(texts), size)]
+        refs = [slots[i % len(slots)].actor.embed.remote(shard) for i, shard in enumerate(shards)]
+        want = getattr(self._local, "name", None)
+        out = []
+        for shard, ref in zip(shards, refs):
+            try:
+                name, vecs = ray.get(ref)
+            except Exception as e:  # a lost actor: this shard here
+                log.warning("embedding a shard on a Ray actor failed (%s); embedding it locally", type(e).__name__)
+                out.append(self._local.embed(shard))
+                continue
+            if name != want or vecs.shape != (len(shard), self._local.dim):
+                self._disabled = f"the actors embed with {name!r}, this daemon with {want!r}"
+                log.error("remote embedding off: %s; copy the same embedding model to every node", self._disabled)
+                out.append(self._local.embed(shard))
+                continue
+            self.remote_texts += len(shard)
+            out.append(np.asarray(vecs, np.float32))
+        return np.concatenate(out) if out else self._local.embed([])
 
 
 @dataclass
@@ -330,4 +382,5 @@ def wrap_kinds(kinds: dict[str, JobKind], pool: RayPool | None) -> dict[str, Job
     return {name: RayKind(k, pool) if name in REMOTE_KINDS else k for name, k in kinds.items()}
 
 
-__all__ = ["RayPool", "RayKind", "RayPending", "RayUnavailableError", "JobWorker", "wrap_kinds", "InvalidJobError"]
+__all__ = ["RayPool", "RayKind", "RayPending", "RayUnavailableError", "JobWorker", "RemoteEmbedder", "wrap_kinds",
+           "InvalidJobError"]

@@ -175,3 +175,34 @@ def _actor_nodes() -> dict[str, str]:
     from ray._private.state import actors
 
     return {aid: info["Address"]["NodeID"] for aid, info in actors().items()}
+
+
+def test_reindex_embeds_on_the_actors(make_runtime, tmp_path):
+    """Bulk embedding of a re-index goes to the actors (same model: the vectors match local ones);
+    the owner keeps writing the index, and search finds every file afterwards."""
+    import numpy as np
+    from conftest import EMBED_CACHE
+
+    from edge_agent.jobs.ray_backend import RemoteEmbedder
+
+    (tmp_path / "var").mkdir(exist_ok=True)
+    (tmp_path / "var" / "embedding-cache").symlink_to(EMBED_CACHE, target_is_directory=True)  # actors reuse the export
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    for i in range(6):
+        (docs / f"note-{i}.txt").write_text(doc_text(i, sentences=12) + f" The codeword is zebra{i}.", encoding="utf-8")
+    rt = make_runtime(**RAY)
+    emb = rt.documents.embedder
+    assert isinstance(emb, RemoteEmbedder)
+    emb._min = 1  # every call goes to the actors here (the default keeps small calls local)
+    rt.jobs.create_job("walk", "reindex", {"folders": [str(docs)]})
+    run = rt.jobs.run_foreground("walk")
+    assert run.status == "succeeded" and run.counts["succeeded"] >= 6, run.counts
+    assert emb.remote_texts > 0
+    for i in range(6):
+        hits = rt.documents.retrieve(f"zebra{i}", k=3, mode="hybrid")
+        assert any(f"zebra{i}" in h.text for h in hits)
+    texts = [doc_text(1), doc_text(2)]
+    remote = emb.embed(texts)
+    local = emb._local.embed(texts)
+    assert float(np.min(np.sum(remote * local, axis=1))) > 0.99
