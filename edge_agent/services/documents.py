@@ -133,7 +133,7 @@ class DocumentService(IndexUpkeep):
                 owner = OwnerLock(Path(settings.index_dir)).acquire()
             except IndexBusyError as exc:
                 raise IndexInUseError(str(exc), exc.pid) from None
-        opened = None
+        opened = svc = None
         try:
             if embedder is None:
                 from edge_agent.rag.embedder import build_embedder
@@ -164,6 +164,8 @@ class DocumentService(IndexUpkeep):
                 svc.reembed = BackgroundReembed(svc, switch_to).start()
             return svc
         except BaseException:
+            if svc is not None:  # built, then a later step failed: stop its threads, close what it opened
+                svc.close()
             if opened is not None:  # a database this call opened is closed, not left behind a failed open
                 opened.close()
             if owner is not None:
