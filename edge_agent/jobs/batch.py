@@ -33,7 +33,7 @@ from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, 
 from edge_agent.services import grounding
 from edge_agent.services import protocol as p
 from edge_agent.services.chat import ChoiceDelta, ChoiceEnd, Generation, SamplingOptions
-from edge_agent.services.errors import BusyError, ServiceError
+from edge_agent.services.errors import BusyError, ServiceError, UnavailableError
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 COMPLETION_WINDOWS = ("24h",)
@@ -173,6 +173,10 @@ class BatchRequestRunner:
         except ValidationError as e:
             msg, param = _validation_message(e)
             raise RequestFailed(400, error_body(msg, param=param, code="invalid_value")) from None
+        except UnavailableError as e:
+            if self.chat is not None and not getattr(self.chat, "accepting", True):
+                raise  # the daemon is shutting down: not the line's fault, it runs again after the restart
+            raise RequestFailed(e.status, error_body(e.message, e.type, e.param, e.code)) from None
         except ServiceError as e:
             raise RequestFailed(e.status, error_body(e.message, e.type, e.param, e.code)) from None
 
@@ -271,7 +275,8 @@ def _rag(req: p._Sampling) -> grounding.RagOptions | None:
 
 
 def run_line(runner: BatchRequestRunner, payload: dict) -> dict:
-    """The output line for one parsed line. Raises ItemError whose message is the error-file line as JSON."""
+    """The output line for one parsed line. Raises ItemError whose message is the error-file line as JSON,
+    UnavailableError while the daemon shuts down (the line stays pending and runs after the restart)."""
     if "error" in payload:
         e = payload["error"]
         raise ItemError(json.dumps(line_error(payload.get("custom_id"), payload["line"], e["code"], e["message"])))

@@ -147,6 +147,8 @@ def run_offline(ctx: JobContext, data: bytes, concurrency: int = 16,
                     results[i] = (True, fut.result())
                 except ItemError as e:
                     results[i] = (False, error_line_of(str(e), items[i].payload))
+                except ServiceError as e:  # the process is shutting down
+                    results[i] = (False, error_line_of(e.message, items[i].payload))
                 done += 1
                 if progress:
                     progress(done, len(items))

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext
-from edge_agent.services.errors import ServiceError
+from edge_agent.services.errors import ServiceError, UnavailableError
 
 PROMPT_VERSION = "classify-1"
 METHODS = ("auto", "likelihood", "embedding")
@@ -219,6 +219,8 @@ class _Pending:
             if self.future is not None:
                 return self.future.result(timeout)
             return self.finish(self.inner.result(timeout))
+        except UnavailableError:
+            raise  # shutting down or cancelled: the item stays pending (the runner does not fail it)
         except ServiceError as e:
             raise ItemError(e.message) from None
 

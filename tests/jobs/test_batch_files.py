@@ -201,3 +201,41 @@ def test_embedding_lines_match_the_embedder(embedder, tmp_path):
     b64 = res[1][1]["response"]["body"]["data"][0]["embedding"]
     np.testing.assert_allclose(np.frombuffer(base64.b64decode(b64), "<f4"), embedder.embed(["a fox"])[0], atol=1e-5)
     assert res[2][1]["response"]["status_code"] == 400 and res[3][1]["response"]["status_code"] == 503
+
+
+def test_a_batch_interrupted_by_a_shutdown_resumes_and_answers_every_line_once(tiny_bundles, tmp_path):
+    """Lines in flight when the daemon stops are not failed: after the restart only the rest run, each line once."""
+    from edge_agent.runtime import build_runtime
+
+    settings = job_settings(tiny_bundles, tmp_path, serve_documents=False, jobs_concurrency=4)
+    body = {**CHAT, "max_tokens": 120, "ignore_eos": True}
+    lines = "\n".join(json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions", "body": body})
+                      for i in range(16)).encode()
+    rt = build_runtime(settings, load_documents=False, start_jobs=True)
+    from edge_agent.jobs.batch_files import BatchService
+
+    svc = BatchService(settings, rt.jobs)
+    f = svc.upload("batch", "in.jsonl", [lines])
+    b = svc.create_batch(f["id"], "/v1/chat/completions", "24h", None)
+    end = time.monotonic() + 60
+    while svc.batch(b["id"])["request_counts"]["completed"] < 2 and time.monotonic() < end:
+        time.sleep(0.02)
+    before = svc.batch(b["id"])
+    rt.close()
+    assert before["status"] == "in_progress" and before["request_counts"]["completed"] < 16
+    rt2 = build_runtime(settings, load_documents=False, start_jobs=True)
+    try:
+        svc2 = BatchService(settings, rt2.jobs)
+        end = time.monotonic() + 120
+        while svc2.batch(b["id"])["status"] != "completed" and time.monotonic() < end:
+            time.sleep(0.1)
+        done = svc2.batch(b["id"])
+        assert done["status"] == "completed" and done["request_counts"] == {"total": 16, "completed": 16, "failed": 0}
+        assert done["error_file_id"] is None
+        path, _ = svc2.content(done["output_file_id"])
+        out = [json.loads(x) for x in path.read_text().splitlines()]
+        assert [o["custom_id"] for o in out] == [f"r{i}" for i in range(16)]
+        assert all(o["response"]["status_code"] == 200 for o in out)
+        assert rt2.jobs.get_run(svc2._batch(b["id"]).run_id).resumes >= 1
+    finally:
+        rt2.close()
