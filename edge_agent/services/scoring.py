@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge_agent.engine.types import EngineError, QueueFullError, SamplingParams
-from edge_agent.services.errors import BusyError, ContextLengthExceededError, GenerationFailedError, UnavailableError
+from edge_agent.services.errors import ContextLengthExceededError, GenerationFailedError, UnavailableError
 
 BUSY_RETRY_S = 0.1
 
@@ -124,4 +124,4 @@ class ContinuationScorer:
         return self.start(prompt_ids, continuations, priority).result()
 
 
-__all__ = ["ContinuationScorer", "PendingScores", "BusyError"]
+__all__ = ["ContinuationScorer", "PendingScores"]
