@@ -1,30 +1,13 @@
 """Fixtures for job tests: a runtime over the tiny real Llama with a real document index in tmp_path."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-os.environ["EDGE_AGENT_CONFIG"] = "/nonexistent/edge-agent-test.toml"  # no machine config leaks into tests
-
-EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
-
-WORDS = ("river harbour engine ledger window orchard signal market bridge lantern copper meadow "
-         "archive council garden tunnel beacon quarry station valley").split()
-
-
-def doc_text(i: int, sentences: int = 6) -> str:
-    """A small document of real words, different for each i."""
-    out = []
-    for s in range(sentences):
-        w = [WORDS[(i * 7 + s * 3 + k) % len(WORDS)] for k in range(8)]
-        out.append(f"The {w[0]} near the {w[1]} was built for the {w[2]} and the {w[3]} in year {1900 + i * 3 + s}.")
-    return " ".join(out)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jobs_helpers import EMBED_CACHE, doc_text, job_settings  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")
@@ -32,19 +15,6 @@ def embedder():
     from edge_agent.rag.embedder import OnnxEmbedder
 
     return OnnxEmbedder(cache_dir=EMBED_CACHE)
-
-
-def job_settings(tiny_bundles, tmp_path: Path, **overrides):
-    from edge_agent.config import Settings
-
-    (tmp_path / "docs").mkdir(exist_ok=True)
-    values = dict(
-        models_dir=tiny_bundles["llama"].parent, model=tiny_bundles["llama"].name, threads=1, context_length=512,
-        max_batch=8, max_queue=64, data_dir=tmp_path / "var", index_dir=tmp_path / "index",
-        ingest_roots=[tmp_path / "docs"], request_timeout_s=60.0, jobs_concurrency=4,
-    )
-    values.update(overrides)
-    return Settings(**values)
 
 
 @pytest.fixture

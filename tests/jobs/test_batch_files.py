@@ -8,7 +8,7 @@ import time
 import openai
 import pytest
 
-from conftest import job_settings
+from jobs_helpers import job_settings
 from edge_agent.services import protocol as p
 
 CHAT = {"model": "llama", "messages": [{"role": "user", "content": "Say something about foxes."}], "max_tokens": 6, "temperature": 0}

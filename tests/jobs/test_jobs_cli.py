@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import doc_text, job_settings
+from jobs_helpers import doc_text, job_settings
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from conftest import REPO, doc_text
+from jobs_helpers import REPO, doc_text
 
 
 def start_daemon(bundle, tmp_path) -> tuple[subprocess.Popen, int]:

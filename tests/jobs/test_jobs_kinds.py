@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import doc_text
+from jobs_helpers import doc_text
 from edge_agent.jobs.prompts import PROMPT_VERSION
 
 

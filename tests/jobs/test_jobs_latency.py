@@ -5,7 +5,7 @@ import statistics
 import threading
 import time
 
-from conftest import doc_text
+from jobs_helpers import doc_text
 
 
 def _ttft(chat) -> float:

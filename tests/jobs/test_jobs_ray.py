@@ -10,7 +10,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the cluster extra (ray) is not installed")
 
-from conftest import doc_text  # noqa: E402
+from jobs_helpers import doc_text  # noqa: E402
 
 RAY = dict(jobs_backend="ray", ray_actors=2, ray_actor_cpus=1, ray_inflight_per_actor=4, jobs_concurrency=8)
 
@@ -181,7 +181,7 @@ def test_reindex_embeds_on_the_actors(make_runtime, tmp_path):
     """Bulk embedding of a re-index goes to the actors (same model: the vectors match local ones);
     the owner keeps writing the index, and search finds every file afterwards."""
     import numpy as np
-    from conftest import EMBED_CACHE
+    from jobs_helpers import EMBED_CACHE
 
     from edge_agent.jobs.ray_backend import RemoteEmbedder
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import doc_text
+from jobs_helpers import doc_text
 
 
 def _docs(rt, n: int, sentences: int = 3) -> list[int]:
