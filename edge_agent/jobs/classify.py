@@ -317,7 +317,8 @@ class ClassifyKind:
         return (doc.get("title") or "") + "\n" + "\n".join(c["text"] for c in chunks)
 
     def _classifier(self, params: dict, ctx: JobContext) -> tuple[str, Any]:
-        key = (repr(params["labels"]), params["method"], params["max_chars"], id(ctx.chat), id(ctx.embeddings))
+        key = (repr(params["labels"]), params["method"], params["max_chars"], id(ctx.chat), id(ctx.embeddings),
+               getattr(ctx.embeddings, "model_name", None))  # a switched embedding model gets new prototypes
         with self._lock:
             hit = self._cache.get(key)
         if hit is not None:
