@@ -6,6 +6,14 @@ prefilled at a time, in chunks, in slot D, between decode steps, so a long
 prompt delays the others by one chunk at most. A finished or cancelled
 sequence leaves at once and the last slot moves into its place.
 
+Priorities (lower first): work at BATCH_PRIORITY or above (jobs, batch files)
+never holds more than max_batch - reserved_interactive_slots slots, prefills in
+shorter chunks while an interactive sequence decodes (batch_prefill_chunk, so
+its inter-token gap stays short), and is preempted when an interactive
+request waits and no slot is free (the newest batch sequence, or a batch
+prompt being prefilled): its cache is dropped and it waits again with its
+generated tokens, to recompute them in one prefill and continue.
+
 Slot invariants (check_invariants() asserts them; they hold between steps):
 
 1. `_decoding[i].slot == i`: decoding slots are 0..D-1, contiguous, in list order.
@@ -86,12 +94,15 @@ class BatchScheduler:
         reserved_interactive_slots: int | None = None,
         max_step_failures: int = 8,
         stall_s: float = 300.0,
+        batch_prefill_chunk: int | None = None,
     ):
         self.engine = engine
         self.model = engine.model
         self.max_batch = engine.max_batch
         self.max_queue = max_queue
         self.prefill_chunk = prefill_chunk
+        # while a user's sequence decodes, batch prompts prefill in shorter chunks (its next token waits one at most)
+        self.batch_prefill_chunk = batch_prefill_chunk or max(16, prefill_chunk // 4)
         self.on_step = on_step
         self.on_finish = on_finish
         reserved = max(1, self.max_batch // 4) if reserved_interactive_slots is None else reserved_interactive_slots
@@ -292,8 +303,8 @@ class BatchScheduler:
 
     def _die(self, e: BaseException) -> None:
         """The loop cannot go on: record why, refuse work and end every handle with an error."""
-        self.failure = f"{type(e).__name__}: {e}"[:300]
-        log.critical("the scheduler stopped: %s; every generation ends with an error", self.failure)
+        self.failure = f"{type(e).__name__} in the decode loop; see the daemon's log"  # no message: it may name paths
+        log.critical("the scheduler stopped (%s: %s); every generation ends with an error", type(e).__name__, e, exc_info=e)
         for s in self._take_all():
             self._end(s, "error", error=ENGINE_STOPPED)
 
@@ -380,7 +391,10 @@ class BatchScheduler:
         assert s is not None and s.feed is not None
         feed = s.feed
         t = time.monotonic()
-        n = min(self.prefill_chunk, feed.shape[0] - s.prefilled)
+        chunk = self.prefill_chunk
+        if s.batch and any(not d.batch for d in self._decoding):
+            chunk = self.batch_prefill_chunk
+        n = min(chunk, feed.shape[0] - s.prefilled)
         try:
             logits = self.model.prefill(s.slot, feed[s.prefilled : s.prefilled + n], s.prefilled)
         except Exception as e:

@@ -116,9 +116,10 @@ def test_slot_invariants_hold_through_joins_cancels_failures_and_preemption(llam
     rnd = random.Random(1234)
     s = CheckedScheduler(llama_engine, prefill_chunk=4, reserved_interactive_slots=1, max_step_failures=1000).start()
     real = s.model.decode
+    inject = threading.Event()
 
     def flaky(token_ids, lengths):
-        if rnd.random() < 0.03:
+        if inject.is_set() and rnd.random() < 0.03:
             raise MemoryError("injected")
         return real(token_ids, lengths)
 
@@ -129,21 +130,31 @@ def test_slot_invariants_hold_through_joins_cancels_failures_and_preemption(llam
             raise RuntimeError("injected")
         return logits
 
+    def submit(p, n, priority, **kw):
+        h = s.submit(llama_engine.encode(p), SamplingParams(max_tokens=n, ignore_eos=True, **kw), priority=priority)
+        runs.append((p, n, kw, h))
+        return h
+
     runs = []
     try:
-        for i in range(48):
-            p = rnd.choice(PROMPTS)
-            priority = BATCH_PRIORITY if i < 12 or rnd.random() < 0.5 else 0  # a burst of batch work, then a mix
-            n = rnd.randint(20, N) if priority else rnd.randint(1, 40)
-            kw = {}
-            if rnd.random() < 0.1:
-                kw["logits_processor"] = boom
-            h = s.submit(llama_engine.encode(p), SamplingParams(max_tokens=n, ignore_eos=True, **kw), priority=priority)
-            runs.append((p, n, kw, h))
+        for i in range(12):  # a burst of long batch work fills every slot it may take
+            submit(rnd.choice(PROMPTS), rnd.randint(100, N), BATCH_PRIORITY)
+        deadline = time.monotonic() + 10
+        while s.active < s.batch_slots and time.monotonic() < deadline:
+            time.sleep(0.001)
+        submit(PROMPTS[0], 40, 0)  # takes the reserved slot
+        submit(PROMPTS[1], 40, 0)  # finds every slot busy: a batch sequence must leave
+        while s.preemptions == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert s.preemptions >= 1
+        inject.set()
+        for i in range(36):  # then a random mix
+            priority = BATCH_PRIORITY if rnd.random() < 0.5 else 0
+            kw = {"logits_processor": boom} if rnd.random() < 0.1 else {}
+            h = submit(rnd.choice(PROMPTS), rnd.randint(20, N) if priority else rnd.randint(1, 40), priority, **kw)
             if rnd.random() < 0.15:
                 threading.Timer(rnd.random() * 0.05, h.cancel).start()
-            if i >= 12:
-                time.sleep(rnd.random() * 0.01)
+            time.sleep(rnd.random() * 0.01)
         for p, n, kw, h in runs:
             fin = h.result(timeout=120)
             if fin.finish_reason == "length" and not kw:
@@ -154,7 +165,6 @@ def test_slot_invariants_hold_through_joins_cancels_failures_and_preemption(llam
         assert reasons.count("length") > 20, reasons
         assert s.steps > 50 and not s.violations, s.violations[:3]
         assert s.active == 0 and s.queue_depth == 0
-        assert s.preemptions >= 1  # the burst of batch work fills its slots; the later user requests push some out
     finally:
         s.stop()
 
@@ -182,5 +192,31 @@ def test_preempted_sampling_continues_its_random_stream(llama_engine):
         assert got.token_ids == want and len(want) == 30
         for f in fill:
             f.result(timeout=60)
+    finally:
+        s.stop()
+
+
+def test_batch_prompts_prefill_in_short_chunks_only_while_a_user_decodes(llama_engine, monkeypatch):
+    long = " ".join(PROMPTS)
+    s = BatchScheduler(llama_engine, prefill_chunk=32, batch_prefill_chunk=8).start()
+    sizes: list[tuple[int, int]] = []  # (slot, tokens) of every prefill call
+    real = s.model.prefill
+
+    def prefill(slot, ids, start):
+        sizes.append((slot, len(ids)))
+        return real(slot, ids, start)
+
+    monkeypatch.setattr(s.model, "prefill", prefill)
+    params = SamplingParams(max_tokens=4, ignore_eos=True)
+    try:
+        alone = s.submit(llama_engine.encode(long), params, priority=BATCH_PRIORITY).result(timeout=30)
+        assert max(n for _, n in sizes) == 32  # nobody to protect: full chunks
+        user = s.submit(llama_engine.encode(PROMPTS[0]), SamplingParams(max_tokens=N, ignore_eos=True))
+        user.next_event(timeout=10)
+        sizes.clear()
+        shared = s.submit(llama_engine.encode(long), params, priority=BATCH_PRIORITY).result(timeout=30)
+        assert not user.ended and sizes and max(n for _, n in sizes) == 8
+        assert shared.token_ids == alone.token_ids
+        user.cancel()
     finally:
         s.stop()
