@@ -4,7 +4,7 @@ Data: paragraphs of CPython's Library Reference labelled by their chapter (scrip
 from the python3.11-doc Debian package), 8 labels given by name only, then with k examples per label.
 Model: the configured bundle (default: models/default) and the packaged all-MiniLM-L6-v2 embedder.
 
-    .venv/bin/python scripts/bench_classify.py --per-class 25 --shots 1,2,4,8 [--json]
+    .venv/bin/python scripts/bench_classify.py --per-class 25 --shots 1,2,4,8,16,32 [--json]
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def run_embedding(clf, texts: list[str], batch: int = 16) -> tuple[list[str], fl
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-class", type=int, default=25)
-    ap.add_argument("--shots", default="1,2,4,8,16", help="examples per label to try (comma-separated)")
+    ap.add_argument("--shots", default="1,2,4,8,16,32", help="examples per label to try (comma-separated)")
     ap.add_argument("--likelihood-shots", default="", help="examples per label for the likelihood method's prompt (e.g. 1)")
     ap.add_argument("--models-dir", default=str(REPO / "models"))
     ap.add_argument("--model", default="default")
