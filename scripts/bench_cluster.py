@@ -71,7 +71,7 @@ def main() -> int:
         services[name] = svc
     for name, svc in services.items():
         svc.create_job(f"bench-{name}", "summarize", {"max_tokens": args.max_tokens, "force": True})
-        svc.create_job(f"warm-{name}", "summarize", {"max_tokens": 4, "force": True})
+        svc.create_job(f"warm-{name}", "summarize", {"max_tokens": 8, "force": True})
         svc.run_foreground(f"warm-{name}", overrides={"max_items": 4})  # first steps of every engine are slow
 
     timings: dict[str, list[float]] = {name: [] for name in services}
