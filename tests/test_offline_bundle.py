@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-EMBED_CACHE = REPO / ".cache" / "test-embedding-cache"  # shared with the RAG tests
+# shared with the RAG tests (tests/rag/rag_docs.py): the export is done once
+EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
 FACT = "The spare key of the Delft pump house hangs in cabinet K-17."
 
 # Runs inside the network namespace with the system's Python 3.11 (stdlib only): start the installed daemon,

@@ -17,7 +17,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 UNITS = REPO / "systemd"
-EMBED_CACHE = REPO / ".cache" / "test-embedding-cache"  # shared with the RAG tests: the export is done once
+# shared with the RAG tests (tests/rag/rag_docs.py): the export is done once
+EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
 
 
 def _listener(path: Path | str) -> socket.socket:

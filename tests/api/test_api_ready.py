@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
+from pathlib import Path
 
 import pytest
 
 from api_helpers import REPO, LiveServer, api_settings, wait_until
 
-EMBED_CACHE = REPO / ".cache" / "test-embedding-cache"  # shared with the RAG tests: the export is done once
+# shared with the RAG tests (tests/rag/rag_docs.py): the export is done once
+EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
 
 
 def _start(settings) -> LiveServer:
