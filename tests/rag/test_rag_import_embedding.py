@@ -67,7 +67,7 @@ def test_import_embedding_exports_checks_and_describes_the_model(tiny_st, model_
     assert manifest["languages"] == ["en", "nl"] and manifest["dim"] == 32 and manifest["model_id"] == "tiny-ml/32"
     kept = [t for t in manifest["tried"] if t["ok"]]
     assert (manifest["variant"] == "fp32") == (not kept) and (not kept or manifest["variant"] in kept[0]["file"])
-    assert all(t["ok"] == (t["cosine_min_vs_torch"] >= 0.99 and t["per_s"] > manifest["fp32_per_s"]) for t in manifest["tried"])
+    assert all(t["ok"] == (t["cosine_min_vs_torch"] >= 0.99) for t in manifest["tried"])  # the cosine bar decides
     assert (dest / "modules.json").is_file() and not list(dest.parent.glob(".*tmp*"))  # copied whole, no temp folder left
     # the imported model serves: same vectors as torch (cosine), and it says which languages it covers
     emb = OnnxEmbedder(dest, cache_dir=tmp_path / "var" / "embedding-cache")
