@@ -99,3 +99,22 @@ def test_a_run_left_by_a_dead_process_is_resumed_with_only_the_items_not_done(ma
     items = {i.key: i for i in rt.jobs.results(run.id)[0]}
     assert items[f"doc:{ids[0]}"].result == {"summary": "earlier"}  # not run again
     assert all(items[f"doc:{i}"].result["summary"] != "earlier" for i in ids[2:])
+
+
+def test_jobs_from_the_config_are_synced_and_a_bad_one_is_skipped(make_runtime, caplog):
+    jobs = [
+        {"name": "nightly", "kind": "summarize", "schedule": "0 2 * * *", "timezone": "Europe/Amsterdam",
+         "params": {"changed_only": True}, "limits": {"deadline": "06:00"}},
+        {"name": "broken", "kind": "summarize", "schedule": "every night"},
+    ]
+    rt = make_runtime(jobs=jobs)
+    rt.jobs.sync_config_jobs()
+    names = {j.name: j for j in rt.jobs.list_jobs()}
+    assert set(names) == {"nightly"} and names["nightly"].source == "config"
+    assert names["nightly"].params["changed_only"] is True and names["nightly"].next_run_at is not None
+    assert "broken" in caplog.text and "bad cron expression" in caplog.text
+    # removed from the config: removed from the database; an API job of the same name is left alone
+    rt.jobs.settings.jobs = []
+    rt.jobs.create_job("mine", "summarize")
+    rt.jobs.sync_config_jobs()
+    assert [j.name for j in rt.jobs.list_jobs()] == ["mine"]
