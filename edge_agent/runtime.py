@@ -96,7 +96,8 @@ class Runtime:
         elif jobs is not None:
             started = getattr(jobs, "started", True)
             parts["jobs"] = {"state": "ready" if started else "disabled", "detail": "cron loop running" if started else "not started in this process"}
-        return all(p["state"] in ("ready", "disabled") for p in parts.values()), parts
+        parts["disk"] = _disk_part(self.settings)
+        return all(p["state"] in ("ready", "degraded", "disabled") for p in parts.values()), parts
 
     def begin_shutdown(self) -> None:
         """Refuse new generations (running ones continue)."""
@@ -223,6 +224,18 @@ def build_job_worker(snapshot: dict) -> Any:
 
     return JobContext(chat=chat, embeddings=EmbeddingService(embedder), documents=lambda: None, settings=settings,
                       priority=BATCH_PRIORITY, bundle_id=bundle_id_of(scheduler.engine.bundle.manifest), db=None)
+
+
+def _disk_part(settings: Settings) -> dict[str, Any]:
+    """The data and index disks: degraded (still ready: reads and chat go on, writes answer 507) below min_free_bytes."""
+    from edge_agent.services.storage import disk_status
+
+    st = disk_status(settings)
+    free = [d["free_bytes"] for d in st["disks"].values() if d.get("free_bytes") is not None]
+    low = min(free) if free else None
+    if st["ok"]:
+        return {"state": "ready", "detail": f"{low // (1 << 20)} MiB free" if low is not None else None, "free_bytes": low}
+    return {"state": "degraded", "detail": st["message"], "free_bytes": low}
 
 
 def _failure_text(failure: Any) -> str:

@@ -33,7 +33,7 @@ def ready():
         parts["model"] = dict(parts["model"], state="stopping", detail="shutting down")
     body = p.Readiness(
         status="ready" if ok else "not_ready", model=chat.model_name, queue_depth=chat.queue_depth, active=chat.active,
-        parts=parts, waiting_for=[name for name, part in parts.items() if part["state"] not in ("ready", "disabled")],
+        parts=parts, waiting_for=[name for name, part in parts.items() if part["state"] not in ("ready", "degraded", "disabled")],
     )
     return Response(body.model_dump_json(exclude_none=True), status=200 if ok else 503, mimetype="application/json")
 

@@ -329,10 +329,11 @@ class Health(BaseModel):
 
 
 class PartReadiness(BaseModel):
-    state: Literal["ready", "loading", "failed", "stopping", "disabled"]
+    state: Literal["ready", "degraded", "loading", "failed", "stopping", "disabled"]
     detail: str | None = None
     device: str | None = None
     fallback: str | None = None
+    free_bytes: int | None = None  # the disk part: the least free space of the data and index disks
 
 
 class Readiness(BaseModel):

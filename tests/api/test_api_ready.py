@@ -67,7 +67,7 @@ def test_ready_waits_for_the_embedder_and_the_index(tiny_bundles, prepared_data,
         assert body["status"] == "ready" and body["waiting_for"] == []
         states = {n: p["state"] for n, p in body["parts"].items()}
         assert states.pop("jobs", "disabled") in ("ready", "disabled")  # jobs: ready when the cron loop runs here
-        assert states == {"model": "ready", "embedder": "ready", "index": "ready"}
+        assert states == {"model": "ready", "embedder": "ready", "index": "ready", "disk": "ready"}
         assert "all-MiniLM-L6-v2" in body["parts"]["embedder"]["detail"]
         status, _, out = server.request("POST", "/v1/embeddings", {"model": "default", "input": "hello"})
         assert status == 200 and len(json.loads(out)["data"][0]["embedding"]) == 384  # ready meant ready
@@ -130,5 +130,21 @@ def test_a_dead_cron_loop_takes_readiness_down_but_not_liveness(tiny_bundles, tm
         assert body["parts"]["jobs"]["state"] == "failed" and body["waiting_for"] == ["jobs"]
         assert "RuntimeError" in body["parts"]["jobs"]["detail"] and "jobs table" not in body["parts"]["jobs"]["detail"]
         assert _get(server, "/health")[0] == 200
+    finally:
+        server.close()
+
+
+def test_low_disk_is_degraded_but_ready(tiny_bundles, tmp_path):
+    """Below min_free_bytes the disk part is degraded (writes answer 507), and /ready stays 200: chat and reads go on."""
+    server = _start(api_settings(tiny_bundles["llama"], tmp_path, serve_documents=False))
+    try:
+        status, body = _get(server, "/ready")
+        disk = body["parts"]["disk"]
+        assert status == 200 and disk["state"] == "ready" and disk["free_bytes"] > 0
+        server.runtime.settings.min_free_bytes = disk["free_bytes"] * 4  # more than this disk has
+        status, body = _get(server, "/ready")
+        disk = body["parts"]["disk"]
+        assert status == 200 and disk["state"] == "degraded" and "min_free_bytes" in disk["detail"]
+        assert "disk" not in body["waiting_for"] and str(tmp_path) not in json.dumps(body)
     finally:
         server.close()
