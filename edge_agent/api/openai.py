@@ -169,8 +169,8 @@ def chat_completions():
     svc.check_model(req.model)
     messages = [{"role": m.role, "content": m.text()} for m in req.messages]
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    json_object = req.response_format is not None and req.response_format.type == "json_object"
-    gen = svc.chat(messages, _options(req, max_tokens), n=req.n or 1, json_object=json_object, priority=req.priority or 0, rag=_rag(req))
+    constraint = req.response_format.constraint() if req.response_format is not None else None
+    gen = svc.chat(messages, _options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0, rag=_rag(req))
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:

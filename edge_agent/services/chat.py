@@ -24,7 +24,8 @@ from edge_agent.engine.types import (
     SamplingParams,
     TextDelta,
 )
-from edge_agent.services import json_mode
+from edge_agent.services.constrained import OutputConstraint
+from edge_agent.services.constrained import processors as grammar_processors
 from edge_agent.services.errors import (
     BusyError,
     ContextLengthExceededError,
@@ -100,7 +101,7 @@ class TokenUsage:
 
 
 class _Choice:
-    def __init__(self, index: int, handle, prefix: str = "", guard: json_mode.JsonGuard | None = None):
+    def __init__(self, index: int, handle, prefix: str = "", guard=None):
         self.index = index
         self.handle = handle
         self.prefix = prefix
@@ -268,8 +269,6 @@ class ChatService:
         self.default_max_tokens = default_max_tokens
         self.max_tokens_limit = max_tokens_limit
         self.accepting = True
-        self._table: json_mode.TokenTable | None = None
-        self._table_lock = threading.Lock()
         self.retriever: DocumentRetriever | None = None
 
     def attach_documents(self, documents: Callable[[], object], status: Callable[[], str | None] = lambda: None) -> None:
@@ -277,10 +276,6 @@ class ChatService:
         self.retriever = DocumentRetriever(documents, status)
 
     # --- facts --------------------------------------------------------------------
-    @property
-    def prompt_kind(self) -> str:
-        return self.formatter.kind
-
     @property
     def queue_depth(self) -> int:
         return self.scheduler.queue_depth
@@ -300,27 +295,34 @@ class ChatService:
 
     # --- requests -----------------------------------------------------------------
     def chat(self, messages: list[dict[str, str]], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,
-             rag: RagOptions | None = None) -> Generation:
+             rag: RagOptions | None = None, constraint: OutputConstraint | None = None) -> Generation:
         """Format messages for this model and start n choices; with rag, ground them in retrieved chunks first.
 
-        Raises InvalidRequestError, ContextLengthExceededError, BusyError, UnavailableError
-        (DocumentsUnavailableError, with retry_after, while the documents load).
+        constraint (or json_object=True for OutputConstraint.json_object()) makes every choice
+        follow a grammar. Raises InvalidRequestError, ContextLengthExceededError, BusyError,
+        UnavailableError (DocumentsUnavailableError, with retry_after, while the documents load).
         """
+        if constraint is None and json_object:
+            constraint = OutputConstraint.json_object()
+        instruction = constraint.instruction if constraint is not None else ""
         sources = None
         if rag is not None:
-            messages, sources = self._ground_chat(messages, options, json_object, rag)
-        prompt = self.formatter.format_chat(messages, json_mode=json_object)
+            messages, sources = self._ground_chat(messages, options, instruction, rag)
+        prompt = self.formatter.format_chat(messages, instruction=instruction)
         options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         jobs = [(prompt.ids, prompt.prefill, i) for i in range(n)]
-        gen = self._start(jobs, [len(prompt.ids)], options, priority, json_object)
+        gen = self._start(jobs, [len(prompt.ids)], options, priority, constraint)
         gen.sources = sources
         return gen
 
     def complete(self, prompts: list[str | list[int]], options: SamplingOptions, n: int = 1, echo: bool = False, priority: int = 0,
-                 rag: RagOptions | None = None) -> Generation:
+                 rag: RagOptions | None = None, constraint: OutputConstraint | None = None) -> Generation:
         """Start n choices for each prompt (text, or token ids); choice index = prompt * n + j.
 
-        With rag (one text prompt), the sources are put in front of the prompt; echo shows the prompt as given.
+        A text prompt is the caller's raw prompt: control-token markers in it count (as in
+        llama.cpp's server and vLLM). With rag (one text prompt), the sources (data: never
+        control tokens) are put in front of the prompt; echo shows the prompt as given.
+        constraint makes every choice follow a grammar (e.g. OutputConstraint.choice(labels)).
         Raises InvalidRequestError, ContextLengthExceededError, BusyError, UnavailableError.
         """
         capacity = self.scheduler.max_queue + self.scheduler.max_batch
@@ -335,7 +337,10 @@ class ChatService:
             prompts = [grounded]
         jobs, lengths = [], []
         for p, prompt in enumerate(prompts):
-            if isinstance(prompt, str):
+            if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):  # (sources block, prompt)
+                ids = self.formatter.encode_with_documents(prompt[0], prompt[1]).ids
+                text = shown[p]  # type: ignore[assignment]
+            elif isinstance(prompt, str):
                 ids = self.engine.encode(prompt)
                 text = shown[p]  # type: ignore[assignment]
             else:
@@ -345,14 +350,14 @@ class ChatService:
                 ids, text = list(prompt), self.engine.decode(prompt) if echo else ""
             lengths.append(len(ids))
             jobs += [(ids, text if echo else "", p * n + j) for j in range(n)]
-        gen = self._start(jobs, lengths, options, priority, False)
+        gen = self._start(jobs, lengths, options, priority, constraint)
         gen.sources = sources
         return gen
 
     # --- grounding ----------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
-        """Model tokens of text (no BOS)."""
-        return len(self.engine.encode(text, add_special_tokens=False))
+        """Model tokens of text as data (no BOS, special-token look-alikes as text)."""
+        return len(self.formatter.encode_data(text))
 
     def cut_tokens(self, text: str, n: int) -> str:
         """The first n model tokens of text, as text."""
@@ -385,36 +390,36 @@ class ChatService:
             budget -= over
         return Grounding()
 
-    def _ground_chat(self, messages: list[dict[str, str]], options: SamplingOptions, json_object: bool,
+    def _ground_chat(self, messages: list[dict[str, str]], options: SamplingOptions, instruction: str,
                      rag: RagOptions) -> tuple[list[dict[str, str]], list[Source]]:
         """messages with the best chunks that fit as a system message (or, if the template refuses one, in the last user turn)."""
         chunks = self._retrieve(question_of(messages), rag)
         if not chunks:
             return messages, []
-        base = self.formatter.format_chat(messages, json_mode=json_object)
+        base = self.formatter.format_chat(messages, instruction=instruction)
         in_user = False
         try:  # a template that refuses system messages gets the sources in the last user turn
-            self.formatter.format_chat(with_sources(messages, "Sources."), json_mode=json_object)
+            self.formatter.format_chat(with_sources(messages, "Sources."), instruction=instruction)
         except InvalidRequestError:
             in_user = True
 
         def measure(g: Grounding) -> int:
-            return len(self.formatter.format_chat(with_sources(messages, g.block, in_user), json_mode=json_object).ids)
+            return len(self.formatter.format_chat(with_sources(messages, g.block, in_user), instruction=instruction).ids)
 
         g = self._fit(chunks, len(base.ids), self._prompt_limit(options), measure)
         if not g.sources:
             return messages, []
         return with_sources(messages, g.block, in_user), g.sources
 
-    def _ground_prompt(self, prompt: str, options: SamplingOptions, rag: RagOptions) -> tuple[str, list[Source]]:
-        """prompt with the best chunks that fit in front of it."""
+    def _ground_prompt(self, prompt: str, options: SamplingOptions, rag: RagOptions) -> tuple[str | list[str], list[Source]]:
+        """[sources block, prompt] with the best chunks that fit, or prompt alone when none do."""
         labels = self.formatter.labels
         chunks = self._retrieve(strip_labels(prompt, labels["user"], labels["assistant"]), rag)
         if not chunks:
             return prompt, []
         g = self._fit(chunks, len(self.engine.encode(prompt)), self._prompt_limit(options),
-                      lambda g: len(self.engine.encode(g.block + "\n\n" + prompt)))
-        return (g.block + "\n\n" + prompt, g.sources) if g.sources else (prompt, [])
+                      lambda g: len(self.formatter.encode_with_documents(g.block, prompt).ids))
+        return ([g.block, prompt], g.sources) if g.sources else (prompt, [])
 
     def _params(self, options: SamplingOptions, prompt_tokens: int, index: int) -> SamplingParams:
         d = self.defaults
@@ -450,27 +455,23 @@ class ChatService:
         except ValueError as e:
             raise InvalidRequestError(str(e)) from None
 
-    def _json_table(self) -> json_mode.TokenTable:
-        with self._table_lock:
-            if self._table is None:
-                self._table = json_mode.TokenTable(self.engine.tokenizer, self.vocab_size, self.engine.stop_token_ids)
-            return self._table
-
-    def _start(self, jobs, prompt_lengths: list[int], options: SamplingOptions, priority: int, json_object: bool) -> Generation:
+    def _start(self, jobs, prompt_lengths: list[int], options: SamplingOptions, priority: int,
+               constraint: OutputConstraint | None) -> Generation:
         if not self.accepting:
             raise UnavailableError("the server is shutting down; retry on another instance or later")
+        if constraint is not None and options.ignore_eos:
+            raise InvalidRequestError("ignore_eos cannot be combined with a response format: the output ends where its grammar does",
+                                      param="ignore_eos")
+        procs = grammar_processors(self.engine.tokenizer, self.vocab_size, self.engine.stop_token_ids, constraint, len(jobs)) \
+            if constraint is not None else []
         planned = []
-        for ids, prefix, index in jobs:
+        for j, (ids, prefix, index) in enumerate(jobs):
             if not ids:
                 raise InvalidRequestError("the prompt is empty", param="prompt")
             params = self._params(options, len(ids), index)
-            guard = None
-            if json_object:
-                guard = json_mode.JsonGuard(prefix)
-                if json_mode.ENGINE_HOOK:
-                    want = 1 if params.temperature == 0 else 32
-                    params.logits_processor = json_mode.JsonLogitsProcessor(self._json_table(), prefix, want)
-            planned.append((ids, params, prefix, guard, index))
+            if procs:
+                params.logits_processor = procs[j]  # masks natively for greedy and sampled choices alike
+            planned.append((ids, params, prefix, None, index))
         choices: list[_Choice] = []
         try:
             for ids, params, prefix, guard, index in planned:

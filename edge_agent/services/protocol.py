@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 MAX_CHOICES = 8
@@ -133,8 +133,34 @@ class ChatMessage(_Request):
         return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
 
 
+class JsonSchemaFormat(_Request):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="The format's name (letters, digits, _ and -).")
+    description: str | None = Field(None, max_length=4096, description="What the format is for (accepted and ignored).")
+    schema_: dict[str, Any] = Field(alias="schema", description="The JSON Schema the answer must follow.")
+    strict: bool | None = Field(None, description="Accepted; the schema is always enforced (every token is masked by it).")
+
+
 class ResponseFormat(_Request):
-    type: Literal["text", "json_object"] = Field(description="json_object: the answer is one valid JSON object.")
+    type: Literal["text", "json_object", "json_schema"] = Field(
+        description="json_object: the answer is one valid JSON object; json_schema: one JSON value that follows `json_schema.schema`."
+    )
+    json_schema: JsonSchemaFormat | None = Field(None, description="With type json_schema: the schema.")
+
+    @model_validator(mode="after")
+    def _schema_with_its_type(self) -> "ResponseFormat":
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("json_schema is required with type json_schema, and only with it")
+        return self
+
+    def constraint(self):
+        """The OutputConstraint the answer must follow, or None for text (raises InvalidRequestError for a bad schema)."""
+        from edge_agent.services.constrained import OutputConstraint
+
+        if self.type == "json_object":
+            return OutputConstraint.json_object()
+        if self.type == "json_schema":
+            return OutputConstraint.json_schema(self.json_schema.schema_)
+        return None
 
 
 class ChatCompletionRequest(_Sampling):

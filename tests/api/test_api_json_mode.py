@@ -1,125 +1,155 @@
-"""JSON mode: the prefix checker, the guard's completion of any prefix, and the logits processor under the engine hook."""
+"""Constrained output through llguidance masks: a tiny random model writes valid, schema-following JSON only when masked.
+
+The tiny Llama has random weights: left alone it writes byte soup. Every test that checks the
+output is valid also has a twin (or a branch) with the mask switched off that must fail, so
+the tests cannot pass without the mask.
+"""
 from __future__ import annotations
 
 import json
-import random
 
-import numpy as np
+import openai
 import pytest
 
-from edge_agent.services import json_mode
-from edge_agent.services.json_mode import JsonGuard, JsonPrefix
+from api_helpers import KEY, api_settings
+from edge_agent.engine.types import SamplingParams
+from edge_agent.services import constrained
+from edge_agent.services.chat import SamplingOptions
+from edge_agent.services.constrained import GrammarLogitsProcessor, OutputConstraint
+from edge_agent.services.errors import InvalidRequestError
 
-DOCS = [
-    {}, {"a": 1}, {"a": [1, 2.5, -3e-2, 0, -0.0, 1E+9]}, {"k": {"n": None, "t": True, "f": False}},
-    {"s": "quote \" backslash \\ slash / \b\f\n\r\t unicode \u00e9 \u4e2d emoji 🙂 ctl \u0001"},
-    {"nested": [[[], {}], [{"x": [{"y": "z"}]}]]}, {"": ""}, {"a": 1, "b": [True, None, "x"]},
-]
-
-
-@pytest.mark.parametrize("doc", DOCS)
-@pytest.mark.parametrize("indent", [None, 2])
-def test_every_prefix_of_valid_json_is_accepted_and_completes(doc, indent):
-    text = json.dumps(doc, indent=indent, ensure_ascii=False)
-    st = JsonPrefix()
-    for i, ch in enumerate(text):
-        assert st.feed(ch), (text, i)
-        completed = text[: i + 1] + st.closing()
-        assert isinstance(json.loads(completed), dict), completed
-    assert st.complete and st.closing() == ""
-    assert not st.feed(" ")  # nothing follows the object: generation stops there
-    assert not JsonPrefix().accepts("[1]") and not JsonPrefix().accepts('"x"')  # the top level is an object
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "legs": {"type": "integer", "minimum": 0, "maximum": 99},
+        "wild": {"type": "boolean"},
+        "color": {"enum": ["red", "brown", "grey"]},
+    },
+    "required": ["name", "legs", "wild", "color"],
+    "additionalProperties": False,
+}
+MSGS = [{"role": "user", "content": "Describe a fox as JSON."}]
 
 
-@pytest.mark.parametrize("bad", ['{a', '{"a" 1}', '{"a":01}', '{"a":1,}', '{"a":tru}', '{"a":-}', '{"a":1.}', '{"a":"\x01"}',
-                                 '{"a":"\\x"}', '{"a":"\\u12g4"}', '{"a":[1 2]}', '{"a":1]', '{}}', '{"a":nul '])
-def test_invalid_text_is_refused_and_the_guard_still_gives_valid_json(bad):
-    g = JsonGuard()
-    out = g.feed(bad)
-    assert g.stopped and g.broken
-    assert isinstance(json.loads(out + g.closing()), dict)
-
-
-def test_guard_on_random_text_always_ends_in_valid_json():
-    rng = random.Random(0)
-    alphabet = list('{}[]":,.-+eE0123456789 \n\tabcdefnrtul\\/') + ["true", "false", "null", '"k"', "\\u00e9"]
-    for _ in range(3000):
-        g = JsonGuard("{")
-        text = "{" + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
-        out = "{" + g.feed(text[1:])
-        assert isinstance(json.loads(out + g.closing()), dict), (text, out)
-
-
-def test_whitespace_runs_and_depth_are_bounded():
-    assert not JsonPrefix().accepts("{" + " " * 100)
-    assert not JsonPrefix().accepts('{"a":' + "[" * 100)
+def follows_schema(text: str) -> bool:
+    """SCHEMA checked by hand (no JSON-schema validator among the dependencies)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return (
+        isinstance(doc, dict) and set(doc) == {"name", "legs", "wild", "color"}
+        and isinstance(doc["name"], str) and len(doc["name"]) <= 12
+        and type(doc["legs"]) is int and 0 <= doc["legs"] <= 99
+        and isinstance(doc["wild"], bool) and doc["color"] in ("red", "brown", "grey")
+    )
 
 
 @pytest.fixture(scope="module")
-def table(llama_engine):
-    return json_mode.TokenTable(llama_engine.tokenizer, llama_engine.vocab_size, llama_engine.stop_token_ids)
-
-
-def test_token_table_texts_concatenate_like_the_decoder(table, llama_engine):
-    ids = llama_engine.encode('{"name": "fox", "legs": 4}', add_special_tokens=False)
-    assert "".join(table.texts[i] for i in ids) == llama_engine.decode(ids)
-
-
-def test_processor_masks_to_valid_tokens(table):
-    rng = np.random.default_rng(0)
-    proc = json_mode.JsonLogitsProcessor(table, prefix="{", want=1)
-    ids: list[int] = []
-    for _ in range(200):
-        logits = rng.normal(size=len(table.texts)).astype(np.float32)
-        masked = proc(ids, logits)
-        tok = int(np.argmax(masked))
-        if proc.state.complete or tok in set(table.stop_ids.tolist()):
-            break
-        assert proc.state.accepts(table.texts[tok])
-        ids.append(tok)
-    text = "{" + "".join(table.texts[i] for i in ids)
-    g = JsonGuard()
-    assert g.feed(text) == text and not g.broken
-    assert isinstance(json.loads(text + g.closing()), dict)
-
-
-def _hooked(monkeypatch):
-    """Simulate the proposed engine hook: SamplingParams.logits_processor is applied before each choice."""
-    from edge_agent.engine import sampling, scheduler
-
-    plain_is_greedy = sampling.is_greedy
-    plain_choose = scheduler.BatchScheduler._choose
-
-    def is_greedy(p):
-        return getattr(p, "logits_processor", None) is None and plain_is_greedy(p)
-
-    def choose(self, s, logits):
-        proc = getattr(s.params, "logits_processor", None)
-        if proc is not None:
-            logits = proc(s.tokens, np.array(logits, copy=True))
-        return plain_choose(self, s, logits)
-
-    monkeypatch.setattr(scheduler, "is_greedy", is_greedy)
-    monkeypatch.setattr(scheduler.BatchScheduler, "_choose", choose)
-    monkeypatch.setattr(json_mode, "ENGINE_HOOK", True)
-
-
-def test_with_the_engine_hook_the_model_writes_the_json_itself(monkeypatch, tiny_bundles, api_tmp):
-    from api_helpers import api_settings
-
+def rt(tiny_bundles, api_tmp):
     from edge_agent.runtime import build_runtime
-    from edge_agent.services.chat import SamplingOptions
 
-    _hooked(monkeypatch)
-    rt = build_runtime(api_settings(tiny_bundles["llama"], api_tmp, max_batch=4), load_documents=False)
-    try:
-        msgs = [{"role": "user", "content": "Describe a fox as JSON."}]
-        for temperature in (0.0, 0.8):
-            gen = rt.chat.chat(msgs, SamplingOptions(max_tokens=60, temperature=temperature, seed=1), n=2, json_object=True)
-            results = gen.collect()
-            for r, c in zip(results, gen.choices):
-                assert isinstance(json.loads(r.text), dict), r.text
-                assert not c.guard.broken  # never cut short: every token the model chose kept the JSON valid
-            assert any(len(r.text) > 2 for r in results)
-    finally:
-        rt.close()
+    runtime = build_runtime(api_settings(tiny_bundles["llama"], api_tmp, max_batch=4), load_documents=False)
+    yield runtime
+    runtime.close()
+
+
+def _unmasked(monkeypatch):
+    monkeypatch.setattr(GrammarLogitsProcessor, "__call__", lambda self, ids, logits: logits)
+
+
+def _schema_runs(rt) -> list[tuple[str, str]]:
+    out = []
+    for temperature in (0.0, 0.9):
+        gen = rt.chat.chat(MSGS, SamplingOptions(max_tokens=200, temperature=temperature, seed=3), n=2,
+                           constraint=OutputConstraint.json_schema(SCHEMA, instruction="Answer in JSON."))
+        out += [(r.text, r.finish_reason) for r in gen.collect()]
+    return out
+
+
+def test_json_schema_greedy_and_sampled_follow_the_schema(rt):
+    for text, reason in _schema_runs(rt):
+        assert reason == "stop", text
+        assert follows_schema(text), text
+
+
+def test_without_the_mask_the_same_requests_do_not_follow_the_schema(rt, monkeypatch):
+    _unmasked(monkeypatch)
+    runs = _schema_runs(rt)
+    assert not any(follows_schema(text) for text, _ in runs), runs
+
+
+def test_json_object_mode_and_its_unmasked_twin(rt, monkeypatch):
+    def run():
+        gen = rt.chat.chat(MSGS, SamplingOptions(max_tokens=200, temperature=0.8, seed=11), n=3, json_object=True)
+        return gen.collect()
+
+    def is_object(text):
+        try:
+            return isinstance(json.loads(text), dict)
+        except ValueError:
+            return False
+
+    masked = run()
+    assert all(is_object(r.text) for r in masked if r.finish_reason == "stop"), masked
+    assert sum(r.finish_reason == "stop" for r in masked) >= 1
+    _unmasked(monkeypatch)
+    assert not any(is_object(r.text) for r in run())
+
+
+def test_cut_by_max_tokens_is_length_and_not_patched(rt):
+    gen = rt.chat.chat(MSGS, SamplingOptions(max_tokens=4, temperature=0), constraint=OutputConstraint.json_schema(SCHEMA, instruction="Answer in JSON."))
+    [r] = gen.collect()
+    assert r.finish_reason == "length"
+    assert r.text.lstrip().startswith("{")
+    with pytest.raises(ValueError):
+        json.loads(r.text)  # left as the model wrote it: no closing braces added
+
+
+def test_guided_choice_for_classifiers(rt, monkeypatch):
+    labels = ["invoice", "complaint", "newsletter", 'a "quoted" label']
+    prompt = "Classify: the parcel arrived broken.\nLabel:"
+    gen = rt.chat.complete([prompt], SamplingOptions(max_tokens=40, temperature=0.7, seed=5), n=4, constraint=OutputConstraint.choice(labels))
+    got = gen.collect()
+    assert all(r.text in labels and r.finish_reason == "stop" for r in got), got
+    # the lower-level hook, straight on the scheduler
+    proc = constrained.choice_processor(rt.chat.engine, labels)
+    ids = rt.chat.engine.encode(prompt)
+    fin = rt.scheduler.submit(ids, SamplingParams(max_tokens=40, logits_processor=proc)).result()
+    assert fin.text in labels and fin.finish_reason == "stop"
+    _unmasked(monkeypatch)
+    free = rt.chat.complete([prompt], SamplingOptions(max_tokens=40, temperature=0.7, seed=5), n=4,
+                            constraint=OutputConstraint.choice(labels)).collect()
+    assert not any(r.text in labels for r in free)
+
+
+def test_bad_schema_and_bad_requests_are_400s(rt):
+    with pytest.raises(InvalidRequestError, match="output format"):
+        rt.chat.chat(MSGS, SamplingOptions(max_tokens=8), constraint=OutputConstraint.json_schema({"type": "objekt"}))
+    with pytest.raises(InvalidRequestError, match="ignore_eos"):
+        rt.chat.chat(MSGS, SamplingOptions(max_tokens=8, ignore_eos=True), json_object=True)
+    with pytest.raises(InvalidRequestError):
+        OutputConstraint.choice([])
+
+
+@pytest.fixture(scope="module")
+def client(live):
+    return openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+
+
+def test_openai_client_json_schema_response_format(client, live):
+    fmt = {"type": "json_schema", "json_schema": {"name": "animal", "schema": SCHEMA, "strict": True}}
+    r = client.chat.completions.create(model="default", messages=MSGS, max_tokens=180, temperature=0, response_format=fmt)
+    assert r.choices[0].finish_reason == "stop" and follows_schema(r.choices[0].message.content), r
+    chunks = client.chat.completions.create(model="default", messages=MSGS, max_tokens=180, temperature=0, response_format=fmt, stream=True)
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == r.choices[0].message.content
+    r = client.chat.completions.create(model="default", messages=MSGS, max_tokens=60, temperature=0, response_format={"type": "json_object"})
+    assert r.choices[0].finish_reason == "length" or isinstance(json.loads(r.choices[0].message.content), dict)
+    for bad in ({"type": "json_schema"}, {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "objekt"}}},
+                {"type": "json_object", "json_schema": {"name": "x", "schema": {}}}, {"type": "yaml"}):
+        status, _, body = live.request("POST", "/v1/chat/completions", {"model": "default", "messages": MSGS, "response_format": bad})
+        assert status == 400, (bad, body)
+        err = json.loads(body)["error"]
+        assert err["type"] == "invalid_request_error" and "Traceback" not in err["message"] and "/" not in err["message"].split(":")[0]

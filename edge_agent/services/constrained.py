@@ -1,0 +1,163 @@
+"""Constrained output: token masks from llguidance grammars (one JSON object, a JSON schema, a choice of strings).
+
+llguidance (the grammar engine llama.cpp and vLLM use) computes, for each step, the set of
+tokens that keep the output inside the grammar, natively and in tens of microseconds for a
+262k-token vocabulary. `GrammarLogitsProcessor` is the engine's SamplingParams.logits_processor
+hook: before each choice the scheduler hands it the generated ids and the logits, it feeds the
+new ids to its matcher and sets every refused token's logit to -inf, for greedy and sampled
+requests alike. Once the grammar is complete only the stop tokens stay allowed, so the
+sequence ends with finish_reason "stop"; a sequence cut by max_tokens ends with "length" and
+its text is left as the model wrote it (never patched into valid JSON).
+
+Costs: the grammar tokenizer is built once per model on the first constrained request
+(~2.5 s and ~40 MB for Gemma's 262k vocabulary); a matcher per choice is built in the
+request's thread; the scheduler thread pays the mask (see the report in the commit that
+brought this module for batch-1 and batch-16 figures).
+"""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edge_agent.services.errors import InvalidRequestError
+
+# Whitespace between JSON tokens: at most 20 characters in a row (llama.cpp's JSON grammars
+# allow a newline and up to 20 spaces), so a weak model cannot fill max_tokens with blanks.
+JSON_WHITESPACE = r"(?: |\n[ \t]{0,20})?"
+# One optional blank before the value: base-model transcripts end in "Answer:", and the
+# model's most natural next token is " {".
+_LEAD = r"/[ \n]?/"
+MAX_SCHEMA_HINT_CHARS = 2000
+MAX_CHOICES = 1000
+
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class OutputConstraint:
+    """What the output must be: a grammar (llguidance's format) and the instruction that tells the model so."""
+
+    kind: str  # "json_object" | "json_schema" | "choice"
+    grammar: str
+    instruction: str = ""
+
+    @classmethod
+    def json_object(cls) -> "OutputConstraint":
+        return cls.json_schema({"type": "object"}, instruction="Respond with one JSON object only.", kind="json_object")
+
+    @classmethod
+    def json_schema(cls, schema: dict[str, Any], instruction: str | None = None, kind: str = "json_schema") -> "OutputConstraint":
+        """One JSON value that follows schema (raises InvalidRequestError for a schema that is not an object)."""
+        if not isinstance(schema, dict):
+            raise InvalidRequestError("the JSON schema must be an object", param="response_format")
+        schema = dict(schema)
+        guidance = dict(schema.get("x-guidance") or {}) if isinstance(schema.get("x-guidance"), dict) else {}
+        guidance["whitespace_pattern"] = JSON_WHITESPACE
+        schema["x-guidance"] = guidance
+        import llguidance as llg
+
+        grammar = llg.LLMatcher.grammar_from_lark(f"start: {_LEAD} value\nvalue: %json {json.dumps(schema)}")
+        if instruction is None:
+            shown = {k: v for k, v in schema.items() if k != "x-guidance"}
+            text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+            instruction = ("Respond with one JSON object that follows this JSON schema: " + text
+                           if len(text) <= MAX_SCHEMA_HINT_CHARS else "Respond with one JSON object only.")
+        return cls(kind, grammar, instruction)
+
+    @classmethod
+    def choice(cls, options: list[str]) -> "OutputConstraint":
+        """Exactly one of options (guided choice, e.g. a classifier's labels); raises InvalidRequestError for an empty list."""
+        opts = list(dict.fromkeys(options))
+        if not opts or not all(isinstance(o, str) and o for o in opts):
+            raise InvalidRequestError("a choice needs at least one non-empty string", param="choices")
+        if len(opts) > MAX_CHOICES:
+            raise InvalidRequestError(f"a choice allows at most {MAX_CHOICES} options", param="choices")
+        import llguidance as llg
+
+        return cls("choice", llg.LLMatcher.grammar_from_lark("start: " + " | ".join(json.dumps(o) for o in opts)))
+
+
+def grammar_tokenizer(tokenizer, vocab_size: int, stop_token_ids) -> Any:
+    """llguidance's view of tokenizer (built once per tokenizer object and cached on it)."""
+    key = (int(vocab_size), tuple(sorted(int(t) for t in stop_token_ids)))
+    cache = getattr(tokenizer, "_edge_llg", None)
+    if cache is not None and cache[0] == key:
+        return cache[1]
+    with _LOCK:
+        cache = getattr(tokenizer, "_edge_llg", None)
+        if cache is None or cache[0] != key:
+            import llguidance as llg
+
+            lt = llg.LLTokenizer(tokenizer.to_str(), n_vocab=key[0], eos_token=list(key[1]) or None)
+            cache = (key, lt)
+            tokenizer._edge_llg = cache
+    return cache[1]
+
+
+class GrammarLogitsProcessor:
+    """Masks every token the grammar refuses next; one per sequence, called as proc(generated_ids, logits) -> logits.
+
+    Raises ValueError when the generated ids left the grammar (only possible if the mask was
+    not applied): the scheduler then ends that sequence with an error.
+    """
+
+    def __init__(self, matcher, vocab_size: int):
+        self.matcher = matcher
+        self.vocab_size = int(vocab_size)
+        self.bitmask = np.full((1, (self.vocab_size + 31) // 32), -1, np.int32)
+        self.seen = 0
+
+    def __call__(self, token_ids: list[int], logits: np.ndarray) -> np.ndarray:
+        m = self.matcher
+        if len(token_ids) > self.seen:
+            if not m.consume_tokens([int(t) for t in token_ids[self.seen:]]):
+                raise ValueError("the output left its grammar")
+            self.seen = len(token_ids)
+        m.unsafe_compute_mask_ptr(self.bitmask.ctypes.data, self.bitmask.nbytes)
+        if m.is_error():
+            raise ValueError("the output grammar failed")
+        n = logits.shape[-1]
+        allowed = np.unpackbits(self.bitmask.view(np.uint8), bitorder="little", count=n).view(bool)
+        np.copyto(logits, np.float32(-np.inf), where=~allowed)
+        return logits
+
+
+def compile_matcher(lltok, constraint: OutputConstraint):
+    """A fresh matcher for constraint; raises InvalidRequestError when the grammar (e.g. the schema) is invalid."""
+    import llguidance as llg
+
+    err = llg.LLMatcher.validate_grammar(constraint.grammar, lltok)
+    if err:
+        param = "choices" if constraint.kind == "choice" else "response_format"
+        raise InvalidRequestError(f"the output format cannot be used: {_short(err)}", param=param)
+    matcher = llg.LLMatcher(lltok, constraint.grammar, log_level=0)
+    if matcher.is_error():
+        raise InvalidRequestError(f"the output format cannot be used: {_short(matcher.get_error())}", param="response_format")
+    return matcher
+
+
+def processors(tokenizer, vocab_size: int, stop_token_ids, constraint: OutputConstraint, n: int = 1) -> list[GrammarLogitsProcessor]:
+    """n processors (one per choice) for constraint; raises InvalidRequestError for an unusable grammar."""
+    lltok = grammar_tokenizer(tokenizer, vocab_size, stop_token_ids)
+    first = compile_matcher(lltok, constraint)
+    return [GrammarLogitsProcessor(first if i == 0 else first.deep_copy(), vocab_size) for i in range(n)]
+
+
+def choice_processor(engine, choices: list[str]) -> GrammarLogitsProcessor:
+    """A logits processor that lets the model write exactly one of choices, then a stop token (guided choice).
+
+    engine: the OnnxEngine (or anything with .tokenizer, .vocab_size and .stop_token_ids), e.g.
+    ChatService.engine. Put the result in SamplingParams.logits_processor, one per sequence;
+    with ChatService, pass constraint=OutputConstraint.choice(choices) instead.
+    Raises InvalidRequestError for an empty list.
+    """
+    return processors(engine.tokenizer, engine.vocab_size, engine.stop_token_ids, OutputConstraint.choice(choices))[0]
+
+
+def _short(message: str, limit: int = 300) -> str:
+    first = message.strip().splitlines()[0] if message.strip() else "invalid grammar"
+    return first if len(first) <= limit else first[:limit] + "…"
