@@ -21,6 +21,7 @@ import numpy as np
 
 from edge_agent import __version__
 from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
+from edge_agent.fsutil import replace_dir
 from edge_agent.models.onnx_builder import KEEP_FP32
 from edge_agent.models.spec import SUPPORTED, ArchSpec, UnsupportedModelError, rope_tables, spec_from_config
 
@@ -299,18 +300,7 @@ def import_model(
         _smoke_test(tmp)
         progress.done()
 
-        old = None
-        if dest.exists():
-            old = models_dir / f".{name}.old-{os.getpid()}"
-            os.replace(dest, old)
-        os.replace(tmp, dest)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-        fd = os.open(models_dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        replace_dir(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest

@@ -20,6 +20,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from edge_agent.fsutil import replace_dir, write_json_atomic
+
 log = logging.getLogger(__name__)
 
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
@@ -102,15 +104,6 @@ def _file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class _SentenceEmbedder:
@@ -278,7 +271,7 @@ class OnnxEmbedder(_SentenceEmbedder):
         decision: dict[str, Any] = {"version": DECISION_VERSION, "quantize": quantize, "variant": "fp32", "file_name": "onnx/model.onnx"}
         if quantize != "off":
             decision.update(self._try_int8(src, folder, quantize, batch))
-        _write_json_atomic(path, decision)
+        write_json_atomic(path, decision)
         return decision
 
     def _try_int8(self, src: Path, folder: Path, quantize: str, batch: int) -> dict:
@@ -382,11 +375,8 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
         shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.onnx", "onnx", ".git*", DECISION_FILE))
         manifest: dict[str, Any] = {"name": name, "languages": langs or None, "source": str(src),
                                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        _write_json_atomic(tmp / LANGUAGES_FILE, manifest)
-        if dest.exists():
-            shutil.rmtree(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, dest)
+        write_json_atomic(tmp / LANGUAGES_FILE, manifest)
+        replace_dir(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -402,5 +392,5 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
     decision = emb.decision
     manifest.update(dim=emb.dim, max_tokens=emb.max_tokens, model_id=emb.model_id, export_folder=str(emb.folder),
                     variant=decision.get("variant"), tried=decision.get("tried", []))
-    _write_json_atomic(dest / LANGUAGES_FILE, manifest)
+    write_json_atomic(dest / LANGUAGES_FILE, manifest)
     return manifest

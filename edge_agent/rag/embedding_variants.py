@@ -12,11 +12,12 @@ FFN down-projections (the MatMul after GELU, whose inputs have outliers) are wha
 from __future__ import annotations
 
 import logging
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from edge_agent.fsutil import publish
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,7 @@ def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
             unfuse_skip_layernorm(quantized)
             onnx.save(quantized, str(unfused_tmp))
             save_ort_optimized(unfused_tmp, tmp)
-        os.replace(tmp, folder / v.file_name)
+        publish(tmp, folder / v.file_name)
     finally:  # a failure (a full disk) leaves no partial file behind
         rows_tmp.unlink(missing_ok=True)
         unfused_tmp.unlink(missing_ok=True)

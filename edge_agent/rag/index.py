@@ -20,6 +20,8 @@ from typing import Iterator
 import faiss
 import numpy as np
 
+from edge_agent.fsutil import fsync_dir, write_atomic  # noqa: F401  (retrieval imports write_atomic from here)
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"EDGE-AGENT-FAISS 1\n"
@@ -66,32 +68,6 @@ class RWLock:
             with self._cond:
                 self._writer = False
                 self._cond.notify_all()
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename inside it is durable."""
-    fd = os.open(str(path), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, chunks: list[bytes | memoryview]) -> None:
-    """Write a file whole or not at all: temp file, fsync, os.replace, fsync the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")
-    try:
-        with open(tmp, "wb") as f:
-            for c in chunks:
-                f.write(c)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    fsync_dir(path.parent)
 
 
 def move_aside(path: Path) -> Path | None:
