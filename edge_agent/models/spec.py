@@ -45,10 +45,6 @@ class ArchSpec:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ArchSpec":
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
-
 
 def _eos_list(value: Any) -> list[int]:
     if value is None:

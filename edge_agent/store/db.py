@@ -104,11 +104,6 @@ class SqliteDatabase:
                     raise
                 time.sleep(0.05)
 
-    @property
-    def write_lock(self) -> threading.RLock:
-        """The lock that serialises this process's writers (hold it to group several writes)."""
-        return self._write_lock
-
     # --- migrations -------------------------------------------------------
     def migrate(self, migrations: Sequence[Migration]) -> list[int]:
         """Apply the migrations not yet recorded in `schema_migrations`; returns the versions applied.
