@@ -44,6 +44,13 @@ class QueueFullError(EngineError):
         super().__init__("the server is busy: too many requests are waiting; retry shortly")
 
 
+# Sampling limits: the one source of truth (SamplingParams.validate, the API's request models, ChatService).
+MIN_TEMPERATURE = 1e-3  # below this sampling is greedy (and logits / T could overflow)
+MAX_TEMPERATURE = 2.0
+MIN_REPETITION_PENALTY, MAX_REPETITION_PENALTY = 0.01, 10.0
+MAX_TOP_K = 1_000_000
+
+
 @dataclass
 class SamplingParams:
     """How to pick each next token; temperature 0 means greedy.
@@ -73,18 +80,18 @@ class SamplingParams:
             finite(name, getattr(self, name))
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
             raise ValueError("max_tokens must be an integer of at least 1")
-        if self.temperature < 0:
-            raise ValueError("temperature must be >= 0")
-        if 0 < self.temperature < 1e-3:
+        if not 0 <= self.temperature <= MAX_TEMPERATURE:
+            raise ValueError(f"temperature must be between 0 and {MAX_TEMPERATURE:g}")
+        if 0 < self.temperature < MIN_TEMPERATURE:
             self.temperature = 0.0  # below this, sampling is greedy but numerically unsafe
         if not 0 < self.top_p <= 1:
             raise ValueError("top_p must be in (0, 1]")
         if not 0 <= self.min_p <= 1:
             raise ValueError("min_p must be in [0, 1]")
-        if not 0.01 <= self.repetition_penalty <= 100:
-            raise ValueError("repetition_penalty must be between 0.01 and 100")
-        if not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError("top_k must be an integer >= 0")
+        if not MIN_REPETITION_PENALTY <= self.repetition_penalty <= MAX_REPETITION_PENALTY:
+            raise ValueError(f"repetition_penalty must be between {MIN_REPETITION_PENALTY:g} and {MAX_REPETITION_PENALTY:g}")
+        if not isinstance(self.top_k, int) or not 0 <= self.top_k <= MAX_TOP_K:
+            raise ValueError(f"top_k must be an integer between 0 and {MAX_TOP_K}")
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
             raise ValueError("seed must be an integer")
         if any(not isinstance(s, str) or not s for s in self.stop):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from edge_agent.engine.types import (
     ENGINE_STOPPED,
+    MIN_TEMPERATURE,
     ContextLengthError,
     EngineError,
     Finished,
@@ -51,7 +52,6 @@ from edge_agent.services.prompts import PromptFormatter
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 0.25
-MIN_TEMPERATURE = 1e-3  # below this sampling is greedy
 _SEED_SPACE = 2**64
 
 

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from edge_agent.engine.types import MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
+
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 MAX_CHOICES = 8
 MAX_STOP = 4
@@ -88,11 +90,11 @@ class _Sampling(_Request):
 
     model: str = Field(min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\").")
     max_tokens: Int(ge=1) | None = Field(None, description="Most tokens to generate.")
-    temperature: Float | None = Field(None, ge=0, le=2, description="0 = greedy (so is anything below 0.001); default: the model's, else 1.")
+    temperature: Float | None = Field(None, ge=0, le=MAX_TEMPERATURE, description="0 = greedy (so is anything below 0.001); default: the model's, else 1.")
     top_p: Float | None = Field(None, ge=0, le=1, description="Nucleus sampling mass; 0 = only the most likely token.")
-    top_k: Int(ge=0, le=1_000_000) | None = Field(None, description="Sample among the k most likely tokens (0 = off). Extension.")
+    top_k: Int(ge=0, le=MAX_TOP_K) | None = Field(None, description="Sample among the k most likely tokens (0 = off). Extension.")
     min_p: Float | None = Field(None, ge=0, le=1, description="Drop tokens below min_p x the top probability. Extension.")
-    repetition_penalty: Float | None = Field(None, ge=0.01, le=10, description="> 1 discourages repeats (CTRL style). Extension.")
+    repetition_penalty: Float | None = Field(None, ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY, description="> 1 discourages repeats (CTRL style). Extension.")
     presence_penalty: Float | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
     frequency_penalty: Float | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
     seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = Field(None, description="Makes sampling repeatable; choice i uses seed + i.")
