@@ -9,11 +9,12 @@ import json
 import re
 from typing import Any, Literal
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 from pydantic import BaseModel, Field, RootModel
 from pydantic.json_schema import models_json_schema
 
 from edge_agent.api import protocol as p
+from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.errors import ApiError, error_body, error_response, read_json
 from edge_agent.services.documents import DocumentError, DocumentNotFoundError, IngestResult, PathRefusedError
 from edge_agent.services.grounding import DocumentsUnavailableError
@@ -190,10 +191,6 @@ class RetrieveList(BaseModel):
 
 
 # --- helpers ----------------------------------------------------------------
-def _runtime():
-    return current_app.extensions["edge_agent"]
-
-
 def _service():
     """The DocumentService; raises DocumentsUnavailableError (503, Retry-After) while it loads."""
     runtime = _runtime()

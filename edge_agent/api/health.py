@@ -4,13 +4,10 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, jsonify
 
 from edge_agent.api import protocol as p
+from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.openapi import build_openapi
 
 bp = Blueprint("health", __name__)
-
-
-def _runtime():
-    return current_app.extensions["edge_agent"]
 
 
 @bp.get("/health")

@@ -6,9 +6,10 @@ import json
 import time
 from collections.abc import Callable, Iterator
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 
 from edge_agent.api import protocol as p
+from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.access_log import note_usage
 from edge_agent.api.errors import error_body, read_json
 from edge_agent.services import grounding
@@ -20,10 +21,6 @@ bp = Blueprint("openai", __name__)
 KEEPALIVE_S = 10.0
 PROBE_S = 0.25  # how often a running request checks that its client is still there, tokens flowing or not
 STREAM_START_S = 10.0  # a stream's body not read by then (the server never iterated it) cancels its generation
-
-
-def _runtime():
-    return current_app.extensions["edge_agent"]
 
 
 def _context() -> dict:
