@@ -37,13 +37,21 @@ from edge_agent.services.errors import (
     UnavailableError,
 )
 from edge_agent.services.grounding import (
+    ANSWER_GRAMMAR,
+    FOCUS_SENTENCES,
+    INSTRUCTION,
+    CannedHandle,
     DocumentRetriever,
     DocumentsUnavailableError,
+    GroundedPrompt,
     Grounding,
+    GroundingPolicy,
     RagOptions,
     Source,
     fit_sources,
+    focus,
     question_of,
+    source_of,
     strip_labels,
     with_sources,
 )
@@ -270,6 +278,7 @@ class ChatService:
         self.max_tokens_limit = max_tokens_limit
         self.accepting = True
         self.retriever: DocumentRetriever | None = None
+        self.grounding = GroundingPolicy()  # runtime sets it from Settings (rag_min_coverage, rag_absent_answers)
 
     def attach_documents(self, documents: Callable[[], object], status: Callable[[], str | None] = lambda: None) -> None:
         """Where rag requests find documents: documents() returns the DocumentService, or None while it loads."""
@@ -307,7 +316,10 @@ class ChatService:
         instruction = constraint.instruction if constraint is not None else ""
         sources = None
         if rag is not None:
-            messages, sources = self._ground_chat(messages, options, instruction, rag)
+            grounded = self._ground_chat(messages, options, instruction, rag)
+            if isinstance(grounded, GroundedPrompt):
+                return self._start_grounded(grounded, options, n, priority, constraint)
+            messages, sources = grounded
         prompt = self.formatter.format_chat(messages, instruction=instruction)
         options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         jobs = [(prompt.ids, prompt.prefill, i) for i in range(n)]
@@ -374,14 +386,15 @@ class ChatService:
             raise DocumentsUnavailableError("documents are not served by this process (serve_documents is off)")
         return self.retriever.retrieve(query, rag)
 
-    def _fit(self, chunks: list, base_tokens: int, limit: int, measure: Callable[[Grounding], int]) -> Grounding:
+    def _fit(self, chunks: list, base_tokens: int, limit: int, measure: Callable[[Grounding], int], label: str = "Source",
+             instruction: str = INSTRUCTION) -> Grounding:
         """The chunks that fit in `limit` prompt tokens; measure(g) is the real prompt length with g.
 
         Token counts of the pieces estimate the prompt's; an overshoot shrinks the budget by as much and retries.
         """
         budget = limit - base_tokens
         for _ in range(4):
-            g = fit_sources(chunks, budget, self.count_tokens, self.cut_tokens)
+            g = fit_sources(chunks, budget, self.count_tokens, self.cut_tokens, label, instruction)
             if not g.sources:
                 break
             over = measure(g) - limit
@@ -391,10 +404,34 @@ class ChatService:
         return Grounding()
 
     def _ground_chat(self, messages: list[dict[str, str]], options: SamplingOptions, instruction: str,
-                     rag: RagOptions) -> tuple[list[dict[str, str]], list[Source]]:
-        """messages with the best chunks that fit as a system message (or, if the template refuses one, in the last user turn)."""
-        chunks = self._retrieve(question_of(messages), rag)
-        if not chunks:
+                     rag: RagOptions) -> tuple[list[dict[str, str]], list[Source]] | GroundedPrompt:
+        """A decline when no passage covers the question (GroundingPolicy); for a base model (no constraint),
+        a GroundedPrompt: passages, then the question, in its language's scaffold; else messages with the
+        best chunks that fit as a system message (or, if the template refuses one, in the last user turn)."""
+        question = question_of(messages)
+        chunks = self._retrieve(question, rag)
+        policy = self.grounding
+        lang = policy.language_of(question)
+        sc = policy.scaffold(lang)
+        if not policy.covered(question, chunks, lang):
+            return GroundedPrompt(sources=[source_of(c) for c in chunks], decline=sc.absent)  # what was searched, none used
+        if self.formatter.kind == "completion" and not instruction:
+            enc = self.formatter.encoder
+            tail = "\n\n" + sc.question + " ".join(question.split()) + "\n" + sc.answer
+
+            def ids_of(g: Grounding) -> list[int]:
+                table: dict[str, str] = {}
+                return enc.encode(enc.defuse(g.block + tail, table), table)  # passages and question are data
+
+            limit = self._prompt_limit(options)
+            for n in range(FOCUS_SENTENCES, 0, -1):  # the sentences that hold the question's words, fewer if they do not fit
+                g = focus(question, chunks, lang, sc.passage, n)
+                ids = ids_of(g)
+                if g.sources and len(ids) <= limit:
+                    return GroundedPrompt(ids, g.sources, policy.stops(sc))
+            g = self._fit(chunks, len(ids_of(Grounding())), limit, lambda g: len(ids_of(g)), sc.passage, "")  # one long sentence: cut
+            if g.sources:
+                return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc))
             return messages, []
         base = self.formatter.format_chat(messages, instruction=instruction)
         in_user = False
@@ -406,20 +443,43 @@ class ChatService:
         def measure(g: Grounding) -> int:
             return len(self.formatter.format_chat(with_sources(messages, g.block, in_user), instruction=instruction).ids)
 
-        g = self._fit(chunks, len(base.ids), self._prompt_limit(options), measure)
+        g = self._fit(chunks, len(base.ids), self._prompt_limit(options), measure, sc.passage, sc.instruction)
         if not g.sources:
             return messages, []
+        options.stop = list(dict.fromkeys([*options.stop, "\n" + sc.passage + " [", "\nSource ["]))
         return with_sources(messages, g.block, in_user), g.sources
 
+    def _start_grounded(self, gp: GroundedPrompt, options: SamplingOptions, n: int, priority: int,
+                        constraint: OutputConstraint | None) -> Generation:
+        """Start a base model's grounded completion (one non-empty line), or answer the decline without the model."""
+        if gp.decline is not None:
+            gen = Generation(self.model_name, [_Choice(i, CannedHandle(gp.decline)) for i in range(n)], 0, self.request_timeout_s)
+        else:
+            options.stop = list(dict.fromkeys([*options.stop, *gp.stop]))
+            if constraint is None:
+                import llguidance as llg
+
+                constraint = OutputConstraint("grounded", llg.LLMatcher.grammar_from_lark(ANSWER_GRAMMAR))
+            gen = self._start([(gp.ids, "", i) for i in range(n)], [len(gp.ids)], options, priority, constraint)
+        gen.sources = gp.sources
+        return gen
+
     def _ground_prompt(self, prompt: str, options: SamplingOptions, rag: RagOptions) -> tuple[str | list[str], list[Source]]:
-        """[sources block, prompt] with the best chunks that fit, or prompt alone when none do."""
+        """[sources block, prompt] with the best chunks that fit, or prompt alone when none do; the block's words
+        in the question's language (no instruction for a base model: it made the default model answer nothing)."""
         labels = self.formatter.labels
-        chunks = self._retrieve(strip_labels(prompt, labels["user"], labels["assistant"]), rag)
+        query = strip_labels(prompt, labels["user"], labels["assistant"])
+        chunks = self._retrieve(query, rag)
         if not chunks:
             return prompt, []
+        sc = self.grounding.scaffold(self.grounding.language_of(query))
         g = self._fit(chunks, len(self.engine.encode(prompt)), self._prompt_limit(options),
-                      lambda g: len(self.formatter.encode_with_documents(g.block, prompt).ids))
-        return ([g.block, prompt], g.sources) if g.sources else (prompt, [])
+                      lambda g: len(self.formatter.encode_with_documents(g.block, prompt).ids), sc.passage,
+                      "" if self.formatter.kind == "completion" else sc.instruction)
+        if not g.sources:
+            return prompt, []
+        options.stop = list(dict.fromkeys([*options.stop, "\n" + sc.passage + " [", "\nSource ["]))
+        return [g.block, prompt], g.sources
 
     def _params(self, options: SamplingOptions, prompt_tokens: int, index: int) -> SamplingParams:
         d = self.defaults
