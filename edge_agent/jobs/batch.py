@@ -197,8 +197,8 @@ class BatchRequestRunner:
         if isinstance(req, p.ChatCompletionRequest):
             messages = [{"role": m.role, "content": m.text()} for m in req.messages]
             max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-            json_object = req.response_format is not None and req.response_format.type == "json_object"
-            start = lambda: self.chat.chat(messages, _options(req, max_tokens), n=req.n or 1, json_object=json_object,  # noqa: E731
+            constraint = req.response_format.constraint() if req.response_format is not None else None
+            start = lambda: self.chat.chat(messages, _options(req, max_tokens), n=req.n or 1, constraint=constraint,  # noqa: E731
                                            priority=priority, rag=_rag(req))
         else:
             start = lambda: self.chat.complete(req.prompts(), _options(req, req.max_tokens), n=req.n or 1,  # noqa: E731
