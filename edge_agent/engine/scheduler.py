@@ -8,8 +8,9 @@ sequence leaves at once and the last slot moves into its place.
 
 Priorities (lower first): work at BATCH_PRIORITY or above (jobs, batch files)
 never holds more than max_batch - reserved_interactive_slots slots, prefills in
-shorter chunks while an interactive sequence decodes (batch_prefill_chunk, so
-its inter-token gap stays short), and is preempted when an interactive
+shorter chunks while users are being served (batch_prefill_chunk, while a user
+sequence runs or ended within interactive_window_s: a user's next token, or a
+new user's first, waits for one short chunk), and is preempted when an interactive
 request waits and no slot is free (the newest batch sequence, or a batch
 prompt being prefilled): its cache is dropped and it waits again with its
 generated tokens, to recompute them in one prefill and continue.
@@ -95,14 +96,18 @@ class BatchScheduler:
         max_step_failures: int = 8,
         stall_s: float = 300.0,
         batch_prefill_chunk: int | None = None,
+        interactive_window_s: float = 30.0,
     ):
         self.engine = engine
         self.model = engine.model
         self.max_batch = engine.max_batch
         self.max_queue = max_queue
         self.prefill_chunk = prefill_chunk
-        # while a user's sequence decodes, batch prompts prefill in shorter chunks (its next token waits one at most)
+        # while users are served (a user sequence runs or ended within interactive_window_s), batch prompts
+        # prefill in shorter chunks: a user's next token, or a new user's first, waits for one at most
         self.batch_prefill_chunk = batch_prefill_chunk or max(16, prefill_chunk // 4)
+        self.interactive_window_s = interactive_window_s
+        self._last_interactive = -float("inf")  # when a user (non-batch) sequence last was submitted or ended
         self.on_step = on_step
         self.on_finish = on_finish
         reserved = max(1, self.max_batch // 4) if reserved_interactive_slots is None else reserved_interactive_slots
@@ -211,6 +216,8 @@ class BatchScheduler:
             submitted=now,
             deadline=now + timeout_s if timeout_s else None,
         )
+        if not seq.batch:
+            self._last_interactive = now
         with self._cond:
             if self.failure is not None or not self._accepting:
                 raise EngineError("the server is shutting down" if self.failure is None else "the language model engine has stopped")
@@ -392,7 +399,7 @@ class BatchScheduler:
         feed = s.feed
         t = time.monotonic()
         chunk = self.prefill_chunk
-        if s.batch and any(not d.batch for d in self._decoding):
+        if s.batch and (t - self._last_interactive < self.interactive_window_s or any(not d.batch for d in self._decoding)):
             chunk = self.batch_prefill_chunk
         n = min(chunk, feed.shape[0] - s.prefilled)
         try:
@@ -560,6 +567,8 @@ class BatchScheduler:
             total_s=now - s.submitted,
         )
         fin = Finished(text=s.text, finish_reason=reason, usage=usage, token_ids=list(s.tokens), error=error)
+        if not s.batch:
+            self._last_interactive = now
         if s.handle._end(fin) and self.on_finish:
             try:
                 self.on_finish(fin)

@@ -196,27 +196,35 @@ def test_preempted_sampling_continues_its_random_stream(llama_engine):
         s.stop()
 
 
-def test_batch_prompts_prefill_in_short_chunks_only_while_a_user_decodes(llama_engine, monkeypatch):
+def test_batch_prompts_prefill_in_short_chunks_only_while_users_are_served(llama_engine, monkeypatch):
     long = " ".join(PROMPTS)
-    s = BatchScheduler(llama_engine, prefill_chunk=32, batch_prefill_chunk=8).start()
-    sizes: list[tuple[int, int]] = []  # (slot, tokens) of every prefill call
+    s = BatchScheduler(llama_engine, prefill_chunk=32, batch_prefill_chunk=8, interactive_window_s=1.0, prefix_cache_bytes=0).start()
+    sizes: list[int] = []  # tokens of every prefill call
     real = s.model.prefill
 
     def prefill(slot, ids, start):
-        sizes.append((slot, len(ids)))
+        sizes.append(len(ids))
         return real(slot, ids, start)
 
     monkeypatch.setattr(s.model, "prefill", prefill)
     params = SamplingParams(max_tokens=4, ignore_eos=True)
+
+    def batch_chunk() -> int:
+        sizes.clear()
+        fin = s.submit(llama_engine.encode(long), params, priority=BATCH_PRIORITY).result(timeout=30)
+        assert fin.token_ids == alone.token_ids
+        return max(sizes)
+
     try:
         alone = s.submit(llama_engine.encode(long), params, priority=BATCH_PRIORITY).result(timeout=30)
-        assert max(n for _, n in sizes) == 32  # nobody to protect: full chunks
+        assert max(sizes) == 32 and batch_chunk() == 32  # no user: full chunks
         user = s.submit(llama_engine.encode(PROMPTS[0]), SamplingParams(max_tokens=N, ignore_eos=True))
         user.next_event(timeout=10)
-        sizes.clear()
-        shared = s.submit(llama_engine.encode(long), params, priority=BATCH_PRIORITY).result(timeout=30)
-        assert not user.ended and sizes and max(n for _, n in sizes) == 8
-        assert shared.token_ids == alone.token_ids
+        assert batch_chunk() == 8 and not user.ended  # a user decodes
         user.cancel()
+        user.result(timeout=10)
+        assert batch_chunk() == 8  # a user was served a moment ago: more may come
+        time.sleep(1.1)
+        assert batch_chunk() == 32
     finally:
         s.stop()
