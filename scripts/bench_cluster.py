@@ -77,8 +77,9 @@ def main() -> int:
     timings: dict[str, list[float]] = {name: [] for name in services}
     tokens: dict[str, list[int]] = {name: [] for name in services}
     failed: dict[str, list[str]] = {}
-    for _ in range(args.rounds):
-        for name, svc in services.items():
+    for r in range(args.rounds):
+        order = list(services.items())
+        for name, svc in (order if r % 2 == 0 else order[::-1]):  # ABC, CBA, ...: no side always goes first
             t0 = time.perf_counter()
             run = svc.run_foreground(f"bench-{name}", overrides={"concurrency": 16 * (2 if name == "ray2" else 1)})
             timings[name].append(time.perf_counter() - t0)
