@@ -18,7 +18,7 @@ def test_wal_busy_timeout_and_migrations(tmp_path):
         assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000
     assert db.schema_versions() == [m.version for m in MIGRATIONS]
     db.close()
-    extra = Migration(1000, "a later subsystem", "CREATE TABLE jobs (id INTEGER PRIMARY KEY, kind TEXT);")
+    extra = Migration(1000, "a later subsystem", "CREATE TABLE later_things (id INTEGER PRIMARY KEY, kind TEXT);")
     db = SqliteDatabase(tmp_path / "x.db", [*MIGRATIONS, extra])
     assert db.schema_versions()[-1] == 1000
     assert db.migrate([*MIGRATIONS, extra]) == []
