@@ -43,7 +43,7 @@ class Limits(_Body):
     concurrency: int | None = Field(None, ge=1, le=256)
     max_items: int | None = Field(None, ge=1)
     deadline: str | float | None = Field(None, examples=["06:00"])
-    max_duration_s: int | None = Field(None, ge=1)
+    max_duration_s: int | None = Field(None, ge=1, le=366 * 86400)
 
 
 class CreateJobRequest(_Body):
@@ -58,10 +58,11 @@ class CreateJobRequest(_Body):
 class UpdateJobRequest(_Body):
     """Fields to change; `schedule: null` removes the schedule."""
 
-    name: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    params: dict[str, Any] | None = None
+    # absent = unchanged; only schedule and limits may be null (removed), so the others' schemas leave null out
+    name: str = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # type: ignore[assignment]
+    params: dict[str, Any] = Field(None, description="The kind's params, replaced whole (checked as at creation)")  # type: ignore[assignment]
     schedule: Schedule | None = None
-    enabled: bool | None = None
+    enabled: bool = Field(None)  # type: ignore[assignment]
     limits: Limits | None = None
 
 

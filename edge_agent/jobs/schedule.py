@@ -87,7 +87,12 @@ def deadline_at(value: str | float | int | None, tz: str | None, start: float, p
         raise InvalidJobError("deadline must be 'HH:MM', an ISO date-time or epoch seconds", param=param)
     if when <= start:
         raise InvalidJobError("the deadline is in the past", param=param)
+    if not when < start + MAX_AHEAD_S:  # also NaN and infinity
+        raise InvalidJobError("the deadline is more than a year away; give 'HH:MM' or a date within a year", param=param)
     return when
+
+
+MAX_AHEAD_S = 366 * 86400  # a run's deadline or duration: within a year
 
 
 def iso(ts: float | None) -> str | None:

@@ -38,12 +38,14 @@ def test_schemathesis_finds_nothing(fuzz_server, tmp_path):
         str(st), "run", fuzz_server.url + "/openapi.json", "-H", f"Authorization: Bearer {KEY}",
         "--checks", "all", "--exclude-checks", "positive_data_acceptance", "--phases", "coverage,fuzzing",
         "-n", "40", "--seed", "1", "--workers", "2", "--no-shrink", "--output-sanitize", "false",
-        # every warning but missing_test_data: ids of files, batches, jobs and runs are random, so a fuzzed id is a 404 by design
+        # every warning but missing_test_data (ids of files, batches, jobs and runs are random: a fuzzed id is a 404 by
+        # design) and low_valid_rate (POST /v1/jobs: a job's params are checked by its kind against state the schema
+        # cannot name, e.g. folders under ingest_roots, uploaded file ids, so random params are mostly refused)
         "--warnings", "missing_auth,base_url_mismatch,validation_mismatch,missing_deserializer,unused_openapi_auth,unsupported_regex,"
-        "method_not_allowed,unmatched_filter,unresolvable_reference,low_valid_rate,rate_limited,dictionary_mismatch,timeout_units",
+        "method_not_allowed,unmatched_filter,unresolvable_reference,rate_limited,dictionary_mismatch,timeout_units",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
-    assert "No issues found" in out.stdout
+    assert "No issues found" in out.stdout, out.stdout[-3000:]
     # and the server is still fine
     assert fuzz_server.request("GET", "/health", key=None)[0] == 200
