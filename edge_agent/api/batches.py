@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from edge_agent.api.context import runtime
 from edge_agent.api.errors import ApiError, read_json
 from edge_agent.jobs.batch import COMPLETION_WINDOWS, ENDPOINTS
 from edge_agent.jobs.batch_files import BatchService
@@ -115,7 +116,7 @@ def _service() -> BatchService:
     ext = current_app.extensions
     svc = ext.get("edge_agent.batches")
     if svc is None:
-        rt = ext["edge_agent"]
+        rt = runtime()
         jobs = getattr(rt, "jobs", None)
         if jobs is None:
             raise ApiError(503, "batches are not served by this process (the jobs service is off); use `edge-agent batch run`",

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, jsonify
+
+from edge_agent.api.context import runtime
 
 bp = Blueprint("cluster", __name__)
 
 
 @bp.get("/v1/cluster")
 def cluster_status():
-    rt = current_app.extensions["edge_agent"]
+    rt = runtime()
     pool = getattr(rt, "cluster", None)
     if pool is not None:
         return jsonify(pool.status())

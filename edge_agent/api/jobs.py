@@ -10,10 +10,11 @@ import re
 import time
 from typing import Any, Literal
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
+from edge_agent.api.context import runtime
 from edge_agent.api.errors import ApiError, error_response, read_json
 from edge_agent.jobs.kinds import InvalidJobError
 from edge_agent.jobs.schedule import iso
@@ -192,14 +193,14 @@ def result_object(item) -> RunResult:
 
 # --- helpers ----------------------------------------------------------------
 def _service():
-    jobs = getattr(current_app.extensions["edge_agent"], "jobs", None)
+    jobs = getattr(runtime(), "jobs", None)
     if jobs is None:
         raise UnavailableError("jobs are not available in this process (the database could not be opened; see the daemon's log)")
     return jobs
 
 
 def _max_body() -> int:
-    return int(getattr(current_app.extensions["edge_agent"].settings, "max_body_bytes", 8 * 1024 * 1024))
+    return int(getattr(runtime().settings, "max_body_bytes", 8 * 1024 * 1024))
 
 
 def _json(model: BaseModel, status: int = 200) -> Response:

@@ -376,16 +376,10 @@ class BatchKind:
 
 
 def write_jsonl(path: Path, lines: list[dict]) -> None:
-    """Write lines as JSONL whole or not at all (temp file, fsync, replace)."""
-    import os
+    """Write lines as JSONL whole or not at all (edge_agent.fsutil.write_atomic)."""
+    from edge_agent.fsutil import write_atomic
 
-    tmp = path.with_name(path.name + ".part")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(dump_line(line) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, ((dump_line(line) + "\n").encode("utf-8") for line in lines))
 
 
 def dump_line(line: dict) -> str:

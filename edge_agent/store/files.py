@@ -1,14 +1,13 @@
 """Stored files (uploaded batch inputs, batch outputs) and OpenAI batch records: the SQL and the bytes on disk.
 
-A file's bytes are written whole or not at all: a temp file in the same folder, fsync, os.replace,
-fsync of the folder, and only then the row. A crash before the row leaves at most an orphan
-`.part` or unreferenced file, removed by `sweep()` at start; a row always has its bytes.
+A file's bytes are written whole or not at all (edge_agent.fsutil.write_atomic: a temp file in the
+same folder, fsync, os.replace, fsync of the folder), and only then the row. A crash before the row
+leaves at most a temp or unreferenced file, removed by `sweep()` at start; a row always has its bytes.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import shutil
 import time
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edge_agent.fsutil import write_atomic
 from edge_agent.store.db import SqliteDatabase
 
 FREE_SPACE_MARGIN = 64 << 20  # keep this much free after a write
@@ -92,23 +92,18 @@ class FileStore:
             self._check_room(expected_bytes)
         file_id = new_id("file-")
         final = self.path(file_id)
-        tmp = final.with_suffix(".part")
         digest, size = hashlib.sha256(), 0
-        try:
-            with open(tmp, "wb") as f:
-                for block in [data] if isinstance(data, (bytes, bytearray)) else data:
-                    size += len(block)
-                    if max_bytes is not None and size > max_bytes:
-                        raise FileTooLargeError(max_bytes)
-                    digest.update(block)
-                    f.write(block)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, final)
-            _fsync_dir(self.folder)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+
+        def blocks():
+            nonlocal size
+            for block in [data] if isinstance(data, (bytes, bytearray)) else data:
+                size += len(block)
+                if max_bytes is not None and size > max_bytes:
+                    raise FileTooLargeError(max_bytes)
+                digest.update(block)
+                yield block
+
+        write_atomic(final, blocks())  # whole or not at all; a refusal mid-way leaves nothing
         rec = FileRecord(file_id, purpose, filename, size, digest.hexdigest(), time.time())
         try:
             with self.db.write() as conn:
@@ -160,7 +155,7 @@ class FileStore:
         return bool(gone)
 
     def sweep(self, min_age_s: float = 600.0) -> int:
-        """Remove `.part` leftovers and files no row names (a crash between write and insert); returns the count.
+        """Remove temp leftovers and files no row names (a crash between write and insert); returns the count.
 
         Only files older than min_age_s: another process may be between its write and its insert right now.
         """
@@ -228,11 +223,3 @@ def _batch(row) -> BatchRecord:
     d = dict(row)
     d["metadata"] = json.loads(d["metadata"]) if d["metadata"] else None
     return BatchRecord(**d)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
