@@ -34,6 +34,7 @@ ALLOWED = {
 # without a reason here and a note in ARCHITECTURE.md.
 KNOWN = {
     "models/importer.py": {"engine"},  # writes the bundle format engine/bundle.py reads, and smoke-tests the result with the engine
+    "models/gguf_tokenizer.py": {"engine"},  # llama.cpp's parse_special=False mode is the engine's plain encoding (engine/tokens.py)
     # cli: error and parameter types (BundleError, SamplingParams, BATCH_PRIORITY) and bundle listing come from engine;
     # model/embedding import and setup call the importers (models, rag) directly: there is no service for them yet;
     # doctor and jobs read the SQLite store directly.

@@ -35,7 +35,6 @@ from __future__ import annotations
 import codecs
 import mmap
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -43,6 +42,7 @@ from typing import Any, Iterable
 import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
+from edge_agent.engine.tokens import plain_twin
 from edge_agent.models.gguf_file import _MetadataParser
 
 __all__ = [
@@ -353,37 +353,6 @@ def special_ids(source: str | Path | Any) -> dict[str, Any]:
 
 
 # --- encoding in llama.cpp's modes -------------------------------------------------------------------------
-_PLAIN_LOCK = threading.Lock()
-
-
-def _plain_twin(tok: Tokenizer) -> Tokenizer:
-    """A twin of tok that leaves special-token look-alikes as text (cached on tok).
-
-    It shares tok's model and pipeline objects (no copy of the 262k-token
-    vocabulary or merges); only the added-token table is its own. Flipping
-    `encode_special_tokens` on tok itself per call would race with other threads.
-    """
-    twin = getattr(tok, "_edge_plain_twin", None)
-    if twin is None:
-        with _PLAIN_LOCK:
-            twin = getattr(tok, "_edge_plain_twin", None)
-            if twin is None:
-                twin = Tokenizer(tok.model)
-                for part in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
-                    if getattr(tok, part) is not None:
-                        setattr(twin, part, getattr(tok, part))
-                added = sorted(tok.get_added_tokens_decoder().items())
-                specials = [a for _, a in added if a.special]
-                others = [a for _, a in added if not a.special]
-                if specials:
-                    twin.add_special_tokens(specials)
-                if others:
-                    twin.add_tokens(others)
-                twin.encode_special_tokens = True
-                tok._edge_plain_twin = twin
-    return twin
-
-
 def encode_ids(tok: Tokenizer, text: str, add_bos: bool = True, parse_special: bool = True) -> list[int]:
     """llama.cpp's `tokenize(text, add_special=add_bos, parse_special=parse_special)` ids.
 
@@ -391,7 +360,7 @@ def encode_ids(tok: Tokenizer, text: str, add_bos: bool = True, parse_special: b
     plain text: use it for text a user typed. User-defined tokens (e.g. Gemma's
     whitespace runs and HTML tags) are matched in both modes, as in llama.cpp.
     """
-    t = tok if parse_special or tok.encode_special_tokens else _plain_twin(tok)
+    t = tok if parse_special or tok.encode_special_tokens else plain_twin(tok)
     return t.encode(text, add_special_tokens=add_bos).ids
 
 
