@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, JobKind, RunInfo
+from edge_agent.jobs.kinds import Item, ItemError, JobContext, JobKind, RunInfo
 from edge_agent.services.errors import BusyError, ServiceError, UnavailableError
 
 log = logging.getLogger(__name__)
@@ -382,5 +382,4 @@ def wrap_kinds(kinds: dict[str, JobKind], pool: RayPool | None) -> dict[str, Job
     return {name: RayKind(k, pool) if name in REMOTE_KINDS else k for name, k in kinds.items()}
 
 
-__all__ = ["RayPool", "RayKind", "RayPending", "RayUnavailableError", "JobWorker", "RemoteEmbedder", "wrap_kinds",
-           "InvalidJobError"]
+__all__ = ["RayPool", "RayKind", "RayPending", "RayUnavailableError", "JobWorker", "RemoteEmbedder", "wrap_kinds"]
