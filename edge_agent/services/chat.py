@@ -25,7 +25,7 @@ from edge_agent.engine.types import (
     SamplingParams,
     TextDelta,
 )
-from edge_agent.services.constrained import OutputConstraint
+from edge_agent.services.constrained import OutputConstraint, grammar_tokenizer
 from edge_agent.services.constrained import processors as grammar_processors
 from edge_agent.services.errors import (
     BusyError,
@@ -283,6 +283,11 @@ class ChatService:
     def attach_documents(self, documents: Callable[[], object], status: Callable[[], str | None] = lambda: None) -> None:
         """Where rag requests find documents: documents() returns the DocumentService, or None while it loads."""
         self.retriever = DocumentRetriever(documents, status)
+
+    def prepare_grammar(self) -> None:
+        """Build llguidance's view of the tokenizer now (seconds on a 262k vocabulary, holding the GIL),
+        so the first structured-output request does not stall the server; raises what llguidance raises."""
+        grammar_tokenizer(self.engine.tokenizer, self.vocab_size, self.engine.stop_token_ids)
 
     # --- facts --------------------------------------------------------------------
     @property

@@ -67,7 +67,7 @@ def test_ready_waits_for_the_embedder_and_the_index(tiny_bundles, prepared_data,
         assert body["status"] == "ready" and body["waiting_for"] == []
         states = {n: p["state"] for n, p in body["parts"].items()}
         assert states.pop("jobs", "disabled") in ("ready", "disabled")  # jobs: ready when the cron loop runs here
-        assert states == {"model": "ready", "embedder": "ready", "index": "ready", "disk": "ready"}
+        assert states == {"model": "ready", "embedder": "ready", "index": "ready", "disk": "ready", "grammar": "ready"}
         assert "all-MiniLM-L6-v2" in body["parts"]["embedder"]["detail"]
         status, _, out = server.request("POST", "/v1/embeddings", {"model": "default", "input": "hello"})
         assert status == 200 and len(json.loads(out)["data"][0]["embedding"]) == 384  # ready meant ready
@@ -105,6 +105,7 @@ def test_a_dead_decode_loop_turns_health_and_ready_red(tiny_bundles, tmp_path):
     server = _start(api_settings(tiny_bundles["llama"], tmp_path, serve_documents=False))
     try:
         assert _get(server, "/health") == (200, {"status": "ok"})
+        assert wait_until(lambda: _get(server, "/ready")[0] == 200, 30, 0.05)
         server.runtime.scheduler.stop()  # the loop thread ends while the daemon still accepts requests
         status, body = _get(server, "/health")
         assert status == 503 and body["status"] == "failed" and "restart" in body["detail"]
@@ -146,5 +147,32 @@ def test_low_disk_is_degraded_but_ready(tiny_bundles, tmp_path):
         disk = body["parts"]["disk"]
         assert status == 200 and disk["state"] == "degraded" and "min_free_bytes" in disk["detail"]
         assert "disk" not in body["waiting_for"] and str(tmp_path) not in json.dumps(body)
+    finally:
+        server.close()
+
+
+def test_structured_outputs_are_prepared_at_start_and_a_failure_only_degrades(tiny_bundles, tmp_path, monkeypatch):
+    """The grammar tokenizer is built in the background at start (it holds the GIL for seconds on a big
+    vocabulary); /ready waits for it, and if it fails the daemon is still ready (degraded)."""
+    from edge_agent.services.chat import ChatService
+
+    server = _start(api_settings(tiny_bundles["llama"], tmp_path, serve_documents=False))
+    try:
+        assert wait_until(lambda: _get(server, "/ready")[0] == 200, 30, 0.05)
+        assert _get(server, "/ready")[1]["parts"]["grammar"]["state"] == "ready"
+        tok = server.runtime.chat.engine.tokenizer
+        assert getattr(tok, "_edge_llg", None) is not None  # built: the first constrained request reuses it
+    finally:
+        server.close()
+
+    def broken(self):
+        raise RuntimeError("no grammar at /secret/place")
+
+    monkeypatch.setattr(ChatService, "prepare_grammar", broken)
+    server = _start(api_settings(tiny_bundles["llama"], tmp_path / "second", serve_documents=False))
+    try:
+        assert wait_until(lambda: _get(server, "/ready")[1]["parts"]["grammar"]["state"] == "degraded", 30, 0.05)
+        status, body = _get(server, "/ready")
+        assert status == 200 and "RuntimeError" in body["parts"]["grammar"]["detail"] and "secret" not in json.dumps(body)
     finally:
         server.close()
