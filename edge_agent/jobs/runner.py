@@ -14,6 +14,12 @@ How a run ends (status, stop_reason):
   next run of the same job takes over the items left (its `carried_from` names this run);
 - listing impossible (a folder gone, no model): failed with the reason.
 A process shutting down leaves its runs running and releases them; the next start resumes them.
+
+An item that may kill the process (a crash in native code, the OOM killer) must not stop every
+restart: each start is recorded before the work begins and given back on a clean stop, so an item
+the resumed run finds with unfinished starts was in flight when a process died. Such suspects run
+alone (nothing else in flight), and one with POISON_STARTS unfinished starts is failed with the
+reason instead of being started again, so the run, and the daemon, go on.
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ log = logging.getLogger(__name__)
 POLL_S = 0.01
 HEARTBEAT_S = 2.0
 RETRY_LIMIT = 3  # transient failures (engine busy or restarting) of one item before it is failed
+POISON_STARTS = 3  # unfinished starts (process deaths with the item in flight) before the item is failed
 LIST_WAIT_S = 120.0  # how long a run waits for a part that is still loading (e.g. documents) before failing
 
 
@@ -144,6 +151,8 @@ class RunLoop:
         started = 0
         stop_reason: str | None = None
         backoff_until = 0.0
+        suspects: dict[str, int] = {}  # key -> unfinished starts by processes that died (run these alone)
+        marked: set[str] = set()  # keys this process recorded as started and has not committed
 
         def refill() -> None:
             nonlocal cursor, exhausted
@@ -154,6 +163,8 @@ class RunLoop:
                 exhausted = True
             for rec in page:
                 cursor = rec.ordinal
+                if rec.unfinished_starts and rec.key not in marked:
+                    suspects[rec.key] = rec.unfinished_starts
                 queue.append((Item(rec.key, rec.payload), 0))
 
         def commit(item: Item, status: str, result: dict | None, error: str | None, t0: float) -> None:
@@ -167,6 +178,8 @@ class RunLoop:
                 tokens = int(usage.get("completion_tokens", 0)) if isinstance(usage, dict) else 0
             stored = self.store.commit_item(run.id, item.key, status, result, error, self.ctx.bundle_id,
                                             self.kind.prompt_version, t0, effect, tokens)
+            marked.discard(item.key)
+            suspects.pop(item.key, None)
             if stored:
                 done_before += 1
                 if self.on_item:
@@ -200,11 +213,27 @@ class RunLoop:
                 while len(inflight) < concurrency and now >= backoff_until:
                     if run.max_items is not None and run.done_items + started >= run.max_items:
                         break
+                    if any(key in suspects for key in inflight):
+                        break  # a suspect runs alone
                     refill()
                     if not queue:
                         break
                     item, failures = queue.popleft()
                     t0 = time.time()
+                    deaths = suspects.get(item.key, 0)
+                    if deaths >= POISON_STARTS:
+                        log.error("item %s of run %s was in flight at %d process deaths: failed, not started again",
+                                  item.key, run.id, deaths)
+                        commit(item, "failed", None, f"the daemon stopped unexpectedly {deaths} times while this item "
+                               "was being processed; it was failed so the run could go on (see the daemon's log)", t0)
+                        started += 1
+                        continue
+                    if deaths and inflight:
+                        queue.appendleft((item, failures))
+                        break  # wait until the others are done
+                    if item.key not in marked:
+                        self.store.mark_started(run.id, item.key)
+                        marked.add(item.key)
                     try:
                         pending = self.kind.start_item(item, run.params, self.ctx)
                     except ItemError as e:
@@ -260,10 +289,12 @@ class RunLoop:
         except BaseException:
             for _, pending, _, _ in inflight.values():
                 pending.cancel()  # type: ignore[attr-defined]
+            self.store.unmark_started(run.id, marked)  # a clean stop is not the items' fault
             self.store.release_run(run.id, self.owner)
             raise
         for _, pending, _, _ in inflight.values():
             pending.cancel()  # type: ignore[attr-defined]
+        self.store.unmark_started(run.id, marked)
         if stop_reason == "cancelled":
             return self._finish(run, "cancelled", "cancelled")
         current = self.store.get_run(run.id)

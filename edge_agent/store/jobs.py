@@ -102,6 +102,7 @@ class ItemRecord:
     attempts: int = 0
     started_at: float | None = None
     finished_at: float | None = None
+    unfinished_starts: int = 0  # starts by processes that died before the item ended
 
 
 def new_id(prefix: str) -> str:
@@ -159,6 +160,7 @@ def _item(row: sqlite3.Row) -> ItemRecord:
         run_id=d["run_id"], key=d["item_key"], ordinal=d["ordinal"], payload=json.loads(d["payload"]), status=d["status"],
         result=_loads(d["result"]), error=d["error"], bundle_id=d["bundle_id"], prompt_version=d["prompt_version"],
         attempts=d["attempts"], started_at=d["started_at"], finished_at=d["finished_at"],
+        unfinished_starts=d.get("unfinished_starts", 0) or 0,
     )
 
 
@@ -368,6 +370,19 @@ class JobStore:
             ).fetchall()
         return [_item(r) for r in rows]
 
+    def mark_started(self, run_id: str, key: str) -> None:
+        """Record, before the work begins, that this process starts a pending item (undone by unmark_started
+        on a clean stop; a process that dies leaves it counted)."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE run_items SET unfinished_starts = unfinished_starts + 1 WHERE run_id = ? AND item_key = ?"
+                         " AND status = 'pending'", (run_id, key))
+
+    def unmark_started(self, run_id: str, keys: Iterable[str]) -> None:
+        """Give back the starts of items a cleanly stopping process leaves pending."""
+        with self.db.write() as conn:
+            conn.executemany("UPDATE run_items SET unfinished_starts = max(0, unfinished_starts - 1) WHERE run_id = ?"
+                             " AND item_key = ? AND status = 'pending'", [(run_id, k) for k in keys])
+
     def commit_item(self, run_id: str, key: str, status: str, result: dict | None, error: str | None, bundle_id: str,
                     prompt_version: str, started_at: float, effect: Effect | None = None, tokens: int = 0) -> bool:
         """Store one item's outcome once: True when this call stored it, False when it was already stored.
@@ -380,7 +395,7 @@ class JobStore:
         with self.db.write() as conn:
             cur = conn.execute(
                 "UPDATE run_items SET status = ?, result = ?, error = ?, bundle_id = ?, prompt_version = ?, attempts = attempts + 1,"
-                " started_at = ?, finished_at = ? WHERE run_id = ? AND item_key = ? AND status = 'pending'",
+                " unfinished_starts = 0, started_at = ?, finished_at = ? WHERE run_id = ? AND item_key = ? AND status = 'pending'",
                 (status, None if result is None else json.dumps(result), error, bundle_id, prompt_version, started_at, now,
                  run_id, key),
             )

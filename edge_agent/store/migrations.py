@@ -174,9 +174,16 @@ CREATE TABLE chunk_vectors_next (
 );
 """
 
+ITEM_STARTS_V5 = """
+-- how many times an item was started by a process that then died before the item ended
+-- (a clean stop gives the count back): an item the daemon keeps dying on is failed, not retried forever
+ALTER TABLE run_items ADD COLUMN unfinished_starts INTEGER NOT NULL DEFAULT 0;
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "documents, chunks and their vectors", DOCUMENTS_V1),
     Migration(2, "jobs, their runs and run items; document summaries", JOBS_V2),
     Migration(3, "uploaded and batch output files, OpenAI batches, document labels", FILES_V3),
     Migration(4, "vectors of a new embedding model, staged while the index re-embeds", REEMBED_V4),
+    Migration(5, "run items count the starts a dying process left unfinished", ITEM_STARTS_V5),
 ]

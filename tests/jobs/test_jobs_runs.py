@@ -118,3 +118,54 @@ def test_jobs_from_the_config_are_synced_and_a_bad_one_is_skipped(make_runtime, 
     rt.jobs.create_job("mine", "summarize")
     rt.jobs.sync_config_jobs()
     assert [j.name for j in rt.jobs.list_jobs()] == ["mine"]
+
+
+def test_an_item_in_flight_at_process_deaths_runs_alone_then_is_failed_not_retried_forever(make_runtime):
+    """An item the daemon keeps dying on (native crash, OOM killer) must not stop every restart:
+    starts are recorded before the work, a dead process leaves them counted; a suspect runs alone,
+    and one found with POISON_STARTS unfinished starts is failed with the reason."""
+    from edge_agent.jobs.runner import POISON_STARTS
+
+    rt = make_runtime()
+    ids = _docs(rt, 7)
+    job = rt.jobs.create_job("poison", "summarize", {"max_tokens": 24}, limits={"concurrency": 4})
+    run = rt.jobs.start_run(job.id)
+    dead = "somehost-that-is-not-this:1:x"
+    store = rt.jobs.store
+    assert store.claim_run(run.id, dead, stale_s=30)
+    store.start_items(run.id, dead, [(f"doc:{i}", {"document_id": i, "title": "", "content_hash": ""}) for i in ids], "b", "p")
+    for _ in range(POISON_STARTS):  # in flight each time a process died
+        store.mark_started(run.id, f"doc:{ids[2]}")
+    store.mark_started(run.id, f"doc:{ids[4]}")  # in flight once, with others
+    with store.db.write() as conn:
+        conn.execute("UPDATE job_runs SET heartbeat_at = ? WHERE id = ?", (time.time() - 60, run.id))
+    rt.jobs.start()
+    final = rt.jobs.wait_run(run.id, 60)
+    assert final.status == "succeeded" and final.counts["failed"] == 1 and final.counts["succeeded"] == 6, final
+    items = {i.key: i for i in rt.jobs.results(run.id)[0]}
+    poisoned = items[f"doc:{ids[2]}"]
+    assert poisoned.status == "failed" and f"stopped unexpectedly {POISON_STARTS} times" in poisoned.error
+    suspect = items[f"doc:{ids[4]}"]
+    assert suspect.status == "succeeded"
+    for key, other in items.items():  # the suspect ran with nothing else in flight
+        if key not in (suspect.key, poisoned.key):
+            assert other.finished_at <= suspect.started_at or other.started_at >= suspect.finished_at, (key, other, suspect)
+
+
+def test_a_clean_stop_gives_the_starts_back(make_runtime):
+    """A shutdown (systemd stop, restart) in the middle of a run is not the items' fault: none becomes a suspect."""
+    import pytest
+
+    from edge_agent.jobs.runner import RunStopped
+
+    rt = make_runtime()
+    _docs(rt, 12)
+    rt.jobs.create_job("stopped", "summarize", {"max_tokens": 100}, limits={"concurrency": 4})
+    with pytest.raises(RunStopped):  # the process begins to shut down once the first item is committed
+        rt.jobs.run_foreground("stopped", progress=lambda done, total: rt.jobs.stopping.set())
+    run = rt.jobs.list_runs("stopped")[0][0]
+    with rt.jobs.store.db.read() as conn:
+        pending, left = conn.execute("SELECT count(*), sum(unfinished_starts) FROM run_items WHERE run_id = ? AND status = 'pending'",
+                                     (run.id,)).fetchone()
+    assert run.status == "running" and pending > 0  # left for the next start to resume
+    assert left == 0  # the items cut off by the shutdown are not suspects
