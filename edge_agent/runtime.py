@@ -50,6 +50,7 @@ class Runtime:
     documents_status: str | None = None
     jobs: Any = None  # edge_agent.jobs.service.JobsService: runs, cron loop (started after the model loads)
     cluster: Any = None  # edge_agent.jobs.ray_backend.RayPool when jobs_backend = "ray"
+    db: Any = None  # the SQLite database, opened once (store.SqliteDatabase); each service using it holds a share
     # state of the parts that load in the background: name -> (loading | ready | failed | disabled, detail)
     parts: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     closed: bool = False
@@ -121,6 +122,9 @@ class Runtime:
                 docs.close()
             except Exception:  # pragma: no cover - closing is best effort at exit
                 log.exception("closing the document service failed")
+        db, self.db = self.db, None
+        if db is not None:
+            db.close()  # the runtime's share: the connections close with the last user
 
 
 def build_runtime(settings: Settings, *, max_batch: int | None = None, documents: Any = None, load_documents: bool | None = None,
@@ -166,11 +170,9 @@ def _build_jobs(rt: Runtime) -> Any:
     """The jobs service over the daemon's database; None (logged) when the database cannot be opened."""
     from edge_agent.engine.types import BATCH_PRIORITY
     from edge_agent.jobs.service import JobsService
-    from edge_agent.services.documents import default_db_path
-    from edge_agent.store import SqliteDatabase
 
     try:
-        db = SqliteDatabase(default_db_path(rt.settings))
+        db = _database(rt).share()  # one writer per process (convention 3): the document service shares it
     except Exception as e:  # the daemon still serves chat without jobs
         log.error("jobs are off: the database could not be opened: %s: %s", type(e).__name__, e)
         return None
@@ -189,6 +191,19 @@ def _build_jobs(rt: Runtime) -> Any:
             register_metrics(rt.metrics.registry, rt.cluster)
             _share_embedding(rt)
     return svc
+
+
+def _database(rt: Runtime) -> Any:
+    """The daemon's SQLite database, opened once; the jobs and the document service each hold a share."""
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+
+    with getattr(rt, "_docs_lock", None) or threading.Lock():
+        if getattr(rt, "closed", False):
+            raise RuntimeError("the daemon is shutting down")
+        if getattr(rt, "db", None) is None:
+            rt.db = SqliteDatabase(default_db_path(rt.settings))
+        return rt.db
 
 
 def _share_embedding(rt: Runtime) -> None:
@@ -281,7 +296,12 @@ def _load_documents(rt: Runtime) -> None:
                   "exporting to ONNX and choosing the int8 variant (first start: `edge-agent setup` does this at install time)")
         if not prepared:
             log.warning("embedding model not prepared: exporting it now; run `edge-agent setup` at install time to skip this")
-        svc = DocumentService.from_settings(rt.settings)
+        db = _database(rt).share()
+        try:
+            svc = DocumentService.from_settings(rt.settings, db=db)
+        except BaseException:
+            db.close()  # this share only: the jobs keep theirs
+            raise
         adopt = getattr(rt, "adopt_documents", None)
         if adopt is None:
             rt.documents = svc

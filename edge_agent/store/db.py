@@ -28,6 +28,8 @@ class SqliteDatabase:
 
     Every write goes through `write()`, which serialises writers in this process
     (SQLite's own lock plus the busy timeout serialises them across processes).
+    One process opens its database once and shares it (`share()`): each user closes its
+    share, and the connections close with the last one.
     """
 
     def __init__(self, path: Path | str, migrations: Sequence[Migration] | None = None, busy_timeout_ms: int = 10_000):
@@ -38,6 +40,7 @@ class SqliteDatabase:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        self._users = 1
         self._writer = self._open()
         if migrations is None:
             from edge_agent.store.migrations import MIGRATIONS
@@ -143,8 +146,18 @@ class SqliteDatabase:
         with self.read() as conn:
             return [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
 
+    def share(self) -> "SqliteDatabase":
+        """This database for one more user (a service that closes it when it closes); returns self."""
+        with self._write_lock:
+            self._users += 1
+        return self
+
     def close(self) -> None:
-        """Close every connection this object opened."""
+        """Close this user's share; the last one closes every connection this object opened."""
+        with self._write_lock:
+            self._users -= 1
+            if self._users > 0:
+                return
         with self._readers_lock:
             for conn in self._readers:
                 try:

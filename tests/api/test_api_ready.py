@@ -69,6 +69,8 @@ def test_ready_waits_for_the_embedder_and_the_index(tiny_bundles, prepared_data,
         assert states.pop("jobs", "disabled") in ("ready", "disabled")  # jobs: ready when the cron loop runs here
         assert states == {"model": "ready", "embedder": "ready", "index": "ready", "disk": "ready", "grammar": "ready"}
         assert "all-MiniLM-L6-v2" in body["parts"]["embedder"]["detail"]
+        rt = server.runtime  # one SQLite writer per process (convention 3): documents and jobs share the database
+        assert rt.documents.store.db is rt.jobs.db is rt.db
         status, _, out = server.request("POST", "/v1/embeddings", {"model": "default", "input": "hello"})
         assert status == 200 and len(json.loads(out)["data"][0]["embedding"]) == 384  # ready meant ready
     finally:

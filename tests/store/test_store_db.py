@@ -1,6 +1,7 @@
 """SQLite store: WAL, migrations, serialised writers, stable chunk ids."""
 from __future__ import annotations
 
+import sqlite3
 import threading
 
 import numpy as np
@@ -80,3 +81,18 @@ def test_concurrent_writers_are_serialised(tmp_path):
     assert store.count() == 40 and store.chunk_count() == 80
     other = SqliteDatabase(tmp_path / "x.db")  # a second process-like handle sees it all
     assert DocumentStore(other).count() == 40
+
+
+def test_a_shared_database_closes_with_its_last_user(tmp_path):
+    db = SqliteDatabase(tmp_path / "x.db")
+    other = db.share()
+    assert other is db
+    db.close()  # the first user is done: the other still reads and writes
+    with other.write() as conn:
+        conn.execute("CREATE TABLE t(x)")
+    with other.read() as conn:
+        assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    other.close()
+    with pytest.raises(sqlite3.ProgrammingError):  # closed for good now
+        with db.write() as conn:
+            conn.execute("INSERT INTO t VALUES (1)")
