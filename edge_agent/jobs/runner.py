@@ -17,6 +17,7 @@ A process shutting down leaves its runs running and releases them; the next star
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -142,13 +143,17 @@ class RunLoop:
             return run.params
         records, _ = self.store.results(run.id, 0, 1 << 30)
         info = RunInfo(run.id, run.job_id, run.kind, run.params, run.status, dict(run.counts))
+        outer = self.ctx.cancelled
+        ctx = dataclasses.replace(self.ctx, cancelled=lambda: self.stopping.is_set() or self.cancel_event.is_set() or outer())
         try:
-            got = prepare(info, [Item(r.key, r.payload) for r in records], self.ctx)
+            got = prepare(info, [Item(r.key, r.payload) for r in records], ctx)
         except Exception:
             if self.stopping.is_set():
                 raise RunStopped("shutting down") from None
             log.warning("preparing run %s failed; its items start with the job's own params", run.id, exc_info=True)
             return run.params
+        if self.stopping.is_set():
+            raise RunStopped("shutting down")
         return got if got is not None else run.params
 
     def _process(self, run: RunRecord) -> RunRecord:
