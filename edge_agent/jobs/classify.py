@@ -317,6 +317,7 @@ class ClassifyKind:
         self._cache: dict[tuple, Any] = {}
         self._lock = threading.Lock()
         self._vectors: dict[str, dict[str, np.ndarray]] = {}  # prototypes id -> item key -> unit vector (from prepare_run)
+        self._run_vectors: dict[str, str] = {}  # run id -> its prototypes id
 
     def validate(self, params: dict, ctx: JobContext) -> dict:
         """Normalised params. Raises InvalidJobError (labels empty or repeated, unknown method/source, CSV outside ingest_roots)."""
@@ -330,7 +331,7 @@ class ClassifyKind:
         if method not in METHODS:
             raise InvalidJobError(f"method must be one of {', '.join(METHODS)}", "method")
         self_train = params.get("self_train", "auto")
-        if self_train not in ("auto", True, False):
+        if not (isinstance(self_train, bool) or self_train == "auto"):  # (0 and 1 are not booleans here)
             raise InvalidJobError("self_train must be true, false or \"auto\" (on for runs of at least "
                                   f"{SELF_TRAIN_MIN_PER_LABEL} items per label, unless every label has "
                                   f"{SELF_TRAIN_UNTIL_EXAMPLES} examples)", "self_train")
@@ -475,6 +476,7 @@ class ClassifyKind:
             while len(self._vectors) >= 2:  # runs side by side keep theirs; older ones go
                 self._vectors.pop(next(iter(self._vectors)))
             self._vectors[pid] = dict(zip(keys, vectors))
+            self._run_vectors[run.id] = pid
         log.info("run %s: prototypes self-trained on %d items", run.id, len(vectors))
         return {**params, "method": "embedding", "_prototypes": adapted.protos.tolist(), "_prototypes_id": pid}
 
@@ -504,6 +506,11 @@ class ClassifyKind:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(2, thread_name_prefix="edge-agent-classify")
         return _Pending(future=self._pool.submit(lambda: finish(clf.classify(text))))
+
+    def finish_run(self, run: RunInfo, ctx: JobContext) -> None:
+        """Drop the vectors prepare_run kept for the run's items (those not started, e.g. after a deadline)."""
+        with self._lock:
+            self._vectors.pop(self._run_vectors.pop(run.id, ""), None)
 
     def commit_effect(self, item: Item, result: dict, run_id: str, ctx: JobContext):
         """Store a document's label with it, in the transaction that commits the item (nothing for texts and rows)."""

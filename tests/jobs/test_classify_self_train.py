@@ -114,11 +114,15 @@ def test_self_trained_documents_keep_their_labels_and_a_resumed_run_gets_the_sam
     # its items are then scored from the vectors prepare_run embedded (no second embedding), with the same answer
     one = kind.start_item(recs[0], first, rt.jobs.ctx).result(30)
     assert one["label"] == next(r.result["label"] for r in results if r.key == recs[0].key)
+    assert kind._vectors[first["_prototypes_id"]]  # the other items' vectors, until the run ends
+    kind.finish_run(info, rt.jobs.ctx)
+    assert first["_prototypes_id"] not in kind._vectors
 
 
 def test_self_train_param_and_small_runs(make_runtime):
     rt = make_runtime()
     for params, words in (({"labels": ["a", "b"], "self_train": "yes"}, "self_train must be"),
+                          ({"labels": ["a", "b"], "self_train": 0}, "self_train must be"),
                           ({"labels": ["a", "b"], "method": "likelihood", "self_train": True}, "embedding method")):
         with pytest.raises(InvalidJobError) as e:
             rt.jobs.create_job("bad", "classify", params)
