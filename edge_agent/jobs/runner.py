@@ -143,10 +143,12 @@ class RunLoop:
             return run.params
         records, _ = self.store.results(run.id, 0, 1 << 30)
         info = RunInfo(run.id, run.job_id, run.kind, run.params, run.status, dict(run.counts))
-        outer = self.ctx.cancelled
-        ctx = dataclasses.replace(self.ctx, cancelled=lambda: self.stopping.is_set() or self.cancel_event.is_set() or outer())
+        # a long preparation polls this now and then: it keeps the run's heartbeat (raises RunStopped when lost)
+        ctx = dataclasses.replace(self.ctx, cancelled=lambda: self.stopping.is_set() or self._cancelled(run.id))
         try:
             got = prepare(info, [Item(r.key, r.payload) for r in records], ctx)
+        except RunStopped:
+            raise
         except Exception:
             if self.stopping.is_set():
                 raise RunStopped("shutting down") from None
