@@ -87,6 +87,9 @@ def main() -> int:
     ap.add_argument("--models-dir", default=str(REPO / "models"))
     ap.add_argument("--model", default="default")
     ap.add_argument("--no-likelihood", action="store_true")
+    ap.add_argument("--job-rounds", type=int, default=0,
+                    help="also run the first split as classify jobs (names only, self_train false / auto) through the "
+                         "jobs service, this many paired rounds: items/s of a whole run")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -100,9 +103,13 @@ def main() -> int:
     seeds = [int(s) for s in args.seeds.split(",") if s]
     chapters = pydoc_labels.SETS[args.set]
     names = list(chapters.values())
-    settings = Settings(models_dir=Path(args.models_dir), model=args.model, serve_documents=False)
+    import tempfile
+
+    tmp = tempfile.TemporaryDirectory(prefix="bench-classify-")
+    settings = Settings(models_dir=Path(args.models_dir), model=args.model, serve_documents=False,
+                        data_dir=Path(tmp.name) / "var", index_dir=Path(tmp.name) / "index")
     embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
-    rt = build_runtime(settings, documents=embedder, load_documents=False)
+    rt = build_runtime(settings, documents=embedder, load_documents=False, start_jobs=False)
     rows = []
     try:
         labels = [Label(n) for n in names]
@@ -127,6 +134,24 @@ def main() -> int:
         for (method, k), got in accs.items():
             rows.append({"method": method, "examples_per_label": k, "accuracy": round(sum(got) / len(got), 4), "per_seed": got,
                          **({"items_per_s": round(sorted(speed[method])[1], 1)} if k == 0 else {})})
+        for rnd in range(args.job_rounds):
+            items = [{"id": str(i), "text": t} for i, t in enumerate(texts)]
+            for st in (False, "auto"):
+                name = f"bench-{rnd}-{str(st).lower()}"
+                rt.jobs.create_job(name, "classify", {"labels": names, "method": "embedding", "source": "texts",
+                                                      "texts": items, "self_train": st})
+                t0 = time.perf_counter()
+                run = rt.jobs.run_foreground(name)
+                secs = time.perf_counter() - t0
+                got, _ = rt.jobs.results(run.id, 0, len(items))
+                preds = {int(r.result["id"]): r.result["label"] for r in got if r.result}
+                speed.setdefault(f"job self_train={str(st).lower()}", []).append(len(items) / secs)
+                acc = accuracy([preds.get(i, "") for i in range(len(texts))], gold)
+                accs.setdefault((f"job self_train={str(st).lower()}", 0), []).append(round(acc, 4))
+        for method in [m for m in speed if m.startswith("job")]:
+            got = accs[(method, 0)]
+            rows.append({"method": method, "examples_per_label": 0, "accuracy": got[0], "per_seed": got[:1],
+                         "items_per_s": round(sorted(speed[method])[len(speed[method]) // 2], 1)})
         if not args.no_likelihood:
             preds, secs = run_likelihood(LikelihoodClassifier(rt.chat, labels), texts)
             rows.append({"method": "likelihood", "examples_per_label": 0, "accuracy": round(accuracy(preds, gold), 4),
@@ -138,6 +163,7 @@ def main() -> int:
                              "items_per_s": round(len(texts) / secs, 2)})
     finally:
         rt.close()
+        tmp.cleanup()
     out = {"set": args.set, "items": len(texts), "labels": len(names), "seeds": seeds,
            "load": open("/proc/loadavg").read().split()[:3], "results": rows}
     if args.json:
