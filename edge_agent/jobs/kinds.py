@@ -117,6 +117,10 @@ class JobKind(Protocol):
     def start_item(self, item: Item, params: dict, ctx: JobContext) -> PendingItem:
         """Start one item without blocking (submit to the engine) and return at once."""
 
+    # Optional: prepare_run(run: RunInfo, items: list[Item], ctx) -> dict | None: called before a run's
+    # first item (again when a run resumes) with all its items; the params returned (in memory, not
+    # stored) are those its items start with, e.g. classify's prototypes self-trained on the run.
+
     def finish_run(self, run: RunInfo, ctx: JobContext) -> None:
         """Optional: called once when a run ends (e.g. batch writes its output files); may be
         called again after a crash between it and the run's final status, so make it idempotent."""

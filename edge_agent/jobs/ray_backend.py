@@ -365,6 +365,10 @@ class RayKind:
             item = prepare(item, params, ctx)  # raises ItemError (e.g. the document is gone)
         return self.pool.submit(self.name, item, params)
 
+    def prepare_run(self, run: RunInfo, items: list[Item], ctx: JobContext) -> dict | None:
+        prepare = getattr(self.kind, "prepare_run", None)  # on the owner; the params it returns travel with each item
+        return prepare(run, items, ctx) if prepare is not None else None
+
     def finish_run(self, run: RunInfo, ctx: JobContext) -> None:
         finish = getattr(self.kind, "finish_run", None)
         if finish is not None:

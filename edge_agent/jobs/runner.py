@@ -23,6 +23,7 @@ reason instead of being started again, so the run, and the daemon, go on.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -140,7 +141,32 @@ class RunLoop:
                 return self._finish(run, "cancelled", "cancelled")
         return self._process(run)
 
+    def _prepared_params(self, run: RunRecord) -> dict:
+        """The params the run's items start with: a kind's optional prepare_run(run, items, ctx) may adapt
+        them to all of the run's items (in memory, e.g. classify's self-trained prototypes); on its
+        failure the run goes on with its own params."""
+        prepare = getattr(self.kind, "prepare_run", None)
+        if prepare is None:
+            return run.params
+        records, _ = self.store.results(run.id, 0, 1 << 30)
+        info = RunInfo(run.id, run.job_id, run.kind, run.params, run.status, dict(run.counts))
+        # a long preparation polls this now and then: it keeps the run's heartbeat (raises RunStopped when lost)
+        ctx = dataclasses.replace(self.ctx, cancelled=lambda: self.stopping.is_set() or self._cancelled(run.id))
+        try:
+            got = prepare(info, [Item(r.key, r.payload) for r in records], ctx)
+        except RunStopped:
+            raise
+        except Exception:
+            if self.stopping.is_set():
+                raise RunStopped("shutting down") from None
+            log.warning("preparing run %s failed; its items start with the job's own params", run.id, exc_info=True)
+            return run.params
+        if self.stopping.is_set():
+            raise RunStopped("shutting down")
+        return got if got is not None else run.params
+
     def _process(self, run: RunRecord) -> RunRecord:
+        params = self._prepared_params(run)
         concurrency = max(1, int(run.concurrency))
         done_before = run.done_items
         total = run.total_items
@@ -235,7 +261,7 @@ class RunLoop:
                         self.store.mark_started(run.id, item.key)
                         marked.add(item.key)
                     try:
-                        pending = self.kind.start_item(item, run.params, self.ctx)
+                        pending = self.kind.start_item(item, params, self.ctx)
                     except ItemError as e:
                         commit(item, "failed", None, str(e), t0)
                         started += 1

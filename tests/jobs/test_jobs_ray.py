@@ -49,7 +49,10 @@ def test_ray_runs_match_the_local_backend(make_runtime):
     texts = {local.documents.add_text(f"doc {i}", doc_text(i)).document_id for i in range(6)}
     assert len(texts) == 6
     params = {"labels": ["river", "copper", "garden"], "method": "likelihood", "label_set": "topic"}
-    jobs = {"topics": ("classify", params), "digest": ("summarize", {"max_tokens": 12, "force": True}),
+    # embedding with self-training: the owner adapts the prototypes to the run, the actors classify with them
+    adapted = {"labels": ["river", "copper", "garden"], "method": "embedding", "label_set": "topic2", "self_train": True}
+    jobs = {"topics": ("classify", params), "adapted": ("classify", adapted),
+            "digest": ("summarize", {"max_tokens": 12, "force": True}),
             "file": ("batch", {"input_file_id": _batch_file(local, 10), "endpoint": "/v1/completions"})}
     want = {}
     for name, (kind, p) in jobs.items():
@@ -64,8 +67,10 @@ def test_ray_runs_match_the_local_backend(make_runtime):
         run = rt.jobs.run_foreground(f"{name}-ray")
         assert run.status == "succeeded", run
         assert _outcomes(rt, run.id) == want[name], name  # greedy: the same labels, summaries and answers
+        if name == "adapted":  # the actors used the prototypes self-trained by the owner
+            assert all(r.result["self_trained"] is True for r in rt.jobs.results(run.id, limit=100)[0])
     st = rt.cluster.status()
-    assert st["actors"] == 2 and st["items_done"] >= 6 + 6 + 10 and st["in_flight"] == 0
+    assert st["actors"] == 2 and st["items_done"] >= 6 + 6 + 6 + 10 and st["in_flight"] == 0
     # the labels were written by the owner, with the owner's bundle id
     doc = rt.documents.get(min(texts))
     assert doc["labels"] and doc["labels"][0]["bundle_id"] == rt.jobs.ctx.bundle_id
