@@ -34,7 +34,7 @@ def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator, hist
     vocab = logits.shape[0]
     k = p.top_k if 0 < p.top_k < vocab else min(vocab, _CANDIDATES)
     if k < vocab:
-        cand = np.argpartition(-logits, k - 1)[:k]
+        cand = np.argpartition(logits, vocab - k)[vocab - k :]  # the k largest; no negated copy of the vocabulary
     else:
         cand = np.arange(vocab)
     scaled = logits[cand].astype(np.float64) / p.temperature

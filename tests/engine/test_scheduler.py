@@ -173,6 +173,16 @@ def test_repetition_penalty_changes_seen_tokens_only():
     assert logits.tolist() == [1.0, -4.0, 1.0, 3.0]
 
 
+def test_top_k_draws_from_exactly_the_k_largest():
+    from edge_agent.engine.sampling import sample
+
+    rng = np.random.default_rng(1)
+    logits = rng.standard_normal(5000).astype(np.float32) * 0.01  # flat: every one of the top 5 gets drawn
+    top = set(np.argsort(-logits)[:5].tolist())
+    picks = {sample(logits.copy(), SamplingParams(temperature=1.0, top_k=5), rng, np.array([], np.int64)) for _ in range(300)}
+    assert picks == top
+
+
 def test_top_p_keeps_the_smallest_set_reaching_p():
     from edge_agent.engine.sampling import sample
 
