@@ -155,3 +155,22 @@ def test_a_bundle_from_before_the_lm_head_field_still_loads_and_runs(tiny_bundle
     ids = np.array(a.encode(PROMPTS[0]))
     assert a.model.extra_rows == 1
     np.testing.assert_array_equal(a.model.prefill(0, ids, 0), b.model.prefill(0, ids, 0))
+
+
+def test_gpu_converter_dequantizes_like_the_reference():
+    """engine.gpu_graph keeps its own de-quantizer (engine may not import models): same weights as models.int4's."""
+    from edge_agent.engine.gpu_graph import _int4_weight
+
+    rng = np.random.default_rng(9)
+    k, n = 100, 20000  # more columns than one of the converter's 8192-column chunks
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    for symmetric in (True, False):
+        packed, scales, zp = quantize_int4(w, 32, symmetric)
+        inits = {"b": onnx.numpy_helper.from_array(packed, "b"), "s": onnx.numpy_helper.from_array(scales, "s")}
+        inputs = ["x", "b", "s"]
+        if zp is not None:
+            inits["z"] = onnx.numpy_helper.from_array(zp, "z")
+            inputs.append("z")
+        node = helper.make_node("MatMulNBits", inputs, ["y"], domain="com.microsoft", K=k, N=n, bits=4, block_size=32)
+        ref = dequantize_int4(packed, scales, zp, k)
+        np.testing.assert_allclose(_int4_weight(node, inits).astype(np.float32), ref, rtol=1e-3, atol=1e-3)
