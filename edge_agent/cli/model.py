@@ -21,8 +21,8 @@ def register(sub) -> None:
     inst.add_argument("--force", action="store_true")
     for p in (imp, inst):
         p.add_argument("--lm-head", dest="lm_head", choices=("int4", "int8"), default=None,
-                       help="the output projection's weights: int4 blocks (faster decode) or int8 per channel "
-                            "(default: the importer's DEFAULT_LM_HEAD)")
+                       help="the output projection's weights: int8 per channel (default) or int4 blocks "
+                            "(a smaller, faster decode step; Gemma 3 270M: perplexity 1.072x fp32 instead of 1.024x)")
     ls = msub.add_parser("list", help="the bundles in the models folder")
     ls.add_argument("--json", action="store_true")
     msub.add_parser("verify", help="check the selected bundle against its manifest")

@@ -11,7 +11,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from edge_agent.engine.bundle import load_bundle
+from edge_agent.engine.bundle import list_bundles, load_bundle
 from edge_agent.engine.engine import OnnxEngine
 from edge_agent.engine.scheduler import BatchScheduler
 from edge_agent.engine.types import SamplingParams
@@ -94,7 +94,10 @@ def test_manifest_and_graph_say_int4(int4_bundles, tiny_bundles):
     b = load_bundle(int4_bundles["llama"])
     head = b.manifest["quantization"]["lm_head"]
     assert head["format"] == "int4" and head["block_size"] == 32 and head["accuracy_level"] == 4
+    assert b.lm_head == "int4" and load_bundle(tiny_bundles["llama"]).lm_head == "int8"
     assert load_bundle(tiny_bundles["llama"]).manifest["quantization"]["lm_head"]["format"] == "int8"
+    rows = {r["name"]: r for r in list_bundles(b.path.parent)}
+    assert rows["llama"]["lm_head"] == "int4" and rows["qwen2"]["quantization"] == "int8"
     graph = onnx.load(str(b.model_file), load_external_data=False)
     ops = [n.op_type for n in graph.graph.node]
     assert ops.count("MatMulNBits") == 1
@@ -150,6 +153,7 @@ def test_a_bundle_from_before_the_lm_head_field_still_loads_and_runs(tiny_bundle
 
     m["files"]["model.onnx"]["sha256"] = sha256_file(old / "model.onnx")
     mf.write_text(json.dumps(m))
+    assert load_bundle(old).lm_head == "int8"
     a = OnnxEngine(load_bundle(old), threads=1, max_batch=2, context_length=64)
     b = OnnxEngine(load_bundle(tiny_bundles["qwen2"]), threads=1, max_batch=2, context_length=64)
     ids = np.array(a.encode(PROMPTS[0]))
