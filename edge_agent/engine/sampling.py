@@ -7,6 +7,8 @@ from edge_agent.engine.types import SamplingParams
 
 # Candidates examined before top-p needs a full sort of the vocabulary.
 _CANDIDATES = 2048
+# top_candidates' sampling stride for its threshold
+_STRIDE = 64
 
 
 def is_greedy(p: SamplingParams) -> bool:
@@ -23,6 +25,25 @@ def apply_repetition_penalty(logits: np.ndarray, history: np.ndarray, penalty: f
     logits[seen] = np.where(vals > 0, vals / penalty, vals * penalty)
 
 
+def top_candidates(logits: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest of logits [vocab] (in no particular order; ties at the k-th value broken arbitrarily).
+
+    A threshold comes from every 64th logit (its (2k/64 + 2)-th largest: about 3k logits reach it), one
+    comparison pass keeps the logits at or above it, and the exact selection runs over those few.
+    When fewer than k (or a quarter of the vocabulary or more) pass, it selects over the whole
+    vocabulary. A logit left out is below every kept one, so the result is the k largest either way.
+    """
+    vocab = logits.shape[0]
+    if vocab >= 4 * _STRIDE * k:
+        probe = logits[::_STRIDE].copy()
+        j = 2 * k // _STRIDE + 2
+        thr = np.partition(probe, probe.shape[0] - j)[probe.shape[0] - j]
+        cand = np.flatnonzero(logits >= thr)
+        if k <= cand.shape[0] < vocab // 4:
+            return cand[np.argpartition(logits[cand], cand.shape[0] - k)[cand.shape[0] - k :]]
+    return np.argpartition(logits, vocab - k)[vocab - k :]  # no negated copy of the vocabulary
+
+
 def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator, history: np.ndarray) -> int:
     """Pick one token id from logits [vocab] (modified in place)."""
     apply_repetition_penalty(logits, history, p.repetition_penalty)
@@ -34,7 +55,7 @@ def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator, hist
     vocab = logits.shape[0]
     k = p.top_k if 0 < p.top_k < vocab else min(vocab, _CANDIDATES)
     if k < vocab:
-        cand = np.argpartition(-logits, k - 1)[:k]
+        cand = top_candidates(logits, k)
     else:
         cand = np.arange(vocab)
     scaled = logits[cand].astype(np.float64) / p.temperature

@@ -449,7 +449,9 @@ class BatchScheduler:
         for s in seqs:
             s.length += 1
         greedy = [i for i, s in enumerate(seqs) if is_greedy(s.params)]
-        picks = dict(zip(greedy, np.argmax(logits[greedy], axis=1).tolist())) if greedy else {}
+        # all-greedy batches (the usual case) take the argmax in place: indexing by a list copies [B, vocab]
+        rows = logits[: len(seqs)] if len(greedy) == len(seqs) else logits[greedy]
+        picks = dict(zip(greedy, np.argmax(rows, axis=1).tolist())) if greedy else {}
         for i, s in enumerate(seqs):
             if s.slot < 0:  # requeued during this loop (its cache could not move): it recomputes this token
                 continue

