@@ -4,7 +4,8 @@ Passages first, the question last, the scaffold words in the question's language
 model the prompt is a plain completion, "Tekst [1] (...): ...\\n\\nVraag: ...\\nAntwoord:" for a
 Dutch question (measured on Gemma 3 270M base: a Dutch scaffold stated the fact in about half
 of the questions; an English instruction made it stop with an empty answer), its answer one
-non-empty line (a grammar) that stops before a new turn or a "Source" line. For a chat template,
+non-empty line (a grammar) that stops before a new turn or a "Source" line, then checked (services/answers.py):
+kept with its "[n]" citation when it rests on a near-best sentence, else that sentence quoted. For a chat template,
 a system message with the passages. For a text completion, a block in front of the prompt.
 When no passage covers enough of the question's content words, the answer is the configured
 "the documents do not cover this" text of the question's language, not the model's invention.
