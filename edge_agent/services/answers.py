@@ -180,7 +180,10 @@ def report(lang: str, how: list[dict[str, str]]) -> dict:
 def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]], lang: str) -> tuple[str, dict[str, str]]:
     """The answer to give for a model's answer, and how it was made: {"answer": "model", "check": "ok"} (the
     model's words, cited with the passage they rest on) or {"answer": "extractive", "check": why} (the best
-    sentence, quoted and cited). evidence: (passage number, sentence) pairs, best first, at least one."""
+    sentence, quoted and cited). evidence: (passage number, sentence) pairs, best first; with none, the model's
+    answer is given unchecked ({"answer": "model", "check": "none"})."""
+    if not evidence:  # a prompt of cut chunks, not sentences: nothing to check against
+        return answer.strip(), {"answer": "model", "check": "none"}
     number = {s: k for k, s in evidence}
     verdict = check_answer(answer, question, [s for _, s in evidence], lang)
     if verdict.ok and verdict.support is not None:

@@ -448,7 +448,7 @@ class ChatService:
                     return GroundedPrompt(ids, g.sources, policy.stops(sc), None, question, lang, g.evidence)
             g = self._fit(chunks, len(ids_of(Grounding())), limit, lambda g: len(ids_of(g)), sc.passage, "")  # one long sentence: cut
             if g.sources:
-                return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc))
+                return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc), None, question, lang)  # no sentences to check against
             return messages, []
         base = self.formatter.format_chat(messages, instruction=instruction)
         in_user = False
@@ -497,7 +497,8 @@ class ChatService:
             reports.append(how)
             said |= cited(text)
         gen = Generation(self.model_name, choices, run.usage.prompt_tokens, self.request_timeout_s)
-        gen.sources = [replace(s, used=s.number in said) for s in gp.sources]
+        checked = said or all(h["check"] != "none" for h in reports)  # else used stays unknown
+        gen.sources = [replace(s, used=s.number in said if checked else None) for s in gp.sources]
         gen.grounding = report(gp.language, reports)
         return gen
 

@@ -87,6 +87,10 @@ def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced():
     assert A.check_answer("Aan de balie.", NL_Q, [s for _, s in ev2], "nl").status == "off_source"
 
 
+def test_without_sentences_to_check_against_the_answer_is_given_unchecked():
+    assert A.settle(" Het is QX-7731-B.\n", NL_Q, [], "nl") == ("Het is QX-7731-B.", {"answer": "model", "check": "none"})
+
+
 def test_citations_name_only_passages_that_exist():
     assert A.with_citation("Het is QX-7731-B [7].", 2, {1, 2}) == "Het is QX-7731-B. [2]"
     assert A.with_citation("Het is QX-7731-B [1].", 2, {1, 2}) == "Het is QX-7731-B [1]."
