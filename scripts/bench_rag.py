@@ -9,8 +9,8 @@ written from the topics' text; Dutch: passage Recall@3 on corpus-nl/questions-de
 paraphrased questions of our own (scripts/rag_eval_sets.py), for dense, BM25 and hybrid.
 Answers (--only answers): the default model with rag k=4 on factual questions (Dutch and English,
 short-span facts) and questions the documents do not answer: the share stating the fact, the share
-declining, per set (--sets dev,heldout: the dev set the answer side was tuned on, 34 + 8 questions, and
-a held-out set written before that tuning, 28 + 8).
+declining, per set (--sets dev,heldout: the dev set the answer side was tuned on, 24 Dutch + 20 English
++ 8 absent, and a held-out set written before that tuning, 16 + 12 + 8).
 
     .venv/bin/python scripts/bench_rag.py [--chunks 100000] [--queries 300] [--only embedding|quality|answers] [--sets dev,heldout]
 """

@@ -116,6 +116,20 @@ EN_FACTS = [
     ("In which base are the integer and exponent parts of a float literal read?", "always interpreted using radix 10", "10"),
 ]
 
+# more English facts for the dev set (written from the topics' text while tuning the answer side)
+EN_FACTS_2 = [
+    ("What kind of functions do lambda expressions create?", "used to create anonymous functions", "anonymous"),
+    ("What is the null object called?", 'There is exactly one null object, named "None"', "None"),
+    ("Which namespace is searched first when a name is resolved at the top level?", "The global namespace is searched first", "global namespace"),
+    ("What is created from the iterable when a for loop starts?", "An *iterator* is created for that iterable", "iterator"),
+    ("For how much code does a global declaration hold?", "holds for the entire current code block", "entire current code block"),
+    ("What are exceptions a means of?", "Exceptions are a means of breaking out of the normal flow", "normal flow"),
+    ("What does a lambda expression yield?", 'yields a function object', "function object"),
+    ("Which string method turns all cased characters into capitals?", "converted to uppercase", "upper"),
+    ("What does repeated concatenation of immutable sequences cost in runtime?", "will have a quadratic runtime", "quadratic"),
+    ("Which string method swaps upper and lower case?", "uppercase characters converted to lowercase and vice versa", "swapcase"),
+]
+
 # questions none of the documents answer
 ABSENT = [
     ("Wat is de hoofdstad van Australië?", "nl"),
