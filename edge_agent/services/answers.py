@@ -120,7 +120,8 @@ class Verdict:
 
 def check_answer(answer: str, question: str, given: Sequence[Sentence], lang: str) -> Verdict:
     """Whether answer adds something to the question that one of the given sentences (best first) holds, one
-    that matches the question nearly as well as the best (NEAR_BEST of its score).
+    that matches the question nearly as well as the best (NEAR_BEST of its score) and holds one of the
+    question's most specific terms (_anchors).
 
     empty: no word; echo: no term beyond the question's; off_source: no such sentence holds MIN_SUPPORT of the
     added terms; wrong_language: four words or more that read as English (the model's habit) or as the source's
@@ -133,11 +134,13 @@ def check_answer(answer: str, question: str, given: Sequence[Sentence], lang: st
     if not added:
         return Verdict("echo")
     top = given[0].score if given else 0.0
+    anchors = _anchors(question, given, lang)
     best, share = None, 0.0
     for s in given:
-        if s.score < NEAR_BEST * top:
+        held = set(language.terms(s.text, lang))
+        if s.score < NEAR_BEST * top or (anchors and not anchors & held):
             continue
-        got = len(added & set(language.terms(s.text, lang))) / len(added)
+        got = len(added & held) / len(added)
         if got > share + 1e-9:
             best, share = s, got
     if best is None or share < MIN_SUPPORT:
@@ -147,6 +150,17 @@ def check_answer(answer: str, question: str, given: Sequence[Sentence], lang: st
         if said and said[0] != lang:
             return Verdict("wrong_language", best)
     return Verdict("ok", best)
+
+
+def _anchors(question: str, given: Sequence[Sentence], lang: str) -> set[str]:
+    """The question's most specific terms: those found in the fewest of the given sentences (but in one at least).
+    An answer must rest on a sentence that holds one ("modulo", not just "operator")."""
+    qterms = language.content_terms(question, lang)
+    df = Counter(t for s in given for t in set(language.terms(s.text, lang)) & qterms)
+    if not df:
+        return set()
+    least = min(df.values())
+    return {t for t, n in df.items() if n == least}
 
 
 def strip_citations(text: str) -> str:

@@ -87,6 +87,17 @@ def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced():
     assert A.check_answer("Aan de balie.", NL_Q, [s for _, s in ev2], "nl").status == "off_source"
 
 
+def test_an_answer_must_rest_on_a_sentence_with_the_questions_most_specific_word(monkeypatch):
+    monkeypatch.setattr(A, "NEAR_BEST", 0.0)  # every given sentence near enough: the anchor alone decides
+    q = "What does the modulo operator give you?"
+    doc = ('The "%" (modulo) operator yields the remainder from the division of the first argument by the second. '
+           'The "/" (division) and "//" (floor division) operators yield the quotient of their arguments.')
+    given = [s for _, s in _evidence(q, [doc], "en")]
+    assert A._anchors(q, given, "en") == {"modulo"}
+    assert A.check_answer("The floor division operators yield the quotient.", q, given, "en").status == "off_source"
+    assert A.check_answer("The remainder of the division.", q, given, "en").status == "ok"
+
+
 def test_without_sentences_to_check_against_the_answer_is_given_unchecked():
     assert A.settle(" Het is QX-7731-B.\n", NL_Q, [], "nl") == ("Het is QX-7731-B.", {"answer": "model", "check": "none"})
 
