@@ -182,8 +182,10 @@ def with_citation(answer: str, number: int, valid: set[int]) -> str:
 
 
 def extractive(sentence: Sentence, number: int) -> str:
-    """The sentence, quoted, with its citation: '"..." [n]'."""
-    return f"\"{sentence.text}\" [{number}]"
+    """The sentence, quoted, with its citation: '"..." [n]'; the source's own "[4]" footnote marks are left out,
+    so that every "[n]" of an answer is a citation."""
+    text = re.sub(r"\s+(?=[.,;:!?])", "", re.sub(r"\s{2,}", " ", strip_citations(sentence.text))).strip()
+    return f"\"{text}\" [{number}]"
 
 
 def report(lang: str, how: list[dict[str, str]]) -> dict:

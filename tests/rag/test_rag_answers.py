@@ -106,6 +106,8 @@ def test_citations_name_only_passages_that_exist():
     assert A.with_citation("Het is QX-7731-B [7].", 2, {1, 2}) == "Het is QX-7731-B. [2]"
     assert A.with_citation("Het is QX-7731-B [1].", 2, {1, 2}) == "Het is QX-7731-B [1]."
     assert A.cited('"a" [1] en [3]') == {1, 3}
+    quote = A.extractive(A.Sentence(0, 0, 'Return "True" if all cased characters [4] in the string are uppercase [2].', 1.0), 1)
+    assert quote == '"Return "True" if all cased characters in the string are uppercase." [1]' and A.cited(quote) == {1}
 
 
 # --- through the service and the server -----------------------------------------------------------------------
