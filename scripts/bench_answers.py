@@ -2,21 +2,32 @@
 
 Factual questions (Dutch and English) whose answer is a short span of one passage: the share of
 answers that contain the fact; questions the documents do not answer: the share that decline.
+Two sets, reported apart: "dev" (the one the answer side was tuned on) and "heldout" (written before
+the tuning, never used to choose a setting). Each answer also records which path made it (the
+response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
+"[n]" it cites names a source marked used.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from rag_eval_sets import ABSENT, EN_FACTS, NL_QUESTIONS
+from rag_eval_sets import ABSENT, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_HELDOUT, NL_HELDOUT, NL_QUESTIONS
+
+SETS = {
+    "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
+    "heldout": (NL_HELDOUT, EN_HELDOUT, ABSENT_HELDOUT),
+}
 
 
 def _norm(s: str) -> str:
     return " ".join(s.casefold().split())
 
 
-def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48) -> dict:
-    """Ask every question through ChatService with rag (greedy); returns the fractions and the answers."""
+def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48, sets: tuple[str, ...] = ("dev", "heldout")) -> dict:
+    """Ask every question through ChatService with rag (greedy); returns the fractions per set and the answers."""
+    import re
+
     from edge_agent.rag import language
     from edge_agent.runtime import build_engine
     from edge_agent.services.chat import ChatService, SamplingOptions
@@ -29,32 +40,48 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48)
         chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers))
         absent_texts = {chat.grounding.scaffold(lang).absent for lang in SCAFFOLDS}
 
-        def ask(q: str) -> str:
+        def ask(q: str) -> dict:
             gen = chat.chat([{"role": "user", "content": q}], SamplingOptions(max_tokens=max_tokens, temperature=0), rag=RagOptions(k=k))
-            return gen.collect()[0].text.strip()
+            a = gen.collect()[0].text.strip()
+            report = getattr(gen, "grounding", None) or {}
+            path = (report.get("choices") or [{}])[0]
+            used = {s.number for s in gen.sources or [] if getattr(s, "used", None)}
+            cites = {int(n) for n in re.findall(r"\[(\d{1,3})\]", a)}
+            return {"answer": a, "declined": a in absent_texts, "empty": not a, "path": path.get("answer", "?"),
+                    "check": path.get("check", "?"), "citations_match": cites == used}
 
+        out: dict = {"k": k, "max_tokens": max_tokens}
         t0 = time.perf_counter()
-        rows = []
-        for lang, qs in (("nl", [(q, f) for q, _, f in NL_QUESTIONS]), ("en", [(q, f) for q, _, f in EN_FACTS])):
-            for q, fact in qs:
-                a = ask(q)
-                rows.append({"lang": lang, "q": q, "fact": fact, "answer": a, "has_fact": _norm(fact) in _norm(a),
-                             "declined": a in absent_texts, "empty": not a})
-        absent = [{"lang": lang, "q": q, "answer": (a := ask(q)), "declined": a in absent_texts, "empty": not a} for q, lang in ABSENT]
-        for r in rows + absent:  # the best passage's share of the question's content words (what the decline rule sees)
-            lang = chat.grounding.language_of(r["q"])
-            r["coverage"] = round(max((language.coverage(r["q"], c.text, lang) for c in svc.retrieve(r["q"], k=k)), default=0.0), 2)
-        out = {"k": k, "max_tokens": max_tokens, "seconds": round(time.perf_counter() - t0, 1)}
-        for lang in ("nl", "en"):
-            rs = [r for r in rows if r["lang"] == lang]
-            out[f"{lang}_with_fact"] = round(sum(r["has_fact"] for r in rs) / len(rs), 3)
-            out[f"{lang}_declined_wrongly"] = round(sum(r["declined"] for r in rs) / len(rs), 3)
-            out[f"{lang}_questions"] = len(rs)
-        out["with_fact"] = round(sum(r["has_fact"] for r in rows) / len(rows), 3)
-        out["empty_answers"] = sum(r["empty"] for r in rows + absent)
-        out["absent_declined"] = round(sum(r["declined"] for r in absent) / len(absent), 3)
-        out["absent_questions"] = len(absent)
-        out["answers"] = rows + absent
+        rows_all = []
+        for name in sets:
+            nl, en, absent_qs = SETS[name]
+            rows = []
+            for lang, qs in (("nl", [(q, f) for q, _, f in nl]), ("en", [(q, f) for q, _, f in en])):
+                for q, fact in qs:
+                    r = {"set": name, "lang": lang, "q": q, "fact": fact, **ask(q)}
+                    r["has_fact"] = _norm(fact) in _norm(r["answer"])
+                    rows.append(r)
+            absent = [{"set": name, "lang": lang, "q": q, **ask(q)} for q, lang in absent_qs]
+            for r in rows + absent:  # the best passage's share of the question's content words (what the decline rule sees)
+                lang = chat.grounding.language_of(r["q"])
+                r["coverage"] = round(max((language.coverage(r["q"], c.text, lang) for c in svc.retrieve(r["q"], k=k)), default=0.0), 2)
+            s: dict = {}
+            for lang in ("nl", "en"):
+                rs = [r for r in rows if r["lang"] == lang]
+                s[f"{lang}_with_fact"] = round(sum(r["has_fact"] for r in rs) / len(rs), 3)
+                s[f"{lang}_declined_wrongly"] = round(sum(r["declined"] for r in rs) / len(rs), 3)
+                s[f"{lang}_questions"] = len(rs)
+            s["with_fact"] = round(sum(r["has_fact"] for r in rows) / len(rows), 3)
+            s["empty_answers"] = sum(r["empty"] for r in rows + absent)
+            s["absent_declined"] = round(sum(r["declined"] for r in absent) / len(absent), 3)
+            s["absent_questions"] = len(absent)
+            s["paths"] = {p: sum(r["path"] == p for r in rows + absent) for p in sorted({r["path"] for r in rows + absent})}
+            s["citations_match_sources"] = sum(r["citations_match"] for r in rows + absent)
+            s["answers_total"] = len(rows + absent)
+            out[name] = s
+            rows_all += rows + absent
+        out["seconds"] = round(time.perf_counter() - t0, 1)
+        out["answers"] = rows_all
         return out
     finally:
         scheduler.stop()

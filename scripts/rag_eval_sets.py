@@ -5,6 +5,8 @@ each with a phrase of the answer passage; the answer documents are the topics wh
 Dutch: questions written from the three articles in ../shared/corpus-nl (paraphrased, not copied),
 each with the exact phrase of the answer passage and a short fact the answer must state.
 Declines: questions the documents do not answer.
+Held out (NL_HELDOUT, EN_HELDOUT, ABSENT_HELDOUT): written before the answer side was tuned, from other facts
+of the same texts, and never used to choose a setting; report them apart from the dev sets above.
 """
 from __future__ import annotations
 
@@ -114,6 +116,20 @@ EN_FACTS = [
     ("In which base are the integer and exponent parts of a float literal read?", "always interpreted using radix 10", "10"),
 ]
 
+# more English facts for the dev set (written from the topics' text while tuning the answer side)
+EN_FACTS_2 = [
+    ("What kind of functions do lambda expressions create?", "used to create anonymous functions", "anonymous"),
+    ("What is the null object called?", 'There is exactly one null object, named "None"', "None"),
+    ("Which namespace is searched first when a name is resolved at the top level?", "The global namespace is searched first", "global namespace"),
+    ("What is created from the iterable when a for loop starts?", "An *iterator* is created for that iterable", "iterator"),
+    ("For how much code does a global declaration hold?", "holds for the entire current code block", "entire current code block"),
+    ("What are exceptions a means of?", "Exceptions are a means of breaking out of the normal flow", "normal flow"),
+    ("What does a lambda expression yield?", 'yields a function object', "function object"),
+    ("Which string method turns all cased characters into capitals?", "converted to uppercase", "upper"),
+    ("What does repeated concatenation of immutable sequences cost in runtime?", "will have a quadratic runtime", "quadratic"),
+    ("Which string method swaps upper and lower case?", "uppercase characters converted to lowercase and vice versa", "swapcase"),
+]
+
 # questions none of the documents answer
 ABSENT = [
     ("Wat is de hoofdstad van Australië?", "nl"),
@@ -124,4 +140,51 @@ ABSENT = [
     ("Who wrote the novel Moby-Dick?", "en"),
     ("What is the population of Canada?", "en"),
     ("How many moons does Jupiter have?", "en"),
+]
+
+
+# --- held out: written 2026-11-30 before tuning the answer side; (question, exact phrase of the answer passage, short fact)
+NL_HELDOUT = [
+    ("Hoeveel lagen van het 32-lagenmodel gaan in het llama-cli-voorbeeld naar het videogeheugen?", "24 lagen draaien in GPU VRAM", "24"),
+    ("Welke snelheid haalt een PCIe 5.0-slot?", "63 GB/s voor PCIe 5.0", "63 GB/s"),
+    ("Hoeveel werkgeheugen neemt een 8B-model in als het naar 4 bit is gekwantiseerd?", "circa 5,5 GB aan werkgeheugen", "5,5 GB"),
+    ("Hoeveel geheugen kan een model van 6 GB vragen als het contextvenster vol is?", "12 tot 16 GB aan geheugen", "12 tot 16"),
+    ("Hoeveel langer duurt een berekening op de processor dan op een videokaart?", "tot tien keer langer duurt", "tien keer"),
+    ("Over hoeveel jaar bekijk je de totale eigendomskosten van de hardware?", "periode van twee tot drie jaar", "twee tot drie jaar"),
+    ("Hoeveel watt verbruikt het GPU-cluster in het voorbeeld van een bedrijfsserver?", "GPU-cluster van 700 watt", "700 watt"),
+    ("Welke bandbreedte heeft een RTX 5090?", "meer dan 1.000 GB/s", "1.000 GB/s"),
+    ("Tot welke grootte merk je het snelheidsverschil tussen processor en videokaart nauwelijks?", "maximaal 3 miljard parameters", "3 miljard"),
+    ("Hoeveel was de infrastructuurdeal tussen OpenAI en AWS waard?", "infrastructuurpartnerschap van $38 miljard", "38 miljard"),
+    ("Na hoeveel jaar bracht Arm opnieuw eigen productiesilicium uit?", "eerste productie-silicon in 35 jaar", "35 jaar"),
+    ("Welke kwantisatieformaten zijn gemaakt voor videokaarten?", "AWQ (Activation-aware Weight Quantization) en EXL2", "AWQ"),
+    ("Welke Intel-extensie gebruikt automatisch AMX voor BF16-bewerkingen?", "Intel Extension for PyTorch (IPEX)", "IPEX"),
+    ("Hoe heet het open source testkader van Red Hat voor CPU-inferentie?", "(vllm-cpu-perf-eval)", "vllm-cpu-perf-eval"),
+    ("Wie is de CEO van Intel die op Computex over agents sprak?", "Lip-Bu Tan, CEO van Intel", "Lip-Bu Tan"),
+    ("Welke standen heeft de prestatieschakelaar van de AI300?", "(Stil / Gebalanceerd / Max)", "Gebalanceerd"),
+]
+
+EN_HELDOUT = [
+    ("What error do you get when you divide a number by zero?", 'Division by zero raises the "ZeroDivisionError" exception', "ZeroDivisionError"),
+    ("What does the modulo operator give you?", 'The "%" (modulo) operator yields the remainder', "remainder"),
+    ("Which special method makes a new instance of a class?", "Called to create a new instance of class", "__new__"),
+    ("Which method runs when an object is about to be destroyed?", "Called when the instance is about to be destroyed", "__del__"),
+    ("Which method should a container define to support the in operator efficiently?", "Called to implement membership test operators", "__contains__"),
+    ("What exception does a failing assert statement raise?", "if not expression: raise AssertionError", "AssertionError"),
+    ("Which method of the context manager is called when a with block starts?", 'The context manager’s "__enter__()" method is invoked', "__enter__"),
+    ("Which special method is used to evaluate self[key]?", 'Called to implement evaluation of "self[key]"', "__getitem__"),
+    ("What is raised when a dictionary lookup uses a key that is not there?", 'Raises a "KeyError" if *key* is not in the map', "KeyError"),
+    ("What else is the __del__ method called?", "This is also called a finalizer", "finalizer"),
+    ("What type does dividing two integers with a single slash produce?", "Division of integers yields a float", "float"),
+    ("Which method can a dict subclass define to handle keys that are not present?", 'defines a method "__missing__()"', "__missing__"),
+]
+
+ABSENT_HELDOUT = [
+    ("Wie schilderde De Nachtwacht?", "nl"),
+    ("Hoe hoog is de Mount Everest?", "nl"),
+    ("Hoeveel kost een RTX 5090 in de winkel?", "nl"),
+    ("Welke snelheid haalt een 70B-model op een MacBook met M3 Max?", "nl"),
+    ("Who painted the Mona Lisa?", "en"),
+    ("What is the speed of sound in air?", "en"),
+    ("What is the default recursion limit in Python?", "en"),
+    ("How much memory does a Python list of a million integers use?", "en"),
 ]

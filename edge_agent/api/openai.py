@@ -29,8 +29,8 @@ def _context() -> dict:
 
 
 def _json(model) -> Response:
-    """The model as JSON; `sources` is left out unless the request asked for rag."""
-    exclude = {"sources"} if getattr(model, "sources", None) is None else None
+    """The model as JSON; `sources` and `grounding` are left out unless the request asked for rag."""
+    exclude = {f for f in ("sources", "grounding") if f in type(model).model_fields and getattr(model, f) is None} or None
     return Response(model.model_dump_json(exclude=exclude), mimetype="application/json")
 
 
@@ -45,11 +45,17 @@ def _sources(gen: Generation) -> list[p.Source] | None:
     return None if gen.sources is None else [p.Source.model_validate(s.to_dict()) for s in gen.sources]
 
 
+def _grounding(gen: Generation) -> p.GroundingReport | None:
+    return None if gen.grounding is None else p.GroundingReport.model_validate(gen.grounding)
+
+
 def _with_sources(first: dict, gen: Generation) -> dict:
-    """The first streamed chunk carries the sources (when the request asked for rag)."""
+    """The first streamed chunk carries the sources and the grounding report (when the request asked for rag)."""
     sources = _sources(gen)
     if sources is not None:
         first["sources"] = [s.model_dump() for s in sources]
+    if gen.grounding is not None:
+        first["grounding"] = _grounding(gen).model_dump()
     return first
 
 
@@ -187,8 +193,9 @@ def chat_completions():
     finally:
         gen.cancel()
     choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i]) for i in sorted(texts)]
+    gen.note_citations(texts.values())
     return _json(p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen),
-                                  sources=_sources(gen)))
+                                  sources=_sources(gen), grounding=_grounding(gen)))
 
 
 @bp.post("/v1/completions")
@@ -214,8 +221,9 @@ def completions():
     finally:
         gen.cancel()
     choices = [p.CompletionChoice(index=i, text=texts[i], finish_reason=ends[i]) for i in sorted(texts)]
+    gen.note_citations(texts.values())
     return _json(p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen),
-                              sources=_sources(gen)))
+                              sources=_sources(gen), grounding=_grounding(gen)))
 
 
 @bp.post("/v1/embeddings")

@@ -113,7 +113,8 @@ def build_openapi(runtime, extra_paths: dict | None = None, extra_schemas: dict 
 
     sse = ("One Server-Sent Event. `data` holds a chunk as JSON (ChatCompletionChunk or Completion), then the last "
            "event's data is `[DONE]`; a mid-stream error is sent as data `{\"error\": {...}}` (ErrorResponse). "
-           "With `rag`, the first chunk also has `sources` (a list of Source).")
+           "With `rag`, the first chunk also has `sources` (a list of Source) and `grounding` (GroundingReport); a base "
+           "model's grounded answer is checked before it is sent, so it arrives as one chunk.")
     stream_schema = {"type": "object", "description": sse, "required": ["data"],
                      "properties": {"data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"}, "retry": {"type": "integer"}}}
     chat_ok = {"description": "The completion (stream false) or a stream of ChatCompletionChunk events (stream true).",

@@ -207,15 +207,19 @@ class BatchRequestRunner:
         texts, ends = self._wait(gen)
         usage = p.Usage(prompt_tokens=gen.usage.prompt_tokens, completion_tokens=gen.usage.completion_tokens,
                         total_tokens=gen.usage.total_tokens)
+        gen.note_citations(texts.values())
         sources = None if gen.sources is None else [p.Source.model_validate(s.to_dict()) for s in gen.sources]
+        grounding = None if gen.grounding is None else p.GroundingReport.model_validate(gen.grounding)
         if isinstance(req, p.ChatCompletionRequest):
             choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i]) for i in sorted(texts)]
             out = p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=usage,
-                                   sources=sources)
+                                   sources=sources, grounding=grounding)
         else:
             choices = [p.CompletionChoice(index=i, text=texts[i], finish_reason=ends[i]) for i in sorted(texts)]
-            out = p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=usage, sources=sources)
-        return out.model_dump(mode="json", exclude={"sources"} if sources is None else None), gen.usage.completion_tokens
+            out = p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=usage, sources=sources,
+                               grounding=grounding)
+        absent = {f for f, v in (("sources", sources), ("grounding", grounding)) if v is None}
+        return out.model_dump(mode="json", exclude=absent or None), gen.usage.completion_tokens
 
     def _submit(self, start: Callable[[], Generation]) -> Generation:
         """Start the generation; while the engine's queue is full, wait and retry (a batch yields to interactive work)."""

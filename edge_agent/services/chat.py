@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from edge_agent.engine.types import (
     ENGINE_STOPPED,
@@ -25,6 +25,7 @@ from edge_agent.engine.types import (
     SamplingParams,
     TextDelta,
 )
+from edge_agent.services.answers import cited, report, settle
 from edge_agent.services.constrained import OutputConstraint, grammar_tokenizer
 from edge_agent.services.constrained import processors as grammar_processors
 from edge_agent.services.errors import (
@@ -128,6 +129,7 @@ class Generation:
         self.choices = choices
         self.usage = TokenUsage(prompt_tokens=prompt_tokens)
         self.sources: list[Source] | None = None  # with rag: the chunks in the prompt, best first
+        self.grounding: dict | None = None  # with rag: the answer's language and, per choice, which path made it
         self._deadline = time.monotonic() + deadline_s
         self._queue: queue.Queue = queue.Queue()
         self._started = False
@@ -247,6 +249,15 @@ class Generation:
                 yield ChoiceDelta(c.index, tail)
         yield ChoiceEnd(c.index, reason, fin.usage.completion_tokens)
 
+    def note_citations(self, texts) -> None:
+        """Where nobody checked the answers yet (a chat model, a raw prompt) and they cite sources ("[n]"): mark the
+        cited ones used and the others unused. Answers that cite none leave `used` unknown (None)."""
+        if not self.sources or any(s.used is not None for s in self.sources):
+            return
+        said = set().union(*(cited(t) for t in texts)) & {s.number for s in self.sources}
+        if said:
+            self.sources = [replace(s, used=s.number in said) for s in self.sources]
+
     def collect(self) -> list[ChoiceResult]:
         """Wait for every choice; return their texts in index order (raises as events() does)."""
         texts = {c.index: [] for c in self.choices}
@@ -330,6 +341,8 @@ class ChatService:
         jobs = [(prompt.ids, prompt.prefill, i) for i in range(n)]
         gen = self._start(jobs, [len(prompt.ids)], options, priority, constraint)
         gen.sources = sources
+        if rag is not None:
+            gen.grounding = report(self.grounding.language_of(question_of(messages)), [{"answer": "model", "check": "none"}] * n)
         return gen
 
     def complete(self, prompts: list[str | list[int]], options: SamplingOptions, n: int = 1, echo: bool = False, priority: int = 0,
@@ -369,6 +382,9 @@ class ChatService:
             jobs += [(ids, text if echo else "", p * n + j) for j in range(n)]
         gen = self._start(jobs, lengths, options, priority, constraint)
         gen.sources = sources
+        if rag is not None:
+            query = strip_labels(shown[0], self.formatter.labels["user"], self.formatter.labels["assistant"])  # type: ignore[arg-type]
+            gen.grounding = report(self.grounding.language_of(query), [{"answer": "model", "check": "none"}] * len(jobs))
         return gen
 
     # --- grounding ----------------------------------------------------------------
@@ -418,8 +434,9 @@ class ChatService:
         policy = self.grounding
         lang = policy.language_of(question)
         sc = policy.scaffold(lang)
-        if not policy.covered(question, chunks, lang):
-            return GroundedPrompt(sources=[source_of(c) for c in chunks], decline=sc.absent)  # what was searched, none used
+        if not policy.covered(question, chunks, lang):  # what was searched is reported, none used
+            return GroundedPrompt(sources=[replace(source_of(c), number=i, used=False) for i, c in enumerate(chunks, 1)],
+                                  decline=sc.absent, question=question, language=lang)
         if self.formatter.kind == "completion" and not instruction:
             enc = self.formatter.encoder
             tail = "\n\n" + sc.question + " ".join(question.split()) + "\n" + sc.answer
@@ -433,10 +450,10 @@ class ChatService:
                 g = focus(question, chunks, lang, sc.passage, n)
                 ids = ids_of(g)
                 if g.sources and len(ids) <= limit:
-                    return GroundedPrompt(ids, g.sources, policy.stops(sc))
+                    return GroundedPrompt(ids, g.sources, policy.stops(sc), None, question, lang, g.evidence)
             g = self._fit(chunks, len(ids_of(Grounding())), limit, lambda g: len(ids_of(g)), sc.passage, "")  # one long sentence: cut
             if g.sources:
-                return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc))
+                return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc), None, question, lang)  # no sentences to check against
             return messages, []
         base = self.formatter.format_chat(messages, instruction=instruction)
         in_user = False
@@ -456,17 +473,38 @@ class ChatService:
 
     def _start_grounded(self, gp: GroundedPrompt, options: SamplingOptions, n: int, priority: int,
                         constraint: OutputConstraint | None) -> Generation:
-        """Start a base model's grounded completion (one non-empty line), or answer the decline without the model."""
+        """A base model's grounded answer: its one-line completion when answers.settle keeps it (cited), else the
+        best sentence quoted; or the decline without the model. The model runs to the end here (a short line), so
+        the answer is checked before any of it is sent, and `sources` say which passages it used."""
         if gp.decline is not None:
             gen = Generation(self.model_name, [_Choice(i, CannedHandle(gp.decline)) for i in range(n)], 0, self.request_timeout_s)
-        else:
-            options.stop = list(dict.fromkeys([*options.stop, *gp.stop]))
-            if constraint is None:
-                import llguidance as llg
+            gen.sources = gp.sources
+            gen.grounding = report(gp.language, [{"answer": "declined", "check": "no_passage"}] * n)
+            return gen
+        options.stop = list(dict.fromkeys([*options.stop, *gp.stop]))
+        if constraint is None:
+            import llguidance as llg
 
-                constraint = OutputConstraint("grounded", llg.LLMatcher.grammar_from_lark(ANSWER_GRAMMAR))
-            gen = self._start([(gp.ids, "", i) for i in range(n)], [len(gp.ids)], options, priority, constraint)
-        gen.sources = gp.sources
+            constraint = OutputConstraint("grounded", llg.LLMatcher.grammar_from_lark(ANSWER_GRAMMAR))
+        run = self._start([(gp.ids, "", i) for i in range(n)], [len(gp.ids)], options, priority, constraint)
+        texts: dict[int, list[str]] = {c.index: [] for c in run.choices}
+        ends: dict[int, ChoiceEnd] = {}
+        for ev in run.events():
+            if isinstance(ev, ChoiceDelta):
+                texts[ev.index].append(ev.text)
+            elif isinstance(ev, ChoiceEnd):
+                ends[ev.index] = ev
+        choices, reports, said = [], [], set()
+        for i in sorted(texts):
+            text, how = settle("".join(texts[i]), gp.question, gp.evidence, gp.language)
+            reason = ends[i].finish_reason if how["answer"] == "model" else "stop"
+            choices.append(_Choice(i, CannedHandle(text, ends[i].completion_tokens, reason)))
+            reports.append(how)
+            said |= cited(text)
+        gen = Generation(self.model_name, choices, run.usage.prompt_tokens, self.request_timeout_s)
+        checked = said or all(h["check"] != "none" for h in reports)  # else used stays unknown
+        gen.sources = [replace(s, used=s.number in said if checked else None) for s in gp.sources]
+        gen.grounding = report(gp.language, reports)
         return gen
 
     def _ground_prompt(self, prompt: str, options: SamplingOptions, rag: RagOptions) -> tuple[str | list[str], list[Source]]:

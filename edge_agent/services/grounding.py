@@ -4,7 +4,8 @@ Passages first, the question last, the scaffold words in the question's language
 model the prompt is a plain completion, "Tekst [1] (...): ...\\n\\nVraag: ...\\nAntwoord:" for a
 Dutch question (measured on Gemma 3 270M base: a Dutch scaffold stated the fact in about half
 of the questions; an English instruction made it stop with an empty answer), its answer one
-non-empty line (a grammar) that stops before a new turn or a "Source" line. For a chat template,
+non-empty line (a grammar) that stops before a new turn or a "Source" line, then checked (services/answers.py):
+kept with its "[n]" citation when it rests on a near-best sentence, else that sentence quoted. For a chat template,
 a system message with the passages. For a text completion, a block in front of the prompt.
 When no passage covers enough of the question's content words, the answer is the configured
 "the documents do not cover this" text of the question's language, not the model's invention.
@@ -13,12 +14,12 @@ prompt plus the room kept for the answer stay within the model's context.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edge_agent.rag import language
+from edge_agent.services.answers import Sentence, rank_sentences
 from edge_agent.services.errors import InvalidRequestError, UnavailableError
 
 INSTRUCTION = "Use the sources to answer."
@@ -32,7 +33,6 @@ ANSWER_GRAMMAR = r"start: /[ ]?[^\s][^\n]*\n?/"
 # on 34 Dutch and English factual questions the default model stated the fact in 0.35 of its answers with
 # 3 numbered sentences, 0.18 with 4 whole chunks, 0.27 with the best chunk alone (/tmp measurement, see README)
 FOCUS_SENTENCES = 3
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])[\"')\]]*\s+|\n+")
 # the least share of a question's content words (stemmed, in its language) the best passage must hold;
 # below it the answer declines. One third: on the bench's sets the best passage of 8 unanswerable questions held
 # 0-0.5 of their words, of 34 answerable ones 0.22-1.0 (at 0.5, 8 of 24 Dutch paraphrases were declined)
@@ -92,12 +92,12 @@ class GroundingPolicy:
 
 
 class CannedHandle:
-    """A finished generation with a fixed text (the decline answer): the GenerationHandle interface, no model run."""
+    """A finished generation with a fixed text (a decline, or a checked answer): the GenerationHandle interface."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, completion_tokens: int = 0, finish_reason: str = "stop"):
         from edge_agent.engine.types import Finished, TextDelta, Usage
 
-        self._events = [TextDelta(text), Finished(text, "stop", Usage(completion_tokens=0), [])]
+        self._events = [TextDelta(text), Finished(text, finish_reason, Usage(completion_tokens=completion_tokens), [])]
 
     def __iter__(self):
         while self._events:
@@ -139,6 +139,8 @@ class Source:
     location: dict[str, Any]
     score: float
     snippet: str
+    number: int | None = None  # the passage's "[n]" in the prompt (and in the answer's citations)
+    used: bool | None = None  # whether the answer rests on it (cites it); None where nobody checked (a stream, a raw prompt)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,6 +153,7 @@ class Grounding:
     sources: list[Source] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     instruction: str = INSTRUCTION
+    evidence: list[tuple[int, Sentence]] = field(default_factory=list)  # (passage number, sentence), best first
 
     @property
     def block(self) -> str:
@@ -220,7 +223,7 @@ def fit_sources(chunks: Sequence[Any], budget: int, count: Callable[[str], int],
                 break
         lines.append(line)
         used += need
-        sources.append(source_of(c))
+        sources.append(replace(source_of(c), number=len(lines)))
         if not full:
             break
     return Grounding(sources, lines, instruction)
@@ -283,28 +286,24 @@ class GroundedPrompt:
     sources: list[Source] = field(default_factory=list)
     stop: list[str] = field(default_factory=list)
     decline: str | None = None
-
-
-def _sentences(text: str) -> list[str]:
-    return [" ".join(p.split()) for p in _SENTENCE_END.split(text) if len(p.strip()) > 3]
+    question: str = ""
+    language: str = "en"
+    evidence: list[tuple[int, Sentence]] = field(default_factory=list)  # (passage number, sentence), best first
 
 
 def focus(question: str, chunks: Sequence[Any], lang: str, label: str, n: int = FOCUS_SENTENCES) -> Grounding:
-    """The n sentences of the chunks that hold most of the question's content words (ties: the better-ranked
-    chunk first), in chunk and text order, one line each: "<label> [k]: sentence", k numbering the chunks used;
-    the sources are those chunks only, numbered alike."""
-    words = language.content_terms(question, lang)
-    scored = []
-    for r, c in enumerate(chunks):
-        for j, sent in enumerate(_sentences(c.text)):
-            cov = len(words & set(language.terms(sent, lang))) / max(1, len(words))
-            scored.append((-cov + 0.01 * r, r, j, sent))
-    best = sorted(scored)
-    useful = [x for x in best if x[0] < -1e-9]  # sentences with at least one of the question's words
-    picked = sorted((useful or best)[:n], key=lambda x: (x[1], x[2]))
+    """The n sentences of the chunks that best match the question (answers.rank_sentences), one line each,
+    "<label> [k]: sentence", the best one last (next to the question); k numbers the chunks used in retrieval
+    order, and the sources are those chunks only, numbered alike; `evidence` holds (k, sentence) best first.
+
+    Best last, measured on the bench's 34 dev questions (default model, greedy): 0.79 with the fact, against
+    0.76 for text order, 0.74 for the best 2 sentences and 0.65 for the best one with its neighbours."""
+    ranked = rank_sentences(question, chunks, lang)
+    useful = [s for s in ranked if s.score > 0]  # sentences with at least one of the question's words
+    best = (useful or ranked)[:n]
     number: dict[int, int] = {}
-    lines = []
-    for _, r, _, sent in picked:
-        k = number.setdefault(r, len(number) + 1)
-        lines.append(f"{label} [{k}]: {sent}")
-    return Grounding([source_of(chunks[r]) for r in number], lines, "")
+    for s in sorted(best, key=lambda x: (x.chunk, x.index)):
+        number.setdefault(s.chunk, len(number) + 1)
+    lines = [f"{label} [{number[s.chunk]}]: {s.text}" for s in reversed(best)]
+    sources = [replace(source_of(chunks[r]), number=k) for r, k in number.items()]
+    return Grounding(sources, lines, "", [(number[s.chunk], s) for s in best])

@@ -233,10 +233,31 @@ class Source(BaseModel):
     location: SourceLocation
     score: float = Field(description="Retrieval score (reciprocal rank fusion in hybrid mode); higher is better.")
     snippet: str = Field(description="Part of the chunk's text around the question's words.")
+    number: int | None = Field(None, description="The passage's number in the prompt: the answer cites it as \"[n]\".")
+    used: bool | None = Field(None, description="Whether the answer rests on this passage (cites it); null where it was not "
+                                                "checked (a streamed answer of a chat model, a raw completion prompt).")
+
+
+class GroundingChoice(BaseModel):
+    index: int
+    answer: Literal["model", "extractive", "declined"] = Field(
+        description="model: the model's own words (checked against the passages when `check` is ok); extractive: the "
+                    "best-matching sentence of the passages, quoted, because the model's answer failed the check; "
+                    "declined: no passage covered the question, the answer says so.")
+    check: str = Field(description="ok, empty, echo (it only restated the question), off_source, wrong_language, "
+                                   "no_passage (declined), or none (not checked: chat models and raw completion prompts).")
+
+
+class GroundingReport(BaseModel):
+    """With `rag`: how each choice's answer was made."""
+
+    language: str = Field(description="The question's language (ISO 639-1): the prompt's scaffold and the decline text use it.")
+    choices: list[GroundingChoice]
 
 
 _SOURCES = "With `rag`: the chunks the answer was grounded in, best first; empty when none matched (then the answer is ungrounded)."
 _CHUNK_SOURCES = "With `rag`: the sources, in the first chunk only (see the non-streamed response's `sources`)."
+_GROUNDING = "With `rag`: which path made each answer (the model's words, an extractive quote, a decline). Extension."
 
 
 class Usage(BaseModel):
@@ -265,6 +286,7 @@ class ChatCompletion(BaseModel):
     choices: list[ChatChoice]
     usage: Usage
     sources: list[Source] | None = Field(None, description=_SOURCES)
+    grounding: GroundingReport | None = Field(None, description=_GROUNDING)
 
 
 class ChatDelta(BaseModel):
@@ -289,6 +311,7 @@ class ChatCompletionChunk(BaseModel):
     choices: list[ChatChunkChoice]
     usage: Usage | None = None
     sources: list[Source] | None = Field(None, description=_CHUNK_SOURCES)
+    grounding: GroundingReport | None = Field(None, description=_GROUNDING + " In the first chunk only.")
 
 
 class CompletionChoice(BaseModel):
@@ -308,6 +331,7 @@ class Completion(BaseModel):
     choices: list[CompletionChoice]
     usage: Usage | None = None
     sources: list[Source] | None = Field(None, description=_SOURCES + " When streamed: in the first chunk only.")
+    grounding: GroundingReport | None = Field(None, description=_GROUNDING + " When streamed: in the first chunk only.")
 
 
 class EmbeddingData(BaseModel):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import openai
 import pytest
@@ -23,7 +24,11 @@ def test_answer_cites_the_document_with_the_fact(default_bundle, tmp_path):
         assert sources[0]["document_id"] == ids["archive"] and sources[0]["title"] == "Zeeland archive"
         assert "QX-7731-B" in sources[0]["snippet"]
         answer = r.choices[0].message.content
-        log.info("default model with rag answered %r (the code is %s)", answer, "in it" if "QX-7731-B" in answer else "not in it")
+        how = r.model_extra["grounding"]["choices"][0]
+        log.info("default model with rag answered %r (%s)", answer, how)
+        # the model's own words when they rest on the passage, else the passage's sentence quoted: the code either way
+        assert "QX-7731-B" in answer and how["answer"] in ("model", "extractive")
+        assert {int(n) for n in re.findall(r"\[(\d+)\]", answer)} == {s["number"] for s in sources if s["used"]} == {1}
 
         stream = list(client.completions.create(model="default", prompt=f"Question: {QUESTION}\nAnswer:", max_tokens=8,
                                                 temperature=0, stream=True, extra_body={"rag": {"k": 3}}))

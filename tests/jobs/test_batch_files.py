@@ -42,6 +42,7 @@ def check_output(out_lines: list[dict]) -> None:
         assert r["status_code"] == 200 and r["request_id"].startswith("req_")
         body = p.ChatCompletion.model_validate(r["body"])
         assert body.object == "chat.completion" and body.id.startswith("chatcmpl-")
+        assert "sources" not in r["body"] and "grounding" not in r["body"]  # rag's fields only with rag, as on the live route
     assert out_lines[0]["response"]["body"]["usage"]["completion_tokens"] <= 6
     assert out_lines[1]["response"]["body"]["usage"]["completion_tokens"] <= 3
 

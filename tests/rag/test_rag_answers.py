@@ -1,0 +1,273 @@
+"""Grounded answers after the model: sentence choice, the check of a model's answer, the extractive fallback,
+"[n]" citations that match the sources marked used, the `grounding` report, declines, chat-template bundles.
+
+Real parts: the tiny real Llama (random weights: its answers are noise, which the check must catch), a real
+DocumentService (SQLite, FAISS, BM25, the packaged embedding model) in tmp dirs, the real server on loopback.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import openai
+import pytest
+
+from edge_agent.services import answers as A
+from edge_agent.services.grounding import SCAFFOLDS, GroundedPrompt, RagOptions
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
+from api_helpers import KEY, api_settings, start_server  # noqa: E402
+
+NL_DOC = ("Het Zeeuwse archief\n\nHet archief is op werkdagen open van negen tot vijf. "
+          "De toegangscode van het Zeeuwse archief is QX-7731-B; de sleutel ligt bij de portier. "
+          "Bezoekers melden zich aan de balie.")
+EN_DOC = "The canteen serves tomato soup on Mondays and pasta on Thursdays. The canteen closes at two."
+NL_Q = "Wat is de toegangscode van het Zeeuwse archief?"
+FACT_SENTENCE = "De toegangscode van het Zeeuwse archief is QX-7731-B; de sleutel ligt bij de portier."
+TINY_CHAT = (
+    "{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] | trim }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<s>assistant\n{% endif %}"
+)
+
+
+def _chunk(text: str, rank: int = 0):
+    return SimpleNamespace(document_id=rank + 1, chunk_id=rank + 1, title=f"doc{rank}", location={}, score=0.1, snippet="", text=text)
+
+
+def _evidence(question: str, texts: list[str], lang: str) -> list[tuple[int, A.Sentence]]:
+    ranked = A.rank_sentences(question, [_chunk(t, i) for i, t in enumerate(texts)], lang)
+    return [(s.chunk + 1, s) for s in ranked[:3]]
+
+
+def test_sentences_join_wrapped_lines_and_headings_head_the_next_sentence():
+    text = "object.__len__(self)\n\n   Called to implement the built-in\n   function \"len()\".  Should return an int.\n\n• Bullet one.\n• Bullet two"
+    assert A.split_sentences(text) == [
+        'object.__len__(self) Called to implement the built-in function "len()".', "Should return an int.", "• Bullet one.", "• Bullet two"]
+    long = "word " * 200
+    assert all(len(s) <= A.MAX_SENTENCE_CHARS for s in A.split_sentences(long))
+
+
+def test_the_sentence_with_the_rare_question_words_ranks_first():
+    ranked = A.rank_sentences(NL_Q, [_chunk(EN_DOC, 0), _chunk(NL_DOC, 1)], "nl")
+    assert ranked[0].text == FACT_SENTENCE and ranked[0].chunk == 1
+    assert ranked[0].score > ranked[1].score
+
+
+@pytest.mark.parametrize("answer, status", [
+    ("", "empty"), ("[1]", "empty"), (" ...", "empty"),
+    ("De toegangscode van het Zeeuwse archief.", "echo"),  # restates the question, adds nothing
+    ("De hoofdstad van Australië is Canberra.", "off_source"),  # invented
+    ("De code is QX-7731-B.", "ok"),
+])
+def test_the_check_keeps_only_answers_that_add_what_the_best_sentences_hold(answer, status):
+    ev = _evidence(NL_Q, [NL_DOC, EN_DOC], "nl")
+    v = A.check_answer(answer, NL_Q, [s for _, s in ev], "nl")
+    assert v.status == status
+    text, how = A.settle(answer, NL_Q, ev, "nl")
+    if status == "ok":
+        assert text == "De code is QX-7731-B. [1]" and how == {"answer": "model", "check": "ok"}
+    else:  # the documents' own words, quoted, with the number of the passage they come from
+        assert text == f'"{FACT_SENTENCE}" [1]' and how == {"answer": "extractive", "check": status}
+
+
+def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced():
+    q = "Wat serveert de kantine op maandag?"
+    ev = _evidence(q, [EN_DOC], "nl")
+    assert ev[0][1].text.startswith("The canteen serves tomato soup")
+    # the right words, but English to a Dutch question
+    assert A.check_answer("The canteen serves tomato soup on Mondays.", q, [s for _, s in ev], "nl").status == "wrong_language"
+    # a sentence that matches the question far worse than the best one does not carry an answer
+    ev2 = _evidence(NL_Q, [NL_DOC], "nl")
+    weak = [s for _, s in ev2 if "balie" in s.text]
+    assert weak and weak[0].score < A.NEAR_BEST * ev2[0][1].score
+    assert A.check_answer("Aan de balie.", NL_Q, [s for _, s in ev2], "nl").status == "off_source"
+
+
+def test_an_answer_must_rest_on_a_sentence_with_the_questions_most_specific_word(monkeypatch):
+    monkeypatch.setattr(A, "NEAR_BEST", 0.0)  # every given sentence near enough: the anchor alone decides
+    q = "What does the modulo operator give you?"
+    doc = ('The "%" (modulo) operator yields the remainder from the division of the first argument by the second. '
+           'The "/" (division) and "//" (floor division) operators yield the quotient of their arguments.')
+    given = [s for _, s in _evidence(q, [doc], "en")]
+    assert A._anchors(q, given, "en") == {"modulo"}
+    assert A.check_answer("The floor division operators yield the quotient.", q, given, "en").status == "off_source"
+    assert A.check_answer("The remainder of the division.", q, given, "en").status == "ok"
+
+
+def test_without_sentences_to_check_against_the_answer_is_given_unchecked():
+    assert A.settle(" Het is QX-7731-B.\n", NL_Q, [], "nl") == ("Het is QX-7731-B.", {"answer": "model", "check": "none"})
+
+
+def test_citations_name_only_passages_that_exist():
+    assert A.with_citation("Het is QX-7731-B [7].", 2, {1, 2}) == "Het is QX-7731-B. [2]"
+    assert A.with_citation("Het is QX-7731-B [1].", 2, {1, 2}) == "Het is QX-7731-B [1]."
+    assert A.cited('"a" [1] en [3]') == {1, 3}
+    quote = A.extractive(A.Sentence(0, 0, 'Return "True" if all cased characters [4] in the string are uppercase [2].', 1.0), 1)
+    assert quote == '"Return "True" if all cased characters in the string are uppercase." [1]' and A.cited(quote) == {1}
+
+
+# --- through the service and the server -----------------------------------------------------------------------
+def _make_docs(tmp: Path):
+    from edge_agent.config import Settings
+    from edge_agent.rag.embedder import OnnxEmbedder
+    from edge_agent.services.documents import DocumentService
+    from rag_docs import EMBED_CACHE
+
+    svc = DocumentService.from_settings(Settings(data_dir=tmp / "var", index_dir=tmp / "index"), embedder=OnnxEmbedder(cache_dir=EMBED_CACHE))
+    svc.add_text("Zeeuws archief", NL_DOC)
+    svc.add_text("Canteen", EN_DOC)
+    return svc
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory):
+    svc = _make_docs(tmp_path_factory.mktemp("answers-docs"))
+    yield svc
+    svc.close()
+
+
+def _chat_service(bundle: Path, docs, tmp: Path):
+    from edge_agent.config import Settings
+    from edge_agent.runtime import build_engine
+    from edge_agent.services.chat import ChatService
+
+    settings = Settings(models_dir=bundle.parent, model=bundle.name, threads=1, context_length=512, max_batch=4,
+                        data_dir=tmp / "var", index_dir=tmp / "index")
+    scheduler = build_engine(settings)
+    chat = ChatService(scheduler)
+    chat.attach_documents(lambda: docs)
+    return chat, scheduler
+
+
+@pytest.fixture(scope="module")
+def base_chat(tiny_bundles, docs, tmp_path_factory):
+    chat, scheduler = _chat_service(tiny_bundles["llama"], docs, tmp_path_factory.mktemp("base-chat"))
+    yield chat
+    scheduler.stop()
+
+
+def _consistent(answer: str, sources) -> None:
+    """Every "[n]" of the answer names a source marked used, and every used source is cited."""
+    numbers = [s.number for s in sources]
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert A.cited(answer) == {s.number for s in sources if s.used}
+    assert all(s.used is not None for s in sources)
+
+
+def test_a_base_models_noise_falls_back_to_the_quoted_sentence(base_chat):
+    from edge_agent.services.chat import SamplingOptions
+
+    gen = base_chat.chat([{"role": "user", "content": NL_Q}], SamplingOptions(max_tokens=6, temperature=0), rag=RagOptions(k=2))
+    (r,) = gen.collect()
+    how = gen.grounding["choices"][0]
+    assert gen.grounding["language"] == "nl"
+    if how["answer"] == "model":  # random weights rarely say something the passages hold; if they do, it passed the check
+        assert how["check"] == "ok" and A.check_answer(r.text, NL_Q, [s for _, s in _evidence(NL_Q, [NL_DOC], "nl")], "nl").ok
+    else:
+        assert how["answer"] == "extractive" and how["check"] in ("empty", "echo", "off_source", "wrong_language")
+        assert r.text == f'"{FACT_SENTENCE}" [1]' and r.finish_reason == "stop"
+    _consistent(r.text, gen.sources)
+    assert gen.sources[0].title == "Zeeuws archief" and gen.sources[0].used
+    assert gen.usage.prompt_tokens > 20 and gen.usage.completion_tokens >= 1  # the model ran; its tokens are counted
+
+
+def test_an_empty_generation_falls_back_to_the_extractive_answer(base_chat):
+    from edge_agent.services.chat import SamplingOptions
+
+    q = [{"role": "user", "content": NL_Q}]
+    # a stop string at the model's first character: the model's answer is empty (a real, user-settable stop)
+    gp = base_chat._ground_chat(q, SamplingOptions(max_tokens=4), "", RagOptions(k=2))
+    assert isinstance(gp, GroundedPrompt)
+    raw = base_chat.scheduler.submit(gp.ids, base_chat._params(SamplingOptions(max_tokens=1, temperature=0), len(gp.ids), 0))
+    head = "".join(getattr(ev, "text", "") for ev in raw if type(ev).__name__ == "TextDelta").strip()[:1]
+    assert head
+    gen = base_chat.chat(q, SamplingOptions(max_tokens=4, temperature=0, stop=[head]), rag=RagOptions(k=2))
+    (r,) = gen.collect()
+    assert gen.grounding["choices"][0] == {"index": 0, "answer": "extractive", "check": "empty"}
+    assert r.text == f'"{FACT_SENTENCE}" [1]'
+    _consistent(r.text, gen.sources)
+
+
+def test_a_question_below_the_threshold_is_declined_in_its_language(base_chat):
+    from edge_agent.services.chat import SamplingOptions
+
+    for q, lang in (("Wat is de hoofdstad van Australië?", "nl"), ("Who wrote the novel Moby-Dick?", "en")):
+        gen = base_chat.chat([{"role": "user", "content": q}], SamplingOptions(max_tokens=8), rag=RagOptions(k=2))
+        (r,) = gen.collect()
+        assert r.text == SCAFFOLDS[lang].absent and gen.usage.completion_tokens == 0
+        assert gen.grounding == {"language": lang, "choices": [{"index": 0, "answer": "declined", "check": "no_passage"}]}
+        assert gen.sources and not any(s.used for s in gen.sources)  # searched, none used
+
+
+def test_the_base_prompt_scaffold_follows_the_question_language(base_chat):
+    from edge_agent.services.chat import SamplingOptions
+
+    for q, (passage, question, answer) in ((NL_Q, ("Tekst", "Vraag: ", "Antwoord:")),
+                                          ("What does the canteen serve on Mondays?", ("Text", "Question: ", "Answer:"))):
+        gp = base_chat._ground_chat([{"role": "user", "content": q}], SamplingOptions(max_tokens=8), "", RagOptions(k=2))
+        text = base_chat.engine.decode(gp.ids)
+        assert f"{passage} [1]: " in text and text.rstrip().endswith(f"{question}{q}\n{answer}")
+        assert text.index(f"{passage} [1]") < text.index(question + q)  # passages first, the question last
+
+
+def test_server_answers_carry_numbered_sources_used_flags_and_the_path(tiny_bundles, tmp_path):
+    server = start_server(api_settings(tiny_bundles["llama"], tmp_path, max_batch=4), documents=_make_docs(tmp_path / "docs"))
+    try:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+        r = client.chat.completions.create(model="llama", messages=[{"role": "user", "content": NL_Q}], max_tokens=6, temperature=0,
+                                           extra_body={"rag": {"k": 2}})
+        extra = r.model_extra
+        sources = [SimpleNamespace(**s) for s in extra["sources"]]
+        _consistent(r.choices[0].message.content, sources)
+        assert extra["grounding"]["language"] == "nl" and extra["grounding"]["choices"][0]["answer"] in ("model", "extractive")
+        # streamed: the first chunk has the same sources (with their used flags) and the report; the text matches
+        chunks = list(client.chat.completions.create(model="llama", messages=[{"role": "user", "content": NL_Q}], max_tokens=6,
+                                                     temperature=0, stream=True, extra_body={"rag": {"k": 2}}))
+        assert chunks[0].model_extra["sources"] == extra["sources"] and chunks[0].model_extra["grounding"] == extra["grounding"]
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == r.choices[0].message.content
+        # a declined question: every searched source listed, none used
+        d = client.chat.completions.create(model="llama", messages=[{"role": "user", "content": "Wie schilderde De Nachtwacht?"}],
+                                           max_tokens=6, extra_body={"rag": {"k": 2}})
+        assert d.choices[0].message.content == SCAFFOLDS["nl"].absent
+        assert d.model_extra["grounding"]["choices"][0]["answer"] == "declined"
+        assert d.model_extra["sources"] and not any(s["used"] for s in d.model_extra["sources"])
+        # without rag: neither field
+        bare = client.chat.completions.create(model="llama", messages=[{"role": "user", "content": NL_Q}], max_tokens=2)
+        assert "grounding" not in (bare.model_extra or {}) and "sources" not in (bare.model_extra or {})
+    finally:
+        server.close()  # closes the document service too
+
+
+@pytest.fixture(scope="module")
+def chat_template_service(tiny_bundles, docs, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("chat-bundle")
+    dst = tmp / "models" / "tiny-chat"
+    shutil.copytree(tiny_bundles["llama"], dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    m["prompt_format"] = {"type": "chat", "template": TINY_CHAT}
+    m["name"] = "tiny-chat"
+    (dst / "manifest.json").write_text(json.dumps(m))
+    chat, scheduler = _chat_service(dst, docs, tmp)
+    yield chat
+    scheduler.stop()
+
+
+def test_a_chat_template_bundle_gets_the_instruction_in_the_question_language(chat_template_service):
+    from edge_agent.services.chat import SamplingOptions
+
+    chat = chat_template_service
+    assert chat.formatter.kind == "chat"
+    messages, sources = chat._ground_chat([{"role": "user", "content": NL_Q}], SamplingOptions(max_tokens=8), "", RagOptions(k=2))
+    system = messages[0]["content"]
+    assert messages[0]["role"] == "system" and system.startswith(SCAFFOLDS["nl"].instruction)
+    assert re.search(r"Tekst \[1\] \(Zeeuws archief\): .*QX-7731-B", system) and sources[0].number == 1
+    gen = chat.chat([{"role": "user", "content": NL_Q}], SamplingOptions(max_tokens=4, temperature=0), rag=RagOptions(k=2))
+    gen.collect()
+    assert gen.grounding["choices"][0] == {"index": 0, "answer": "model", "check": "none"}  # streamed as it comes: not checked
+    assert [s.number for s in gen.sources] == list(range(1, len(gen.sources) + 1)) and all(s.used is None for s in gen.sources)
+    gen.note_citations(["Het is QX-7731-B [1]."])  # a non-streamed answer that cites: the cited passage is the used one
+    assert [s.used for s in gen.sources] == [True] + [False] * (len(gen.sources) - 1)
