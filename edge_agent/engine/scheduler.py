@@ -589,6 +589,12 @@ class BatchScheduler:
         p = self._prefilling
         if p is not None and p.slot != len(dec):
             self._move(p, len(dec), p.prefilled)
+        release = getattr(self.model, "release_slots", None)  # capability: host caches give pages back
+        if release is not None:
+            try:
+                release(len(dec) + (1 if self._prefilling is not None else 0))
+            except Exception:
+                log.exception("giving back a free slot's cache memory failed")
 
     def _move(self, s: Sequence, dst: int, length: int) -> None:
         src, s.slot = s.slot, dst
