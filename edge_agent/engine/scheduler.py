@@ -449,7 +449,8 @@ class BatchScheduler:
         for s in seqs:
             s.length += 1
         greedy = [i for i, s in enumerate(seqs) if is_greedy(s.params)]
-        picks = dict(zip(greedy, np.argmax(logits[greedy], axis=1).tolist())) if greedy else {}
+        # row by row: logits[greedy] would copy 16 x 262k floats (17 MB, 1.4 ms against 0.4 ms) every step
+        picks = {i: int(np.argmax(logits[i])) for i in greedy}
         for i, s in enumerate(seqs):
             if s.slot < 0:  # requeued during this loop (its cache could not move): it recomputes this token
                 continue
