@@ -9,6 +9,9 @@ from pathlib import Path
 from edge_agent.cli.common import settings_from
 
 
+ATTN_OUT_CHOICES = ("fp32", "int8-block32")  # onnx_builder.KEEP_FP32_FORMATS (not imported here: it loads onnx)
+
+
 def register(sub) -> None:
     m = sub.add_parser("model", help="import, install and list model bundles")
     msub = m.add_subparsers(dest="model_cmd", required=True)
@@ -23,6 +26,9 @@ def register(sub) -> None:
         p.add_argument("--lm-head", dest="lm_head", choices=("int4", "int8"), default=None,
                        help="the output projection's weights: int8 per channel (default) or int4 blocks "
                             "(a smaller, faster decode step; Gemma 3 270M: perplexity 1.072x fp32 instead of 1.024x)")
+        p.add_argument("--attn-out", choices=ATTN_OUT_CHOICES, default=None,
+                       help="how the attention output projection is stored: fp32 (the default), or int8-block32 "
+                            "(8-bit blocks of 32, int8 activations per block: 35 MB less memory, perplexity +0.8%%)")
     ls = msub.add_parser("list", help="the bundles in the models folder")
     ls.add_argument("--json", action="store_true")
     msub.add_parser("verify", help="check the selected bundle against its manifest")
@@ -46,10 +52,11 @@ def cmd_model(args: argparse.Namespace) -> int:
     try:
         if args.model_cmd == "import":
             dest = import_model(Path(args.source), args.name, s.models_dir, context_length=args.context_length_import, force=args.force,
-                                **({"lm_head": args.lm_head} if args.lm_head else {}))
+                                **({"lm_head": args.lm_head} if args.lm_head else {}), **({"attn_out": args.attn_out} if args.attn_out else {}))
             print(f"imported {args.source} as {dest}")
         elif args.model_cmd == "install-default":
-            dest = install_default(s.models_dir, force=args.force, **({"lm_head": args.lm_head} if args.lm_head else {}))
+            dest = install_default(s.models_dir, force=args.force, **({"lm_head": args.lm_head} if args.lm_head else {}),
+                                   **({"attn_out": args.attn_out} if args.attn_out else {}))
             print(f"default model installed at {dest} (Gemma 3 270M; Gemma Terms of Use apply)")
         elif args.model_cmd == "list":
             rows = list_bundles(s.models_dir)

@@ -167,9 +167,11 @@ class OnnxEngine:
 
     def _cache_shape(self) -> CacheShape:
         arch = self.bundle.architecture
+        window, local = int(arch.get("sliding_window") or 0), arch.get("layer_is_local") or []
         return CacheShape(
             layers=int(arch["num_layers"]), kv_heads=int(arch["num_kv_heads"]), head_dim=int(arch["head_dim"]),
             slots=self.max_batch, max_len=self.context_length,
+            windows=tuple(window if window and i < len(local) and local[i] else 0 for i in range(int(arch["num_layers"]))),
         )
 
     def _load_gpu(self, hw: Hardware, factory: Callable[..., Any], embedding: Embedding, device_type: str) -> DeviceOnnxModel:

@@ -7,8 +7,9 @@ layers, has no CUDA kernel. So the GPU graph is built from the bundle's own grap
 1. every DynamicQuantizeMatMul(x, qweight int8 [k, n], scale [n]) becomes MatMul(x, qweight *
    scale): the same int8 weights the CPU uses, de-quantized, so no new quantization error; the
    per-row normalisation around it stays (x / amax @ W * amax = x @ W) and the guard row too,
-   so the engine reads the logits the same way; a 4-bit MatMulNBits output projection
-   (onnx_builder's lm_head "int4") becomes MatMul with its de-quantized weights the same way;
+   so the engine reads the logits the same way; a MatMulNBits becomes a MatMul of its
+   de-quantized weights the same way (4-bit blocks: onnx_builder's lm_head "int4"; 8-bit
+   blocks: the int8-block32 attention output);
 2. every float tensor becomes fp16 with onnxruntime's own converter
    (onnxruntime.transformers.float16), keeping `inputs_embeds` and `logits` fp32 at the
    graph's edges (casts inside); the key/value cache inputs and outputs become fp16, so the
@@ -176,6 +177,29 @@ def to_fp16(model, fp32_ops: tuple[str, ...]) -> None:
             v.type.tensor_type.elem_type = TensorProto.FLOAT16
 
 
+def _dequantize_block8(model, node, inits: dict, dead: set[str]) -> None:
+    """MatMulNBits(x, 8-bit blocks, scales) -> MatMul(x, fp16 weight [k, n]): the same weights, de-quantized.
+
+    Raises GpuGraphError for other bit widths or an explicit zero point.
+    """
+    from onnx import numpy_helper
+
+    attrs = {a.name: a.i for a in node.attribute}
+    if attrs.get("bits") != 8 or len(node.input) != 3 or node.input[1] not in inits or node.input[2] not in inits:
+        raise GpuGraphError(f"node {node.name}: expected MatMulNBits(x, 8-bit weight, scale) without zero points")
+    k, n = attrs["K"], attrs["N"]
+    q = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32) - 128.0  # [n, blocks, block]
+    scale = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32).reshape(q.shape[0], q.shape[1], 1)
+    w = (q * scale).reshape(n, -1)[:, :k].T
+    wname = node.input[1] + ".fp16"
+    model.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w.astype(np.float16)), wname))
+    dead.update(node.input[1:])
+    node.op_type, node.domain = "MatMul", ""
+    del node.input[1:]
+    del node.attribute[:]
+    node.input.append(wname)
+
+
 def convert(src_model: Path, dst_folder: Path, fp32_ops: tuple[str, ...] | None = None) -> Path:
     """Write the fp16 graph of the int8 graph at src_model into dst_folder; returns the graph path.
 
@@ -189,6 +213,9 @@ def convert(src_model: Path, dst_folder: Path, fp32_ops: tuple[str, ...] | None 
     dead: set[str] = set()
     for node in model.graph.node:
         if node.op_type == "MatMulNBits":
+            if {a.name: a.i for a in node.attribute}.get("bits") == 8:
+                _dequantize_block8(model, node, inits, dead)
+                continue
             wname = node.input[1] + ".fp16"
             model.graph.initializer.append(numpy_helper.from_array(_int4_weight(node, inits), wname))
             dead.update(n for n in node.input[1:] if n)

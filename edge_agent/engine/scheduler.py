@@ -449,9 +449,8 @@ class BatchScheduler:
         for s in seqs:
             s.length += 1
         greedy = [i for i, s in enumerate(seqs) if is_greedy(s.params)]
-        # all-greedy batches (the usual case) take the argmax in place: indexing by a list copies [B, vocab]
-        rows = logits[: len(seqs)] if len(greedy) == len(seqs) else logits[greedy]
-        picks = dict(zip(greedy, np.argmax(rows, axis=1).tolist())) if greedy else {}
+        # row by row: logits[greedy] would copy 16 x 262k floats (17 MB, 1.4 ms against 0.4 ms) every step
+        picks = {i: int(np.argmax(logits[i])) for i in greedy}
         for i, s in enumerate(seqs):
             if s.slot < 0:  # requeued during this loop (its cache could not move): it recomputes this token
                 continue
@@ -591,6 +590,12 @@ class BatchScheduler:
         p = self._prefilling
         if p is not None and p.slot != len(dec):
             self._move(p, len(dec), p.prefilled)
+        release = getattr(self.model, "release_slots", None)  # capability: host caches give pages back
+        if release is not None:
+            try:
+                release(len(dec) + (1 if self._prefilling is not None else 0))
+            except Exception:
+                log.exception("giving back a free slot's cache memory failed")
 
     def _move(self, s: Sequence, dst: int, length: int) -> None:
         src, s.slot = s.slot, dst

@@ -47,6 +47,13 @@ def quantize_columns(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # CPython's licence) all-int8 perplexity was +2.9% over fp32, +0.5% with o_proj in fp32
 # (+0.8% with down_proj instead); it costs 35 MB and about 3 ms per decode step.
 KEEP_FP32 = ("self_attn.o_proj",)
+# How those layers are stored (a bundle build option, recorded in the manifest):
+#   "fp32": a plain MatMul (bundles built before the option);
+#   "int8-block32": onnxruntime's MatMulNBits with 8-bit weights in blocks of 32 input rows (one scale
+#   each) and accuracy_level 4, which quantizes the activations to int8 per block of 32 as well, so
+#   an outlier channel spoils only its own block (and a row never depends on the other rows).
+KEEP_FP32_FORMATS = ("fp32", "int8-block32")
+BLOCK8 = 32
 # Largest block of the int8 output projection (see build_model). Blocks cost kernel
 # start-ups: Gemma 3's projection profiled at ~16 ms per decode step in 4 blocks against
 # ~15 ms whole (onnxruntime profiler, 60 steps, 2 threads, same machine).
@@ -60,9 +67,12 @@ INT4_ACCURACY_LEVEL = 4
 
 
 class _Graph:
-    def __init__(self, quantize: bool, keep_fp32: tuple[str, ...] = KEEP_FP32):
+    def __init__(self, quantize: bool, keep_fp32: tuple[str, ...] = KEEP_FP32, keep_fp32_format: str = "fp32"):
+        if keep_fp32_format not in KEEP_FP32_FORMATS:
+            raise ValueError(f"unknown format {keep_fp32_format!r} for {', '.join(keep_fp32)}: use one of {', '.join(KEEP_FP32_FORMATS)}")
         self.quantize = quantize
         self.keep_fp32 = keep_fp32
+        self.keep_fp32_format = keep_fp32_format
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         self._n = 0
@@ -148,11 +158,29 @@ class _Graph:
             shape = self._c[f"q.out.{n}"] = self.op1("Concat", [c["lead"], self.init(self.name("q.n"), np.array([n], np.int64))], axis=0)
         return self.op1("Reshape", [y, shape])
 
+    def block8_matmul(self, x: str, w: np.ndarray, base: str) -> str:
+        """x [.., k] @ w [k, n] as MatMulNBits: 8-bit symmetric weights, one scale per block of BLOCK8 inputs."""
+        k, n = w.shape
+        blocks = -(-k // BLOCK8)
+        wt = np.zeros((n, blocks * BLOCK8), np.float32)
+        wt[:, :k] = w.T
+        wt = wt.reshape(n, blocks, BLOCK8)
+        scale = (np.abs(wt).max(axis=-1) / 127.0).astype(np.float32)
+        scale[scale == 0] = 1.0
+        q = (np.clip(np.rint(wt / scale[..., None]), -127, 127) + 128).astype(np.uint8)  # zero point 128 (the default)
+        return self.op1(
+            "MatMulNBits", [x, self.init(base + ".q8", q), self.init(base + ".q8scale", scale.reshape(-1))], domain=MS,
+            K=k, N=n, bits=8, block_size=BLOCK8, accuracy_level=4,
+        )
+
     def linear(self, x: str, w: np.ndarray, bias: np.ndarray | None, base: str) -> str:
         """x @ w (+ bias), w given as [in, out] float32."""
-        if self.quantize and not any(base.endswith(k) for k in self.keep_fp32):
+        kept = any(base.endswith(k) for k in self.keep_fp32)
+        if self.quantize and not kept:
             q, scale = quantize_columns(w)
             y = self.int8_matmul(x, self.init(base + ".qweight", q), self.init(base + ".scale", scale), w.shape[0], w.shape[1])
+        elif self.quantize and self.keep_fp32_format == "int8-block32":
+            y = self.block8_matmul(x, w, base)
         else:
             y = self.op1("MatMul", [x, self.init(base + ".weight", w.astype(np.float32))])
         if bias is not None:
@@ -191,6 +219,7 @@ def build_model(
     lm_head: str = "int8",
     int4_block: int = 32,
     int4_symmetric: bool = False,
+    keep_fp32_format: str = "fp32",
 ) -> onnx.ModelProto:
     """Build the ONNX graph from HF-named weights (numpy, [out, in] linear layout).
 
@@ -202,11 +231,13 @@ def build_model(
     zero point per block unless int4_symmetric), split the same way; the graph then has no
     guard row of logits. Ignored without quantize.
 
+    keep_fp32_format: how the KEEP_FP32 layers of an int8 graph are stored (KEEP_FP32_FORMATS).
+
     Raises KeyError naming the first weight the checkpoint lacks, ValueError for an unknown format.
     """
     if lm_head not in LM_HEAD_FORMATS:
         raise ValueError(f"unknown output projection format {lm_head!r}: use one of {', '.join(LM_HEAD_FORMATS)}")
-    g = _Graph(quantize)
+    g = _Graph(quantize, keep_fp32_format=keep_fp32_format)
     get = _weights_getter(state)
 
     def need(name: str) -> np.ndarray:
