@@ -1,8 +1,10 @@
-"""Hybrid retrieval: dense (FAISS) and keyword (BM25) search fused by weighted reciprocal rank fusion.
+"""Hybrid retrieval: dense (FAISS) and keyword (BM25) search, fused, near-duplicates left out (MMR on request).
 
-The fusion leans on what each ranker is good at: when the embedding model does not cover the
-query's language (all-MiniLM-L6-v2 is English only), its ranking weighs `uncovered_dense_weight`
-against BM25's 1 (per-language stems, see bm25.py).
+The fusion leans on what each ranker is good at: reciprocal rank fusion with equal weights when the
+embedding model covers the query's language; when it does not (all-MiniLM-L6-v2 is English only),
+fusion by score, BM25's over its best plus `uncovered_dense_weight` times the rescaled cosine, so a
+clear BM25 winner stays first (per-language stems and compound n-grams, see bm25.py). Scores of
+the two fusions are on different scales: compare ranks, not scores, across queries.
 
 `HybridIndex` owns both indexes and the lock that makes every update all-or-nothing
 for readers: a writer changes both under the write lock, readers search under the read lock.
@@ -31,7 +33,7 @@ BM25_FILE = "bm25.snapshot"
 BM25_MAGIC = b"EDGE-AGENT-BM25 1\n"
 MODES = ("hybrid", "dense", "bm25")
 NEAR_DUPLICATE = 0.8  # Jaccard similarity of two chunks' words above which the lower one is left out
-UNCOVERED_DENSE_WEIGHT = 0.25  # dense's RRF weight for a query in a language the embedder was not trained on
+UNCOVERED_DENSE_WEIGHT = 0.25  # dense's weight in score fusion for a query in a language the embedder was not trained on
 
 
 @dataclass
@@ -46,7 +48,7 @@ class IndexUpdate:
 
 @dataclass
 class Hit:
-    """One fused result: the chunk id, its RRF score and where each retriever ranked it (1-based)."""
+    """One fused result: the chunk id, its fused score and where each retriever ranked it (1-based)."""
 
     chunk_id: int
     score: float

@@ -387,7 +387,8 @@ class DocumentService(IndexUpkeep):
     def _texts_of(self, ids: np.ndarray | None) -> Iterator[tuple[np.ndarray, list[str]]]:
         """(chunk ids, [(title and heading, text)]) batches of the given chunks, or of all of them (what BM25 indexes)."""
         if ids is None:
-            yield from self.store.iter_index_texts()
+            for batch_ids, rows in self.store.iter_index_texts():
+                yield batch_ids, [(chunk_header(title, heading), text) for title, heading, text in rows]
             return
         for start in range(0, len(ids), 4096):
             part = [int(i) for i in ids[start : start + 4096]]

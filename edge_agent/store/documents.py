@@ -283,10 +283,8 @@ class DocumentStore:
             yield ids, [r[1] for r in rows]
             last = int(ids[-1])
 
-    def iter_index_texts(self, batch: int = 4096) -> Iterator[tuple[np.ndarray, list[tuple[str, str]]]]:
-        """Yield (ids int64, [(title and heading, text)]) over every chunk, in id order (what BM25 indexes)."""
-        from edge_agent.rag.bm25 import chunk_header
-
+    def iter_index_texts(self, batch: int = 4096) -> Iterator[tuple[np.ndarray, list[tuple[str, str | None, str]]]]:
+        """Yield (ids int64, [(document title, heading, text)]) over every chunk, in id order (what BM25 indexes)."""
         last = -1
         while True:
             with self.db.read() as conn:
@@ -296,7 +294,7 @@ class DocumentStore:
             if not rows:
                 return
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            yield ids, [(chunk_header(r[3], r[2]), r[1]) for r in rows]
+            yield ids, [(r[3], r[2], r[1]) for r in rows]
             last = int(ids[-1])
 
     def missing_vectors(self) -> list[int]:
