@@ -74,6 +74,34 @@ EN_QUESTIONS = [
     ("What is the first step when a with statement runs?", "The context expression (the expression given in the \"with_item\") is evaluated to obtain a context manager"),
 ]
 
+# held out: written after the ranking work began and never used to choose a setting; report them apart
+EN_HELDOUT = [
+    ("What does the finally clause do when the try block raises an exception?", "the exception is temporarily saved"),
+    ("What happens if a finally clause executes a return statement?", "the saved exception is discarded"),
+    ("Which format spec option adds a thousands separator?", "option signals the use of a comma for a thousands separator"),
+    ("How do I centre text within a given width in a format string?", "Forces the field to be centered within the available"),
+    ("What does str.strip() remove when called without arguments?", "defaults to removing whitespace"),
+    ("What does str.splitlines() split on?", "Return a list of the lines in the string, breaking at line boundaries"),
+    ("What does the zfill method of strings return?", "Return a copy of the string left filled with ASCII"),
+    ("Which method should a class define to support the in operator?", "Called to implement membership test operators"),
+    ("What should __repr__ return ideally?", "this should look like a valid Python expression"),
+    ("What is __init_subclass__ used for?", "This method is called whenever the containing class is subclassed"),
+    ("What does __slots__ prevent?", "deny the creation of \"__dict__\" and *__weakref__*"),
+    ("Does list.sort() make a new list or change the existing one?", "This method sorts the list in place"),
+    ("What does s * n do for a sequence when n is negative?", "Values of *n* less than \"0\" are treated as \"0\""),
+    ("What does dict.setdefault do?", "If *key* is in the dictionary, return its value. If not, insert *key* with a value of *default*"),
+    ("Which dictionary method removes and returns the last inserted pair?", "Remove and return a \"(key, value)\" pair from the dictionary"),
+    ("What does the | operator do on two dictionaries?", "Create a new dictionary with the merged keys and values of *d* and *other*"),
+    ("What does the star in a function parameter list mean for the following parameters?", "keyword-only parameters"),
+    ("When are default parameter values evaluated?", "Default parameter values are evaluated from left to right when the function definition is executed"),
+    ("What is the result type of true division of two integers?", "Division of integers yields a float"),
+    ("What does floor division do with the result?", "the result is that of mathematical division with the ‘floor’ function applied to the result"),
+    ("Which exception does the % operator raise for a zero right operand?", "The modulo operator always yields a result with the same sign as its second operand"),
+    ("What does the global statement declare?", "listed identifiers are to be interpreted as globals"),
+    ("What does the async for statement iterate over?", "asynchronous iterable"),
+    ("What gets bound to the name after as in a with statement?", "will bind this method’s return value to the target(s) specified in the \"as\" clause"),
+]
+
 # (question, exact phrase of the answer passage, short fact the answer must state)
 NL_QUESTIONS = [
     ("Hoeveel processorkernen per gigawatt verwacht de topman van Arm in het tijdperk van AI-agents?", "120 miljoen CPU-cores per GW", "120 miljoen"),
@@ -100,6 +128,44 @@ NL_QUESTIONS = [
     ("Hoe snel levert een videokaart het eerste token bij een lang document?", "minder dan honderd milliseconden", "honderd milliseconden"),
     ("Hoe snel loopt een 8B-model op een videokaart met GDDR6X-geheugen?", "ruim 100 tokens per seconde", "100 tokens"),
     ("Wat is het theoretische maximum voor een gekwantiseerd 8B-model op dual-channel DDR5?", "13,6 tokens per seconde", "13,6"),
+]
+
+# held out (as EN_HELDOUT): more paraphrased Dutch questions, (question, exact phrase of the answer passage)
+NL_HELDOUT = [
+    ("Welke verhouding tussen CPU's en GPU's zag je in datacenters toen het trainen van modellen centraal stond?", "ongeveer 1 tot 2 CPU's voor elke 8 GPU's"),
+    ("Hoeveel processors per videokaart zetten sommige klanten in voor agents?", "4 CPU's per GPU worden ingezet"),
+    ("Welke verhouding tussen processors en GPU's geldt nu bij inferentie?", "~1 CPU per 4 GPU's"),
+    ("Wanneer sloten OpenAI en Amazon hun grote infrastructuurdeal?", "Tekenden in november 2025"),
+    ("Na hoeveel jaar bracht Arm weer een eigen chip in productie?", "eerste productie-silicon in 35 jaar"),
+    ("Welk soort geheugen gebruikt de Vera-processor van NVIDIA?", "LPDDR5X memory met SOCAMM"),
+    ("Op welke architecturen draait de processor-backend van vLLM?", "Arm AArch64"),
+    ("Met welke omgevingsvariabele bepaal je hoeveel ruimte de KV-cache krijgt in vLLM op de processor?", "VLLMCPUKVCACHE_SPACE"),
+    ("Hoe groot zijn de modellen van SmolLM2?", "van 135M tot 1,7B parameters"),
+    ("Waarom is privacy een reden om een taalmodel in huis te draaien?", "data de controle van de organisatie verlaat"),
+    ("Met welk beroep wordt de rol van de processor in een klassieke chatbotopstelling vergeleken?", "fungeert de CPU als een receptionist"),
+    ("Welke soort vermenigvuldiging domineert het decoderen van één token?", "matrix-vector-vermenigvuldiging (GEMV)"),
+    ("Hoe schat je de maximale decodeersnelheid ruwweg in?", "Geheugenbandbreedte (GB/s) / Modelgrootte in werkgeheugen (GB)"),
+    ("Welke kwantisatieformaten presteren beter op een aparte videokaart?", "Activation-aware Weight Quantization"),
+    ("Hoe snel is een PCIe 5.0-slot?", "63 GB/s voor PCIe 5.0"),
+    ("Met welke optie van llama.cpp zet je een deel van de lagen op de videokaart?", "(-ngl 24)"),
+    ("Met welk programma meet je gestandaardiseerd de snelheid van llama.cpp?", "./llama-bench"),
+    ("Hoeveel geheugen kan een model ineens vragen als de context helemaal vol is?", "plotseling 12 tot 16 GB aan geheugen"),
+    ("Wat gebeurt er als een model met context niet in het videogeheugen past?", "Out-Of-Memory foutmelding"),
+    ("Over hoeveel jaar reken je de totale eigendomskosten van hardware?", "periode van twee tot drie jaar"),
+    ("Hoeveel vermogen gebruikt het GPU-cluster in het rekenvoorbeeld over stroomkosten?", "GPU-cluster van 700 watt"),
+    ("Vanaf welke promptgrootte kies je beter voor een videokaart?", "meer dan 2000 tokens"),
+    ("Welke continue snelheid vraagt om GPU-versnelling bij grotere modellen?", "boven de 25 tokens per seconde"),
+    ("Tot welke modelgrootte merk je op de processor nauwelijks snelheidsverschil?", "maximaal 3 miljard parameters"),
+    ("Hoeveel langer rekent een processor dan een videokaart, en wat betekent dat voor het stroomverbruik?", "tot tien keer langer duurt"),
+    ("Wie leidt Intel en wat zei hij over agents op Computex?", "Lip-Bu Tan"),
+    ("Welke onderzoekers maten hoeveel vertraging toolverwerking veroorzaakt?", "Georgia Tech"),
+    ("Welke tool van Red Hat hoort bij het drie-fasen testraamwerk?", "GuideLLM"),
+    ("Welke software maakt het opzetten van de AI300 makkelijker?", "CORSAIR AI-softwarestack"),
+    ("Voor welke Xeon-generaties zijn de modellen in de catalogus van Intel geoptimaliseerd?", "Xeon Gen 4–6"),
+    ("Welke functies van vLLM waren vroeger alleen voor videokaarten beschikbaar?", "continuous batching, PagedAttention"),
+    ("Waarom lopen processors vast als veel gebruikers tegelijk vragen stellen?", "wachttijd per gebruiker lineair oploopt"),
+    ("Hoe voorkom je dat processors tijdens een lange meting trager gaan lopen?", "voldoende koeling te waarborgen"),
+    ("Welk geheugen deelt Apple tussen processor, GPU en Neural Engine?", "Unified Memory Architecture (UMA)"),
 ]
 
 # English questions with a short fact the answer must state (the passage holds it)

@@ -51,6 +51,9 @@ class RetrieveRequest(p._Request):
     k: p.Int(ge=1, le=100) = 5
     filters: p.RagFilters | None = None
     mode: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    diversity: float | None = Field(None, ge=0.0, le=1.0, description="MMR: 0 ranks by relevance alone, 1 by difference alone")
+    neighbors: p.Int(ge=0, le=3) = 0  # each hit's text widened by this many chunks either side
+    group: Literal["chunk", "document"] = "chunk"  # document: the k best documents, each by its best chunk
 
 
 IngestStatus = Literal["added", "updated", "unchanged", "failed"]
@@ -356,7 +359,7 @@ def retrieve():
     req = read_json(RetrieveRequest, _max_body())
     filters = req.filters.to_dict() if req.filters else None
     svc = _service()
-    hits = svc.retrieve(req.query, req.k, filters, req.mode)
+    hits = svc.retrieve(req.query, req.k, filters, req.mode, diversity=req.diversity, neighbors=req.neighbors, group=req.group)
     return _json(RetrieveList(data=[RetrievedChunk.model_validate({**h.to_dict(), "path": svc.shown_path(h.path)}) for h in hits]))
 
 

@@ -26,6 +26,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--mode", choices=["hybrid", "dense", "bm25"], default="hybrid")
     s.add_argument("--type", action="append", dest="types", help="only documents of this type (repeatable)")
     s.add_argument("--path-prefix", help="only documents under this folder")
+    s.add_argument("--diversity", type=float, help="MMR, 0..1: how much each next hit should differ from those before it")
+    s.add_argument("--neighbors", type=int, default=0, help="widen each hit by this many chunks either side (0..3)")
+    s.add_argument("--documents", action="store_const", const="document", default="chunk", dest="group",
+                   help="the k best documents, each by its best chunk")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_index_search)
 
@@ -125,7 +129,8 @@ def cmd_index_search(args: argparse.Namespace) -> int:
         filters["path_prefix"] = str(Path(args.path_prefix).expanduser().resolve())
     with closing(_service(write=False)) as svc:
         try:
-            hits = svc.retrieve(args.query, args.k, filters or None, args.mode)
+            hits = svc.retrieve(args.query, args.k, filters or None, args.mode, diversity=args.diversity,
+                                neighbors=args.neighbors, group=args.group)
         except DocumentError as e:
             return _fail(str(e))
     if args.json:
@@ -167,6 +172,9 @@ def cmd_index_stats(args: argparse.Namespace) -> int:
         said = [f"{lang} {v['chunks']} chunks ({'embedder covers it' if v['embedder_covers'] else 'embedder does not cover it: BM25 leads'})"
                 for lang, v in langs.items()]
         print("languages: " + "; ".join(said), file=sys.stderr)
+    fields = stats.get("index", {}).get("bm25_fields") or {}
+    if fields.get("subwords"):
+        print(f"BM25: {fields['subwords']} character n-grams let compound words match their parts", file=sys.stderr)
     return 0
 
 

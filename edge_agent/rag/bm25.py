@@ -8,11 +8,17 @@ bm25s builds static indexes, so this keeps two: `main`, rebuilt now and then in 
 background thread, and `pending`, a small index over chunks added since `main` was
 built, rebuilt on every write. Deleted chunks are masked out of `main` at once.
 Results of the two are interleaved by rank. Callers hold an RWLock around use.
+
+Three fields, each its own bm25s index over the same rows, scored with FIELD_WEIGHTS and summed: the
+words of the chunk; character n-grams of its long words where the language writes compounds as one
+word (see language.subword_terms); the terms of its document title and section heading (a chunk is
+encoded from (header, text) or a plain text). A term's first character says its field.
 """
 from __future__ import annotations
 
 import io
 import logging
+from array import array
 import threading
 import time
 from collections import Counter
@@ -28,7 +34,15 @@ log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG
 
 # Bump when the terms change: saved snapshots of token ids from another version are not used.
-TOKENIZER_VERSION = 3  # 3: per-language Snowball stems and stop words, each chunk's language stored
+TOKENIZER_VERSION = 4  # 3: per-language Snowball stems and stop words, each chunk's language stored; 4: n-gram and header fields
+FIELDS = 3  # words, character n-grams, title/heading (language.field_of)
+GRAM_MAX_DF = 0.1  # a query's n-grams in more than this share of rows (and over 1000) are skipped: little weight, long postings
+FIELD_WEIGHTS = (1.0, 0.3, 0.2)  # words, n-grams, title/heading: chosen on the dev sets (scripts/bench_rag.py)
+
+
+def chunk_header(title: str | None, heading: str | None) -> str:
+    """The header BM25 indexes with a chunk: its document's title and its section heading."""
+    return "\n".join(p for p in (title, heading) if p)
 
 
 def tokenize(text: str) -> list[str]:
@@ -44,31 +58,54 @@ def tokenize(text: str) -> list[str]:
 class _Part:
     """One bm25s index over some chunks: row i holds chunk `ids[i]`."""
 
-    retriever: bm25s.BM25 | None
+    retriever: bm25s.BM25 | None  # the word field (None: no rows)
     ids: np.ndarray
     n_vocab: int  # global token ids below this are known to `retriever`
     alive: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    fields: tuple = ()  # per field (language.field_of): its bm25s index, None where no row has a term of it
 
     @classmethod
-    def build(cls, ids: np.ndarray, docs: Sequence[np.ndarray], vocab: dict[str, int]) -> "_Part":
+    def build(cls, ids: np.ndarray, docs: Sequence[np.ndarray], vocab: dict[str, int], field_of: np.ndarray | None = None) -> "_Part":
         n_vocab = len(vocab)
         if len(ids) == 0:
             return cls(None, np.zeros(0, np.int64), n_vocab)
-        retriever = bm25s.BM25()
-        # bm25s wants ids < vocabulary size: pass the global vocabulary as it stands now
-        retriever.index((list(docs), dict(vocab)), show_progress=False)
-        return cls(retriever, np.asarray(ids, dtype=np.int64), n_vocab, np.ones(len(ids), np.float32))
+        parts: list[bm25s.BM25 | None] = []
+        fa = np.zeros(n_vocab, np.int8) if field_of is None else np.asarray(field_of[:n_vocab], np.int8)
+        present = set(np.unique(fa).tolist()) if n_vocab else {0}
+        for f in range(FIELDS):
+            if f not in present:
+                parts.append(None)
+                continue
+            field_docs = list(docs) if len(present) == 1 else [d[fa[d] == f] for d in docs]
+            retriever = bm25s.BM25()
+            # bm25s wants ids < vocabulary size: pass the global vocabulary as it stands now
+            retriever.index((field_docs, dict(vocab)), show_progress=False)
+            parts.append(retriever)
+        return cls(parts[0] or next(p for p in parts if p is not None), np.asarray(ids, dtype=np.int64), n_vocab,
+                   np.ones(len(ids), np.float32), tuple(parts))
 
-    def search(self, token_ids: list[int], k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        if self.retriever is None or not token_ids:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        known = [t for t in token_ids if t < self.n_vocab]
-        if not known:
+    def search(self, groups: Sequence[list[int]], k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k rows for the query's token ids per field, field scores weighted by FIELD_WEIGHTS and summed."""
+        if self.retriever is None or not any(groups):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         mask = self.alive
         if allowed is not None:
             mask = mask * np.isin(self.ids, allowed).astype(np.float32)
-        scores = self.retriever.get_scores_from_ids(known, weight_mask=mask)
+        scores = None
+        for f, token_ids in enumerate(groups):
+            retriever = self.fields[f] if f < len(self.fields) else None
+            known = [t for t in token_ids if t < self.n_vocab]
+            if retriever is None or not known or not FIELD_WEIGHTS[f]:
+                continue
+            if f == 1:  # common n-grams ("~atie") cost the most time and say the least
+                indptr, most = retriever.scores["indptr"], max(GRAM_MAX_DF * len(self.ids), 1000)
+                known = [t for t in known if indptr[t + 1] - indptr[t] <= most]
+                if not known:
+                    continue
+            s = retriever.get_scores_from_ids(known, weight_mask=mask)
+            scores = s * FIELD_WEIGHTS[f] if scores is None else scores + s * FIELD_WEIGHTS[f]
+        if scores is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
         hit = np.flatnonzero(scores > 0)
         if len(hit) > k:
             hit = hit[np.argpartition(-scores[hit], k - 1)[:k]]
@@ -81,6 +118,7 @@ class Bm25Index:
 
     def __init__(self, merge_after_s: float = 1.0, sync_merge_max: int = 2000):
         self.vocab: dict[str, int] = {}
+        self.field_of = array("b")  # token id -> its field (language.field_of)
         self.docs: dict[int, np.ndarray] = {}   # chunk id -> token ids (the source of truth here)
         self.langs: dict[int, str] = {}         # chunk id -> its language (ISO 639-1, "und")
         self.lang_counts: Counter[str] = Counter()
@@ -96,19 +134,22 @@ class Bm25Index:
     def __len__(self) -> int:
         return len(self.docs)
 
-    def _encode(self, text: str) -> tuple[np.ndarray, str]:
+    def _encode(self, text: "str | tuple[str, str]") -> tuple[np.ndarray, str]:
+        header, body = text if isinstance(text, tuple) else ("", text)
         vocab = self.vocab
-        lang = language.detect(text)
+        lang = language.detect(body)
         out = []
-        for tok in language.terms(text, lang):
+        for tok in language.terms(body, lang) + language.subword_terms(body, lang) + language.header_terms(header, lang):
             tid = vocab.get(tok)
             if tid is None:
                 tid = vocab[tok] = len(vocab)
+                self.field_of.append(language.field_of(tok))
             out.append(tid)
         return np.asarray(out, dtype=np.int32), lang
 
-    def encode_many(self, texts: Iterable[str]) -> list[tuple[np.ndarray, str]]:
-        """(token ids, language) of each text (grows the vocabulary; callers hold the write lock)."""
+    def encode_many(self, texts: Iterable["str | tuple[str, str]"]) -> list[tuple[np.ndarray, str]]:
+        """(token ids, language) of each chunk text or (title and heading, text) (grows the vocabulary;
+        callers hold the write lock)."""
         return [self._encode(t) for t in texts]
 
     def _put(self, ids: Iterable[int], encoded: Iterable[tuple[np.ndarray, str]]) -> None:
@@ -127,6 +168,22 @@ class Bm25Index:
             if self.lang_counts[lang] <= 0:
                 del self.lang_counts[lang]
 
+    def _fields(self) -> np.ndarray:
+        return np.frombuffer(self.field_of, dtype=np.int8).copy() if len(self.field_of) else np.zeros(0, np.int8)
+
+    def fields_used(self) -> dict[str, int]:
+        """Vocabulary size per field (for index stats)."""
+        counts = np.bincount(self._fields(), minlength=FIELDS) if len(self.field_of) else np.zeros(FIELDS, np.int64)
+        return {"words": int(counts[0]), "subwords": int(counts[1]), "headers": int(counts[2])}
+
+    def word_set(self, chunk_id: int) -> frozenset[int]:
+        """The distinct word terms (no n-grams, no header terms) of a chunk; empty for an unknown one."""
+        d = self.docs.get(int(chunk_id))
+        if d is None or not len(d):
+            return frozenset()
+        fa = np.frombuffer(self.field_of, dtype=np.int8)
+        return frozenset(d[fa[d] == 0].tolist())
+
     def languages(self) -> dict[str, int]:
         """Chunks per language, most first."""
         return dict(self.lang_counts.most_common())
@@ -138,14 +195,14 @@ class Bm25Index:
     # --- writes (write lock held) ----------------------------------------
     def rebuild(self, ids: np.ndarray, texts: Sequence[str]) -> None:
         """Replace everything with these chunks (used at start-up and by rebuild)."""
-        self.vocab, self.docs, self.langs, self.lang_counts = {}, {}, {}, Counter()
+        self.vocab, self.field_of, self.docs, self.langs, self.lang_counts = {}, array("b"), {}, {}, Counter()
         self._put(ids, self.encode_many(texts))
         self._generation += 1
         self._build_main_now()
 
     def _build_main_now(self) -> None:
         ids = np.fromiter(sorted(self.docs), dtype=np.int64, count=len(self.docs))
-        self.main = _Part.build(ids, [self.docs[int(i)] for i in ids], self.vocab)
+        self.main = _Part.build(ids, [self.docs[int(i)] for i in ids], self.vocab, self._fields())
         self.pending_ids, self.pending = [], _Part(None, np.zeros(0, np.int64), 0)
 
     def apply(self, add_ids: Sequence[int], add_docs: Sequence[tuple[np.ndarray, str]], remove_ids: Sequence[int]) -> bool:
@@ -157,7 +214,7 @@ class Bm25Index:
             if gone.any():
                 alive = self.main.alive.copy()
                 alive[gone] = 0.0
-                self.main = _Part(self.main.retriever, self.main.ids, self.main.n_vocab, alive)
+                self.main = _Part(self.main.retriever, self.main.ids, self.main.n_vocab, alive, self.main.fields)
         self._put(add_ids, add_docs)
         self._generation += 1
         if len(self.docs) <= self.sync_merge_max:
@@ -166,7 +223,7 @@ class Bm25Index:
         removed = {int(i) for i in remove_ids}
         self.pending_ids = [i for i in self.pending_ids if i not in removed] + [int(i) for i in add_ids]
         pids = np.asarray(self.pending_ids, dtype=np.int64)
-        self.pending = _Part.build(pids, [self.docs[int(i)] for i in pids], self.vocab)
+        self.pending = _Part.build(pids, [self.docs[int(i)] for i in pids], self.vocab, self._fields())
         return bool(self.pending_ids) or bool(len(self.main.alive) and self.main.alive.min() == 0)
 
     # --- snapshot (read lock held) ------------------------------------------
@@ -199,6 +256,7 @@ class Bm25Index:
             raise ValueError("BM25 snapshot token ids outside its vocabulary")
         out = cls()
         out.vocab = {w: i for i, w in enumerate(words)}
+        out.field_of = array("b", (language.field_of(w) for w in words))
         out._put(ids.tolist(), zip(np.split(tokens, np.cumsum(lens)[:-1]) if len(ids) else [], langs))
         return out
 
@@ -233,8 +291,9 @@ class Bm25Index:
                 ids = np.fromiter(sorted(self.docs), dtype=np.int64, count=len(self.docs))
                 docs = [self.docs[int(i)] for i in ids]
                 vocab = dict(self.vocab)
+                fields = self._fields()
             t0 = time.monotonic()
-            part = _Part.build(ids, docs, vocab)
+            part = _Part.build(ids, docs, vocab, fields)
             with lock.write():
                 if generation == self._generation:
                     self.main, self.pending_ids = part, []
@@ -255,11 +314,15 @@ class Bm25Index:
         main and pending results interleaved by rank."""
         if langs is None:
             langs = self.query_languages(query)
-        token_ids = [self.vocab[t] for t in language.query_terms(query, langs) if t in self.vocab]
-        ids_a, sc_a = self.main.search(token_ids, k, allowed)
+        groups: list[list[int]] = [[] for _ in range(FIELDS)]
+        for t in language.query_field_terms(query, langs):
+            tid = self.vocab.get(t)
+            if tid is not None:
+                groups[self.field_of[tid]].append(tid)
+        ids_a, sc_a = self.main.search(groups, k, allowed)
         if self.pending.retriever is None:
             return ids_a, sc_a
-        ids_b, sc_b = self.pending.search(token_ids, k, allowed)
+        ids_b, sc_b = self.pending.search(groups, k, allowed)
         ids, scores, seen = [], [], set()
         for j in range(max(len(ids_a), len(ids_b))):
             for arr, sc in ((ids_a, sc_a), (ids_b, sc_b)):

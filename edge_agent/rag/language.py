@@ -167,6 +167,43 @@ def terms(text: str, lang: str, drop_stop_words: bool = True) -> list[str]:
     return out
 
 
+# languages that write compounds as one word ("prestatieschakelaar"): their long words also give
+# character n-grams (a BM25 field of their own), so a compound's parts match it and it matches its parts
+COMPOUNDING = frozenset({"nl", "de", "sv", "da", "no", "nb", "fi", "et", "hu", "is", "af"})
+GRAM = 4  # n of the character n-grams
+GRAM_MIN_WORD = 6  # words shorter than this give no n-grams (prefix and suffix markers make a word of n chars give 2)
+GRAM_MARK, HEADER_MARK = "~", "^"  # first character of n-gram and title/heading terms (word terms start with \w)
+
+
+def subword_terms(text: str, lang: str, skip: frozenset[str] = frozenset()) -> list[str]:
+    """Character n-grams ("~" + GRAM chars, "<" and ">" marking the word's start and end) of text's folded
+    words of at least GRAM_MIN_WORD characters that are not stop words (or in skip); none outside COMPOUNDING."""
+    if lang not in COMPOUNDING:
+        return []
+    low = text.casefold()
+    if not low.isascii():
+        low = fold(unicodedata.normalize("NFC", low))
+    stops = stop_words(lang)
+    out = []
+    for w in words(low):
+        if len(w) < GRAM_MIN_WORD or w in stops or w in skip or w.isdigit():
+            continue
+        w = f"<{w}>"
+        out.extend(GRAM_MARK + w[i : i + GRAM] for i in range(len(w) - GRAM + 1))
+    return out
+
+
+def header_terms(header: str, lang: str) -> list[str]:
+    """Terms of a chunk's document title and section heading, marked as a field of their own."""
+    return [HEADER_MARK + t for t in terms(header, lang)] if header else []
+
+
+def field_of(term: str) -> int:
+    """0 for a word term, 1 for a character n-gram, 2 for a title/heading term."""
+    c = term[:1]
+    return 1 if c == GRAM_MARK else 2 if c == HEADER_MARK else 0
+
+
 def query_terms(text: str, langs: list[str]) -> list[str]:
     """Distinct terms of a query analysed in each of langs (no language: plain folded words); stop
     words are kept when nothing else is left ("what is it?")."""
@@ -174,6 +211,16 @@ def query_terms(text: str, langs: list[str]) -> list[str]:
     for lang in langs or [UNKNOWN]:
         ts = terms(text, lang) or terms(text, lang, drop_stop_words=False)
         out.update(dict.fromkeys(ts))
+    return list(out)
+
+
+def query_field_terms(text: str, langs: list[str]) -> list[str]:
+    """query_terms plus, per language, the query's title/heading terms and (compounding languages) its
+    character n-grams; question words ("hoeveel") give no n-grams."""
+    out = dict.fromkeys(query_terms(text, langs))
+    for lang in langs or [UNKNOWN]:
+        out.update(dict.fromkeys(HEADER_MARK + t for t in (terms(text, lang) or terms(text, lang, drop_stop_words=False))))
+        out.update(dict.fromkeys(subword_terms(text, lang, QUESTION_WORDS.get(lang, frozenset()))))
     return list(out)
 
 

@@ -1,8 +1,10 @@
-"""Hybrid retrieval: dense (FAISS) and keyword (BM25) search fused by weighted reciprocal rank fusion.
+"""Hybrid retrieval: dense (FAISS) and keyword (BM25) search, fused, near-duplicates left out (MMR on request).
 
-The fusion leans on what each ranker is good at: when the embedding model does not cover the
-query's language (all-MiniLM-L6-v2 is English only), its ranking weighs `uncovered_dense_weight`
-against BM25's 1 (per-language stems, see bm25.py).
+The fusion leans on what each ranker is good at: reciprocal rank fusion with equal weights when the
+embedding model covers the query's language; when it does not (all-MiniLM-L6-v2 is English only),
+fusion by score, BM25's over its best plus `uncovered_dense_weight` times the rescaled cosine, so a
+clear BM25 winner stays first (per-language stems and compound n-grams, see bm25.py). Scores of
+the two fusions are on different scales: compare ranks, not scores, across queries.
 
 `HybridIndex` owns both indexes and the lock that makes every update all-or-nothing
 for readers: a writer changes both under the write lock, readers search under the read lock.
@@ -21,7 +23,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from edge_agent.rag.bm25 import TOKENIZER_VERSION, Bm25Index
+from edge_agent.rag.bm25 import FIELD_WEIGHTS, TOKENIZER_VERSION, Bm25Index
 from edge_agent.rag.index import FaissIndex, IndexFileError, RWLock, write_atomic
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,8 @@ INDEX_FILE = "chunks.faiss"
 BM25_FILE = "bm25.snapshot"
 BM25_MAGIC = b"EDGE-AGENT-BM25 1\n"
 MODES = ("hybrid", "dense", "bm25")
-UNCOVERED_DENSE_WEIGHT = 0.25  # dense's RRF weight for a query in a language the embedder was not trained on
+NEAR_DUPLICATE = 0.8  # Jaccard similarity of two chunks' words above which the lower one is left out
+UNCOVERED_DENSE_WEIGHT = 0.25  # dense's weight in score fusion for a query in a language the embedder was not trained on
 
 
 @dataclass
@@ -39,13 +42,13 @@ class IndexUpdate:
 
     add_ids: Sequence[int] = ()
     add_vectors: np.ndarray | None = None
-    add_texts: Sequence[str] = ()
+    add_texts: Sequence["str | tuple[str, str]"] = ()  # a chunk's text, or (its title and heading, its text)
     remove_ids: Sequence[int] = ()
 
 
 @dataclass
 class Hit:
-    """One fused result: the chunk id, its RRF score and where each retriever ranked it (1-based)."""
+    """One fused result: the chunk id, its fused score and where each retriever ranked it (1-based)."""
 
     chunk_id: int
     score: float
@@ -64,6 +67,25 @@ def reciprocal_rank_fusion(ranked: Sequence[Sequence[int]], k: int = 60, weights
         for rank, i in enumerate(ids, start=1):
             scores[int(i)] = scores.get(int(i), 0.0) + w / (k + rank)
     return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
+def score_fusion(d_ids: np.ndarray, d_scores: np.ndarray, b_ids: np.ndarray, b_scores: np.ndarray, dense_weight: float) -> list[tuple[int, float]]:
+    """Fuse by score, for a query the embedder does not cover: BM25's score over its best plus dense_weight
+    times the cosine rescaled to [0, 1] over the dense candidates; best first. BM25's margins count here,
+    which rank fusion flattens (with k=60 rank 1 and rank 3 differ by 3%)."""
+    scores: dict[int, float] = {}
+    top = float(b_scores.max()) if len(b_scores) else 0.0
+    for i, s in zip(b_ids.tolist(), b_scores.tolist()):
+        scores[int(i)] = s / top if top > 0 else 0.0
+    if len(d_scores) and dense_weight:
+        lo, hi = float(d_scores.min()), float(d_scores.max())
+        for i, s in zip(d_ids.tolist(), d_scores.tolist()):
+            scores[int(i)] = scores.get(int(i), 0.0) + dense_weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
+    return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
+def _jaccard(a: frozenset, b: frozenset) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
 
 
 class HybridIndex:
@@ -218,11 +240,19 @@ class HybridIndex:
         k: int = 5,
         allowed: np.ndarray | None = None,
         mode: str = "hybrid",
+        diversity: float | None = None,
+        pool: int | None = None,
     ) -> list[Hit]:
-        """Top-k chunks for a query; `allowed` limits to those chunk ids; mode is hybrid, dense or bm25."""
+        """Top-k chunks for a query; `allowed` limits to those chunk ids; mode is hybrid, dense or bm25.
+
+        A chunk whose words nearly repeat a better hit's (Jaccard >= NEAR_DUPLICATE) is left out; with
+        `diversity` (0..1, MMR's 1 - lambda) each next hit also trades relevance for being unlike those
+        before it. `pool` asks for more ranked candidates than k (for grouping by document)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
-        n = max(k, self.candidates)
+        if diversity is not None and not 0.0 <= diversity <= 1.0:
+            raise ValueError("diversity must be between 0 and 1")
+        n = max(k, self.candidates, pool or 0)
         with self.lock.read():
             if query_vector is not None and np.shape(query_vector)[-1] != self.dense.dim:
                 query_vector = None  # embedded by the model a switch just replaced: this one query goes by BM25
@@ -236,13 +266,58 @@ class HybridIndex:
         dense = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(d_ids, d_scores), start=1)}
         bm25 = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(b_ids, b_scores), start=1)}
         lang = langs[0] if langs else None
-        weights = [1.0 if self.covers(lang) else self.uncovered_dense_weight, 1.0]
-        fused = reciprocal_rank_fusion([d_ids.tolist(), b_ids.tolist()], k=self.rrf_k, weights=weights)[:k]
+        if self.covers(lang) or not len(b_ids):
+            weights = [1.0 if self.covers(lang) else self.uncovered_dense_weight, 1.0]
+            fused = reciprocal_rank_fusion([d_ids.tolist(), b_ids.tolist()], k=self.rrf_k, weights=weights)
+        else:
+            fused = score_fusion(d_ids, d_scores, b_ids, np.asarray(b_scores, np.float32), self.uncovered_dense_weight)
+        with self.lock.read():
+            fused = self._diverse(fused, max(k, pool or 0), diversity or 0.0)
         hits = []
         for cid, score in fused:
             d, b = dense.get(cid), bm25.get(cid)
             hits.append(Hit(cid, score, d and d[0], d and d[1], b and b[0], b and b[1], lang))
         return hits
+
+    def _diverse(self, fused: list[tuple[int, float]], k: int, diversity: float) -> list[tuple[int, float]]:
+        """The first k of fused by maximal marginal relevance: relevance (the fused score rescaled to [0, 1]
+        over the candidates) times 1 - diversity, less diversity times the Jaccard similarity of the chunk's
+        words to the most similar hit already chosen; near-duplicates of a chosen hit are left out."""
+        if not fused:
+            return []
+        words: dict[int, frozenset] = {}
+
+        def sim(a: int, b: int) -> float:
+            for c in (a, b):
+                if c not in words:
+                    words[c] = self.bm25.word_set(c)
+            return _jaccard(words[a], words[b])
+
+        chosen: list[tuple[int, float]] = []
+        if not diversity:
+            for cid, score in fused:
+                if len(chosen) == k:
+                    break
+                if all(sim(cid, c) < NEAR_DUPLICATE for c, _ in chosen):
+                    chosen.append((cid, score))
+            return chosen
+        hi, lo = fused[0][1], fused[-1][1]
+        left = list(fused)
+        while left and len(chosen) < k:
+            best, best_val, keep = None, -np.inf, []
+            for cid, score in left:
+                most = max((sim(cid, c) for c, _ in chosen), default=0.0)
+                if most >= NEAR_DUPLICATE:
+                    continue
+                keep.append((cid, score))
+                val = (1.0 - diversity) * ((score - lo) / (hi - lo) if hi > lo else 1.0) - diversity * most
+                if val > best_val:
+                    best, best_val = (cid, score), val
+            if best is None:
+                break
+            chosen.append(best)
+            left = [c for c in keep if c[0] != best[0]]
+        return chosen
 
     def covers(self, lang: str | None) -> bool:
         """Whether the embedding model covers lang (unknown models and unknown languages: yes)."""
@@ -254,6 +329,7 @@ class HybridIndex:
                 "vectors": self.dense.ntotal,
                 "bm25_chunks": len(self.bm25),
                 "bm25_pending": len(self.bm25.pending_ids),
+                "bm25_fields": {**self.bm25.fields_used(), "weights": list(FIELD_WEIGHTS), "tokenizer": TOKENIZER_VERSION},
                 "languages": {lang: {"chunks": n, "embedder_covers": self.covers(lang)} for lang, n in self.bm25.languages().items()},
                 "embedder_languages": sorted(self.dense_languages) if self.dense_languages else "any (not declared)",
                 "ann": self.dense.ann_state,

@@ -170,7 +170,7 @@ class IndexUpkeep:
                 self._reembed()
             n = self.index.rebuild_dense(self.store.iter_vectors(self.index.dim))
             self._dirty = False
-            self.index.rebuild_bm25(self.store.iter_texts())
+            self.index.rebuild_bm25(self._texts_of(None))
             return {"vectors": n, "reembedded": reembed, "seconds": round(time.monotonic() - t0, 2)}
 
     def _reembed(self) -> int:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from edge_agent.rag.bm25 import chunk_header
 from edge_agent.rag.chunking import TokenChunker
 from edge_agent.rag.index import clean_leftovers
 from edge_agent.rag.loaders import LoadedDocument, LoaderError, LoaderLimits, Section, detect_kind, load_bytes
@@ -53,6 +54,8 @@ from edge_agent.store.labels import LabelStore
 log = logging.getLogger(__name__)
 
 DB_FILE = "edge-agent.db"
+GROUPS = ("chunk", "document")
+DOCUMENT_POOL = 8  # group="document" ranks documents among this many times k chunks
 from edge_agent.services.document_upkeep import META_MODEL, META_STORE_ID, META_VARIANT, IndexUpkeep  # noqa: E402,F401
 
 
@@ -326,7 +329,7 @@ class DocumentService(IndexUpkeep):
         def commit() -> IndexUpdate:
             doc_id, old_ids, new_ids = self.store.replace(meta, records)
             out["id"] = doc_id
-            return IndexUpdate(new_ids, vectors, [r.text for r in records], old_ids)
+            return IndexUpdate(new_ids, vectors, [(chunk_header(meta.title, r.heading), r.text) for r in records], old_ids)
 
         # SQLite writes the text, the vectors and an index entry per chunk, then again into its WAL
         need = 3 * (sum(len(r.text.encode()) for r in records) + len(records) * (self.index.dim * 4 + 128)) + (64 << 10)
@@ -382,15 +385,16 @@ class DocumentService(IndexUpkeep):
         return value
 
     def _texts_of(self, ids: np.ndarray | None) -> Iterator[tuple[np.ndarray, list[str]]]:
-        """(chunk ids, texts) batches of the given chunks, or of all of them."""
+        """(chunk ids, [(title and heading, text)]) batches of the given chunks, or of all of them (what BM25 indexes)."""
         if ids is None:
-            yield from self.store.iter_texts()
+            for batch_ids, rows in self.store.iter_index_texts():
+                yield batch_ids, [(chunk_header(title, heading), text) for title, heading, text in rows]
             return
         for start in range(0, len(ids), 4096):
             part = [int(i) for i in ids[start : start + 4096]]
             rows = self.store.chunks_by_ids(part)
             keep = [i for i in part if i in rows]
-            yield np.asarray(keep, dtype=np.int64), [rows[i][0].text for i in keep]
+            yield np.asarray(keep, dtype=np.int64), [(chunk_header(rows[i][1].title, rows[i][0].heading), rows[i][0].text) for i in keep]
 
     def _prefix_path(self, prefix: str) -> str:
         """A path_prefix filter as stored paths are: absolute, or relative to an ingest root (as responses show them)."""
@@ -450,28 +454,45 @@ class DocumentService(IndexUpkeep):
             raise DocumentNotFoundError(f"no document with id {document_id}", param="id")
 
     def retrieve(
-        self, query: str, k: int = 5, filters: Filters | dict | None = None, mode: str = "hybrid"
+        self, query: str, k: int = 5, filters: Filters | dict | None = None, mode: str = "hybrid",
+        diversity: float | None = None, neighbors: int = 0, group: str = "chunk",
     ) -> list[ScoredChunk]:
-        """The k best chunks for a query (hybrid: dense + BM25 fused by reciprocal rank)."""
+        """The k best chunks for a query (hybrid: dense + BM25 fused, see rag.retrieval).
+
+        diversity (0..1): MMR, each next hit unlike those before it (near-duplicates are always left out);
+        neighbors: each hit's text widened by that many chunks on either side of it in its document;
+        group="document": the k best documents, each by its best chunk. Raises DocumentError."""
         if not query or not query.strip():
             raise DocumentError("query is empty", param="query")
         if not 1 <= k <= 100:
             raise DocumentError("k must be between 1 and 100", param="k")
         if mode not in MODES:
             raise DocumentError(f"mode must be one of {', '.join(MODES)}", param="mode")
+        if diversity is not None and not 0.0 <= diversity <= 1.0:
+            raise DocumentError("diversity must be between 0 and 1", param="diversity")
+        if not 0 <= neighbors <= 3:
+            raise DocumentError("neighbors must be between 0 and 3", param="neighbors")
+        if group not in GROUPS:
+            raise DocumentError(f"group must be one of {', '.join(GROUPS)}", param="group")
         f = Filters.from_any(filters)
         allowed = None
         if f is not None and not f.empty():
             prefix = self._prefix_path(f.path_prefix) if f.path_prefix else None
             allowed = self.store.filter_chunk_ids(f.document_ids, prefix, f.types)
         qvec = self.embedder.embed_query(query) if mode != "bm25" else None
-        hits = self.index.search(qvec, query, k, allowed, mode)
+        pool = DOCUMENT_POOL * k if group == "document" else None
+        hits = self.index.search(qvec, query, k, allowed, mode, diversity=diversity, pool=pool)
         rows = self.store.chunks_by_ids([h.chunk_id for h in hits])
+        if group == "document":  # a document ranks by its best chunk (hits are best first)
+            seen: set[int] = set()
+            hits = [h for h in hits if h.chunk_id in rows and not (rows[h.chunk_id][1].id in seen or seen.add(rows[h.chunk_id][1].id))]
         out = []
-        for h in hits:
+        for h in hits[:k]:
             if h.chunk_id not in rows:
                 continue
             c, d = rows[h.chunk_id]
+            if neighbors:
+                c = self._widen(c, neighbors)
             out.append(
                 ScoredChunk(
                     d.id, h.chunk_id, d.title, d.path, d.kind,
@@ -481,6 +502,23 @@ class DocumentService(IndexUpkeep):
                 )
             )
         return out
+
+    def _widen(self, c: Any, n: int) -> Any:
+        """Chunk c with the text of up to n chunks before and after it in its document joined on (overlaps
+        counted once, by character offsets), its offsets widened to match."""
+        from dataclasses import replace
+
+        run = self.store.chunks_in_range(c.document_id, c.ordinal - n, c.ordinal + n)
+        if len(run) <= 1:
+            return c
+        text, end = run[0].text, run[0].char_end
+        for nxt in run[1:]:
+            if nxt.char_start >= end:  # a gap (section break) or touching: keep them apart
+                text += "\n\n" + nxt.text
+            elif nxt.char_end > end:  # overlapping: only the part past what we have
+                text += nxt.text[end - nxt.char_start :]
+            end = max(end, nxt.char_end)
+        return replace(c, text=text, char_start=run[0].char_start, char_end=end)
 
     def shown_path(self, path: str | None) -> str | None:
         """A server path as clients may see it: relative to the ingest root it lies under, else its file name."""

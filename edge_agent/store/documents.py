@@ -219,6 +219,16 @@ class DocumentStore:
             ).fetchall()
         return [_chunk(r) for r in rows]
 
+    def chunks_in_range(self, document_id: int, first: int, last: int) -> list[ChunkRecord]:
+        """The chunks of a document whose ordinal lies in [first, last], in order."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT id, document_id, ordinal, text, page, heading, char_start, char_end, token_count"
+                " FROM chunks WHERE document_id = ? AND ordinal BETWEEN ? AND ? ORDER BY ordinal",
+                (document_id, first, last),
+            ).fetchall()
+        return [_chunk(r) for r in rows]
+
     def iter_vectors(self, dim: int, batch: int = 4096) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Yield (ids int64, vectors float32 [n, dim]) over every stored vector, in id order.
 
@@ -271,6 +281,20 @@ class DocumentStore:
                 return
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             yield ids, [r[1] for r in rows]
+            last = int(ids[-1])
+
+    def iter_index_texts(self, batch: int = 4096) -> Iterator[tuple[np.ndarray, list[tuple[str, str | None, str]]]]:
+        """Yield (ids int64, [(document title, heading, text)]) over every chunk, in id order (what BM25 indexes)."""
+        last = -1
+        while True:
+            with self.db.read() as conn:
+                rows = conn.execute(
+                    "SELECT c.id, c.text, c.heading, d.title FROM chunks c JOIN documents d ON d.id = c.document_id"
+                    " WHERE c.id > ? ORDER BY c.id LIMIT ?", (last, batch)).fetchall()
+            if not rows:
+                return
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            yield ids, [(r[3], r[2], r[1]) for r in rows]
             last = int(ids[-1])
 
     def missing_vectors(self) -> list[int]:

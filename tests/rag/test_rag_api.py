@@ -53,6 +53,10 @@ def test_upload_text_list_get_delete_retrieve(client):
     assert hits[0]["document_id"] == doc_id and hits[0]["location"]["page"] == 2 and hits[0]["snippet"]
     only = client.post("/v1/retrieve", json={"query": "password", "k": 3, "filters": {"type": "pdf"}}).get_json()["data"]
     assert {h["type"] for h in only} == {"pdf"}
+    docs = client.post("/v1/retrieve", json={"query": "warranty password", "k": 3, "group": "document", "neighbors": 1,
+                                             "diversity": 0.5}).get_json()["data"]
+    assert len({h["document_id"] for h in docs}) == len(docs) == 2  # one hit per document
+    assert "Alpha page" in next(h["text"] for h in docs if h["document_id"] == doc_id)  # the page before joined on
 
     assert client.delete(f"/v1/documents/{doc_id}").get_json()["deleted"] is True
     _is_error(client.delete(f"/v1/documents/{doc_id}"), 404)
@@ -64,6 +68,8 @@ def test_errors_are_openai_shaped_without_paths(client, docs_root, tmp_path):
     assert err["param"] == "query"
     _is_error(client.post("/v1/retrieve", json={"query": "x", "k": 1000}), 400)
     _is_error(client.post("/v1/retrieve", json={"query": "x", "bogus": 1}), 400)
+    for bad in ({"diversity": 2}, {"neighbors": 9}, {"group": "page"}):
+        _is_error(client.post("/v1/retrieve", json={"query": "x", **bad}), 400)
     _is_error(client.post("/v1/retrieve", data="not json", content_type="application/json"), 400)
     _is_error(client.post("/v1/documents", json={"title": "t"}), 400)
     err = _is_error(client.post("/v1/documents", json={"path": str(tmp_path / "outside.txt")}), 403)

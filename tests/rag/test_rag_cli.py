@@ -28,7 +28,10 @@ def test_index_commands(run, tmp_path, capsys):
     assert run("remove", "999") == 1
     capsys.readouterr()
     assert run("stats") == 0
-    assert json.loads(capsys.readouterr().out)["chunks"] == 1
+    out = capsys.readouterr()
+    stats = json.loads(out.out)
+    assert stats["chunks"] == 1 and stats["index"]["bm25_fields"]["subwords"] > 0  # the Dutch note's n-grams
+    assert "compound words" in out.err
     assert run("rebuild") == 0 and "rebuilt 1 vectors" in capsys.readouterr().out
     (tmp_path / "index" / "chunks.faiss").write_bytes(b"junk")
     assert run("check", "--no-repair") == 1
