@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rag_eval_sets import ABSENT, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_HELDOUT, NL_HELDOUT, NL_QUESTIONS
+from rag_eval_sets import ABSENT, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_HELDOUT, NL_FACTS_HELDOUT, NL_QUESTIONS
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
-    "heldout": (NL_HELDOUT, EN_HELDOUT, ABSENT_HELDOUT),
+    "heldout": (NL_FACTS_HELDOUT, EN_FACTS_HELDOUT, ABSENT_HELDOUT),
 }
 
 

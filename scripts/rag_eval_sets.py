@@ -5,8 +5,9 @@ each with a phrase of the answer passage; the answer documents are the topics wh
 Dutch: questions written from the three articles in ../shared/corpus-nl (paraphrased, not copied),
 each with the exact phrase of the answer passage and a short fact the answer must state.
 Declines: questions the documents do not answer.
-Held out (NL_HELDOUT, EN_HELDOUT, ABSENT_HELDOUT): written before the answer side was tuned, from other facts
+Held out (NL_FACTS_HELDOUT, EN_FACTS_HELDOUT, ABSENT_HELDOUT): written before the answer side was tuned, from other facts
 of the same texts, and never used to choose a setting; report them apart from the dev sets above.
+Retrieval held out (EN_HELDOUT, NL_HELDOUT): questions with an answer phrase, written after the ranking work began.
 """
 from __future__ import annotations
 
@@ -210,7 +211,7 @@ ABSENT = [
 
 
 # --- held out: written 2026-11-30 before tuning the answer side; (question, exact phrase of the answer passage, short fact)
-NL_HELDOUT = [
+NL_FACTS_HELDOUT = [
     ("Hoeveel lagen van het 32-lagenmodel gaan in het llama-cli-voorbeeld naar het videogeheugen?", "24 lagen draaien in GPU VRAM", "24"),
     ("Welke snelheid haalt een PCIe 5.0-slot?", "63 GB/s voor PCIe 5.0", "63 GB/s"),
     ("Hoeveel werkgeheugen neemt een 8B-model in als het naar 4 bit is gekwantiseerd?", "circa 5,5 GB aan werkgeheugen", "5,5 GB"),
@@ -229,7 +230,7 @@ NL_HELDOUT = [
     ("Welke standen heeft de prestatieschakelaar van de AI300?", "(Stil / Gebalanceerd / Max)", "Gebalanceerd"),
 ]
 
-EN_HELDOUT = [
+EN_FACTS_HELDOUT = [
     ("What error do you get when you divide a number by zero?", 'Division by zero raises the "ZeroDivisionError" exception', "ZeroDivisionError"),
     ("What does the modulo operator give you?", 'The "%" (modulo) operator yields the remainder', "remainder"),
     ("Which special method makes a new instance of a class?", "Called to create a new instance of class", "__new__"),
