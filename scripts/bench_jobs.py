@@ -146,6 +146,8 @@ def main() -> int:
     ap.add_argument("--prefill-chunk", type=int, default=0, help="prompt tokens prefilled per step (default: the setting's 256)")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--skip-latency", action="store_true")
+    ap.add_argument("--compare-chunk", type=int, default=0, help="also a batched run per round with this prefill chunk "
+                    "(e.g. 64: the chunk batch prompts get while users are served) to show what chunk size costs")
     ap.add_argument("--policies", default="new,old", help="latency rounds alternate these scheduler policies "
                     "(new: user_first, old: users wait for the batch step in flight)")
     ap.add_argument("--json", action="store_true")
@@ -199,10 +201,17 @@ def main() -> int:
         # at batch priority: an interactive warm-up would put the first run in the scheduler's
         # "users are being served" window (short batch prefill chunks) for interactive_window_s
         ttft(chat, "Warm up.", priority=BATCH_PRIORITY)
-        batched, sequential = [], []
+        batched, sequential, small = [], [], []
         for _ in range(args.rounds):
             batched.append(one_run(concurrency))
             print(f"batched    (concurrency {concurrency}): {batched[-1]}", file=sys.stderr)
+            if args.compare_chunk:
+                full, scheduler.prefill_chunk = scheduler.prefill_chunk, args.compare_chunk
+                try:
+                    small.append(one_run(concurrency))
+                finally:
+                    scheduler.prefill_chunk = full
+                print(f"batched    (prefill chunk {args.compare_chunk}): {small[-1]}", file=sys.stderr)
             sequential.append(one_run(1))
             print(f"sequential (concurrency 1): {sequential[-1]}", file=sys.stderr)
         b = statistics.median(r["tok_s"] for r in batched)
@@ -210,6 +219,11 @@ def main() -> int:
         for r in batched + sequential:
             r.update(time_split(r))
         report.update(batched=batched, sequential=sequential, throughput_ratio=round(b / s, 2))
+        if small:
+            for r in small:
+                r.update(time_split(r))
+            report.update({f"batched_chunk{args.compare_chunk}": small,
+                           f"throughput_ratio_chunk{args.compare_chunk}": round(statistics.median(r["tok_s"] for r in small) / s, 2)})
         if all(r["steps"] for r in batched + sequential):
             med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
             seq_wall = med(sequential, "seconds")
