@@ -148,8 +148,6 @@ def main() -> int:
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--compare-chunk", type=int, default=0, help="also a batched run per round with this prefill chunk "
                     "(e.g. 64: the chunk batch prompts get while users are served) to show what chunk size costs")
-    ap.add_argument("--compare-fill", action="store_true", help="also a batched run per round without fill_batch_first "
-                    "(decode as soon as one prompt is ready, the policy before)")
     ap.add_argument("--skip-sequential", action="store_true", help="no sequential runs (with --compare-*: batched variants only)")
     ap.add_argument("--policies", default="new,old", help="latency rounds alternate these scheduler policies "
                     "(new: user_first, old: users wait for the batch step in flight)")
@@ -204,7 +202,7 @@ def main() -> int:
         # at batch priority: an interactive warm-up would put the first run in the scheduler's
         # "users are being served" window (short batch prefill chunks) for interactive_window_s
         ttft(chat, "Warm up.", priority=BATCH_PRIORITY)
-        batched, sequential, small, nofill = [], [], [], []
+        batched, sequential, small = [], [], []
         for _ in range(args.rounds):
             batched.append(one_run(concurrency))
             print(f"batched    (concurrency {concurrency}): {batched[-1]}", file=sys.stderr)
@@ -215,13 +213,6 @@ def main() -> int:
                 finally:
                     scheduler.prefill_chunk = full
                 print(f"batched    (prefill chunk {args.compare_chunk}): {small[-1]}", file=sys.stderr)
-            if args.compare_fill:
-                scheduler.fill_batch_first = False
-                try:
-                    nofill.append(one_run(concurrency))
-                finally:
-                    scheduler.fill_batch_first = True
-                print(f"batched    (no fill_batch_first): {nofill[-1]}", file=sys.stderr)
             if args.skip_sequential:
                 continue
             sequential.append(one_run(1))
@@ -231,13 +222,12 @@ def main() -> int:
         for r in batched + sequential:
             r.update(time_split(r))
         report.update(batched=batched, sequential=sequential, throughput_ratio=round(b / s, 2))
-        for name, runs in ((f"chunk{args.compare_chunk}", small), ("nofill", nofill)):
-            if runs:
-                for r in runs:
-                    r.update(time_split(r))
-                mine = statistics.median(r["tok_s"] for r in runs)
-                report.update({f"batched_{name}": runs, f"throughput_ratio_{name}": round(mine / s, 2),
-                               f"batched_vs_{name}": round(b / mine, 3)})
+        if small:
+            for r in small:
+                r.update(time_split(r))
+            mine, name = statistics.median(r["tok_s"] for r in small), f"chunk{args.compare_chunk}"
+            report.update({f"batched_{name}": small, f"throughput_ratio_{name}": round(mine / s, 2),
+                           f"batched_vs_{name}": round(b / mine, 3)})
         if sequential and all(r["steps"] for r in batched + sequential):
             med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
             seq_wall = med(sequential, "seconds")

@@ -104,7 +104,6 @@ class BatchScheduler:
         batch_prefill_chunk: int | None = None,
         interactive_window_s: float = 30.0,
         user_first: bool = True,
-        fill_batch_first: bool = True,
     ):
         self.engine = engine
         self.model = engine.model
@@ -141,9 +140,6 @@ class BatchScheduler:
         # False: users wait for the batch step in flight, and a preempted batch prompt's cache is dropped
         # (the policy before; scripts/bench_jobs.py compares the two)
         self.user_first = user_first
-        # batch work alone (no user within interactive_window_s): prompts waiting for a batch slot are prefilled
-        # before the next decode step, so decode steps run with every batch slot (fewer, fuller steps)
-        self.fill_batch_first = fill_batch_first
 
     @property
     def step_stats(self) -> dict:
@@ -321,8 +317,6 @@ class BatchScheduler:
             self._prefill_chunk()
             if self._user_can_start():  # a user came during the chunk, or a user's prompt is not done:
                 return  # their prefill goes before a decode step of batch rows
-            if self._fill_first():
-                return
         if self._decoding:
             self._decode_step()
 
@@ -336,18 +330,6 @@ class BatchScheduler:
             if not self._waiting or self._waiting[0][2].batch:
                 return False
         return p is not None or self.active < self.max_batch or any(s.batch for s in self._decoding)
-
-    def _fill_first(self) -> bool:
-        """True when only batch work runs, no user came within the window, and a batch prompt is being
-        prefilled or waits for a free batch slot: it is prefilled before the next decode step."""
-        dec = self._decoding
-        if (not self.fill_batch_first or len(dec) >= self.batch_slots or any(not s.batch for s in dec)
-                or time.monotonic() - self._last_interactive < self.interactive_window_s):
-            return False
-        if self._prefilling is not None:
-            return self._prefilling.batch
-        with self._cond:
-            return bool(self._waiting) and self._waiting[0][2].batch
 
     def _recover(self, e: Exception) -> None:
         """After an unexpected exception: end the active sequences (their state is unknown); waiting ones stay."""

@@ -171,29 +171,3 @@ def test_without_interrupts_a_user_still_goes_before_the_decode_step_after_a_chu
         assert s.step_stats["interrupted_steps"] == 0
     finally:
         s.stop()
-
-
-def test_batch_work_alone_fills_every_batch_slot_before_it_decodes(llama_engine, reference, monkeypatch):
-    """No user around: prompts waiting for a batch slot are prefilled before the next decode step, so every
-    decode step runs with all batch slots until the last prompt has started (then the run drains)."""
-    s = BatchScheduler(llama_engine, prefill_chunk=8, reserved_interactive_slots=4, interactive_window_s=0.0).start()
-    rec = Recorder(s, monkeypatch, llama_engine.encode(USER))
-    try:
-        assert s.batch_slots == 4
-        prompts = PROMPTS + [USER, PROMPTS[0]]
-        lengths = [10, 12, 14, 16, 18, 20]
-        hs = [s.submit(llama_engine.encode(p), _params(n), priority=BATCH_PRIORITY) for p, n in zip(prompts, lengths)]
-        got = [h.result(timeout=60).token_ids for h in hs]
-        assert got == [reference[8][p][:n] for p, n in zip(prompts, lengths)]
-        rows = [c[1] for c in rec.calls if c[0] == "decode"]
-        last_prefill = max(i for i, c in enumerate(rec.calls) if c[0] == "prefill")
-        before = [c[1] for c in rec.calls[:last_prefill] if c[0] == "decode"]
-        assert before and set(before) == {4}, rows  # full steps while prompts were still coming
-        assert rows == sorted(rows, reverse=True) and rows[-1] == 1, rows  # then the tail drains
-        s.fill_batch_first = False
-        rec.calls.clear()
-        for h in [s.submit(llama_engine.encode(p), _params(n), priority=BATCH_PRIORITY) for p, n in zip(prompts, lengths)]:
-            h.result(timeout=60)
-        assert [c[1] for c in rec.calls if c[0] == "decode"][0] == 1  # the policy before: decode as soon as one is ready
-    finally:
-        s.stop()
