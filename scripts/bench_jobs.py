@@ -275,6 +275,7 @@ def latency(args, report: dict, scheduler, chat, jobs, concurrency: int) -> None
     for policy, rs in rounds.items():
         summary[policy] = {
             "ttft_p95_ratio": statistics.median(x["ttft_p95_ratio"] for x in rs),
+            "ttft_idle_p50_ms": statistics.median(x["ttft_idle_ms"]["p50"] for x in rs),
             "ttft_idle_p95_ms": statistics.median(x["ttft_idle_ms"]["p95"] for x in rs),
             "ttft_busy_p95_ms": statistics.median(x["ttft_busy_ms"]["p95"] for x in rs),
             "ttft_busy_p50_ms": statistics.median(x["ttft_busy_ms"]["p50"] for x in rs),
@@ -285,7 +286,7 @@ def latency(args, report: dict, scheduler, chat, jobs, concurrency: int) -> None
     report.update(latency_rounds=rounds, latency=summary)
     main_policy = "new" if "new" in summary else policies[0]
     report.update(ttft_p95_ratio=summary[main_policy]["ttft_p95_ratio"],
-                  ttft_idle_ms={"p95": summary[main_policy]["ttft_idle_p95_ms"]},
+                  ttft_idle_ms={"p50": summary[main_policy]["ttft_idle_p50_ms"], "p95": summary[main_policy]["ttft_idle_p95_ms"]},
                   ttft_busy_ms={"p50": summary[main_policy]["ttft_busy_p50_ms"], "p95": summary[main_policy]["ttft_busy_p95_ms"]})
 
 
