@@ -291,6 +291,9 @@ def latency(args, report: dict, scheduler, chat, jobs, concurrency: int) -> None
 
 
 def latency_round(args, scheduler, chat, jobs, concurrency: int) -> dict:
+    end = time.monotonic() + 30
+    while scheduler.busy and time.monotonic() < end:  # the previous round's cancelled run may still hold a step
+        time.sleep(0.05)
     idle_detail: list = []
     idle = [ttft(chat, q, detail=idle_detail) for q in QUESTIONS[: args.requests]]
     done = threading.Event()
