@@ -19,6 +19,7 @@
    Target: busy p95 <= 2x idle p95.
 
 Usage: .venv/bin/python scripts/bench_jobs.py [--model default] [--docs 64] [--max-tokens 48] [--rounds 3] [--json]
+       [--compare-chunk 64] (a batched run in the chunks batch prompts get while users are served)
 Prints `cat /proc/loadavg` before and after: on a shared machine, compare ratios, not absolute figures.
 """
 from __future__ import annotations
