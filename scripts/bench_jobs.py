@@ -6,10 +6,20 @@
    (`--concurrency` items in flight, decoded together) and the same 64 one after another
    (concurrency 1), on the same engine, in this process, alternating rounds; generated tokens/s.
    Target: batched >= 4x sequential.
+   Each run also reports where its wall time went: model time in prefill calls, in decode steps,
+   and the rest (Python, the job runner), with the decode-phase speed-up (sequential decode
+   seconds per generated token / batched) and the Amdahl bound that follows: the ratio batching
+   could reach if only decode got faster (prefill and the rest as in the sequential run).
 2. Latency: time to first token of 20 interactive chat requests, idle and while a summarize run
-   keeps the engine busy (p50, p95). Target: busy p95 <= 2x idle p95.
+   keeps the engine busy (p50, p95), in alternating rounds under the scheduler's user-first policy
+   (interrupt batch steps for a user, keep a preempted batch prompt's cache) and the policy before
+   (`--policies new,old`). Each request's TTFT is split into queue wait (submit -> admitted: the
+   step in flight), its own prefill and the rest, with the step that was in flight. The batch run's
+   generated tok/s during the busy window shows what the policy costs it.
+   Target: busy p95 <= 2x idle p95.
 
-Usage: .venv/bin/python scripts/bench_jobs.py [--model default] [--docs 64] [--max-tokens 48] [--json]
+Usage: .venv/bin/python scripts/bench_jobs.py [--model default] [--docs 64] [--max-tokens 48] [--rounds 3] [--json]
+       [--compare-chunk 64] (a batched run in the chunks batch prompts get while users are served)
 Prints `cat /proc/loadavg` before and after: on a shared machine, compare ratios, not absolute figures.
 """
 from __future__ import annotations
@@ -73,7 +83,8 @@ def store_documents(db, texts: list[tuple[str, str]]) -> None:
         store.replace(meta, [ChunkRecord(0, 0, text, 0, len(text), len(text.split()), vector=np.zeros(4, np.float32))])
 
 
-def ttft(chat, question: str, priority: int = 0) -> float:
+def ttft(chat, question: str, priority: int = 0, detail: list | None = None) -> float:
+    """Seconds to the first streamed text of a 4-token chat answer; detail gets the server's split of it."""
     from edge_agent.services.chat import ChoiceDelta, SamplingOptions
 
     t0 = time.perf_counter()
@@ -82,7 +93,15 @@ def ttft(chat, question: str, priority: int = 0) -> float:
     for ev in gen.events():
         if isinstance(ev, ChoiceDelta) and first is None:
             first = time.perf_counter() - t0
-    return first if first is not None else time.perf_counter() - t0
+    first = first if first is not None else time.perf_counter() - t0
+    fin = gen.choices[0].handle.finished
+    if detail is not None and fin is not None:
+        u = fin.usage
+        detail.append({"ttft_ms": round(first * 1000, 1), "queue_ms": round(u.queue_s * 1000, 1),
+                       "prefill_ms": round(u.prefill_s * 1000, 1),
+                       "rest_ms": round((first - u.queue_s - u.prefill_s) * 1000, 1),
+                       "prompt_tokens": u.prompt_tokens, "waited_for": getattr(u, "waited_for", "")})
+    return first
 
 
 def pct(values: list[float], q: float) -> float:
@@ -93,6 +112,25 @@ def pct(values: list[float], q: float) -> float:
 QUESTIONS = [f"What is the capital of {c}?" for c in (
     "France", "Spain", "Italy", "Germany", "Portugal", "Austria", "Poland", "Greece", "Norway", "Sweden",
     "Finland", "Denmark", "Ireland", "Belgium", "Hungary", "Romania", "Croatia", "Estonia", "Latvia", "Iceland")]
+
+
+def stats_delta(scheduler, before: dict) -> dict:
+    now = dict(getattr(scheduler, "step_stats", {}))
+    return {k: round(v - before.get(k, 0), 3) if isinstance(v, float) else v - before.get(k, 0) for k, v in now.items()}
+
+
+def time_split(r: dict) -> dict:
+    """Shares of a run's wall time: prefill calls, decode steps, the rest."""
+    wall, st = r["seconds"], r["steps"]
+    if not st or not wall:
+        return {}
+    pre, dec = st.get("prefill_s", 0.0), st.get("decode_s", 0.0)
+    return {"prefill_share": round(pre / wall, 3), "decode_share": round(dec / wall, 3),
+            "other_share": round(max(0.0, wall - pre - dec) / wall, 3),
+            "prefill_tok_s": round(st.get("prefill_tokens", 0) / pre, 1) if pre else 0.0,
+            "tokens_per_prefill_call": round(st.get("prefill_tokens", 0) / max(1, st.get("prefill_calls", 0)), 1),
+            "rows_per_decode_step": round(st.get("decode_rows", 0) / max(1, st.get("decode_steps", 0)), 2),
+            "decode_s_per_token": round(dec / max(1, r["tokens"]), 5)}
 
 
 def main() -> int:
@@ -108,6 +146,12 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--prefill-chunk", type=int, default=0, help="prompt tokens prefilled per step (default: the setting's 256)")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--skip-latency", action="store_true")
+    ap.add_argument("--compare-chunk", type=int, default=0, help="also a batched run per round with this prefill chunk "
+                    "(e.g. 64: the chunk batch prompts get while users are served) to show what chunk size costs")
+    ap.add_argument("--skip-sequential", action="store_true", help="no sequential runs (with --compare-*: batched variants only)")
+    ap.add_argument("--policies", default="new,old", help="latency rounds alternate these scheduler policies "
+                    "(new: user_first, old: users wait for the batch step in flight)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -138,6 +182,8 @@ def main() -> int:
                     "loadavg_before": load_before}
 
     def one_run(c: int) -> dict:
+        st0 = dict(getattr(scheduler, "step_stats", {}))
+        hits0 = scheduler.prefix_cache.hits
         t0 = time.perf_counter()
         run = jobs.run_foreground("bench", overrides={"concurrency": c})
         dt = time.perf_counter() - t0
@@ -147,23 +193,110 @@ def main() -> int:
         prompt = sum(int((i.result or {}).get("usage", {}).get("prompt_tokens", 0)) for i in items)
         return {"seconds": round(dt, 2), "tokens": run.generated_tokens, "tok_s": round(run.generated_tokens / dt, 1),
                 "prompt_tokens": prompt, "prompt_and_generated_tok_s": round((prompt + run.generated_tokens) / dt, 1),
-                "succeeded": run.counts["succeeded"], "failed": run.counts["failed"], "errors": errors[:3]}
+                "succeeded": run.counts["succeeded"], "failed": run.counts["failed"], "errors": errors[:3],
+                "generations": sum(int((i.result or {}).get("usage", {}).get("generations", 0)) for i in items),
+                "prefix_cache_hits": scheduler.prefix_cache.hits - hits0, "steps": stats_delta(scheduler, st0)}
+
+    from edge_agent.engine.types import BATCH_PRIORITY
 
     if not args.skip_throughput:
-        ttft(chat, "Warm up.")
-        batched, sequential = [], []
+        # at batch priority: an interactive warm-up would put the first run in the scheduler's
+        # "users are being served" window (short batch prefill chunks) for interactive_window_s
+        ttft(chat, "Warm up.", priority=BATCH_PRIORITY)
+        batched, sequential, small = [], [], []
         for _ in range(args.rounds):
             batched.append(one_run(concurrency))
             print(f"batched    (concurrency {concurrency}): {batched[-1]}", file=sys.stderr)
+            if args.compare_chunk:
+                full, scheduler.prefill_chunk = scheduler.prefill_chunk, args.compare_chunk
+                try:
+                    small.append(one_run(concurrency))
+                finally:
+                    scheduler.prefill_chunk = full
+                print(f"batched    (prefill chunk {args.compare_chunk}): {small[-1]}", file=sys.stderr)
+            if args.skip_sequential:
+                continue
             sequential.append(one_run(1))
             print(f"sequential (concurrency 1): {sequential[-1]}", file=sys.stderr)
         b = statistics.median(r["tok_s"] for r in batched)
-        s = statistics.median(r["tok_s"] for r in sequential)
+        s = statistics.median(r["tok_s"] for r in sequential) if sequential else float("nan")
+        for r in batched + sequential:
+            r.update(time_split(r))
         report.update(batched=batched, sequential=sequential, throughput_ratio=round(b / s, 2))
+        if small:
+            for r in small:
+                r.update(time_split(r))
+            mine, name = statistics.median(r["tok_s"] for r in small), f"chunk{args.compare_chunk}"
+            report.update({f"batched_{name}": small, f"throughput_ratio_{name}": round(mine / s, 2),
+                           f"batched_vs_{name}": round(b / mine, 3)})
+        if sequential and all(r["steps"] for r in batched + sequential):
+            med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
+            seq_wall = med(sequential, "seconds")
+            seq_dec = med(sequential, "decode_share") * seq_wall
+            speedup = med(sequential, "decode_s_per_token") / max(1e-9, med(batched, "decode_s_per_token"))
+            report["time_split"] = {
+                "batched": {k: med(batched, k) for k in ("prefill_share", "decode_share", "other_share", "prefill_tok_s",
+                                                         "tokens_per_prefill_call", "rows_per_decode_step")},
+                "sequential": {k: med(sequential, k) for k in ("prefill_share", "decode_share", "other_share", "prefill_tok_s",
+                                                               "tokens_per_prefill_call", "rows_per_decode_step")},
+                "decode_speedup": round(speedup, 2),
+                # if batching made only decode faster (by decode_speedup, or infinitely), prefill and the rest unchanged
+                "amdahl_bound": round(seq_wall / (seq_wall - seq_dec + seq_dec / speedup), 2),
+                "amdahl_bound_free_decode": round(seq_wall / max(1e-9, seq_wall - seq_dec), 2),
+            }
 
-    # interactive TTFT: idle, then while a run keeps the engine busy
-    idle = [ttft(chat, q) for q in QUESTIONS[: args.requests]]
+    if not args.skip_latency:
+        latency(args, report, scheduler, chat, jobs, concurrency)
+    report["loadavg_after"] = Path("/proc/loadavg").read_text().split()[:3]
+    scheduler.stop()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for k, v in report.items():
+            print(f"{k}: {v}")
+    return 0
+
+
+def latency(args, report: dict, scheduler, chat, jobs, concurrency: int) -> None:
+    """Interactive TTFT idle and while a run keeps the engine busy, alternating the policies round by round."""
     jobs.update_job("bench", {"params": {"max_tokens": 256, "force": True}})
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    rounds: dict[str, list[dict]] = {p: [] for p in policies}
+    for r in range(max(1, args.rounds)):
+        for policy in policies if r % 2 == 0 else policies[::-1]:
+            scheduler.user_first = policy == "new"
+            one = latency_round(args, scheduler, chat, jobs, concurrency)
+            one["round"] = r
+            rounds[policy].append(one)
+            print(f"latency [{policy}] round {r}: idle p95 {one['ttft_idle_ms']['p95']} ms, busy p95 "
+                  f"{one['ttft_busy_ms']['p95']} ms ({one['ttft_p95_ratio']}x), batch {one['batch_gen_tok_s']} gen tok/s",
+                  file=sys.stderr)
+    scheduler.user_first = True
+    summary = {}
+    for policy, rs in rounds.items():
+        summary[policy] = {
+            "ttft_p95_ratio": statistics.median(x["ttft_p95_ratio"] for x in rs),
+            "ttft_idle_p50_ms": statistics.median(x["ttft_idle_ms"]["p50"] for x in rs),
+            "ttft_idle_p95_ms": statistics.median(x["ttft_idle_ms"]["p95"] for x in rs),
+            "ttft_busy_p95_ms": statistics.median(x["ttft_busy_ms"]["p95"] for x in rs),
+            "ttft_busy_p50_ms": statistics.median(x["ttft_busy_ms"]["p50"] for x in rs),
+            "busy_queue_p50_ms": statistics.median(x["busy_split_p50_ms"]["queue_ms"] for x in rs),
+            "busy_prefill_p50_ms": statistics.median(x["busy_split_p50_ms"]["prefill_ms"] for x in rs),
+            "batch_gen_tok_s_while_busy": statistics.median(x["batch_gen_tok_s"] for x in rs),
+        }
+    report.update(latency_rounds=rounds, latency=summary)
+    main_policy = "new" if "new" in summary else policies[0]
+    report.update(ttft_p95_ratio=summary[main_policy]["ttft_p95_ratio"],
+                  ttft_idle_ms={"p50": summary[main_policy]["ttft_idle_p50_ms"], "p95": summary[main_policy]["ttft_idle_p95_ms"]},
+                  ttft_busy_ms={"p50": summary[main_policy]["ttft_busy_p50_ms"], "p95": summary[main_policy]["ttft_busy_p95_ms"]})
+
+
+def latency_round(args, scheduler, chat, jobs, concurrency: int) -> dict:
+    end = time.monotonic() + 30
+    while scheduler.busy and time.monotonic() < end:  # the previous round's cancelled run may still hold a step
+        time.sleep(0.05)
+    idle_detail: list = []
+    idle = [ttft(chat, q, detail=idle_detail) for q in QUESTIONS[: args.requests]]
     done = threading.Event()
 
     def background() -> None:
@@ -176,28 +309,32 @@ def main() -> int:
     end = time.monotonic() + 60
     while scheduler.active < min(concurrency, getattr(scheduler, "batch_slots", concurrency)) and time.monotonic() < end:
         time.sleep(0.05)
-    busy, busy_active = [], []
+    busy, busy_active, detail = [], [], []
+    st0 = dict(getattr(scheduler, "step_stats", {}))
+    tok0, t0 = scheduler.tokens_generated, time.perf_counter()
     for q in QUESTIONS[: args.requests]:
         busy_active.append(scheduler.active)
-        busy.append(ttft(chat, q))
+        busy.append(ttft(chat, q, detail=detail))
         time.sleep(0.1)
+    window = time.perf_counter() - t0
+    batch_tokens = scheduler.tokens_generated - tok0 - sum(4 for _ in busy)  # each user answer is at most 4 tokens
+    steps = stats_delta(scheduler, st0)
     for run in jobs.list_runs("bench", 0, 1)[0]:
         jobs.cancel_run(run.id)
     done.wait(120)
-    report.update(
-        ttft_idle_ms={"p50": round(pct(idle, 0.5) * 1000, 1), "p95": round(pct(idle, 0.95) * 1000, 1)},
-        ttft_busy_ms={"p50": round(pct(busy, 0.5) * 1000, 1), "p95": round(pct(busy, 0.95) * 1000, 1)},
-        busy_active_sequences=int(statistics.median(busy_active)),
-        ttft_p95_ratio=round(pct(busy, 0.95) / pct(idle, 0.95), 2),
-        loadavg_after=Path("/proc/loadavg").read_text().split()[:3],
-    )
-    scheduler.stop()
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        for k, v in report.items():
-            print(f"{k}: {v}")
-    return 0
+    split = {k: round(statistics.median(d[k] for d in detail), 1) for k in ("queue_ms", "prefill_ms", "rest_ms")} if detail else {}
+    return {
+        "ttft_idle_ms": {"p50": round(pct(idle, 0.5) * 1000, 1), "p95": round(pct(idle, 0.95) * 1000, 1)},
+        "ttft_busy_ms": {"p50": round(pct(busy, 0.5) * 1000, 1), "p95": round(pct(busy, 0.95) * 1000, 1)},
+        "ttft_p95_ratio": round(pct(busy, 0.95) / pct(idle, 0.95), 2),
+        "busy_active_sequences": int(statistics.median(busy_active)),
+        "idle_split_p50_ms": {k: round(statistics.median(d[k] for d in idle_detail), 1)
+                              for k in ("queue_ms", "prefill_ms", "rest_ms")} if idle_detail else {},
+        "busy_split_p50_ms": split,
+        "busy_requests": detail,
+        "batch_gen_tok_s": round(max(0, batch_tokens) / window, 1),
+        "busy_steps": steps,
+    }
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from edge_agent.engine.types import StepInterrupted
+
 log = logging.getLogger(__name__)
 
 
@@ -162,6 +164,7 @@ class OnnxModel:
         self._decode_bindings: dict[int, tuple[ort.IOBinding, dict[str, np.ndarray]]] = {}
         self.steps = 0
         self.step_seconds = 0.0
+        self.run_options = ort.RunOptions()  # its terminate flag stops a step in flight (interrupt())
         self.capacity = 0
         self.slots_used = 0  # slots 0..slots_used-1 may hold cache entries (a high-water mark)
         self.keys: list[np.ndarray] = []
@@ -267,10 +270,24 @@ class OnnxModel:
         io.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
 
     def _run(self, io: ort.IOBinding) -> None:
+        """Run one step; raises StepInterrupted when interrupt() stopped it, onnxruntime's errors otherwise."""
         t = time.perf_counter()
-        self.session.run_with_iobinding(io)
+        try:
+            self.session.run_with_iobinding(io, self.run_options)
+        except Exception:
+            if self.run_options.terminate:
+                raise StepInterrupted("the step was interrupted") from None
+            raise
         self.step_seconds += time.perf_counter() - t
         self.steps += 1
+
+    def interrupt(self) -> None:
+        """Stop the step in flight (from another thread) within a node or so; it raises StepInterrupted."""
+        self.run_options.terminate = True
+
+    def clear_interrupt(self) -> None:
+        """Let the next step run (call from the stepping thread before it)."""
+        self.run_options.terminate = False
 
     # -- steps ---------------------------------------------------------------
     def prefill(self, slot: int, token_ids: np.ndarray, start: int) -> np.ndarray:

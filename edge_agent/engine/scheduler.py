@@ -9,11 +9,15 @@ sequence leaves at once and the last slot moves into its place.
 Priorities (lower first): work at BATCH_PRIORITY or above (jobs, batch files)
 never holds more than max_batch - reserved_interactive_slots slots, prefills in
 shorter chunks while users are being served (batch_prefill_chunk, while a user
-sequence runs or ended within interactive_window_s: a user's next token, or a
-new user's first, waits for one short chunk), and is preempted when an interactive
+sequence runs or ended within interactive_window_s), and is preempted when an interactive
 request waits and no slot is free (the newest batch sequence, or a batch
-prompt being prefilled): its cache is dropped and it waits again with its
-generated tokens, to recompute them in one prefill and continue.
+prompt being prefilled): it waits again with its generated tokens, to recompute
+them in one prefill and continue; the block-aligned part of its cache goes into
+the prefix cache first, so that prefill is mostly a copy. A user never waits for
+batch work in flight: an interactive submit() interrupts a batch-only model call
+(StepGate: a batch prefill chunk, a decode step of batch rows only; it is redone
+later), a user who arrives during a prefill chunk starts before the decode step
+that would follow it, and its prompt is prefilled next.
 
 Slot invariants (check_invariants() asserts them; they hold between steps):
 
@@ -56,6 +60,7 @@ from edge_agent.engine.engine import OnnxEngine
 from edge_agent.engine.prefix_cache import PrefixCache
 from edge_agent.engine.sampling import is_greedy, sample
 from edge_agent.engine.sequence import Event, GenerationHandle, Sequence
+from edge_agent.engine.step_gate import StepGate
 from edge_agent.engine.types import (
     ENGINE_STOPPED,
     ContextLengthError,
@@ -64,6 +69,7 @@ from edge_agent.engine.types import (
     FinishReason,
     QueueFullError,
     SamplingParams,
+    StepInterrupted,
     Usage,
 )
 
@@ -97,6 +103,7 @@ class BatchScheduler:
         stall_s: float = 300.0,
         batch_prefill_chunk: int | None = None,
         interactive_window_s: float = 30.0,
+        user_first: bool = True,
     ):
         self.engine = engine
         self.model = engine.model
@@ -129,6 +136,15 @@ class BatchScheduler:
         self.tokens_generated = 0
         self.preemptions = 0
         self.prefix_cache = PrefixCache(prefix_cache_bytes)
+        self._gate = StepGate(self.model, self._cond)
+        # False: users wait for the batch step in flight, and a preempted batch prompt's cache is dropped
+        # (the policy before; scripts/bench_jobs.py compares the two)
+        self.user_first = user_first
+
+    @property
+    def step_stats(self) -> dict:
+        """Model seconds, tokens and calls by kind of step (prefill, decode, interrupted) since start."""
+        return self._gate.stats.as_dict()
 
     # -- public API ----------------------------------------------------------
     def start(self) -> "BatchScheduler":
@@ -224,6 +240,8 @@ class BatchScheduler:
             if sum(1 for _, _, s in self._waiting if s.batch == seq.batch) >= self.max_queue:
                 raise QueueFullError(retry_after=1.0)
             heapq.heappush(self._waiting, (priority, seq.id, seq))
+            if not seq.batch:
+                seq.waited_for = self._gate.arrived(interrupt=self.user_first)
             self._cond.notify_all()
         return handle
 
@@ -267,6 +285,7 @@ class BatchScheduler:
                 with self._cond:
                     while self._running and not self.busy:
                         self._beat = time.monotonic()
+                        self._gate.in_flight = "idle"
                         if not shrunk:  # idle: give the cache memory back, once
                             shrunk = True
                             try:
@@ -296,8 +315,21 @@ class BatchScheduler:
         self._admit()
         if self._prefilling is not None:
             self._prefill_chunk()
+            if self._user_can_start():  # a user came during the chunk, or a user's prompt is not done:
+                return  # their prefill goes before a decode step of batch rows
         if self._decoding:
             self._decode_step()
+
+    def _user_can_start(self) -> bool:
+        """True when a user's prompt is being prefilled beside batch rows only, or the first waiting request is
+        interactive and _admit would start it now."""
+        p = self._prefilling
+        if not self.user_first or p is not None and not p.batch:
+            return self.user_first and all(s.batch for s in self._decoding)
+        with self._cond:
+            if not self._waiting or self._waiting[0][2].batch:
+                return False
+        return p is not None or self.active < self.max_batch or any(s.batch for s in self._decoding)
 
     def _recover(self, e: Exception) -> None:
         """After an unexpected exception: end the active sequences (their state is unknown); waiting ones stay."""
@@ -333,6 +365,7 @@ class BatchScheduler:
         if p is not None:
             if not (p.batch and not head.batch):
                 return
+            self._keep_prefix(p)
             self._preempt(p)  # an interactive request should not wait behind a batch prompt
         if head.batch:
             if self.active >= self.max_batch or sum(s.batch for s in self._decoding) >= self.batch_slots:
@@ -341,7 +374,9 @@ class BatchScheduler:
             victims = [s for s in self._decoding if s.batch]
             if not victims:
                 return
-            self._preempt(max(victims, key=lambda s: (s.priority, s.id)))
+            victim = max(victims, key=lambda s: (s.priority, s.id))
+            self._keep_prefix(victim)
+            self._preempt(victim)
         with self._cond:
             _, _, seq = heapq.heappop(self._waiting)
         seq.slot = len(self._decoding)
@@ -360,6 +395,20 @@ class BatchScheduler:
         except Exception:
             log.exception("prefix cache lookup failed; prefilling the whole prompt")
             seq.prefilled = 0
+
+    def _keep_prefix(self, s: Sequence) -> None:
+        """Store the block-aligned part of s's cache (prefilling or decoding) in the prefix cache, so that it resumes by a copy."""
+        if not self.user_first:
+            return
+        t = time.perf_counter()
+        try:
+            src, cached = (s.feed, s.prefilled) if s is self._prefilling else (s.history()[:-1], s.length)
+            n = self.prefix_cache.wants(src[: cached + 1]) if src is not None and cached > 0 else 0
+            if n:
+                self.prefix_cache.store(src, n, *self.model.read_prefix(s.slot, n))
+        except Exception:
+            log.exception("keeping a preempted sequence's cache failed; it will be recomputed")
+        self._gate.stats.saved_prefix_s += time.perf_counter() - t
 
     def _preempt(self, s: Sequence) -> None:
         """Drop s's cache and queue it again; it resumes from its prompt and the tokens it has."""
@@ -403,7 +452,10 @@ class BatchScheduler:
             chunk = self.batch_prefill_chunk
         n = min(chunk, feed.shape[0] - s.prefilled)
         try:
-            logits = self.model.prefill(s.slot, feed[s.prefilled : s.prefilled + n], s.prefilled)
+            with self._gate.step("prefill", n, interruptible=s.batch):
+                logits = self.model.prefill(s.slot, feed[s.prefilled : s.prefilled + n], s.prefilled)
+        except StepInterrupted:
+            return  # an interactive request arrived: it goes first, this chunk is redone after it
         except Exception as e:
             self._model_failed()
             s.prefill_failures += 1
@@ -429,19 +481,22 @@ class BatchScheduler:
             return
         self._choose_and_accept(s, logits)
 
-    def _feed(self, k: int) -> np.ndarray:
+    def _feed(self, k: int, interruptible: bool = False) -> np.ndarray:
         """Run one decode step over slots 0..k-1; their logits [k, vocab]."""
         seqs = self._decoding
-        return self.model.decode(
-            np.fromiter((s.next_token for s in seqs[:k]), np.int64, k),
-            np.fromiter((s.length for s in seqs[:k]), np.int64, k),
-        )
+        with self._gate.step("decode", k, interruptible):
+            return self.model.decode(
+                np.fromiter((s.next_token for s in seqs[:k]), np.int64, k),
+                np.fromiter((s.length for s in seqs[:k]), np.int64, k),
+            )
 
     def _decode_step(self) -> None:
         seqs = list(self._decoding)
         t = time.monotonic()
         try:
-            logits = self._feed(len(seqs))
+            logits = self._feed(len(seqs), interruptible=all(s.batch for s in seqs))
+        except StepInterrupted:
+            return  # an interactive request arrived: its prefill goes first, this step is redone after it
         except Exception as e:
             self._isolate_step_failure(e)
             return
@@ -566,6 +621,7 @@ class BatchScheduler:
             ttft_s=(s.first_token - s.submitted) if s.first_token else 0.0,
             decode_s=(now - s.first_token) if s.first_token else 0.0,
             total_s=now - s.submitted,
+            waited_for=s.waited_for,
         )
         fin = Finished(text=s.text, finish_reason=reason, usage=usage, token_ids=list(s.tokens), error=error)
         if not s.batch:

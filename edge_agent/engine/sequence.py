@@ -107,6 +107,7 @@ class Sequence:
     prefill_s: float = 0.0
     prefill_failures: int = 0
     preempted: int = 0
+    waited_for: str = ""  # the model step in flight when it was submitted (interactive requests)
 
     @property
     def batch(self) -> bool:

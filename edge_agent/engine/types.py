@@ -44,6 +44,10 @@ class QueueFullError(EngineError):
         super().__init__("the server is busy: too many requests are waiting; retry shortly")
 
 
+class StepInterrupted(Exception):
+    """A model call was stopped on purpose (an interactive request arrived during batch work); it is redone later."""
+
+
 # Sampling limits: the one source of truth (SamplingParams.validate, the API's request models, ChatService).
 MIN_TEMPERATURE = 1e-3  # below this sampling is greedy (and logits / T could overflow)
 MAX_TEMPERATURE = 2.0
@@ -111,6 +115,7 @@ class Usage:
     ttft_s: float = 0.0
     decode_s: float = 0.0
     total_s: float = 0.0
+    waited_for: str = ""  # interactive requests: the model step in flight when it arrived (not in as_dict)
 
     @property
     def total_tokens(self) -> int:
