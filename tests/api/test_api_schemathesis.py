@@ -37,7 +37,9 @@ def test_schemathesis_finds_nothing(fuzz_server, tmp_path):
     cmd = [
         str(st), "run", fuzz_server.url + "/openapi.json", "-H", f"Authorization: Bearer {KEY}",
         "--checks", "all", "--exclude-checks", "positive_data_acceptance", "--phases", "coverage,fuzzing",
-        "-n", "40", "--seed", "1", "--workers", "2", "--no-shrink", "--output-sanitize", "false",
+        # one worker: schemathesis's threads hit CPython 3.11.7's AST race (gh-106905, fixed in 3.11.8),
+        # "SystemError: AST constructor recursion depth mismatch" inside the tool, 3 runs of about 10 this session
+        "-n", "40", "--seed", "1", "--workers", "1", "--no-shrink", "--output-sanitize", "false",
         # every warning but missing_test_data (ids of files, batches, jobs and runs are random: a fuzzed id is a 404 by
         # design) and low_valid_rate (POST /v1/jobs: a job's params are checked by its kind against state the schema
         # cannot name, e.g. folders under ingest_roots, uploaded file ids, so random params are mostly refused)
