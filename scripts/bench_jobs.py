@@ -85,7 +85,8 @@ def store_documents(db, texts: list[tuple[str, str]]) -> None:
 
 def ttft(chat, question: str, priority: int = 0, detail: list | None = None) -> float:
     """Seconds to the first streamed text of a 4-token chat answer; detail gets the server's split of it."""
-    from edge_agent.services.chat import ChoiceDelta, SamplingOptions
+    from edge_agent.services.chat import SamplingOptions
+    from edge_agent.services.generation import ChoiceDelta
 
     t0 = time.perf_counter()
     gen = chat.chat([{"role": "user", "content": question}], SamplingOptions(max_tokens=4, temperature=0.0), priority=priority)

@@ -13,7 +13,8 @@ from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.access_log import note_usage
 from edge_agent.api.errors import error_body, read_json
 from edge_agent.services import grounding
-from edge_agent.services.chat import ChoiceDelta, Generation, SamplingOptions
+from edge_agent.services.chat import SamplingOptions
+from edge_agent.services.generation import ChoiceDelta, Generation
 from edge_agent.services.errors import ServiceError, UnavailableError
 
 bp = Blueprint("openai", __name__)

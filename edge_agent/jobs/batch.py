@@ -32,7 +32,8 @@ from pydantic import ValidationError
 from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, RunInfo
 from edge_agent.services import grounding
 from edge_agent.services import protocol as p
-from edge_agent.services.chat import ChoiceDelta, ChoiceEnd, Generation, SamplingOptions
+from edge_agent.services.chat import SamplingOptions
+from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation
 from edge_agent.services.errors import BusyError, ServiceError, UnavailableError
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")

@@ -9,7 +9,8 @@ from jobs_helpers import doc_text
 
 
 def _ttft(chat) -> float:
-    from edge_agent.services.chat import ChoiceDelta, SamplingOptions
+    from edge_agent.services.chat import SamplingOptions
+    from edge_agent.services.generation import ChoiceDelta
 
     t0 = time.perf_counter()
     gen = chat.complete(["Question: What is the capital of France?\nAnswer:"], SamplingOptions(max_tokens=2, temperature=0.0,
