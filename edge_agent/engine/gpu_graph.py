@@ -94,7 +94,7 @@ def _int4_weight(node, inits) -> np.ndarray:
     scales = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32).reshape(n, -1)
     zp = numpy_helper.to_array(inits[node.input[3]]).reshape(n, -1) if len(node.input) > 3 and node.input[3] else None
     w = np.empty((k, n), np.float16)
-    for c in range(0, n, 8192):  # in column blocks, as above
+    for c in range(0, n, 8192):  # in column blocks, as _int8_weight does
         p = packed[c : c + 8192]
         q = np.empty(p.shape[:2] + (block,), np.float32)
         q[..., 0::2], q[..., 1::2] = p & 0x0F, p >> 4
@@ -177,8 +177,8 @@ def to_fp16(model, fp32_ops: tuple[str, ...]) -> None:
             v.type.tensor_type.elem_type = TensorProto.FLOAT16
 
 
-def _dequantize_block8(model, node, inits: dict, dead: set[str]) -> None:
-    """MatMulNBits(x, 8-bit blocks, scales) -> MatMul(x, fp16 weight [k, n]): the same weights, de-quantized.
+def _block8_weight(node, inits: dict) -> np.ndarray:
+    """The fp16 W [K, N] of a MatMulNBits(x, 8-bit blocks, scales) node (the int8-block32 attention output).
 
     Raises GpuGraphError for other bit widths or an explicit zero point.
     """
@@ -190,10 +190,30 @@ def _dequantize_block8(model, node, inits: dict, dead: set[str]) -> None:
     k, n = attrs["K"], attrs["N"]
     q = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32) - 128.0  # [n, blocks, block]
     scale = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32).reshape(q.shape[0], q.shape[1], 1)
-    w = (q * scale).reshape(n, -1)[:, :k].T
+    return np.ascontiguousarray((q * scale).reshape(n, -1)[:, :k].T.astype(np.float16))
+
+
+def _int8_weight(node, inits: dict) -> np.ndarray:
+    """The fp16 W [K, N] of a DynamicQuantizeMatMul(x, int8 weight, scale) node."""
+    from onnx import numpy_helper
+
+    if len(node.input) != 3 or node.input[1] not in inits or node.input[2] not in inits:
+        raise GpuGraphError(f"node {node.name}: expected DynamicQuantizeMatMul(x, int8 weight, scale)")
+    q = numpy_helper.to_array(inits[node.input[1]])
+    scale = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32)
+    w = np.empty(q.shape, np.float16)
+    for c in range(0, q.shape[1], 8192):  # in column blocks: a 640 x 262,144 head in fp32 would be 671 MB
+        w[:, c : c + 8192] = q[:, c : c + 8192].astype(np.float32) * scale[c : c + 8192]
+    return w
+
+
+def _as_matmul(model, node, w: np.ndarray, dead: set[str]) -> None:
+    """Turn a quantized matmul node into MatMul(x, w) with its fp16 weight w; its quantized inputs become dead."""
+    from onnx import numpy_helper
+
     wname = node.input[1] + ".fp16"
-    model.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w.astype(np.float16)), wname))
-    dead.update(node.input[1:])
+    model.graph.initializer.append(numpy_helper.from_array(w, wname))
+    dead.update(n for n in node.input[1:] if n)
     node.op_type, node.domain = "MatMul", ""
     del node.input[1:]
     del node.attribute[:]
@@ -206,39 +226,16 @@ def convert(src_model: Path, dst_folder: Path, fp32_ops: tuple[str, ...] | None 
     Raises GpuGraphError when the graph has an unexpected shape.
     """
     import onnx
-    from onnx import numpy_helper
 
     model = onnx.load(str(src_model))  # external data loaded too
     inits = {t.name: t for t in model.graph.initializer}
     dead: set[str] = set()
     for node in model.graph.node:
         if node.op_type == "MatMulNBits":
-            if {a.name: a.i for a in node.attribute}.get("bits") == 8:
-                _dequantize_block8(model, node, inits, dead)
-                continue
-            wname = node.input[1] + ".fp16"
-            model.graph.initializer.append(numpy_helper.from_array(_int4_weight(node, inits), wname))
-            dead.update(n for n in node.input[1:] if n)
-            node.op_type, node.domain = "MatMul", ""
-            del node.input[1:]
-            del node.attribute[:]
-            node.input.append(wname)
-            continue
-        if node.op_type != "DynamicQuantizeMatMul":
-            continue
-        if len(node.input) != 3 or node.input[1] not in inits or node.input[2] not in inits:
-            raise GpuGraphError(f"node {node.name}: expected DynamicQuantizeMatMul(x, int8 weight, scale)")
-        q = numpy_helper.to_array(inits[node.input[1]])
-        scale = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32)
-        w = np.empty(q.shape, np.float16)
-        for c in range(0, q.shape[1], 8192):  # in column blocks: a 640 x 262,144 head in fp32 would be 671 MB
-            w[:, c : c + 8192] = q[:, c : c + 8192].astype(np.float32) * scale[c : c + 8192]
-        wname = node.input[1] + ".fp16"
-        model.graph.initializer.append(numpy_helper.from_array(w, wname))
-        dead.update(node.input[1:])
-        node.op_type, node.domain = "MatMul", ""
-        del node.input[1:]
-        node.input.append(wname)
+            bits = {a.name: a.i for a in node.attribute}.get("bits")
+            _as_matmul(model, node, _block8_weight(node, inits) if bits == 8 else _int4_weight(node, inits), dead)
+        elif node.op_type == "DynamicQuantizeMatMul":
+            _as_matmul(model, node, _int8_weight(node, inits), dead)
     keep = [t for t in model.graph.initializer if t.name not in dead]
     del model.graph.initializer[:]
     model.graph.initializer.extend(keep)
