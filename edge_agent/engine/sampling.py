@@ -5,7 +5,7 @@ import numpy as np
 
 from edge_agent.engine.types import SamplingParams
 
-# Candidates examined before top-p needs a full sort of the vocabulary.
+# Candidates ranked first when no top_k limits them (more only when top_p / min_p / the draw need them).
 _CANDIDATES = 2048
 # top_candidates' sampling stride for its threshold
 _STRIDE = 64
@@ -44,8 +44,20 @@ def top_candidates(logits: np.ndarray, k: int) -> np.ndarray:
     return np.argpartition(logits, vocab - k)[vocab - k :]  # no negated copy of the vocabulary
 
 
+def _ranked(logits: np.ndarray, cand: np.ndarray, temperature: float, top: float) -> tuple[np.ndarray, np.ndarray]:
+    """cand in falling order of their logits, with their unnormalised probabilities exp(l/T - top)."""
+    probs = np.exp(logits[cand].astype(np.float64) / temperature - top)
+    order = np.argsort(-probs, kind="stable")
+    return cand[order], probs[order]
+
+
 def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator, history: np.ndarray) -> int:
-    """Pick one token id from logits [vocab] (modified in place)."""
+    """Pick one token id from logits [vocab] (modified in place).
+
+    Without top_k the draw is over the whole vocabulary: the 2048 most likely tokens are ranked first,
+    and the rest is only looked at when top_p, min_p or the random draw reaches past them.
+    Raises ValueError when the logits (after a processor) leave no finite distribution.
+    """
     apply_repetition_penalty(logits, history, p.repetition_penalty)
     if p.temperature == 0:
         best = int(np.argmax(logits))
@@ -53,35 +65,48 @@ def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator, hist
             raise ValueError("the logits are not finite")
         return best
     vocab = logits.shape[0]
-    k = p.top_k if 0 < p.top_k < vocab else min(vocab, _CANDIDATES)
-    if k < vocab:
-        cand = top_candidates(logits, k)
+    capped = not 0 < p.top_k < vocab  # no top_k: candidates are a first cut, not a limit
+    k = min(vocab, _CANDIDATES) if capped else p.top_k
+    cand = top_candidates(logits, k) if k < vocab else np.arange(vocab)
+    top = float(logits[cand].max()) / p.temperature
+    cand, probs = _ranked(logits, cand, p.temperature, top)
+    if capped and k < vocab:
+        z = float(np.exp(logits.astype(np.float64) / p.temperature - top).sum())
+        # Grow the candidates while the cut could drop tokens top_p or min_p would keep (flat distributions).
+        while k < vocab and ((p.top_p < 1.0 and probs.sum() < p.top_p * z) or (p.min_p > 0 and probs[-1] >= p.min_p * probs[0])):
+            k = min(vocab, k * 8)
+            cand, probs = _ranked(logits, top_candidates(logits, k) if k < vocab else np.arange(vocab),
+                                  p.temperature, top)
     else:
-        cand = np.arange(vocab)
-    scaled = logits[cand].astype(np.float64) / p.temperature
-    top = scaled.max()
-    probs = np.exp(scaled - top)
-    if p.top_k == 0 and k < vocab:
-        # Mass outside the candidates still counts towards the normaliser.
-        z = np.exp(logits.astype(np.float64) / p.temperature - top).sum()
-    else:
-        z = probs.sum()
-    order = np.argsort(-probs, kind="stable")
-    cand, probs = cand[order], probs[order]
+        z = float(probs.sum())
     keep = probs.shape[0]
     if p.top_p < 1.0:
-        cum = np.cumsum(probs) / z
-        if p.top_k == 0 and k < vocab and cum[-1] < p.top_p:
-            # Very flat distribution: the candidates do not reach top_p; use the whole vocabulary.
-            cand = np.argsort(-logits, kind="stable")
-            probs = np.exp(logits[cand].astype(np.float64) / p.temperature - top)
-            cum = np.cumsum(probs) / z
-            keep = probs.shape[0]
-        keep = min(keep, int(np.searchsorted(cum, p.top_p)) + 1)
+        keep = min(keep, int(np.searchsorted(np.cumsum(probs) / z, p.top_p)) + 1)
     if p.min_p > 0:
         keep = min(keep, max(1, int((probs >= p.min_p * probs[0]).sum())))
+    if capped and keep == probs.shape[0] < vocab:
+        return _draw_with_tail(logits, cand, probs, z, p.temperature, top, rng)
     probs = probs[:keep]
     total = probs.sum()
     if not np.isfinite(total) or total <= 0:
         raise ValueError("the next-token distribution is not finite")
     return int(cand[rng.choice(keep, p=probs / total)])
+
+
+def _draw_with_tail(logits: np.ndarray, cand: np.ndarray, probs: np.ndarray, z: float, temperature: float,
+                    top: float, rng: np.random.Generator) -> int:
+    """One exact draw from the whole distribution: the candidates' cumulative mass first, the rest of the
+    vocabulary (computed only then) when the draw falls past them. Raises ValueError when it is not finite."""
+    if not np.isfinite(z) or z <= 0:
+        raise ValueError("the next-token distribution is not finite")
+    u = rng.random() * z
+    cum = np.cumsum(probs)
+    if u < cum[-1]:
+        return int(cand[min(int(np.searchsorted(cum, u, side="right")), cand.shape[0] - 1)])
+    rest = np.exp(logits.astype(np.float64) / temperature - top)
+    rest[cand] = 0.0
+    tail = np.cumsum(rest)
+    if not tail[-1] > 0:
+        return int(cand[-1])
+    i = int(np.searchsorted(tail, u - cum[-1], side="right"))
+    return i if i < tail.shape[0] else int(np.flatnonzero(rest)[-1])  # rounding past the end

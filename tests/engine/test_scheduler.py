@@ -217,6 +217,27 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
     assert picks == {0, 1}
 
 
+def test_without_top_k_the_draw_covers_the_whole_vocabulary():
+    """No top_k: tokens past the first 2048 candidates keep their probability (top_p 1, top_p < 1, min_p)."""
+    from edge_agent.engine.sampling import sample
+
+    vocab, none = 262144, np.array([], np.int64)
+    rng = np.random.default_rng(3)
+    logits = np.zeros(vocab, np.float32)
+    logits[:1000] = np.log((vocab - 1000) / 1000)  # the 1000 best hold half the mass, the long tail the rest
+    picks = np.array([sample(logits.copy(), SamplingParams(temperature=1.0), rng, none) for _ in range(400)])
+    assert 0.38 < (picks < 1000).mean() < 0.62
+    assert len(set(picks[picks >= 1000].tolist())) > 100
+
+    ramp = np.linspace(0.0, -1.0, vocab, dtype=np.float32)  # flat: the top 30% of the mass needs ~70k tokens
+    mass = np.exp(ramp.astype(np.float64))
+    need = int(np.searchsorted(np.cumsum(mass) / mass.sum(), 0.3)) + 1
+    picks = np.array([sample(ramp.copy(), SamplingParams(temperature=1.0, top_p=0.3), rng, none) for _ in range(200)])
+    assert picks.max() < need and picks.max() > 10 * 2048
+    picks = np.array([sample(ramp.copy(), SamplingParams(temperature=1.0, min_p=0.9), rng, none) for _ in range(200)])
+    assert picks.max() < np.searchsorted(-ramp, -np.log(0.9)) + 1 and picks.max() > 10 * 2048
+
+
 def test_logits_processor_steers_and_a_failing_one_ends_only_its_sequence(scheduler):
     ids = scheduler.engine.encode(PROMPTS[0])
     target = 42
