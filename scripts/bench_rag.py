@@ -6,7 +6,8 @@ unevenly: compare runs with load < 1.5).
 Quality (--only quality): CPython's `pydoc_data.topics` (79 English topics) and the three Dutch articles
 of ../shared/corpus-nl in one index; English: document Recall@5 (top-5 chunks, and top-5 documents with
 group="document") and passage Recall@5 on 60 questions written from the topics' text, and document
-Recall@5 on 24 held-out ones; Dutch: passage Recall@3 on corpus-nl/questions-dev.jsonl, on 24
+Recall@5 on 24 held-out ones and on 28 blind ones (EN_FUSION_BLIND, written before the document-level
+fusion and measured once before and once after it); Dutch: passage Recall@3 on corpus-nl/questions-dev.jsonl, on 24
 paraphrased questions of our own and on 34 held-out ones (scripts/rag_eval_sets.py), for dense, BM25
 and hybrid. Held-out sets were written after the ranking work began and chose no setting.
 Answers (--only answers): the default model with rag k=4 on factual questions (Dutch and English,
@@ -33,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from rag_eval_sets import EN_HELDOUT, EN_QUESTIONS, NL_HELDOUT, NL_QUESTIONS  # noqa: E402
+from rag_eval_sets import EN_FUSION_BLIND, EN_HELDOUT, EN_QUESTIONS, NL_HELDOUT, NL_QUESTIONS  # noqa: E402
 
 QUESTIONS = EN_QUESTIONS
 CORPUS_NL = REPO.parent / "shared" / "corpus-nl"
@@ -91,7 +92,7 @@ def bench_quality(svc, modes=("dense", "bm25", "hybrid")) -> dict:
     from pydoc_data.topics import topics
 
     titles = {f"Python reference: {k}": _norm(v) for k, v in topics.items()}
-    out: dict = {"en_questions": len(EN_QUESTIONS), "en_heldout_questions": len(EN_HELDOUT), "nl_dev_questions": len(dutch_dev_questions()),
+    out: dict = {"en_questions": len(EN_QUESTIONS), "en_heldout_questions": len(EN_HELDOUT), "en_fusion_blind_questions": len(EN_FUSION_BLIND), "nl_dev_questions": len(dutch_dev_questions()),
                  "nl_own_questions": len(NL_QUESTIONS), "nl_heldout_questions": len(NL_HELDOUT)}
 
     def doc_recall(qs, mode, group="chunk") -> float:
@@ -105,6 +106,7 @@ def bench_quality(svc, modes=("dense", "bm25", "hybrid")) -> dict:
         out[mode] = {"en_doc_recall_at_5": round(doc_recall(EN_QUESTIONS, mode), 3),
                      "en_doc_recall_at_5_as_documents": round(doc_recall(EN_QUESTIONS, mode, "document"), 3),
                      "en_heldout_doc_recall_at_5": round(doc_recall(EN_HELDOUT, mode), 3),
+                     "en_fusion_blind_doc_recall_at_5": round(doc_recall(EN_FUSION_BLIND, mode), 3),
                      "en_passage_recall_at_5": round(psg5 / len(EN_QUESTIONS), 3),
                      **{f"nl_{k}_passage_recall_at_3": round(v, 3) for k, v in nl.items()}}
     return out
