@@ -117,11 +117,13 @@ def keep_agreed(chosen: list[tuple[int, float]], fused: list[tuple[int, float]],
         docs = [doc_of.get(c) for c, _ in out]
         if d in docs:
             continue
-        best = next(((c, s) for c, s in fused if doc_of.get(c) == d and allowed(c, out)), None)
         spare = next((j for j in range(len(out) - 1, -1, -1) if docs[j] is not None and docs.count(docs[j]) > 1), None)
-        if best is None or spare is None:
-            continue
-        out[spare] = best
+        if spare is None:
+            break
+        rest = out[:spare] + out[spare + 1 :]
+        best = next(((c, s) for c, s in fused if doc_of.get(c) == d and allowed(c, rest)), None)
+        if best is not None:
+            out[spare] = best
     return out
 
 
