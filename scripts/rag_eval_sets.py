@@ -255,3 +255,36 @@ ABSENT_HELDOUT = [
     ("What is the default recursion limit in Python?", "en"),
     ("How much memory does a Python list of a million integers use?", "en"),
 ]
+
+
+# retrieval blind set: written from the pydoc topics' text before the document-level fusion change
+EN_FUSION_BLIND = [
+    ("Can 1 and 1.0 be used as the same key in a dictionary?", "can be used interchangeably to index the same dictionary entry"),
+    ("What does d[key] call in a dict subclass when the key is missing?", 'the "d[key]" operation calls that method with the key *key* as argument'),
+    ("Why is a list a bad value for dict.fromkeys?", "All of the values refer to just a single instance"),
+    ("How do I set a breakpoint in pdb that goes away after it is hit once?", "Temporary breakpoint, which is removed automatically when it is first hit"),
+    ("What is the difference between the step and next debugger commands?", '"step" stops inside a called function'),
+    ("What happens when I press enter on an empty line at the debugger prompt?", "Entering a blank line repeats the last command entered"),
+    ("How do I type several debugger commands on one line?", 'Multiple commands may be entered on a single line, separated by ";;"'),
+    ("Which startup file does the debugger read from the home directory?", '".pdbrc" exists in the user’s home directory'),
+    ("What happens to the name bound with as at the end of an except clause?", 'it is cleared at the end of the "except" clause'),
+    ("What are except* clauses for?", 'clause(s) are used for handling "ExceptionGroup"s'),
+    ("Which names does a star import bind when the module defines __all__?", 'The names given in "__all__" are all considered public'),
+    ("Can I use from module import * inside a function?", "is only allowed at the module level"),
+    ("When is __init__ skipped after __new__?", 'If "__new__()" does not return an instance of *cls*'),
+    ("What happens if __init__ returns something other than None?", 'will cause a "TypeError" to be raised at runtime'),
+    ("Does del x call the object's __del__ method right away?", 'doesn’t directly call "x.__del__()"'),
+    ("What happens to an exception raised inside __del__?", "exceptions that occur during their execution are ignored"),
+    ("Which method is called for every attribute access on an instance?", "Called unconditionally to implement attribute accesses for instances of the class"),
+    ("What turns a descriptor into a data descriptor?", "changes the kind of descriptor to a “data descriptor”"),
+    ("What happens if range gets a step of zero?", 'If *step* is zero, "ValueError" is raised'),
+    ("Why does a range object take less memory than a list?", "will always take the same (small) amount of memory"),
+    ("Which common sequence operations do range objects lack?", "all of the common sequence operations except concatenation and repetition"),
+    ("Is a NaN value equal to itself?", "not-a-number values are not equal to themselves"),
+    ("How should I compare a value with None according to PEP 8?", 'comparisons for singletons should always be done with "is" or "is not"'),
+    ("Can a frozenset be used as a dictionary key?", "it can be used again as an element of another set, or as a dictionary key"),
+    ("Which identifiers are soft keywords?", 'The identifiers "match", "case" and "_" can syntactically act as keywords'),
+    ("What does defining __index__ tell Python about a numeric class?", "Presence of this method indicates that the numeric object is an integer type"),
+    ("What model of error handling does Python follow?", "Python uses the “termination” model of error handling"),
+    ("For which unhandled exception does the interpreter not print a traceback?", 'it prints a stack traceback, except when the exception is "SystemExit"'),
+]

@@ -6,6 +6,12 @@ fusion by score, BM25's over its best plus `uncovered_dense_weight` times the re
 clear BM25 winner stays first (per-language stems and compound n-grams, see bm25.py). Scores of
 the two fusions are on different scales: compare ranks, not scores, across queries.
 
+Rank fusion of chunks can drop a document both rankers like when each finds it through a different
+chunk (neither chunk is liked by both). With the caller's chunk -> document map (`doc_of`), hybrid
+search (rank fusion) keeps every document that both rankers place among their first k documents
+(a document ranks by its best chunk in that ranker): if none of its chunks made the k hits, its
+best fused chunk takes the place of the lowest hit of a document that has another hit.
+
 `HybridIndex` owns both indexes and the lock that makes every update all-or-nothing
 for readers: a writer changes both under the write lock, readers search under the read lock.
 It knows nothing of SQL: callers feed it ids, vectors and texts.
@@ -82,6 +88,43 @@ def score_fusion(d_ids: np.ndarray, d_scores: np.ndarray, b_ids: np.ndarray, b_s
         for i, s in zip(d_ids.tolist(), d_scores.tolist()):
             scores[int(i)] = scores.get(int(i), 0.0) + dense_weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
     return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
+def agreed_documents(d_ids: Sequence[int], b_ids: Sequence[int], doc_of: dict[int, int], k: int) -> list[int]:
+    """Documents among the first k documents of both ranked chunk lists (a document ranks by its best
+    chunk), in the dense list's order; chunks missing from doc_of are left out."""
+
+    def first_docs(ids: Sequence[int]) -> list[int]:
+        out: list[int] = []
+        for i in ids:
+            d = doc_of.get(int(i))
+            if d is not None and d not in out:
+                out.append(d)
+                if len(out) == k:
+                    break
+        return out
+
+    in_bm25 = set(first_docs(b_ids))
+    return [d for d in first_docs(d_ids) if d in in_bm25]
+
+
+def keep_agreed(chosen: list[tuple[int, float]], fused: list[tuple[int, float]], agreed: Sequence[int], doc_of: dict[int, int],
+                allowed: Callable[[int, list[tuple[int, float]]], bool] = lambda cid, chosen: True) -> list[tuple[int, float]]:
+    """chosen (the hits) with each agreed document that has no hit in it represented by its best chunk of
+    fused (one that allowed(chunk, hits) accepts), in place of the lowest hit of a document with another hit."""
+    out = list(chosen)
+    for d in agreed:
+        docs = [doc_of.get(c) for c, _ in out]
+        if d in docs:
+            continue
+        spare = next((j for j in range(len(out) - 1, -1, -1) if docs[j] is not None and docs.count(docs[j]) > 1), None)
+        if spare is None:
+            break
+        rest = out[:spare] + out[spare + 1 :]
+        best = next(((c, s) for c, s in fused if doc_of.get(c) == d and allowed(c, rest)), None)
+        if best is not None:
+            out[spare] = best
+    return out
 
 
 def _jaccard(a: frozenset, b: frozenset) -> float:
@@ -242,12 +285,15 @@ class HybridIndex:
         mode: str = "hybrid",
         diversity: float | None = None,
         pool: int | None = None,
+        doc_of: Callable[[list[int]], dict[int, int]] | None = None,
     ) -> list[Hit]:
         """Top-k chunks for a query; `allowed` limits to those chunk ids; mode is hybrid, dense or bm25.
 
         A chunk whose words nearly repeat a better hit's (Jaccard >= NEAR_DUPLICATE) is left out; with
         `diversity` (0..1, MMR's 1 - lambda) each next hit also trades relevance for being unlike those
-        before it. `pool` asks for more ranked candidates than k (for grouping by document)."""
+        before it. `pool` asks for more ranked candidates than k (for grouping by document). `doc_of` maps
+        chunk ids to document ids (unknown ones left out): with it, hybrid rank fusion keeps the documents
+        both rankers agree on (see the module docstring; not with pool)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         if diversity is not None and not 0.0 <= diversity <= 1.0:
@@ -271,13 +317,26 @@ class HybridIndex:
             fused = reciprocal_rank_fusion([d_ids.tolist(), b_ids.tolist()], k=self.rrf_k, weights=weights)
         else:
             fused = score_fusion(d_ids, d_scores, b_ids, np.asarray(b_scores, np.float32), self.uncovered_dense_weight)
+        agree = doc_of is not None and not pool and self.covers(lang) and len(d_ids) and len(b_ids)
+        docs = doc_of([i for i, _ in fused]) if agree else {}
+        agreed = agreed_documents(d_ids.tolist(), b_ids.tolist(), docs, k) if agree else []
         with self.lock.read():
-            fused = self._diverse(fused, max(k, pool or 0), diversity or 0.0)
+            chosen = self._diverse(fused, max(k, pool or 0), diversity or 0.0)
+            if agreed:
+                chosen = keep_agreed(chosen, fused, agreed, docs, self._not_near_duplicate)
+        if agreed and not diversity:
+            chosen.sort(key=lambda kv: -kv[1])
+        fused = chosen
         hits = []
         for cid, score in fused:
             d, b = dense.get(cid), bm25.get(cid)
             hits.append(Hit(cid, score, d and d[0], d and d[1], b and b[0], b and b[1], lang))
         return hits
+
+    def _not_near_duplicate(self, cid: int, chosen: list[tuple[int, float]]) -> bool:
+        """Whether chunk cid's words are unlike those of every chunk in chosen (bar cid itself); read lock held."""
+        w = self.bm25.word_set(cid)
+        return all(_jaccard(w, self.bm25.word_set(c)) < NEAR_DUPLICATE for c, _ in chosen if c != cid)
 
     def _diverse(self, fused: list[tuple[int, float]], k: int, diversity: float) -> list[tuple[int, float]]:
         """The first k of fused by maximal marginal relevance: relevance (the fused score rescaled to [0, 1]
@@ -345,4 +404,5 @@ class HybridIndex:
             t.join(timeout)
 
 
-__all__ = ["HybridIndex", "Hit", "IndexUpdate", "IndexFileError", "reciprocal_rank_fusion", "INDEX_FILE", "MODES"]
+__all__ = ["HybridIndex", "Hit", "IndexUpdate", "IndexFileError", "reciprocal_rank_fusion", "agreed_documents", "keep_agreed",
+           "INDEX_FILE", "MODES"]

@@ -481,7 +481,7 @@ class DocumentService(IndexUpkeep):
             allowed = self.store.filter_chunk_ids(f.document_ids, prefix, f.types)
         qvec = self.embedder.embed_query(query) if mode != "bm25" else None
         pool = DOCUMENT_POOL * k if group == "document" else None
-        hits = self.index.search(qvec, query, k, allowed, mode, diversity=diversity, pool=pool)
+        hits = self.index.search(qvec, query, k, allowed, mode, diversity=diversity, pool=pool, doc_of=self.store.document_ids_of)
         rows = self.store.chunks_by_ids([h.chunk_id for h in hits])
         if group == "document":  # a document ranks by its best chunk (hits are best first)
             seen: set[int] = set()

@@ -186,6 +186,17 @@ class DocumentStore:
         with self.db.read() as conn:
             return conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
+    def document_ids_of(self, ids: Sequence[int]) -> dict[int, int]:
+        """Chunk id -> its document's id, for the given chunk ids; unknown ids are left out."""
+        ids = [int(i) for i in ids]
+        out: dict[int, int] = {}
+        with self.db.read() as conn:
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                rows = conn.execute(f"SELECT id, document_id FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall()
+                out.update((int(r[0]), int(r[1])) for r in rows)
+        return out
+
     def chunks_by_ids(self, ids: Sequence[int]) -> dict[int, tuple[ChunkRecord, DocumentRecord]]:
         """Chunk rows with their documents, keyed by chunk id; unknown ids are left out."""
         out: dict[int, tuple[ChunkRecord, DocumentRecord]] = {}
