@@ -12,11 +12,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rag_eval_sets import ABSENT, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_HELDOUT, NL_FACTS_HELDOUT, NL_QUESTIONS
+from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_BLIND, EN_FACTS_HELDOUT, NL_FACTS_BLIND,
+                           NL_FACTS_HELDOUT, NL_QUESTIONS)
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
     "heldout": (NL_FACTS_HELDOUT, EN_FACTS_HELDOUT, ABSENT_HELDOUT),
+    "blind": (NL_FACTS_BLIND, EN_FACTS_BLIND, ABSENT_BLIND),  # measured once before and once after a round of answer work
 }
 
 
