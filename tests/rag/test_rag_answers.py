@@ -74,12 +74,16 @@ def test_the_check_keeps_only_answers_that_add_what_the_best_sentences_hold(answ
         assert text == f'"{FACT_SENTENCE}" [1]' and how == {"answer": "extractive", "check": status}
 
 
-def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced():
+def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced(monkeypatch):
     q = "Wat serveert de kantine op maandag?"
     ev = _evidence(q, [EN_DOC], "nl")
     assert ev[0][1].text.startswith("The canteen serves tomato soup")
-    # the right words, but English to a Dutch question
+    # a sentence that holds none of the question's (Dutch) words carries no answer ...
+    assert A.check_answer("The canteen serves tomato soup on Mondays.", q, [s for _, s in ev], "nl").status == "off_source"
+    # ... and where it may, the right words in English to a Dutch question are still not the answer
+    monkeypatch.setattr(A, "MIN_MATCH", 0.0)
     assert A.check_answer("The canteen serves tomato soup on Mondays.", q, [s for _, s in ev], "nl").status == "wrong_language"
+    monkeypatch.undo()
     # a sentence that matches the question far worse than the best one does not carry an answer
     ev2 = _evidence(NL_Q, [NL_DOC], "nl")
     weak = [s for _, s in ev2 if "balie" in s.text]
