@@ -27,6 +27,7 @@ from edge_agent.rag import language
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=\S)")
 _BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[•·*\-–]|\d{1,2}[.)])\s)")
 HEAD_WORDS = 12  # a paragraph this short without a closing mark heads the next sentence
+_TITLE = re.compile(r"[^\n]{1,120}\n[ \t]*([*=~^#+-])\1{2,}[ \t]*\Z|#{1,6}[ \t]+[^\n]{1,120}\Z")
 _CLOSED = re.compile(r"[.!?:;][\"'”’)\]]*$")
 MAX_SENTENCE_CHARS = 400  # a longer "sentence" (a grammar listing, a table) is cut at its clauses, then its words
 RANK_PENALTY = 0.02  # per retrieval rank of the sentence's chunk, in shares of the question's weight
@@ -60,11 +61,18 @@ def split_sentences(text: str) -> list[str]:
     """text's sentences, whitespace collapsed, wrapped lines joined; pieces of 3 characters or fewer left out.
 
     A short paragraph without a closing . ! ? : ; (a heading, a signature such as "object.__len__(self)", a
-    bullet without a full stop) is not a sentence of its own: it heads the sentence that follows it.
+    bullet without a full stop) is not a sentence of its own: it heads the sentence that follows it. A document's
+    section title (a line underlined with *** or ===, or a Markdown "# " line) is left out: it names a subject
+    and answers nothing, and its words would make the first sentence under it seem to.
     """
     out: list[str] = []
     head = ""
     for para in _BREAK.split(text):
+        if _TITLE.match(para.strip()):
+            if len(head) > 3:
+                out.extend(_cap(head))
+            head = ""
+            continue
         para = " ".join(para.split())
         if not para:
             continue
@@ -206,6 +214,19 @@ _NUMBER_WORDS = frozenset(
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 # a sentence that reads as code: an interactive prompt, a grammar rule, a table's border
 _CODE = re.compile(r">>>|::=|\+-{3,}|\|\s.*\|\s.*\|")
+# "which method / exception / option": a name as code writes it is asked for (at most one word between)
+_CODE_NOUNS = {
+    "en": "method|function|exception|error|attribute|module|class|keyword|variable|option|flag|command|operator|parameter|argument|setting",
+    "nl": "methode|functie|uitzondering|foutmelding|attribuut|module|klasse|sleutelwoord|variabele|omgevingsvariabele|optie|vlag|"
+          "commando|opdracht|operator|parameter|argument|instelling",
+    "de": "methode|funktion|ausnahme|fehler|attribut|modul|klasse|schlüsselwort|variable|umgebungsvariable|option|befehl|operator|parameter",
+}
+_VERBS = "is|are|was|were|do|does|did|can|could|should|would|will|has|have|zijn|heeft|hebben|wordt|worden|kan|kun|ist|sind|hat"
+_CODE_ASKS = {lang: re.compile(rf"\b(?:which|what|welke|welk|welcher|welche|welches)\s+(?:(?!(?:{_VERBS})\s)[\w-]+\s+)?"
+                               rf"(?:{nouns})(?:s|en)?\b") for lang, nouns in _CODE_NOUNS.items()}
+_IDENTIFIER = re.compile(r"__\w+__|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b|\b\w+\(\)|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b[A-Z]{8,}\b"
+                         r"|(?<![\w-])--?[a-z][\w-]*")
+_QUOTED = re.compile(r"[\"“]([^\"”\s]{1,40})[\"”]")
 KIND_BONUS = 0.15  # in shares of the question's weight
 CODE_PENALTY = 0.15
 COMPOUND_PART = 4  # least letters of a word that counts as part of a question's compound word
@@ -215,17 +236,27 @@ INFLECTION = 2  # letters a text's word may add to the part of a compound it mat
 
 def answer_kind(question: str, lang: str) -> str | None:
     """What the question asks for: "money" (a figure with a currency: "how much does it cost"), "number" (a
-    figure: "how many", "hoeveel", "how fast"), or None (anything: its words decide)."""
+    figure: "how many", "hoeveel", "how fast"), "code" (a name as code writes it: "which method", "welke
+    omgevingsvariabele"), or None (anything: its words decide)."""
     low = " ".join(language.words(question.casefold()))
     asks = _NUMBER_ASKS.get(lang, ()) + (_NUMBER_ASKS["en"] if lang != "en" else ())
     if not any(re.search(rf"\b{re.escape(a)}\b", low) for a in asks):
-        return None
+        code = _CODE_ASKS.get(lang, _CODE_ASKS["en"])
+        return "code" if code.search(question.casefold()) or _CODE_ASKS["en"].search(question.casefold()) else None
     return "money" if set(low.split()) & _MONEY_WORDS else "number"
 
 
+def _identifiers(text: str) -> set[str]:
+    """Names as code writes them: __dunder__, CamelCase, call(), CONST_CASE, "quoted" tokens, --flags."""
+    found = {m.group(0) for m in _IDENTIFIER.finditer(text)} | {m.group(1) for m in _QUOTED.finditer(text)}
+    return {f.strip("()").casefold() for f in found if f.strip("()")}
+
+
 def fits(text: str, kind: str, question: str, lang: str) -> bool:
-    """Whether text holds what a question of this kind asks for, beyond the question's own figures: a figure
-    (digits or a number word) for "number", a figure and a currency for "money"."""
+    """Whether text holds what a question of this kind asks for, beyond the question's own: a figure (digits or
+    a number word) for "number", a figure and a currency for "money", a name as code writes it for "code"."""
+    if kind == "code":
+        return bool(_identifiers(text) - _identifiers(question) - set(language.words(question.casefold())))
     asked = set(_DIGITS.findall(question))
     figures = [d for d in _DIGITS.findall(text) if d not in asked]
     if not figures:
@@ -371,6 +402,9 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
             break
         if not kind or (fits(best.text, kind, question, lang) and best.match >= NEAR_BEST * top):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}
+    k, best = evidence[0]
+    if kind == "code" and (decline is None or best.match >= MIN_MATCH):  # a name may be written as words: quote the best
+        return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     if decline is not None:
         return decline, {"answer": "declined", "check": "no_answer"}
     k, best = evidence[0]
