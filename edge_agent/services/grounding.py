@@ -201,8 +201,9 @@ class DocumentRetriever:
 
 
     def similarity(self, query: str, chunks: Sequence[Any], lang: str) -> float | None:
-        """The best cosine of query to a chunk's text, or None where the embedding model does not cover lang (or
-        the index is not loaded, or there are no chunks)."""
+        """The best cosine of query to a chunk (dense search's score; the chunks embedded anew where it ranked
+        none of them), or None where the embedding model does not cover lang (or the index is not loaded, or
+        there are no chunks)."""
         docs = self._documents()
         embedder = getattr(docs, "embedder", None)
         if embedder is None or not chunks:
@@ -210,6 +211,9 @@ class DocumentRetriever:
         langs = getattr(embedder, "languages", None)
         if langs is not None and lang not in langs:
             return None
+        scored = [c.dense_score for c in chunks if getattr(c, "dense_score", None) is not None]
+        if scored:
+            return float(max(scored))
         q = embedder.embed_query(query)
         return float(max(embedder.embed([c.text for c in chunks]) @ q))
 

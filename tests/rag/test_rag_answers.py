@@ -173,6 +173,9 @@ def test_the_english_similarity_floor_declines_an_off_subject_question(docs):
     far_q = "Which soup won the world championship of football?"  # shares "soup" with the canteen text
     far = retriever.similarity(far_q, retriever.retrieve(far_q, Opts(k=2)), "en")
     assert near is not None and far is not None and far < near
+    hits = retriever.retrieve(q, Opts(k=2))
+    assert near == max(h.dense_score for h in hits if h.dense_score is not None)  # dense search's own cosine
+    assert abs(retriever.similarity(q, [_chunk(EN_DOC)], "en") - near) < 0.15  # chunks it did not rank: embedded anew
     assert policy.covered(q, retriever.retrieve(q, Opts(k=2)), "en", near)
     assert not policy.covered(far_q, [_chunk(EN_DOC)], "en", policy.min_similarity - 0.01)
     assert retriever.similarity(NL_Q, retriever.retrieve(NL_Q, Opts(k=2)), "nl") is None  # the embedder does not cover Dutch
