@@ -130,6 +130,10 @@ class Settings(BaseSettings):
         0.34, ge=0, le=1, description="Grounded answers: the least share of the question's content words a passage must hold; "
                                      "below it the answer says the documents do not cover it (0: never decline)."
     )
+    rag_min_similarity: float = Field(
+        0.3, ge=0, le=1, description="Grounded answers: where the embedding model covers the question's language, the least "
+                                     "cosine of the question to a retrieved passage; below it the answer declines (0: never)."
+    )
     rag_absent_answers: dict[str, str] = Field(
         default_factory=dict, description='Grounded answers: the decline text per language code, e.g. {"nl": "Dat staat niet in '
                                           'de documenten."} ("*": every other language); unset ones keep the built-in text.'

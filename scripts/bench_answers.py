@@ -2,8 +2,9 @@
 
 Factual questions (Dutch and English) whose answer is a short span of one passage: the share of
 answers that contain the fact; questions the documents do not answer: the share that decline.
-Two sets, reported apart: "dev" (the one the answer side was tuned on) and "heldout" (written before
-the tuning, never used to choose a setting). Each answer also records which path made it (the
+Sets, reported apart: "dev" (the one the answer side was tuned on), "heldout" (written before the
+tuning, never used to choose a setting) and "blind" (written before the 2026-11-30 round, measured once
+before and once after it: `--sets blind`; for the next round write a fresh one). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
@@ -12,11 +13,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rag_eval_sets import ABSENT, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_HELDOUT, NL_FACTS_HELDOUT, NL_QUESTIONS
+from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_BLIND, EN_FACTS_HELDOUT, NL_FACTS_BLIND,
+                           NL_FACTS_HELDOUT, NL_QUESTIONS)
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
     "heldout": (NL_FACTS_HELDOUT, EN_FACTS_HELDOUT, ABSENT_HELDOUT),
+    "blind": (NL_FACTS_BLIND, EN_FACTS_BLIND, ABSENT_BLIND),  # measured once before and once after a round of answer work
 }
 
 
@@ -37,7 +40,7 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
     try:
         chat = ChatService(scheduler)
         chat.attach_documents(lambda: svc)
-        chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers))
+        chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity)
         absent_texts = {chat.grounding.scaffold(lang).absent for lang in SCAFFOLDS}
 
         def ask(q: str) -> dict:

@@ -288,3 +288,56 @@ EN_FUSION_BLIND = [
     ("What model of error handling does Python follow?", "Python uses the “termination” model of error handling"),
     ("For which unhandled exception does the interpreter not print a traceback?", 'it prints a stack traceback, except when the exception is "SystemExit"'),
 ]
+
+
+# --- blind (answers): written 2026-11-30 before any change to the answer side of this round, measured once on the
+# unchanged code and once at the end; never used to choose a setting. (question, exact phrase of the answer passage,
+# short fact the answer must state); absent: questions no document answers, (question, language).
+NL_FACTS_BLIND = [
+    ("Hoe heet de topman van Arm?", "Arm CEO Rene Haas schat", "Rene Haas"),
+    ("Hoeveel meer bandbreedte per kern heeft de Vera-processor dan een x86-chip?", "3× bandbreedte per core", "3×"),
+    ("Welke bandbreedte heeft dual-channel DDR5 effectief in het rekenvoorbeeld met het 8B-model?", "effectief zo'n 75 GB/s bandbreedte", "75 GB/s"),
+    ("Welk soort matrixbewerking gebeurt er tijdens de prefill-fase?", "General Matrix Multiply of GEMM", "GEMM"),
+    ("Hoe groot zijn de modellen die je met 4-bit kwantisatie zonder problemen op bescheiden hardware zet?", "modellen van 7 tot 14 miljard parameters", "7 tot 14 miljard"),
+    ("Op welke AWS-processor is de route met oneDNN en INT4 al in productie getest?", "AWS Graviton4", "Graviton4"),
+    ("Met welke omgevingsvariabele zet je bij vLLM op de processor de OpenMP-threads vast?", "VLLMCPUOMPTHREADSBIND", "VLLMCPUOMPTHREADSBIND"),
+    ("Met welk lichaamsdeel wordt de GPU vergeleken?", "De GPU is de wiskundige spier", "spier"),
+    ("Hoeveel lagen blijven in het llama-cli-voorbeeld in het gewone werkgeheugen?", "de overige 8 lagen blijven in RAM", "8 lagen"),
+    ("Welk kwantisatieformaat hebben de 8B- en 70B-modellen in de praktijkmetingen?", "beide gekwantiseerd naar 4-bit precisie (Q4_K_M)", "Q4_K_M"),
+    ("Met welke instructiesets rekenen AMD- en Intel-chips meerdere 8-bit getallen in één klokcyclus?", "Met AVX2 en AVX-512 kunnen moderne AMD- en Intel-processors", "AVX-512"),
+    ("Wat is de oorspronkelijke precisie van modelgewichten voordat ze gekwantiseerd worden?", "oorspronkelijke 16-bit drijvende-kommagetal", "16-bit"),
+    ("Uit welk kwartaal komen de cijfers van Intel over de verhouding tussen CPU's en GPU's?", "Q1 2026 earnings call van Intel", "Q1 2026"),
+    ("Welk merk maakt het AI Workstation 300?", "CORSAIR AI Workstation 300 (AI300)", "CORSAIR"),
+    ("Welke leessnelheid haalt een consumentenprocessor met kleine modellen voor één gebruiker?", "boven de 10 tokens per seconde", "10 tokens"),
+]
+
+EN_FACTS_BLIND = [
+    ("What value does str.find give back when the substring cannot be found?", 'Return "-1" if *sub* is not found', "-1"),
+    ("Which exception does str.index raise when the substring is missing?", 'but raise "ValueError" when the substring is not found', "ValueError"),
+    ("Which encoding does str.encode use when you do not pass one?", "*encoding* defaults to \"'utf-8'\"", "utf-8"),
+    ("Which exception do you get when a local variable is read before anything was assigned to it?", 'an "UnboundLocalError" exception is raised', "UnboundLocalError"),
+    ("What prompt does pdb show to tell you that you are in debug mode?", 'The debugger’s prompt is "(Pdb)"', "(Pdb)"),
+    ("Which built-in function can you call instead of import pdb; pdb.set_trace() to stop in the debugger?", 'The built-in "breakpoint()", when called with defaults', "breakpoint"),
+    ("What value does dict.fromkeys give every key when no value is passed?", '*value* defaults to "None"', "None"),
+    ("What kind of copy does the copy method of a dictionary return?", "Return a shallow copy of the dictionary", "shallow"),
+    ("Up to which code point does str.isascii count characters as ASCII?", "code points in the range U+0000-U+007F", "U+007F"),
+    ("In which section of the Unicode Standard is the casefolding algorithm described?", "described in section 3.13 of the Unicode Standard", "3.13"),
+    ("Which modules does the extension interface of the debugger use?", 'The extension interface uses the modules "bdb" and "cmd"', "bdb"),
+    ("When a key occurs several times while building a dictionary, which value does it get?", "the last value for that key becomes the corresponding value", "last value"),
+    ("What is the largest integer a bytearray accepts as an item?", '"0 <= x <= 255"', "255"),
+    ("Which exception does a from-import raise when the module has no attribute of that name?", 'if the attribute is not found, "ImportError" is raised', "ImportError"),
+    ("What do the Boolean operations or and and return, instead of True or False?", 'always return one of their operands', "operands"),
+]
+
+ABSENT_BLIND = [
+    ("Hoeveel kost een Vera Rubin NVL72-rek?", "nl"),
+    ("Hoeveel werkgeheugen zit er standaard in de CORSAIR AI300?", "nl"),
+    ("Welke kloksnelheid heeft de Vera-processor van NVIDIA?", "nl"),
+    ("Wie is de oprichter van Hugging Face?", "nl"),
+    ("Hoeveel stroom verbruikt een Apple Mac Studio onder volle belasting?", "nl"),
+    ("Which port does Python's built-in HTTP server listen on by default?", "en"),
+    ("Which command installs a package with pip?", "en"),
+    ("Who created the Python programming language?", "en"),
+    ("What is the time complexity of inserting at the front of a list?", "en"),
+    ("Which year was Python 3.0 released?", "en"),
+]

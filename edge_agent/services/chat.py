@@ -87,7 +87,7 @@ class ChatService:
         self.max_tokens_limit = max_tokens_limit
         self.accepting = True
         self.retriever: DocumentRetriever | None = None
-        self.grounding = GroundingPolicy()  # runtime sets it from Settings (rag_min_coverage, rag_absent_answers)
+        self.grounding = GroundingPolicy()  # runtime sets it from Settings (rag_min_coverage, rag_absent_answers, rag_min_similarity)
 
     def attach_documents(self, documents: Callable[[], object], status: Callable[[], str | None] = lambda: None) -> None:
         """Where rag requests find documents: documents() returns the DocumentService, or None while it loads."""
@@ -232,7 +232,8 @@ class ChatService:
         policy = self.grounding
         lang = policy.language_of(question)
         sc = policy.scaffold(lang)
-        if not policy.covered(question, chunks, lang):  # what was searched is reported, none used
+        alike = self.retriever.similarity(question, chunks, lang) if policy.min_similarity > 0 and self.retriever else None
+        if not policy.covered(question, chunks, lang, alike):  # what was searched is reported, none used
             return GroundedPrompt(sources=[replace(source_of(c), number=i, used=False) for i, c in enumerate(chunks, 1)],
                                   decline=sc.absent, question=question, language=lang)
         if self.formatter.kind == "completion" and not instruction:
@@ -248,7 +249,7 @@ class ChatService:
                 g = focus(question, chunks, lang, sc.passage, n)
                 ids = ids_of(g)
                 if g.sources and len(ids) <= limit:
-                    return GroundedPrompt(ids, g.sources, policy.stops(sc), None, question, lang, g.evidence)
+                    return GroundedPrompt(ids, g.sources, policy.stops(sc), None, question, lang, g.evidence, sc.absent)
             g = self._fit(chunks, len(ids_of(Grounding())), limit, lambda g: len(ids_of(g)), sc.passage, "")  # one long sentence: cut
             if g.sources:
                 return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc), None, question, lang)  # no sentences to check against
@@ -294,7 +295,7 @@ class ChatService:
                 ends[ev.index] = ev
         choices, reports, said = [], [], set()
         for i in sorted(texts):
-            text, how = settle("".join(texts[i]), gp.question, gp.evidence, gp.language)
+            text, how = settle("".join(texts[i]), gp.question, gp.evidence, gp.language, gp.absent)
             reason = ends[i].finish_reason if how["answer"] == "model" else "stop"
             choices.append(_Choice(i, CannedHandle(text, ends[i].completion_tokens, reason)))
             reports.append(how)

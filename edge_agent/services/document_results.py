@@ -92,6 +92,7 @@ class ScoredChunk:
     snippet: str
     dense_rank: int | None = None
     bm25_rank: int | None = None
+    dense_score: float | None = None  # the query's cosine to the chunk, where dense search ranked it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

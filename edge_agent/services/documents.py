@@ -498,7 +498,7 @@ class DocumentService(IndexUpkeep):
                     d.id, h.chunk_id, d.title, d.path, d.kind,
                     {"page": c.page, "heading": c.heading, "ordinal": c.ordinal, "char_start": c.char_start,
                      "char_end": c.char_end, "label": location_label(c.page, c.heading)},
-                    round(h.score, 6), c.text, make_snippet(c.text, query), h.dense_rank, h.bm25_rank,
+                    round(h.score, 6), c.text, make_snippet(c.text, query), h.dense_rank, h.bm25_rank, h.dense_score,
                 )
             )
         return out

@@ -243,9 +243,10 @@ class GroundingChoice(BaseModel):
     answer: Literal["model", "extractive", "declined"] = Field(
         description="model: the model's own words (checked against the passages when `check` is ok); extractive: the "
                     "best-matching sentence of the passages, quoted, because the model's answer failed the check; "
-                    "declined: no passage covered the question, the answer says so.")
-    check: str = Field(description="ok, empty, echo (it only restated the question), off_source, wrong_language, "
-                                   "no_passage (declined), or none (not checked: chat models and raw completion prompts).")
+                    "declined: no passage covered the question (or none held what it asks for), the answer says so.")
+    check: str = Field(description="ok, empty, echo (it only restated the question), off_kind (no figure where one was asked "
+                                   "for), off_source, altered_figure (a figure not written as in the passage), wrong_language, "
+                                   "no_passage or no_answer (declined), or none (not checked: chat models and raw completion prompts).")
 
 
 class GroundingReport(BaseModel):

@@ -74,12 +74,16 @@ def test_the_check_keeps_only_answers_that_add_what_the_best_sentences_hold(answ
         assert text == f'"{FACT_SENTENCE}" [1]' and how == {"answer": "extractive", "check": status}
 
 
-def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced():
+def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced(monkeypatch):
     q = "Wat serveert de kantine op maandag?"
     ev = _evidence(q, [EN_DOC], "nl")
     assert ev[0][1].text.startswith("The canteen serves tomato soup")
-    # the right words, but English to a Dutch question
+    # a sentence that holds none of the question's (Dutch) words carries no answer ...
+    assert A.check_answer("The canteen serves tomato soup on Mondays.", q, [s for _, s in ev], "nl").status == "off_source"
+    # ... and where it may, the right words in English to a Dutch question are still not the answer
+    monkeypatch.setattr(A, "MIN_MATCH", 0.0)
     assert A.check_answer("The canteen serves tomato soup on Mondays.", q, [s for _, s in ev], "nl").status == "wrong_language"
+    monkeypatch.undo()
     # a sentence that matches the question far worse than the best one does not carry an answer
     ev2 = _evidence(NL_Q, [NL_DOC], "nl")
     weak = [s for _, s in ev2 if "balie" in s.text]
@@ -96,6 +100,85 @@ def test_an_answer_must_rest_on_a_sentence_with_the_questions_most_specific_word
     assert A._anchors(q, given, "en") == {"modulo"}
     assert A.check_answer("The floor division operators yield the quotient.", q, given, "en").status == "off_source"
     assert A.check_answer("The remainder of the division.", q, given, "en").status == "ok"
+
+
+def test_a_dutch_compound_counts_in_part_where_its_parts_are_separate_words():
+    q = "Vanaf welke promptlengte groeit de KV-cache sterk?"
+    passage = "Bij prompts van meer dan 16.000 tokens neemt de omvang van de KV-cache drastisch toe."
+    other = "Een moderne GPU zoals een RTX 5090 biedt daarentegen meer dan 1.000 GB/s."
+    from edge_agent.rag import language
+
+    assert language.coverage(q, passage, "nl") < 0.34 <= A.coverage(q, passage, "nl")  # "prompts" is part of "promptlengte"
+    q2, p2 = "Na hoeveel jaar kwam er nieuw productiesilicium?", "hun eerste productie-silicon in 35 jaar"
+    assert language.coverage(q2, p2, "nl") == 0.25 < A.coverage(q2, p2, "nl") < 0.5  # "productie" is half the compound
+    assert A.coverage(q, other, "nl") == 0.0
+    assert A.coverage("What does the systemmemory cost?", "The memory cost is high.", "en") == 0.5  # English: no compounds
+    from edge_agent.services.grounding import GroundingPolicy
+
+    assert GroundingPolicy().covered(q, [_chunk(other), _chunk(passage, 1)], "nl")
+
+
+@pytest.mark.parametrize("question, lang, kind", [
+    ("Hoeveel lagen blijven in het werkgeheugen?", "nl", "number"), ("How many moons does Jupiter have?", "en", "number"),
+    ("Hoeveel kost een abonnement per maand?", "nl", "money"), ("How much does the licence cost?", "en", "money"),
+    ("Welk formaat is de norm?", "nl", None), ("When does the else clause run?", "en", None),
+])
+def test_what_a_question_asks_for(question, lang, kind):
+    assert A.answer_kind(question, lang) == kind
+
+
+def test_a_figure_question_gets_a_sentence_with_a_figure_or_a_decline():
+    q = "Hoeveel lagen van het model blijven in het werkgeheugen?"
+    doc = ("Het model heeft lagen die in het werkgeheugen blijven als de videokaart vol is. "
+           "Van het model blijven de overige 8 lagen in het werkgeheugen.")
+    ev = _evidence(q, [doc], "nl")
+    assert "8 lagen" in ev[0][1].text  # the figure lifts its sentence above the one without
+    assert A.check_answer("De lagen blijven in het werkgeheugen van de videokaart.", q, [s for _, s in ev], "nl").status == "off_kind"
+    text, how = A.settle("Lagen.", q, ev, "nl", "Niet gevonden.")
+    assert "8 lagen" in text and how["answer"] == "extractive"
+    # an amount is asked for, no sentence names one: the answer declines instead of quoting a sentence without it
+    q2 = "Hoeveel kost het model per maand?"
+    text, how = A.settle("Het model kost 8 lagen.", q2, _evidence(q2, [doc], "nl"), "nl", "Niet gevonden.")
+    assert (text, how) == ("Niet gevonden.", {"answer": "declined", "check": "no_answer"})
+    # without a decline text (a caller that cannot decline) the best sentence is still quoted
+    assert A.settle("Het model kost 8 lagen.", q2, _evidence(q2, [doc], "nl"), "nl")[1]["answer"] == "extractive"
+
+
+def test_a_sentence_holding_little_of_the_question_is_not_quoted_but_declined():
+    q = "What is the population of the capital city of Canada in winter?"
+    doc = "Once the class namespace has been populated by executing the class body, the class object is created."
+    ev = _evidence(q, [doc], "en")
+    assert 0 < ev[0][1].match < A.MIN_MATCH
+    assert A.settle("Canada is a country.", q, ev, "en", "Not covered.") == ("Not covered.", {"answer": "declined", "check": "no_answer"})
+
+
+@pytest.mark.parametrize("answer, status", [
+    ("Een RTX 5090 biedt 1000 GB/s.", "altered_figure"),  # "1.000" in the source
+    ("Een RTX 5090 biedt meer dan 1.000 GB/s.", "ok"),
+    ("Een RTX 5090 biedt geen 1.000 GB/s aan bandbreedte.", "altered_negation"),
+])
+def test_an_answer_keeps_the_sources_figures_and_negations(answer, status):
+    q = "Welke bandbreedte heeft een RTX 5090?"
+    doc = "Een standaard DDR5-geheugen biedt 50 tot 90 GB/s. Een moderne GPU zoals een RTX 5090 biedt daarentegen meer dan 1.000 GB/s."
+    assert A.check_answer(answer, q, [s for _, s in _evidence(q, [doc], "nl")], "nl").status == status
+
+
+def test_the_english_similarity_floor_declines_an_off_subject_question(docs):
+    from edge_agent.services.grounding import DocumentRetriever, GroundingPolicy, RagOptions as Opts
+
+    retriever = DocumentRetriever(lambda: docs)
+    policy = GroundingPolicy()
+    q = "What does the canteen serve on Mondays?"
+    near = retriever.similarity(q, retriever.retrieve(q, Opts(k=2)), "en")
+    far_q = "Which soup won the world championship of football?"  # shares "soup" with the canteen text
+    far = retriever.similarity(far_q, retriever.retrieve(far_q, Opts(k=2)), "en")
+    assert near is not None and far is not None and far < near
+    hits = retriever.retrieve(q, Opts(k=2))
+    assert near == max(h.dense_score for h in hits if h.dense_score is not None)  # dense search's own cosine
+    assert abs(retriever.similarity(q, [_chunk(EN_DOC)], "en") - near) < 0.15  # chunks it did not rank: embedded anew
+    assert policy.covered(q, retriever.retrieve(q, Opts(k=2)), "en", near)
+    assert not policy.covered(far_q, [_chunk(EN_DOC)], "en", policy.min_similarity - 0.01)
+    assert retriever.similarity(NL_Q, retriever.retrieve(NL_Q, Opts(k=2)), "nl") is None  # the embedder does not cover Dutch
 
 
 def test_without_sentences_to_check_against_the_answer_is_given_unchecked():
