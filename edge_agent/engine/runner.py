@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 MIN_CAPACITY = 256
 # Sliding-window layers: positions more than window + WINDOW_MARGIN behind a decoding sequence are
 # never attended again; their pages are given back once TRIM_STEP such positions have gathered.
-WINDOW_MARGIN = 64
-TRIM_STEP = 256
+WINDOW_MARGIN = 0
+TRIM_STEP = 32
 
 
 def _lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:
