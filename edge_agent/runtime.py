@@ -8,7 +8,7 @@ from typing import Any
 
 from edge_agent.config import Settings
 from edge_agent.engine.bundle import load_bundle
-from edge_agent.engine.engine import OnnxEngine
+from edge_agent.engine.engine import OnnxEngine, release_free_heap
 from edge_agent.engine.scheduler import BatchScheduler
 from edge_agent.services.chat import ChatService
 from edge_agent.services.grounding import GroundingPolicy
@@ -276,6 +276,7 @@ def _prepare_grammar(rt: Runtime) -> None:
     than in the middle of serving). A failure only degrades: the first such request builds it."""
     try:
         rt.chat.prepare_grammar()
+        release_free_heap()  # building it leaves freed heap mapped (as parsing tokenizer.json does)
         _set_part(rt, "grammar", "ready", None)
     except Exception as e:
         log.warning("preparing structured outputs failed (%s: %s); the first such request tries again", type(e).__name__, e)
@@ -313,6 +314,7 @@ def _load_documents(rt: Runtime) -> None:
         emb = rt.documents.embedder
         _set_part(rt, "embedder", "ready", f"{emb.model_id} ({getattr(emb, 'variant', None) or getattr(emb, 'backend', '?')})")
         _set_part(rt, "index", "ready", None)
+        release_free_heap()
         log.info("document service ready")
     except IndexInUseError as e:  # responses name no paths; the log does
         rt.documents_status = f"another edge-agent process{f' (pid {e.pid})' if e.pid else ''} owns the document index"

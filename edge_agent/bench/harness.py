@@ -175,8 +175,10 @@ def measure(settings: Settings, quality: bool = True, quick: bool = False, round
     res["machine_gb_s"] = roofline.machine_gb_s(threads)
     res["roofline_decode_tok_s"] = res["machine_gb_s"] * 1e9 / res["bytes_per_token"]
     # 128 new tokens each, so every sequence is still decoding when the last one has been prefilled
-    res["rss_mb"] = peak_rss_mb(bundle_path, threads, b, 1, 512, 128)
-    res[f"rss_batch{b}_mb"] = peak_rss_mb(bundle_path, threads, b, b, 512, 128)
+    # with the daemon's prefix cache budget: 16 distinct prompts fill it (128 MB by default)
+    res["rss_mb"] = peak_rss_mb(bundle_path, threads, b, 1, 512, 128, settings.prefix_cache_mb)
+    res[f"rss_batch{b}_mb"] = peak_rss_mb(bundle_path, threads, b, b, 512, 128, settings.prefix_cache_mb)
+    res["rss_prefix_cache_mb"] = settings.prefix_cache_mb
     if quality:
         res.update(_perplexities(settings, gguf, peer, threads))
     res["load_after"] = _load()
@@ -220,8 +222,8 @@ def print_report(res: dict[str, Any]) -> None:
     row("ttft ms (128-token prompt)", "ttft_ms", None, None)
     for n in (1, 4, 8):
         row(f"decode tok/s, {n} streams (total)", f"batch{n}_tok_s", None, None)
-    row("peak RSS MB, 1 stream", "rss_mb", None, None)
-    row(f"peak RSS MB, {b} x 512-token streams", f"rss_batch{b}_mb", None, None)
+    row("peak RSS MB, 1 stream (engine)", "rss_mb", None, None)
+    row(f"peak RSS MB, {b} x 512-token streams (engine)", f"rss_batch{b}_mb", None, None)
     print(f"roofline: {res['bytes_per_token'] / 1e6:.0f} MB read per token; achieved {res['achieved_gb_s']:.1f} GB/s at one stream; "
           f"machine copy {res['machine_gb_s']:.1f} GB/s -> at most {res['roofline_decode_tok_s']:.0f} tok/s")
     if "ppl_int8" in res:

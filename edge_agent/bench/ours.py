@@ -97,21 +97,25 @@ class OurEngines:
         return {f"batch{n}_tok_s": self.batch(n) for n in SWEEP if n < self.max_batch}
 
 
-def peak_rss_mb(bundle_path: Path, threads: int, max_batch: int, streams: int, prompt_len: int, n_gen: int) -> float:
-    """Peak RSS of a fresh process that loads the bundle as the daemon does (max_batch slots) and
-    runs `streams` sequences of prompt_len + n_gen tokens together (its own process: nothing else counts)."""
+def peak_rss_mb(bundle_path: Path, threads: int, max_batch: int, streams: int, prompt_len: int, n_gen: int,
+                prefix_cache_mb: int = 0) -> float:
+    """Peak RSS of a fresh process that loads the bundle as the daemon does (max_batch slots, its prefix
+    cache budget) and runs `streams` sequences of prompt_len + n_gen tokens together (its own process:
+    nothing else counts). The daemon's other parts (grammar tokenizer, embedder, HTTP) are not in it:
+    scripts/bench_daemon_memory.py measures the daemon itself."""
     code = (f"from pathlib import Path; from edge_agent.bench.ours import _rss_child; "
-            f"_rss_child(Path({str(bundle_path)!r}), {threads}, {max_batch}, {streams}, {prompt_len}, {n_gen})")
+            f"_rss_child(Path({str(bundle_path)!r}), {threads}, {max_batch}, {streams}, {prompt_len}, {n_gen}, {int(prefix_cache_mb)})")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(f"memory probe failed: {out.stderr.strip().splitlines()[-1:]}")
     return float(json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"])
 
 
-def _rss_child(bundle_path: Path, threads: int, max_batch: int, streams: int, prompt_len: int, n_gen: int) -> None:
+def _rss_child(bundle_path: Path, threads: int, max_batch: int, streams: int, prompt_len: int, n_gen: int,
+               prefix_cache_mb: int = 0) -> None:
     sched = BatchScheduler(
         OnnxEngine(load_bundle(bundle_path, verify=False), threads=threads, max_batch=max_batch, context_length=2048),
-        prefill_chunk=256, prefix_cache_bytes=0,
+        prefill_chunk=256, prefix_cache_bytes=prefix_cache_mb << 20,
     ).start()
     handles = [sched.submit(prompt_ids(sched.engine, prompt_len, offset=29 * i), _greedy(n_gen)) for i in range(streams)]
     for h in handles:

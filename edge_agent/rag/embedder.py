@@ -213,7 +213,7 @@ class OnnxEmbedder(_SentenceEmbedder):
             decision = self._prepare(src, folder, quantize, batch_size)
         self.decision = decision
         self.variant = decision["variant"]
-        model = self._load(folder, decision["file_name"])
+        model = self._load_serving(folder, decision["file_name"])
         super().__init__(model, folder, name, batch_size)
         self.source = src
 
@@ -232,6 +232,18 @@ class OnnxEmbedder(_SentenceEmbedder):
         # decode loop; bulk ingestion in its own process (CLI, benchmark) may spin
         so.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
         return so
+
+    def _load_serving(self, folder: Path, file_name: str):
+        """The model that embeds: onnxruntime alone for the common pipeline (no torch: ~370 MB less resident,
+        see rag/onnx_sentence.py), sentence-transformers for any other. Raises EmbedderError."""
+        from edge_agent.rag.onnx_sentence import OrtSentenceModel, supported
+
+        if not supported(folder):
+            return self._load(folder, file_name)
+        try:
+            return OrtSentenceModel(folder, file_name, self._session_options(file_name))
+        except Exception as exc:
+            raise EmbedderError(f"could not load ONNX embedding model from {folder} ({exc}): delete that folder to rebuild it") from exc
 
     def _load(self, folder: Path, file_name: str):
         from sentence_transformers import SentenceTransformer

@@ -9,14 +9,17 @@ requests alike. Once the grammar is complete only the stop tokens stay allowed, 
 sequence ends with finish_reason "stop"; a sequence cut by max_tokens ends with "length" and
 its text is left as the model wrote it (never patched into valid JSON).
 
-Costs: the grammar tokenizer is built once per model on the first constrained request
-(~2.5 s and ~40 MB for Gemma's 262k vocabulary); a matcher per choice is built in the
+Costs: the grammar tokenizer is built once per model (at the daemon's start-up, /ready's part
+`grammar`) over the tokenizer the engine holds: ~1.6 s and ~117 MB resident for Gemma's 262k
+vocabulary (its token trie and four "slices" of it; llguidance's own parse of tokenizer.json
+was a second tokenizer, 217 MB). A matcher per choice is built in the
 request's thread; the scheduler thread pays the mask (see the report in the commit that
 brought this module for batch-1 and batch-16 figures).
 """
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -92,10 +95,90 @@ def grammar_tokenizer(tokenizer, vocab_size: int, stop_token_ids) -> Any:
         if cache is None or cache[0] != key:
             import llguidance as llg
 
-            lt = llg.LLTokenizer(tokenizer.to_str(), n_vocab=key[0], eos_token=list(key[1]) or None)
+            tokens = token_bytes(tokenizer)
+            if tokens is None:  # a tokenizer of another kind: llguidance parses its JSON (a second copy of it)
+                lt = llg.LLTokenizer(tokenizer.to_str(), n_vocab=key[0], eos_token=list(key[1]) or None)
+            else:
+                lt = llg.LLTokenizer(_Wrapper(tokenizer, tokens, key[1]), n_vocab=key[0], eos_token=list(key[1]) or None)
+                del tokens
             cache = (key, lt)
             tokenizer._edge_llg = cache
     return cache[1]
+
+
+_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+def _byte_level_table() -> dict[str, int]:
+    """GPT-2's byte-to-character table, inverted: the character a byte-level BPE piece uses -> that byte."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1), *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    chars, n = list(keep), 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(keep, chars)}
+
+
+def token_bytes(tokenizer) -> list[bytes] | None:
+    """Each token's bytes as llguidance reads a tokenizer.json (special and <...> added tokens behind 0xFF),
+    for SentencePiece-style (the "\u2581" space, <0xNN> byte pieces) and byte-level BPE tokenizers; None for others."""
+    from tokenizers import decoders
+
+    dec = tokenizer.decoder
+    try:
+        state = json.loads(dec.__getstate__()) if dec is not None else {}
+    except (AttributeError, ValueError):
+        return None
+    steps = state.get("decoders", [state]) if state.get("type") == "Sequence" else [state]
+    kinds = [d.get("type") for d in steps]
+    spm = "ByteFallback" in kinds and {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "} in steps
+    if isinstance(dec, decoders.ByteLevel):
+        table = _byte_level_table()
+
+        def piece(s: str) -> bytes | None:
+            out = [table.get(c) for c in s]
+            return None if None in out else bytes(out)
+    elif spm:
+        def piece(s: str) -> bytes | None:
+            m = _BYTE_PIECE.match(s)
+            return bytes([int(m.group(1), 16)]) if m else s.replace("\u2581", " ").encode("utf-8")
+    else:
+        return None
+    added = tokenizer.get_added_tokens_decoder()
+    out: list[bytes] = []
+    for i in range(tokenizer.get_vocab_size(with_added_tokens=True)):
+        a = added.get(i)
+        if a is not None:
+            special = a.special or (a.content.startswith("<") and a.content.endswith(">"))
+            out.append((b"\xff" if special else b"") + a.content.encode("utf-8"))
+            continue
+        s = tokenizer.id_to_token(i)
+        b = piece(s) if s is not None else b""
+        if b is None:
+            return None
+        out.append(b)
+    return out
+
+
+class _Wrapper:
+    """llguidance's TokenizerWrapper protocol over our tokenizer: the token bytes, and encoding through
+    the tokenizer we already hold (no second copy of the vocabulary and merges)."""
+
+    is_tokenizer_wrapper = True
+
+    def __init__(self, tokenizer, tokens: list[bytes], eos: tuple[int, ...]):
+        self._tok = tokenizer
+        self.tokens = tokens
+        self.eos_token_id = eos[0] if eos else None
+        self.bos_token_id = None
+        self.special_token_ids = [i for i, t in enumerate(tokens) if t.startswith(b"\xff")]
+
+    def __call__(self, text: str | bytes) -> list[int]:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        return self._tok.encode(text, add_special_tokens=False).ids
 
 
 class GrammarLogitsProcessor:

@@ -63,7 +63,7 @@ def test_a_finished_sequence_gives_its_slot_back_while_others_decode(tiny_bundle
 def test_sliding_window_layers_give_back_what_no_query_reaches(tiny_bundles, monkeypatch):
     """Gemma 3's local layers (window 8 in the tiny model) drop positions far behind every sequence;
     the logits stay bit-identical to a cache that keeps everything, across a slot move."""
-    monkeypatch.setattr(runner, "WINDOW_MARGIN", 4)
+    monkeypatch.setattr(runner, "WINDOW_MARGIN", 0)  # the exact boundary: bit-identical all the same
     monkeypatch.setattr(runner, "TRIM_STEP", 32)
     bundle = load_bundle(tiny_bundles["gemma3"])
     trims, keeps = (OnnxEngine(bundle, threads=1, max_batch=2, context_length=256) for _ in range(2))
@@ -93,3 +93,43 @@ def test_sliding_window_layers_give_back_what_no_query_reaches(tiny_bundles, mon
     local, full = m._windowed[0], [i for i, w in enumerate(m.cache.windows) if not w][0]
     assert m.trimmed[0] >= 64
     assert not m.keys[local][0, :, :32].any() and m.keys[full][0, :, :32].any()
+
+
+_GROW = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from edge_agent.engine.bundle import load_bundle
+from edge_agent.engine.engine import OnnxEngine
+def mb(key):
+    return int([l for l in open('/proc/self/status') if l.startswith(key)][0].split()[1]) / 1024
+m = OnnxEngine(load_bundle(Path(sys.argv[1])), threads=1, max_batch=256, context_length=512).model
+m.ensure_capacity(256)
+m.slots_used = m.cache.slots
+for b in m.keys + m.values:
+    b[...] = 1.0
+buffer = m.keys[0].nbytes / 2**20
+open('/proc/self/clear_refs', 'w').write('5')  # VmHWM starts again from here
+before = mb('VmRSS')
+m.ensure_capacity(257)
+ok = m.capacity == 512 and all(bool((b[:, :, :256] == 1).all()) and not b[:, :, 256:].any() for b in m.keys + m.values)
+print(json.dumps({"buffer_mb": buffer, "cache_mb": buffer * len(m.keys + m.values), "extra_mb": mb('VmHWM') - before, "ok": ok}))
+"""
+
+
+def test_growing_a_full_cache_holds_one_buffer_twice_not_the_whole_cache(tiny_bundles):
+    """Each layer's buffer is copied and its old mapping freed before the next: the transient peak of a
+    doubling is about one buffer, where copying every layer before freeing any held the cache twice."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", _GROW, str(tiny_bundles["gemma3"])], capture_output=True, text=True,
+                         timeout=300, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["ok"]
+    assert got["cache_mb"] >= 40  # 6 buffers of 8 MB: a second copy of them all would show
+    assert got["extra_mb"] < got["cache_mb"] / 2, got

@@ -1,0 +1,133 @@
+#!/usr/bin/env python
+"""Peak resident memory of the real daemon: idle once /ready, then N concurrent completions of
+a P-token prompt and G new tokens each; prints one JSON object.
+
+`edge-agent bench` measures the engine alone (with the daemon's prefix cache budget); this
+measures the whole daemon as `edge-agent serve` runs it: grammar tokenizer, embedder and
+document index, jobs, HTTP threads. It runs on a free loopback port with a fresh data and index
+folder; the prepared embedding model (`edge-agent setup`) is copied there from data_dir so
+that nothing is exported (without one, documents are off and the JSON says so).
+
+    python scripts/bench_daemon_memory.py                      # models/default, 16 x (512 + 128)
+    python scripts/bench_daemon_memory.py --streams 1
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def status_mb(pid: int, key: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def request(port: int, method: str, path: str, body: dict | None = None, timeout: float = 600) -> tuple[int, dict]:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        return r.status, json.loads(r.read() or b"{}")
+    finally:
+        c.close()
+
+
+def prompts(bundle: Path, n: int, length: int) -> list[str]:
+    """n distinct texts of about `length` tokens (the bench's reference text at offsets 29 tokens apart)."""
+    from tokenizers import Tokenizer
+
+    from edge_agent.bench.quality import reference_text
+
+    tok = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+    ids = tok.encode(reference_text(), add_special_tokens=False).ids
+    while len(ids) < length + 29 * n:
+        ids = ids + ids
+    return [tok.decode(ids[29 * i: 29 * i + length - 1]) for i in range(n)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="default")
+    ap.add_argument("--streams", type=int, default=16)
+    ap.add_argument("--prompt-tokens", type=int, default=512)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    args = ap.parse_args()
+
+    from edge_agent.config import Settings
+    from edge_agent.rag.embedder import prepared_decision
+
+    settings = Settings(model=args.model)
+    tmp = Path(tempfile.mkdtemp(prefix="edge-agent-memory-"))
+    env = dict(os.environ, EDGE_AGENT_DATA_DIR=str(tmp / "var"), EDGE_AGENT_INDEX_DIR=str(tmp / "index"), EDGE_AGENT_MODEL=args.model)
+    documents = False
+    try:
+        documents = prepared_decision(settings) is not None
+    except Exception:
+        pass
+    if documents:
+        shutil.copytree(Path(settings.data_dir) / "embedding-cache", tmp / "var" / "embedding-cache", symlinks=True)
+    else:
+        env["EDGE_AGENT_SERVE_DOCUMENTS"] = "false"
+    proc = subprocess.Popen([sys.executable, "-m", "edge_agent.cli.serve", "--port", "0"], cwd=REPO, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        port, end = None, time.monotonic() + 300
+        while port is None and time.monotonic() < end:
+            line = proc.stderr.readline()
+            if not line:
+                raise SystemExit("the daemon exited before listening")
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            port = int(m.group(1)) if m else None
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        ready: dict = {}
+        while time.monotonic() < end:
+            code, ready = request(port, "GET", "/ready", timeout=10)
+            if code == 200:
+                break
+            time.sleep(0.5)
+        time.sleep(2)  # what the background loads freed goes back first
+        res = {"model": args.model, "documents": documents, "ready_parts": sorted(ready.get("parts", {})),
+               "idle_rss_mb": status_mb(proc.pid, "VmRSS"), "load_peak_rss_mb": status_mb(proc.pid, "VmHWM"),
+               "load_before": open("/proc/loadavg").read().split()[0]}
+        texts = prompts(settings.bundle_path(), args.streams, args.prompt_tokens)
+        body = {"model": args.model, "max_tokens": args.max_tokens, "temperature": 0, "ignore_eos": True}
+        t = time.perf_counter()
+        with ThreadPoolExecutor(args.streams) as ex:
+            done = list(ex.map(lambda p: request(port, "POST", "/v1/completions", {**body, "prompt": p}), texts))
+        res.update(
+            streams=args.streams, seconds=round(time.perf_counter() - t, 1),
+            ok=sum(1 for code, _ in done if code == 200),
+            prompt_tokens=[r.get("usage", {}).get("prompt_tokens") for _, r in done][:1],
+            peak_rss_mb=status_mb(proc.pid, "VmHWM"), after_rss_mb=status_mb(proc.pid, "VmRSS"),
+            prefix_cache_mb=settings.prefix_cache_mb,
+        )
+        print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in res.items()}))
+        return 0 if res["ok"] == args.streams else 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
