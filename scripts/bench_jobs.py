@@ -203,9 +203,13 @@ def main() -> int:
     report: dict = {"model": args.model, "docs": args.docs, "words_per_doc": [min(words), int(statistics.median(words)), max(words)],
                     "max_tokens": args.max_tokens, "max_batch": args.max_batch, "concurrency": concurrency,
                     "prefill_chunk": settings.prefill_chunk, "thread_spinning": settings.thread_spinning,
+                    "prefix_cache_mb": settings.prefix_cache_mb,
                     "loadavg_before": load_before}
 
     def one_run(c: int) -> dict:
+        # every run starts with an empty prefix cache: a large one would otherwise hand the next run
+        # every prompt of this one (the same documents), and the prefill would not be measured
+        scheduler.prefix_cache = type(scheduler.prefix_cache)(scheduler.prefix_cache.max_bytes)
         st0 = dict(getattr(scheduler, "step_stats", {}))
         hits0 = scheduler.prefix_cache.hits
         t0, c0 = time.perf_counter(), time.process_time()
