@@ -22,7 +22,7 @@ import numpy as np
 from edge_agent import __version__
 from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
 from edge_agent.fsutil import replace_dir
-from edge_agent.models.onnx_builder import BLOCK8, DEFAULT_INT8_GUARD, INT4_ACCURACY_LEVEL, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
+from edge_agent.models.onnx_builder import BLOCK8, INT4_ACCURACY_LEVEL, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
 from edge_agent.models.spec import SUPPORTED, ArchSpec, UnsupportedModelError, rope_tables, spec_from_config
 
 log = logging.getLogger(__name__)
@@ -279,8 +279,7 @@ def import_model(
 
         progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
         model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize, lm_head=lm_head,
-                            int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out,
-                            int8_guard=DEFAULT_INT8_GUARD)
+                            int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out)
         embedding = embedding_table(spec, state, quantize=quantize)
         del state
         progress.done()
@@ -312,7 +311,7 @@ def import_model(
             "context_length": ctx,
             "quantization": (
                 {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", **_kept_layers(attn_out), "embedding": "int8 rows, one scale per row, read row by row", "activations": "uint8, one scale per token",
-                 "int8_guard": DEFAULT_INT8_GUARD, "lm_head": lm_head_record(lm_head)}
+                 "lm_head": lm_head_record(lm_head)}
                 if quantize else {"scheme": "fp32"}
             ),
             "model_file": "model.onnx",

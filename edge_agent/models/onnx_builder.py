@@ -64,27 +64,13 @@ LM_HEAD_PART_BYTES = 48 << 20
 # not depend on the other rows of its batch).
 LM_HEAD_FORMATS = ("int8", "int4")
 INT4_ACCURACY_LEVEL = 4
-# Where the constant guard that pins DynamicQuantizeMatMul's range to [-1, 1] goes in the body's
-# linear layers (the output projection keeps its guard row either way):
-#   "row": one extra input row [-1, 1, 0, ...]; its output row is sliced off (a copy of every output)
-#     and the output is reshaped back (bundles built before the option);
-#   "columns": extra input columns -1, 1, 0, 0 in every row, against zero weight rows: the same
-#     quantized values and int32 sums (logits equal to "row"), no output slice or reshape, and the
-#     row's max |x| from ReduceMax and ReduceMin (no Abs copy).
-INT8_GUARDS = ("row", "columns")
-GUARD_COLUMNS = 4  # -1, 1, 0, 0: k + 4 keeps the multiple of 4 of every k here (VNNI sums 4 bytes; k + 2 measured slower)
-DEFAULT_INT8_GUARD = "columns"
 
 
 class _Graph:
-    def __init__(self, quantize: bool, keep_fp32: tuple[str, ...] = KEEP_FP32, keep_fp32_format: str = "fp32",
-                 int8_guard: str = DEFAULT_INT8_GUARD):
+    def __init__(self, quantize: bool, keep_fp32: tuple[str, ...] = KEEP_FP32, keep_fp32_format: str = "fp32"):
         if keep_fp32_format not in KEEP_FP32_FORMATS:
             raise ValueError(f"unknown format {keep_fp32_format!r} for {', '.join(keep_fp32)}: use one of {', '.join(KEEP_FP32_FORMATS)}")
-        if int8_guard not in INT8_GUARDS:
-            raise ValueError(f"unknown int8 guard layout {int8_guard!r}: use one of {', '.join(INT8_GUARDS)}")
         self.quantize = quantize
-        self.int8_guard = int8_guard
         self.keep_fp32 = keep_fp32
         self.keep_fp32_format = keep_fp32_format
         self.nodes: list[onnx.NodeProto] = []
@@ -120,6 +106,7 @@ class _Graph:
                 "zero": self.init("q.zero", np.array([0], np.int64)),
                 "minus1": self.init("q.minus1", np.array([-1], np.int64)),
                 "pad": self.init("q.pad", np.zeros((1, 1), np.float32)),
+                "lead": self.op1("Slice", [self.op1("Shape", ["inputs_embeds"]), self.init("q.s0", np.array([0], np.int64)), self.init("q.s2", np.array([2], np.int64))]),
             }
         return self._c
 
@@ -168,8 +155,6 @@ class _Graph:
         y = self.op1("Mul", [self.op1("Slice", [y, c["zero"], c["minus1"], c["zero"]]), amax])
         shape = self._c.get(f"q.out.{n}")
         if shape is None:
-            if "lead" not in c:  # the input's [batch, seq]
-                c["lead"] = self.op1("Slice", [self.op1("Shape", ["inputs_embeds"]), self.init("q.s0", np.array([0], np.int64)), self.init("q.s2", np.array([2], np.int64))])
             shape = self._c[f"q.out.{n}"] = self.op1("Concat", [c["lead"], self.init(self.name("q.n"), np.array([n], np.int64))], axis=0)
         return self.op1("Reshape", [y, shape])
 
@@ -188,46 +173,10 @@ class _Graph:
             K=k, N=n, bits=8, block_size=BLOCK8, accuracy_level=4,
         )
 
-    def row_normalized(self, x: str, k: int) -> tuple[str, str]:
-        """x [.., k] with each row scaled to max |v| = 1 and the guard columns -1, 1 appended ([.., k + 2]), and the row scales [.., 1]."""
-        key = f"{x}/{k}/cols"
-        if key not in self._row_q:
-            c = self._consts()
-            if "colguard" not in self._c:
-                guard = np.zeros(GUARD_COLUMNS, np.float32)
-                guard[:2] = -1.0, 1.0
-                self._c["colguard"] = self.init("q.colguard", guard)
-                self._c["colzero"] = self.init("q.colzero", np.zeros(GUARD_COLUMNS, np.float32))
-            # max |x| per row from the row's max and min: two reads of x, where Abs would write a copy first
-            hi = self.op1("ReduceMax", [x, c["axis"]], keepdims=1)
-            lo = self.op1("ReduceMin", [x, c["axis"]], keepdims=1)
-            amax = self.op1("Max", [hi, self.op1("Neg", [lo]), c["eps"]])
-            guard = self.op1("Add", [self.op1("Mul", [amax, self._c["colzero"]]), self._c["colguard"]])
-            xn = self.op1("Concat", [self.op1("Div", [x, amax]), guard], axis=-1)
-            self._row_q[key] = (xn, amax)
-        return self._row_q[key]
-
-    def int8_matmul_cols(self, x: str, w: np.ndarray, base: str) -> tuple[str, str]:
-        """x [.., k] @ w [k, n] through int8 (per-column weights, per-row activations, guard columns).
-
-        Returns (y / row scale, row scale [.., 1]). The same quantized values and int32 sums as
-        int8_matmul, without its output slice and reshapes. (Leaving the row scale off outputs
-        that feed an RMS norm is not exact: Gemma 3's rows of x / max|x| @ W are small enough
-        that the norm's epsilon counts, and the logits moved by up to 6.)
-        """
-        k, n = w.shape
-        q, scale = quantize_columns(w)
-        q = np.concatenate([q, np.zeros((GUARD_COLUMNS, n), np.int8)])  # the guard columns' weights
-        xn, amax = self.row_normalized(x, k)
-        y = self.op1("DynamicQuantizeMatMul", [xn, self.init(base + ".qweight", q), self.init(base + ".scale", scale)], domain=MS)
-        return y, amax
-
     def linear(self, x: str, w: np.ndarray, bias: np.ndarray | None, base: str) -> str:
         """x @ w (+ bias), w given as [in, out] float32."""
         kept = any(base.endswith(k) for k in self.keep_fp32)
-        if self.quantize and not kept and self.int8_guard == "columns":
-            y = self.op1("Mul", list(self.int8_matmul_cols(x, w, base)))
-        elif self.quantize and not kept:
+        if self.quantize and not kept:
             q, scale = quantize_columns(w)
             y = self.int8_matmul(x, self.init(base + ".qweight", q), self.init(base + ".scale", scale), w.shape[0], w.shape[1])
         elif self.quantize and self.keep_fp32_format == "int8-block32":
@@ -271,7 +220,6 @@ def build_model(
     int4_block: int = 32,
     int4_symmetric: bool = False,
     keep_fp32_format: str = "fp32",
-    int8_guard: str = DEFAULT_INT8_GUARD,
 ) -> onnx.ModelProto:
     """Build the ONNX graph from HF-named weights (numpy, [out, in] linear layout).
 
@@ -284,13 +232,12 @@ def build_model(
     guard row of logits. Ignored without quantize.
 
     keep_fp32_format: how the KEEP_FP32 layers of an int8 graph are stored (KEEP_FP32_FORMATS).
-    int8_guard: where the body's int8 layers put their range guard (INT8_GUARDS).
 
     Raises KeyError naming the first weight the checkpoint lacks, ValueError for an unknown format.
     """
     if lm_head not in LM_HEAD_FORMATS:
         raise ValueError(f"unknown output projection format {lm_head!r}: use one of {', '.join(LM_HEAD_FORMATS)}")
-    g = _Graph(quantize, keep_fp32_format=keep_fp32_format, int8_guard=int8_guard)
+    g = _Graph(quantize, keep_fp32_format=keep_fp32_format)
     get = _weights_getter(state)
 
     def need(name: str) -> np.ndarray:
@@ -434,7 +381,6 @@ def build_model(
     )
     model.ir_version = 10
     props = {"edge_agent.logit_guard_row": "1" if quantize and not int4_head else "0",
-             "edge_agent.int8_guard": int8_guard if quantize else "",
              "edge_agent.lm_head": (f"int4-b{int4_block}" + ("-sym" if int4_symmetric else "")) if int4_head else ("int8" if quantize else "fp32")}
     onnx.helper.set_model_props(model, props)
     return model
