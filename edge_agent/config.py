@@ -72,6 +72,9 @@ class Settings(BaseSettings):
 
     # --- engine ------------------------------------------------------------
     threads: int = Field(0, ge=0, description="Intra-op threads for onnxruntime; 0 = one per physical core.")
+    thread_spinning: bool = Field(
+        True, description="onnxruntime's threads busy-wait between ops: fastest on a dedicated machine; turn off where other busy work shares the cores."
+    )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Execution device: auto (GPU when one is found), cpu or cuda.")
     context_length: int = Field(
         4096, ge=64, description="Most tokens (prompt + completion) one sequence may hold; capped by the model's own limit."

@@ -30,6 +30,7 @@ def build_engine(settings: Settings, max_batch: int | None = None, **scheduler_k
         max_batch=max_batch or settings.max_batch,
         context_length=settings.context_length,
         device=settings.device,
+        spinning=settings.thread_spinning,
     )
     return BatchScheduler(
         engine, max_queue=settings.max_queue, prefill_chunk=settings.prefill_chunk,

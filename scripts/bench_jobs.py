@@ -20,6 +20,9 @@
 
 Usage: .venv/bin/python scripts/bench_jobs.py [--model default] [--docs 64] [--max-tokens 48] [--rounds 3] [--json]
        [--compare-chunk 64] (a batched run in the chunks batch prompts get while users are served)
+       [--max-batch 40 --compare-concurrency 30] (also a batched run with more items in flight, on the
+       same engine as the others: a step binds only the slots in use, so a larger max_batch does not
+       slow the sequential run)
 Prints `cat /proc/loadavg` before and after: on a shared machine, compare ratios, not absolute figures.
 """
 from __future__ import annotations
@@ -120,6 +123,18 @@ def stats_delta(scheduler, before: dict) -> dict:
     return {k: round(v - before.get(k, 0), 3) if isinstance(v, float) else v - before.get(k, 0) for k, v in now.items()}
 
 
+def paired_ratios(a: list[dict], b: list[dict], name: str) -> dict:
+    """Per-round ratios of a's runs to b's (each pair ran back to back): median, min, max of tok/s and of
+    tok per CPU second (the process's CPU time: on a machine shared with other work it moves less than
+    wall time; meaningful with --no-spinning, where a waiting thread burns none)."""
+    out: dict = {}
+    for key, label in (("tok_s", "paired"), ("tok_per_cpu_s", "cpu_paired")):
+        rs = [x[key] / y[key] for x, y in zip(a, b) if y.get(key)]
+        if rs:
+            out[f"{label}_ratio_{name}"] = {"median": round(statistics.median(rs), 2), "min": round(min(rs), 2), "max": round(max(rs), 2)}
+    return out
+
+
 def time_split(r: dict) -> dict:
     """Shares of a run's wall time: prefill calls, decode steps, the rest."""
     wall, st = r["seconds"], r["steps"]
@@ -139,6 +154,8 @@ def main() -> int:
     ap.add_argument("--models-dir", default="models")
     ap.add_argument("--model", default="default")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--no-spinning", action="store_true", help="onnxruntime threads do not busy-wait (the thread_spinning "
+                    "setting; for a machine that other busy work shares)")
     ap.add_argument("--docs", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--max-batch", type=int, default=16)
@@ -150,6 +167,8 @@ def main() -> int:
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--compare-chunk", type=int, default=0, help="also a batched run per round with this prefill chunk "
                     "(e.g. 64: the chunk batch prompts get while users are served) to show what chunk size costs")
+    ap.add_argument("--compare-concurrency", type=int, default=0, help="also a batched run per round with this many items "
+                    "in flight (at most the engine's batch slots: raise --max-batch), against the same sequential runs")
     ap.add_argument("--skip-sequential", action="store_true", help="no sequential runs (with --compare-*: batched variants only)")
     ap.add_argument("--policies", default="new,old", help="latency rounds alternate these scheduler policies "
                     "(new: user_first, old: users wait for the batch step in flight)")
@@ -166,6 +185,7 @@ def main() -> int:
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     tmp = Path(tempfile.mkdtemp(prefix="bench-jobs-"))
     settings = Settings(models_dir=Path(args.models_dir), model=args.model, threads=args.threads, max_batch=args.max_batch,
+                        thread_spinning=not args.no_spinning,
                         context_length=2048, data_dir=tmp, index_dir=tmp / "index", max_queue=256,
                         **({"prefill_chunk": args.prefill_chunk} if args.prefill_chunk else {}))
     scheduler = build_engine(settings)
@@ -177,22 +197,30 @@ def main() -> int:
     jobs = JobsService(settings, db, chat, None, lambda: None)
     jobs.create_job("bench", "summarize", {"max_tokens": args.max_tokens, "force": True})
     words = [len(t.split()) for _, t in texts]
+    slots = int(getattr(scheduler, "batch_slots", args.max_batch))
+    if args.compare_concurrency > slots:
+        raise SystemExit(f"--compare-concurrency {args.compare_concurrency} exceeds the engine's {slots} batch slots: raise --max-batch")
     report: dict = {"model": args.model, "docs": args.docs, "words_per_doc": [min(words), int(statistics.median(words)), max(words)],
                     "max_tokens": args.max_tokens, "max_batch": args.max_batch, "concurrency": concurrency,
-                    "prefill_chunk": settings.prefill_chunk,
+                    "prefill_chunk": settings.prefill_chunk, "thread_spinning": settings.thread_spinning,
+                    "prefix_cache_mb": settings.prefix_cache_mb,
                     "loadavg_before": load_before}
 
     def one_run(c: int) -> dict:
+        # every run starts with an empty prefix cache: a large one would otherwise hand the next run
+        # every prompt of this one (the same documents), and the prefill would not be measured
+        scheduler.prefix_cache = type(scheduler.prefix_cache)(scheduler.prefix_cache.max_bytes)
         st0 = dict(getattr(scheduler, "step_stats", {}))
         hits0 = scheduler.prefix_cache.hits
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run = jobs.run_foreground("bench", overrides={"concurrency": c})
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert run.status == "succeeded", (run.status, run.counts, run.error)
         errors = sorted({i.error for i in jobs.results(run.id, status="failed")[0]})
         items = jobs.results(run.id, 0, 100000, "succeeded")[0]
         prompt = sum(int((i.result or {}).get("usage", {}).get("prompt_tokens", 0)) for i in items)
         return {"seconds": round(dt, 2), "tokens": run.generated_tokens, "tok_s": round(run.generated_tokens / dt, 1),
+                "cpu_s": round(cpu, 2), "tok_per_cpu_s": round(run.generated_tokens / max(cpu, 1e-9), 2),
                 "prompt_tokens": prompt, "prompt_and_generated_tok_s": round((prompt + run.generated_tokens) / dt, 1),
                 "succeeded": run.counts["succeeded"], "failed": run.counts["failed"], "errors": errors[:3],
                 "generations": sum(int((i.result or {}).get("usage", {}).get("generations", 0)) for i in items),
@@ -204,7 +232,7 @@ def main() -> int:
         # at batch priority: an interactive warm-up would put the first run in the scheduler's
         # "users are being served" window (short batch prefill chunks) for interactive_window_s
         ttft(chat, "Warm up.", priority=BATCH_PRIORITY)
-        batched, sequential, small = [], [], []
+        batched, sequential, small, wide = [], [], [], []
         for _ in range(args.rounds):
             batched.append(one_run(concurrency))
             print(f"batched    (concurrency {concurrency}): {batched[-1]}", file=sys.stderr)
@@ -215,6 +243,9 @@ def main() -> int:
                 finally:
                     scheduler.prefill_chunk = full
                 print(f"batched    (prefill chunk {args.compare_chunk}): {small[-1]}", file=sys.stderr)
+            if args.compare_concurrency:
+                wide.append(one_run(args.compare_concurrency))
+                print(f"batched    (concurrency {args.compare_concurrency}): {wide[-1]}", file=sys.stderr)
             if args.skip_sequential:
                 continue
             sequential.append(one_run(1))
@@ -224,6 +255,18 @@ def main() -> int:
         for r in batched + sequential:
             r.update(time_split(r))
         report.update(batched=batched, sequential=sequential, throughput_ratio=round(b / s, 2))
+        report.update(paired_ratios(batched, sequential, "batched"))
+        if wide:
+            for r in wide:
+                r.update(time_split(r))
+            mine, name = statistics.median(r["tok_s"] for r in wide), f"concurrency{args.compare_concurrency}"
+            report.update({f"batched_{name}": wide, f"throughput_ratio_{name}": round(mine / s, 2),
+                           f"{name}_vs_batched": round(mine / b, 3)})
+            report.update(paired_ratios(wide, sequential, name))
+            report.update(paired_ratios(wide, batched, f"{name}_vs_batched"))
+            if all(r["steps"] for r in wide):
+                report[f"time_split_{name}"] = {k: statistics.median(r[k] for r in wide) for k in (
+                    "prefill_share", "decode_share", "other_share", "prefill_tok_s", "rows_per_decode_step", "decode_s_per_token")}
         if small:
             for r in small:
                 r.update(time_split(r))

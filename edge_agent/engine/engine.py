@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import io
 import logging
@@ -111,7 +112,8 @@ class OnnxEngine:
     memory or that step fails, it loads the CPU graph instead and keeps the reason in
     `fallback_reason` (logged, shown by /ready, /metrics and `edge-agent doctor`). With
     device = cuda the same failure is an error, since the operator asked for the GPU.
-    session_factory(model_path, threads, providers) replaces runner.make_session (tests);
+    spinning: onnxruntime threads busy-wait between ops (off for machines shared with busy work, see
+    runner.make_session). session_factory(model_path, threads, providers) replaces runner.make_session (tests);
     gpu_device_type "cpu" runs the GPU path's graph and cache on host memory (tests and
     scripts/gpu-check's parity run on machines without a GPU).
     """
@@ -125,6 +127,7 @@ class OnnxEngine:
         device: str = "auto",
         session_factory: Callable[..., Any] | None = None,
         gpu_device_type: str = "cuda",
+        spinning: bool = True,
     ):
         self.bundle = bundle
         arch = bundle.architecture
@@ -139,7 +142,7 @@ class OnnxEngine:
         self.tokenizer = Tokenizer.from_file(str(bundle.tokenizer_file))
         release_free_heap()  # parsing tokenizer.json leaves ~200 MB of freed heap mapped
         self.stop_token_ids = frozenset(bundle.stop_token_ids)
-        factory = session_factory or make_session
+        factory = session_factory or (make_session if spinning else functools.partial(make_session, spinning=False))
         embedding = Embedding(bundle.path)
         self.model: Any = None
         self.device = "cpu"
