@@ -13,13 +13,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_BLIND, EN_FACTS_HELDOUT, NL_FACTS_BLIND,
-                           NL_FACTS_HELDOUT, NL_QUESTIONS)
+from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_BLIND2, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_BLIND, EN_FACTS_BLIND2,
+                           EN_FACTS_HELDOUT, NL_FACTS_BLIND, NL_FACTS_BLIND2, NL_FACTS_HELDOUT, NL_QUESTIONS)
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
     "heldout": (NL_FACTS_HELDOUT, EN_FACTS_HELDOUT, ABSENT_HELDOUT),
     "blind": (NL_FACTS_BLIND, EN_FACTS_BLIND, ABSENT_BLIND),  # measured once before and once after a round of answer work
+    "blind2": (NL_FACTS_BLIND2, EN_FACTS_BLIND2, ABSENT_BLIND2),  # the second round's blind set (the first's is a dev set since)
 }
 
 
