@@ -41,7 +41,8 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
     try:
         chat = ChatService(scheduler)
         chat.attach_documents(lambda: svc)
-        chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity)
+        chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity,
+                                         settings.rag_rerank_sentences)
         absent_texts = {chat.grounding.scaffold(lang).absent for lang in SCAFFOLDS}
 
         def ask(q: str) -> dict:
