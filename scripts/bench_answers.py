@@ -3,8 +3,9 @@
 Factual questions (Dutch and English) whose answer is a short span of one passage: the share of
 answers that contain the fact; questions the documents do not answer: the share that decline.
 Sets, reported apart: "dev" (the one the answer side was tuned on), "heldout" (written before the
-tuning, never used to choose a setting) and "blind" (written before the 2026-11-30 round, measured once
-before and once after it: `--sets blind`; for the next round write a fresh one). Each answer also records which path made it (the
+tuning, never used to choose a setting), "blind" (written before the first 2026-11-30 round, measured once
+before and once after it: `--sets blind`; a dev set since) and "blind2" (written before the second round, the
+likelihood re-ranking of sentences: `--sets blind2`; for the next round write a fresh one). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
