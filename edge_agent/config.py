@@ -137,6 +137,11 @@ class Settings(BaseSettings):
         0.3, ge=0, le=1, description="Grounded answers: where the embedding model covers the question's language, the least "
                                      "cosine of the question to a retrieved passage; below it the answer declines (0: never)."
     )
+    rag_rerank_sentences: int = Field(
+        5, ge=0, le=16, description="Grounded answers of a base model: how many of the best sentences by words are ranked "
+                                    "again by the model's likelihood of the question after each (0: words only; costs one "
+                                    "scoring pass of that many short sequences per answer)."
+    )
     rag_absent_answers: dict[str, str] = Field(
         default_factory=dict, description='Grounded answers: the decline text per language code, e.g. {"nl": "Dat staat niet in '
                                           'de documenten."} ("*": every other language); unset ones keep the built-in text.'

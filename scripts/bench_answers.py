@@ -3,8 +3,9 @@
 Factual questions (Dutch and English) whose answer is a short span of one passage: the share of
 answers that contain the fact; questions the documents do not answer: the share that decline.
 Sets, reported apart: "dev" (the one the answer side was tuned on), "heldout" (written before the
-tuning, never used to choose a setting) and "blind" (written before the 2026-11-30 round, measured once
-before and once after it: `--sets blind`; for the next round write a fresh one). Each answer also records which path made it (the
+tuning, never used to choose a setting), "blind" (written before the first 2026-11-30 round, measured once
+before and once after it: `--sets blind`; a dev set since) and "blind2" (written before the second round, the
+likelihood re-ranking of sentences: `--sets blind2`; for the next round write a fresh one). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
@@ -13,13 +14,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_BLIND, EN_FACTS_HELDOUT, NL_FACTS_BLIND,
-                           NL_FACTS_HELDOUT, NL_QUESTIONS)
+from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_BLIND2, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_BLIND, EN_FACTS_BLIND2,
+                           EN_FACTS_HELDOUT, NL_FACTS_BLIND, NL_FACTS_BLIND2, NL_FACTS_HELDOUT, NL_QUESTIONS)
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
     "heldout": (NL_FACTS_HELDOUT, EN_FACTS_HELDOUT, ABSENT_HELDOUT),
     "blind": (NL_FACTS_BLIND, EN_FACTS_BLIND, ABSENT_BLIND),  # measured once before and once after a round of answer work
+    "blind2": (NL_FACTS_BLIND2, EN_FACTS_BLIND2, ABSENT_BLIND2),  # the second round's blind set (the first's is a dev set since)
 }
 
 
@@ -40,7 +42,8 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
     try:
         chat = ChatService(scheduler)
         chat.attach_documents(lambda: svc)
-        chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity)
+        chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity,
+                                         settings.rag_rerank_sentences)
         absent_texts = {chat.grounding.scaffold(lang).absent for lang in SCAFFOLDS}
 
         def ask(q: str) -> dict:

@@ -341,3 +341,49 @@ ABSENT_BLIND = [
     ("What is the time complexity of inserting at the front of a list?", "en"),
     ("Which year was Python 3.0 released?", "en"),
 ]
+
+# --- blind 2 (answers): written 2026-11-30 19:10 before any change of the second answer round, measured once on the
+# unchanged code and once at the end; never used to choose a setting. Paraphrased (synonyms, metaphors, in-topic
+# absent questions). (question, exact phrase of the answer passage, short fact); absent: (question, language).
+NL_FACTS_BLIND2 = [
+    ("Welke verhouding tussen processors en videokaarten ziet Intel in sommige gevallen bij agents?", "4:1 bij agentic deployments", "4:1"),
+    ("In hoeveel losse modelaanroepen kan één opdracht van een gebruiker uiteenvallen?", "opgesplitst in tientallen individuele model-calls", "tientallen"),
+    ("Hoe heet de processor die Arm in maart op de markt bracht?", "Lanceerde in maart de AGI CPU", "AGI CPU"),
+    ("Naar welke verhouding tussen processors en GPU's schuift NVIDIA met het Vera Rubin-rek op?", "naar een 1:2 ratio", "1:2"),
+    ("Welk mainframeplatform van IBM ondersteunt de processor-backend van vLLM ook?", "IBM Z", "IBM Z"),
+    ("Met welke omgevingsvariabele zet je in vLLM de experimentele kernels voor kleine batches aan?", "VLLMCPUSGL_KERNEL", "VLLMCPUSGL_KERNEL"),
+    ("Hoe heten de matrix-eenheden die Nvidia in zijn chips stopt?", "zoals de Tensor Cores op Nvidia-chips", "Tensor Cores"),
+    ("Hoeveel bandbreedte heeft het GDDR6X-videogeheugen in het rekenvoorbeeld?", "GDDR6X-geheugen (1000 GB/s bandbreedte)", "1000 GB/s"),
+    ("Hoe lang wacht je op een processor op het eerste token van een document van 4000 tokens?", "enkele seconden doet om het eerste antwoordtoken", "enkele seconden"),
+    ("Waar staat de afkorting EXL2 voor?", "EXL2 (ExLlamaV2)", "ExLlamaV2"),
+    ("Binnen welk project is het GGUF-formaat ontstaan?", "ontwikkeld binnen het open source llama.cpp-ecosysteem", "llama.cpp"),
+    ("Met welke beroepsgroep vergelijkt het artikel de kernen van een processor?", "een paar zeer snelle werknemers", "werknemers"),
+    ("Waaraan dankt NVIDIA vooral zijn voorsprong op de markt voor lokale AI?", "vooral dankzij CUDA", "CUDA"),
+    ("Welke programma ondersteunt AMD Radeon-kaarten uitdrukkelijk onder Windows?", "Ollama bieden expliciete ondersteuning voor AMD Radeon", "Ollama"),
+]
+
+EN_FACTS_BLIND2 = [
+    ("What happens when the pass statement runs?", "when it is executed, nothing happens", "nothing happens"),
+    ("Which built-in variable is True normally and False when Python is asked to optimize?", 'the built-in variable "__debug__" is "True" under normal circumstances', "__debug__"),
+    ("What character fills the extra room when str.center widens a string?", "(default is an ASCII space)", "space"),
+    ("Which attribute of the new exception holds the one given after from in a raise statement?", 'attached to the raised exception as the "__cause__" attribute', "__cause__"),
+    ("What does a raise statement with no expression do?", 're-raises the exception that is currently being handled', "currently being handled"),
+    ("Which method is called for the expression x<y?", '"x<y" calls "x.__lt__(y)"', "__lt__"),
+    ("What does str.zfill pad the string with on the left?", "left filled with ASCII", "0"),
+    ("Which exception does str.join raise when the iterable holds something that is not a string?", 'A "TypeError" will be raised if there are any non- string values in *iterable*', "TypeError"),
+    ("What does str.partition give back?", "return a 3-tuple containing the part before the separator", "3-tuple"),
+    ("How are strings ordered when they are compared?", "compare lexicographically using the numerical Unicode code points", "lexicographically"),
+    ("What is the name of the single built-in ellipsis object?", 'There is exactly one ellipsis object, named "Ellipsis"', "Ellipsis"),
+    ("What does the break statement end?", "It terminates the nearest enclosing loop", "nearest enclosing loop"),
+]
+
+ABSENT_BLIND2 = [
+    ("Hoeveel kernen heeft de AGI CPU van Arm?", "nl"),
+    ("Welk besturingssysteem draait standaard op de CORSAIR AI300?", "nl"),
+    ("Hoeveel tokens per seconde haalt een 70B-model op een Apple M4 Ultra?", "nl"),
+    ("Wanneer verschijnt de opvolger van de Vera-processor?", "nl"),
+    ("Which company employs most of the Python core developers?", "en"),
+    ("How many bytes does a Python float object occupy in memory?", "en"),
+    ("What is the default timeout of urllib requests?", "en"),
+    ("Which sorting algorithm does list.sort use internally?", "en"),
+]

@@ -135,6 +135,17 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     return sorted(scored, key=lambda x: (-x.score, x.chunk, x.index))
 
 
+def rerank_sentences(sentences: Sequence[Sentence], likelihood: Sequence[float]) -> list[Sentence]:
+    """sentences ordered by their word score plus likelihood (each one's: the model's log-probability per token of the
+    question after it), best first; ties keep the given order. Words find the sentences that share the question's
+    terms; the model tells which of them the question is about, where the words are synonyms or figures
+    ("topman" for "CEO", "-1" for "not found"). Raises ValueError when the two lengths differ."""
+    if len(sentences) != len(likelihood):
+        raise ValueError("one likelihood per sentence is needed")
+    order = sorted(range(len(sentences)), key=lambda i: (-(sentences[i].score + likelihood[i]), i))
+    return [sentences[i] for i in order]
+
+
 def _question_words(question: str, lang: str) -> dict[str, str]:
     """The question's content terms -> the folded word each comes from (for compound matching)."""
     out: dict[str, str] = {}
@@ -300,7 +311,7 @@ def check_answer(answer: str, question: str, given: Sequence[Sentence], lang: st
     kind = answer_kind(question, lang)
     if kind and not fits(text, kind, question, lang):
         return Verdict("off_kind")
-    top = given[0].score if given else 0.0
+    top = max((s.score for s in given), default=0.0)  # by words, whatever order the sentences come in
     anchors = _anchors(question, given, lang)
     best, share = None, 0.0
     for s in given:
@@ -397,12 +408,14 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
         return with_citation(answer.strip(), number[verdict.support], set(number.values())), {"answer": "model", "check": "ok"}
     kind = answer_kind(question, lang)
     top = max(s.match for _, s in evidence)
-    for k, best in evidence:  # one that matches the question nearly as well as the best, not only by its figure
+    # one that matches the question nearly as well as the best, not only by its figure; the evidence may be ranked
+    # by more than words (grounding.focus), so a sentence below MIN_MATCH is passed over, not an end
+    for k, best in evidence:
         if decline is not None and best.match < MIN_MATCH:
-            break
+            continue
         if not kind or (fits(best.text, kind, question, lang) and best.match >= NEAR_BEST * top):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}
-    k, best = evidence[0]
+    k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH), evidence[0])
     if kind == "code" and (decline is None or best.match >= MIN_MATCH):  # a name may be written as words: quote the best
         return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     if decline is not None:

@@ -24,6 +24,7 @@ from edge_agent.services.errors import (
     ContextLengthExceededError,
     InvalidRequestError,
     ModelNotFoundError,
+    ServiceError,
     UnavailableError,
 )
 from edge_agent.services.grounding import (
@@ -245,8 +246,9 @@ class ChatService:
                 return enc.encode(enc.defuse(g.block + tail, table), table)  # passages and question are data
 
             limit = self._prompt_limit(options)
+            likely = self._question_likelihood(question, sc) if policy.rerank > 1 else None
             for n in range(FOCUS_SENTENCES, 0, -1):  # the sentences that hold the question's words, fewer if they do not fit
-                g = focus(question, chunks, lang, sc.passage, n)
+                g = focus(question, chunks, lang, sc.passage, n, likely, policy.rerank)
                 ids = ids_of(g)
                 if g.sources and len(ids) <= limit:
                     return GroundedPrompt(ids, g.sources, policy.stops(sc), None, question, lang, g.evidence, sc.absent)
@@ -269,6 +271,33 @@ class ChatService:
             return messages, []
         options.stop = list(dict.fromkeys([*options.stop, "\n" + sc.passage + " [", "\nSource ["]))
         return with_sources(messages, g.block, in_user), g.sources
+
+    def _question_likelihood(self, question: str, sc) -> Callable[[list[str]], list[float]]:
+        """texts -> the model's log-probability per token of the question after each ("<passage label>: text" and the
+        question label), in one batched scoring pass (services/scoring.py), remembered per list of texts; where the
+        scoring fails (the engine busy stopping, a text too long) every text gets 0, so the word ranking stands."""
+        from edge_agent.services.scoring import ContinuationScorer
+
+        done: dict[tuple[str, ...], list[float]] = {}
+
+        def likely(texts: list[str]) -> list[float]:
+            key = tuple(texts)
+            if key not in done:
+                scorer = ContinuationScorer(self)
+                cont = scorer.encode(" " + " ".join(question.split()), bos=False)
+                pending = []
+                try:
+                    for t in texts:
+                        pending.append(scorer.start(scorer.encode(f"{sc.passage}: {t}\n\n{sc.question.strip()}"), [cont]))
+                    done[key] = [p.result()[0][0] / len(cont) for p in pending]
+                except (ServiceError, ValueError) as e:
+                    for p in pending:
+                        p.cancel()
+                    log.warning("grounded answer: sentences ranked by words only (%s)", e)
+                    done[key] = [0.0] * len(texts)
+            return done[key]
+
+        return likely
 
     def _start_grounded(self, gp: GroundedPrompt, options: SamplingOptions, n: int, priority: int,
                         constraint: OutputConstraint | None) -> Generation:

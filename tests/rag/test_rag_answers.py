@@ -193,6 +193,36 @@ def test_citations_name_only_passages_that_exist():
     assert quote == '"Return "True" if all cased characters in the string are uppercase." [1]' and A.cited(quote) == {1}
 
 
+def test_the_models_likelihood_reorders_the_sentences_the_words_found():
+    from edge_agent.services.grounding import focus
+
+    a, b, c = (A.Sentence(0, i, t, sc) for i, (t, sc) in enumerate((("De topman is druk.", 0.6), ("Rene Haas leidt Arm.", 0.3),
+                                                                    ("Arm maakt chips.", 0.2))))
+    assert A.rerank_sentences([a, b, c], [-2.0, -1.5, -1.9]) == [b, a, c]  # 0.3-1.5 beats 0.6-2.0
+    assert A.rerank_sentences([a, b, c], [-2.0, -2.0, -2.0]) == [a, b, c]  # no preference: the words decide
+    assert A.rerank_sentences([a, b], [-1.0, -0.8]) == [a, b]  # a small preference does not outweigh the words
+    with pytest.raises(ValueError):
+        A.rerank_sentences([a, b], [-1.0])
+    # evidence ranked by more than words: a weak first sentence is passed over, not a reason to decline
+    weak, fact = A.Sentence(0, 0, "Bezoekers melden zich aan de balie.", 0.05, 0.05), A.Sentence(0, 1, FACT_SENTENCE, 0.9, 0.9)
+    assert A.settle("Canberra.", NL_Q, [(1, weak), (1, fact)], "nl", "Niet gevonden.") == (
+        f'"{FACT_SENTENCE}" [1]', {"answer": "extractive", "check": "off_source"})
+    assert A.settle("Canberra.", NL_Q, [(1, weak)], "nl", "Niet gevonden.")[0] == "Niet gevonden."
+    q, texts = NL_Q, [NL_DOC]
+    seen: list[list[str]] = []
+
+    def likely(ts: list[str]) -> list[float]:  # prefers the sentence about the opening hours, whatever its words
+        seen.append(ts)
+        return [0.0 if "werkdagen" in t else -5.0 for t in ts]
+
+    plain = focus(q, [_chunk(t, i) for i, t in enumerate(texts)], "nl", "Tekst", 2)
+    ranked = focus(q, [_chunk(t, i) for i, t in enumerate(texts)], "nl", "Tekst", 2, likely, rerank=2)
+    assert plain.evidence[0][1].text == FACT_SENTENCE and "werkdagen" in ranked.evidence[0][1].text
+    assert ranked.lines[-1].endswith(ranked.evidence[0][1].text)  # the best one stays next to the question
+    assert seen and all(len(ts) <= 2 for ts in seen)  # only the best `rerank` by words are scored
+    assert focus(q, [_chunk(NL_DOC)], "nl", "Tekst", 2, likely, rerank=0).evidence == plain.evidence
+
+
 # --- through the service and the server -----------------------------------------------------------------------
 def _make_docs(tmp: Path):
     from edge_agent.config import Settings
@@ -284,6 +314,18 @@ def test_a_question_below_the_threshold_is_declined_in_its_language(base_chat):
         assert r.text == SCAFFOLDS[lang].absent and gen.usage.completion_tokens == 0
         assert gen.grounding == {"language": lang, "choices": [{"index": 0, "answer": "declined", "check": "no_passage"}]}
         assert gen.sources and not any(s.used for s in gen.sources)  # searched, none used
+
+
+def test_the_question_likelihood_is_scored_by_the_model_and_falls_back_to_words(base_chat):
+    sc = SCAFFOLDS["nl"]
+    likely = base_chat._question_likelihood(NL_Q, sc)
+    texts = [FACT_SENTENCE, "Bezoekers melden zich aan de balie.", FACT_SENTENCE]
+    got = likely(texts)
+    assert len(got) == 3 and all(-30 < x < 0 for x in got)  # log-probabilities per token of a real (random) model
+    assert got[0] == pytest.approx(got[2], abs=1e-4) and got[0] != got[1]  # the same text scores the same, another not
+    assert likely(texts) is got  # remembered: the focus loop asks again with fewer sentences
+    too_long = likely(["woord " * 2000])  # longer than the model's context: the scoring fails, the words decide
+    assert too_long == [0.0]
 
 
 def test_the_base_prompt_scaffold_follows_the_question_language(base_chat):
