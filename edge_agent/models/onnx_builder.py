@@ -298,6 +298,11 @@ def build_model(
         helper.make_tensor_value_info("total_seq_len", TensorProto.INT32, []),
     ]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["logit_rows", vocab])]
+    # an int4 head tied to the (int8, per-row scaled) embedding: the engine re-scores the logits that can
+    # matter from those exact rows and the final hidden state (see engine.rescore), so the graph returns it
+    rescore = int4_head and lm is embed
+    if rescore:
+        outputs.append(helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", d]))
 
     x = g.rms(h, need("layers.0.input_layernorm.weight") + off, spec.rms_eps, "layers.0.input_layernorm")
     for i in range(spec.num_layers):
@@ -361,6 +366,8 @@ def build_model(
         [x, g.const(np.array([-1], np.int64)), g.const(np.array([np.iinfo(np.int64).max], np.int64)), g.const(np.array([1], np.int64))],
     )
     last = g.op1("Squeeze", [last, g.const(np.array([1], np.int64))])  # [B, D]
+    if rescore:
+        g.nodes.append(helper.make_node("Identity", [last], ["hidden"], name="hidden_out"))
     if int4_head:
         outs = [g.op1("MatMulNBits", [last, *ins], domain=MS, K=d, N=n, bits=4, block_size=int4_block, accuracy_level=INT4_ACCURACY_LEVEL)
                 for ins, n in lm_parts]
@@ -382,6 +389,11 @@ def build_model(
     model.ir_version = 10
     props = {"edge_agent.logit_guard_row": "1" if quantize and not int4_head else "0",
              "edge_agent.lm_head": (f"int4-b{int4_block}" + ("-sym" if int4_symmetric else "")) if int4_head else ("int8" if quantize else "fp32")}
+    if rescore:
+        # exact head row n = embed.npy row n * embed_scale.npy[n] / rescore_divisor (Gemma folds sqrt(d) into the scale)
+        props["edge_agent.rescore_divisor"] = repr(float(np.float32(spec.embed_scale)))
+        if spec.final_softcap:
+            props["edge_agent.final_softcap"] = repr(float(spec.final_softcap))
     onnx.helper.set_model_props(model, props)
     return model
 
