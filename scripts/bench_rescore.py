@@ -84,7 +84,7 @@ def main() -> int:
             print(f"{name:14s} batch {n:2d}: A {1000 * statistics.median(res[('a', n)]):7.2f} ms  B {1000 * statistics.median(res[('b', n)]):7.2f} ms"
                   f"  step time B/A median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})", flush=True)
         if resc and resc.rows > cand0[1]:
-            print(f"{name:14s} re-scored candidates per row: {(resc.candidates - cand0[0]) / (resc.rows - cand0[1]):.1f}")
+            print(f"{name:14s} re-scored candidates per row: {(resc.candidates - cand0[0]) / (resc.rows - cand0[1]):.1f}, rows read so far {resc.reads}")
     print("load after", os.getloadavg())
     return 0
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from edge_agent import __version__
+from edge_agent.engine import rescore as rescore_defaults
 from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
 from edge_agent.fsutil import replace_dir
 from edge_agent.models.onnx_builder import BLOCK8, INT4_ACCURACY_LEVEL, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
@@ -45,13 +46,22 @@ DEFAULT_LM_HEAD = "int8"
 # accuracy_level 4 and blocks of 16 or 32 (64 and 128, and levels 0-3, differ: /tmp probe, AVX-512 VNNI)
 INT4_BLOCK = 32
 INT4_SYMMETRIC = False
+# An int4 head tied to the embedding: the logits within `margin` of a row's largest are re-scored from the
+# exact int8 rows (engine.rescore), at most max_candidates a row. Recorded in the graph and the manifest.
+RESCORE = {"margin": rescore_defaults.MARGIN, "max_candidates": rescore_defaults.MAX_CANDIDATES}
 
 
-def lm_head_record(lm_head: str) -> dict[str, Any]:
-    """The manifest's description of the output projection (quantization.lm_head); a bundle without one is int8."""
+def lm_head_record(lm_head: str, rescored: bool = False) -> dict[str, Any]:
+    """The manifest's description of the output projection (quantization.lm_head); a bundle without one is int8.
+
+    rescored: the int4 head is tied to the embedding and the engine re-scores its top logits from the int8 rows.
+    """
     if lm_head == "int4":
-        return {"format": "int4", "op": "com.microsoft.MatMulNBits", "block_size": INT4_BLOCK, "symmetric": INT4_SYMMETRIC,
-                "accuracy_level": INT4_ACCURACY_LEVEL, "activations": "int8, one scale per row and block"}
+        rec = {"format": "int4", "op": "com.microsoft.MatMulNBits", "block_size": INT4_BLOCK, "symmetric": INT4_SYMMETRIC,
+               "accuracy_level": INT4_ACCURACY_LEVEL, "activations": "int8, one scale per row and block"}
+        if rescored:
+            rec["rescore"] = {"rows": "the int8 embedding rows (tied), float32 activations", **RESCORE}
+        return rec
     return {"format": "int8", "weights": "int8 symmetric, one scale per output channel", "activations": "uint8, one scale per token"}
 
 
@@ -279,7 +289,8 @@ def import_model(
 
         progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
         model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize, lm_head=lm_head,
-                            int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out)
+                            int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out, rescore=RESCORE)
+        rescored = any(o.name == "hidden" for o in model.graph.output)
         embedding = embedding_table(spec, state, quantize=quantize)
         del state
         progress.done()
@@ -311,7 +322,7 @@ def import_model(
             "context_length": ctx,
             "quantization": (
                 {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", **_kept_layers(attn_out), "embedding": "int8 rows, one scale per row, read row by row", "activations": "uint8, one scale per token",
-                 "lm_head": lm_head_record(lm_head)}
+                 "lm_head": lm_head_record(lm_head, rescored)}
                 if quantize else {"scheme": "fp32"}
             ),
             "model_file": "model.onnx",

@@ -134,3 +134,32 @@ def test_untied_int4_head_has_no_rescoring(int4_bundles):
     graph = onnx.load(str(int4_bundles["qwen2"] / "model.onnx"), load_external_data=False)
     assert "hidden" not in [o.name for o in graph.graph.output]
     assert np.isfinite(e.model.prefill(0, np.array(e.encode("hello")), 0)).all()
+
+
+def test_manifest_and_graph_record_the_rescoring(int4_bundles):
+    from edge_agent.engine.rescore import MARGIN, MAX_CANDIDATES
+
+    tied, own = (load_bundle(int4_bundles[a]).manifest["quantization"]["lm_head"] for a in ("gemma3", "qwen2"))
+    assert tied["rescore"]["margin"] == MARGIN and tied["rescore"]["max_candidates"] == MAX_CANDIDATES
+    assert "rescore" not in own
+    meta = {p.key: p.value for p in onnx.load(str(int4_bundles["gemma3"] / "model.onnx"), load_external_data=False).metadata_props}
+    assert float(meta["edge_agent.rescore_margin"]) == MARGIN
+    e = engine(int4_bundles["gemma3"], margin=None)
+    assert e.model.rescorer.margin == MARGIN and e.model.rescorer.max_candidates == MAX_CANDIDATES
+
+
+def test_kept_rows_are_the_tables_rows_through_replacement(int4_bundles, monkeypatch):
+    """The rows kept in memory stay the table's own while older ones are replaced (round robin)."""
+    from edge_agent.engine import rescore
+    from edge_agent.engine.runner import Embedding
+
+    monkeypatch.setattr(rescore, "HOT_ROWS", 7)
+    emb = Embedding(int4_bundles["gemma3"])
+    r = rescore.HeadRescorer(emb, 1.0)
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        ids = rng.choice(emb.rows, rng.integers(1, 6), replace=False)
+        np.testing.assert_array_equal(r.int8_rows(ids), emb.read(ids))
+    assert 0 < r.reads < 30 * 5
+    many = rng.choice(emb.rows, 12, replace=False)  # more than are kept: read directly
+    np.testing.assert_array_equal(r.int8_rows(many), emb.read(many))
