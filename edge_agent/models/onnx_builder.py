@@ -59,6 +59,12 @@ BLOCK8 = 32
 # start-ups: Gemma 3's projection profiled at ~16 ms per decode step in 4 blocks against
 # ~15 ms whole (onnxruntime profiler, 60 steps, 2 threads, same machine).
 LM_HEAD_PART_BYTES = 48 << 20
+# The int4 head's blocks (MatMulNBits): Gemma 3's 84 MB of packed weights as one node. Two 42 MB halves
+# made a 16-row decode step slower (scripts/bench_rescore.py, 2 parts vs 1, 9 paired rounds at load 12-14:
+# 1 part 0.91x the step time at 16 rows, 1.01x at 1 row; bench_lm_head.py, head alone: 1.18x against
+# 0.99x of the int8 head at 16 rows). Peak RSS (bench.ours.peak_rss_mb, 512 + 128 tokens): 1 stream
+# 538 MB in 1 part, 523 in 2, 533 for the int8 head; 16 streams 849 / 862 / 892 MB.
+LM_HEAD_INT4_PART_BYTES = 128 << 20
 # The output projection's formats (build_model's lm_head): "int8" per column as every other linear
 # layer, or "int4" blocks through MatMulNBits (see edge_agent.models.int4) with int8 compute
 # (accuracy_level 4: the activations are quantized per row and per block, so a row's logits do
@@ -230,7 +236,7 @@ def build_model(
     at once while it loads, so one 168 MB block (Gemma 3) added 160 MB to the peak
     resident memory of every start; 48 MB blocks add 42 MB.
     lm_head "int4" stores it as MatMulNBits blocks of int4_block input values instead (with a
-    zero point per block unless int4_symmetric), split the same way; the graph then has no
+    zero point per block unless int4_symmetric), in parts of LM_HEAD_INT4_PART_BYTES; the graph then has no
     guard row of logits. Ignored without quantize.
 
     keep_fp32_format: how the KEEP_FP32 layers of an int8 graph are stored (KEEP_FP32_FORMATS).
@@ -272,7 +278,7 @@ def build_model(
     h = "inputs_embeds"
     int4_head = quantize and lm_head == "int4"
     if int4_head:
-        part = lm_head_part_bytes or LM_HEAD_PART_BYTES
+        part = lm_head_part_bytes or LM_HEAD_INT4_PART_BYTES
         blocks = np.array_split(np.arange(vocab), max(1, -(-(vocab * -(-d // int4_block) * int4_block // 2) // part)))
         names = ["lm_head"] if len(blocks) == 1 else [f"lm_head.{i}" for i in range(len(blocks))]
         lm_parts = []
