@@ -26,6 +26,9 @@ def test_manifest_of_the_default_bundle(default_bundle):
     assert 1 in m["stop_token_ids"]  # <eos>
     # int8 weights: the whole bundle is about a quarter of the fp32 model (1.1 GB)
     assert (default_bundle / "model.onnx.data").stat().st_size < 350e6
+    # the output projection: int4 blocks, its top logits re-scored from the tied int8 embedding rows
+    head = m["quantization"]["lm_head"]
+    assert head["format"] == "int4" and head["rescore"]["margin"] > 0
 
 
 def test_answers_paris(default_bundle):
@@ -65,6 +68,7 @@ def test_cli_bench_json_has_every_key(default_bundle):
     assert 100e6 < res["bytes_per_token"] < 600e6
     assert isinstance(res["load_before"], float) and isinstance(res["load_after"], float)
     assert res["lm_head"] == load_bundle(default_bundle).lm_head
+    assert res["lm_head_rescore"] == load_bundle(default_bundle).manifest["quantization"].get("lm_head", {}).get("rescore")
     if "llamacpp_decode_tok_s" in res:  # the C++ tools or the binding were there
         assert res["decode_vs_llamacpp_min"] <= res["decode_vs_llamacpp"] <= res["decode_vs_llamacpp_max"]
     else:
