@@ -42,11 +42,12 @@ GGUF_ARCHES = {"llama": "llama", "qwen2": "qwen2", "gemma3": "gemma3"}
 # The output projection of a new bundle (see import_model's lm_head). int8 for a model brought by the
 # user: the int4 head's error is unmeasured there, and an untied head has no int8 rows to re-score from.
 DEFAULT_LM_HEAD = "int8"
-# The default model's (install-default, `make model`): int4 blocks whose top logits the engine re-scores
-# from the tied int8 embedding rows (engine.rescore). Gemma 3 270M, the bench's 2048 tokens: perplexity
-# 1.072x fp32 with the int4 head alone, 1.028x re-scored (int8 head: 1.024x; the limit is 1.03x); it
-# reads 261 MB per token instead of 322 MB.
-DEFAULT_MODEL_LM_HEAD = "int4"
+# The default model's (install-default, `make model`). The int4 head with its top logits re-scored from
+# the tied int8 rows (engine.rescore; `--lm-head int4`) meets the quality bar on Gemma 3 270M (perplexity
+# 1.028x fp32, int8 head 1.024x, limit 1.03x) and makes a one-row decode step 0.84x as long, but a
+# 16-row step 1.16x as long (MatMulNBits at 16 rows; scripts/bench_rescore.py, 9 paired rounds, load
+# 0.67 -> 0.90): the daemon's 16 streams would fall below 2x llama.cpp, so int8 stays the default.
+DEFAULT_MODEL_LM_HEAD = "int8"
 # 32: in onnxruntime 1.32 MatMulNBits gives a row the same result alone and in a batch only with
 # accuracy_level 4 and blocks of 16 or 32 (64 and 128, and levels 0-3, differ: /tmp probe, AVX-512 VNNI)
 INT4_BLOCK = 32
