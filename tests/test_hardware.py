@@ -162,6 +162,8 @@ def test_gpu_path_runs_a_bundle_with_the_int4_head(gpu_box, checkpoints, tmp_pat
     assert "MatMulNBits" not in ops and "DynamicQuantizeMatMul" not in ops
     cpu = OnnxEngine(load_bundle(path), threads=1, max_batch=2, context_length=128, device="cpu")
     assert greedy(e)[:4] == greedy(cpu)[:4]
+    # the tied int4 head's top logits are re-scored on the host from the fp16 graph's (fp32) hidden state
+    assert e.model.rescorer is not None and e.model.rescorer.rows > 0
 
 
 def test_damaged_gpu_graph_is_rebuilt(gpu_box, bundle_copy):

@@ -170,6 +170,8 @@ def measure(settings: Settings, quality: bool = True, quick: bool = False, round
     res["batch16_over_single"] = res[f"batch{b}_tok_s"] / res["batch1_tok_s"] if res.get("batch1_tok_s") else None
     bundle = load_bundle(bundle_path, verify=False)
     res["lm_head"] = bundle.lm_head  # int8 or int4: which output projection the figures are for
+    # an int4 head whose top logits the engine re-scores from the int8 rows: its margin and candidate cap
+    res["lm_head_rescore"] = bundle.manifest.get("quantization", {}).get("lm_head", {}).get("rescore")
     res["bytes_per_token"] = roofline.bytes_per_token(bundle)
     res["achieved_gb_s"] = res["bytes_per_token"] * res["decode_tok_s"] / 1e9
     res["machine_gb_s"] = roofline.machine_gb_s(threads)
@@ -200,7 +202,8 @@ def run_bench(settings: Settings, as_json: bool = False, quality: bool = True, q
 
 def print_report(res: dict[str, Any]) -> None:
     b = res["max_batch"]
-    print(f"model {res['model']} ({res.get('lm_head', 'int8')} output projection), {res['threads']} threads, {res['rounds']} paired rounds, "
+    head = res.get("lm_head", "int8") + (" re-scored from int8 rows" if res.get("lm_head_rescore") else "")
+    print(f"model {res['model']} ({head} output projection), {res['threads']} threads, {res['rounds']} paired rounds, "
           f"load average {res['load_before']} before / {res['load_after']} after")
     print(f"llama.cpp: {res.get('llamacpp_source', '-')}" + (f" ({res['llamacpp_error']})" if "llamacpp_error" in res else ""))
     print(f"{'metric':<40}{'edge-agent':>12}{'llama.cpp':>12}{'ratio (min-max)':>22}")

@@ -24,6 +24,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 
+from edge_agent.engine.rescore import HeadRescorer
 from edge_agent.engine.runner import CacheShape, Embedding
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,11 @@ class DeviceOnnxModel:
         self.extra_rows = int(meta.get("edge_agent.logit_guard_row", "0"))
         self.logits = np.zeros((cache.slots + self.extra_rows, vocab_size), np.float32)
         self.prefill_logits = np.zeros((1 + self.extra_rows, vocab_size), np.float32)
+        # an int4 head tied to the embedding: re-scored on the host as on the CPU path (engine.rescore)
+        has_hidden = any(o.name == "hidden" for o in session.get_outputs())
+        self.rescorer = HeadRescorer.from_metadata(meta, embedding) if has_hidden else None
+        self.hidden = np.zeros((cache.slots, embedding.dim), np.float32)
+        self.prefill_hidden = np.zeros((1, embedding.dim), np.float32)
         self.steps = 0
         self.step_seconds = 0.0
         self.capacity = cache.max_len
@@ -150,10 +156,14 @@ class DeviceOnnxModel:
         self._bind_cache(io, slot, 1)
         out = self.prefill_logits
         io.bind_output("logits", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
+        if self.rescorer is not None:
+            io.bind_output("hidden", "cpu", 0, np.float32, [1, self.embedding.dim], self.prefill_hidden.ctypes.data)
         self._run(io, {
             "inputs_embeds": embeds.reshape(1, n, -1), "position_ids": np.arange(start, start + n, dtype=np.int64).reshape(1, n),
             "seqlens_k": np.array([start + n - 1], np.int32), "total_seq_len": np.array(start + n, np.int32),
         })
+        if self.rescorer is not None:
+            self.rescorer.apply(out[:1], self.prefill_hidden)
         return out[0]
 
     def decode(self, token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -165,12 +175,16 @@ class DeviceOnnxModel:
             io = self._decode_bindings[b] = self.session.io_binding()
             self._bind_cache(io, 0, b)
             io.bind_output("logits", "cpu", 0, np.float32, [b + self.extra_rows, self.vocab_size], self.logits.ctypes.data)
+            if self.rescorer is not None:
+                io.bind_output("hidden", "cpu", 0, np.float32, [b, self.embedding.dim], self.hidden.ctypes.data)
         embeds = self.embedding.lookup(token_ids, np.empty((b, self.embedding.dim), np.float32))
         lengths = np.asarray(lengths)
         self._run(io, {
             "inputs_embeds": embeds.reshape(b, 1, -1), "position_ids": lengths.astype(np.int64).reshape(b, 1),
             "seqlens_k": lengths.astype(np.int32), "total_seq_len": np.array(int(lengths.max()) + 1, np.int32),
         })
+        if self.rescorer is not None:
+            self.rescorer.apply(self.logits[:b], self.hidden[:b])
         return self.logits[:b]
 
     # -- moving cache rows -----------------------------------------------------------

