@@ -65,9 +65,12 @@ def test_kill_9_during_a_run_loses_nothing_and_repeats_nothing(tiny_bundles, tmp
     proc, port = start_daemon(tiny_bundles["llama"], tmp_path)
     kills_mid_run = 0
     try:
-        call(port, "POST", "/v1/jobs", {"name": "crashy", "kind": "summarize", "params": {"max_tokens": 120}})
+        # One item at a time: a restarted daemon resumes the run before its HTTP server listens, and with four
+        # in flight a loaded machine could finish every remaining item in that gap (CI, load ~3).
+        call(port, "POST", "/v1/jobs", {"name": "crashy", "kind": "summarize", "params": {"max_tokens": 120},
+                                         "limits": {"concurrency": 1}})
         run_id = call(port, "POST", "/v1/jobs/crashy/run")["id"]
-        for target in sorted(rng.sample(range(2, n - 6), 3)):  # kill after a random number of items, plus a random moment
+        for target in sorted(rng.sample(range(2, n // 2), 3)):  # kill after a random number of items, plus a random moment
             end = time.monotonic() + 60
             while time.monotonic() < end:
                 before = call(port, "GET", f"/v1/runs/{run_id}")
