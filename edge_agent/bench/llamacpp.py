@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 TOOLS = ("llama-bench", "llama-batched-bench", "llama-quantize", "llama-perplexity")
 DEFAULT_BIN = Path(".cache/llama.cpp/bin")

@@ -11,9 +11,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 
 from edge_agent.bench.quality import reference_text
 from edge_agent.engine.bundle import load_bundle

@@ -5,14 +5,13 @@ delete documents on a daemon without keys. Clients that are not browsers (no Ori
 """
 from __future__ import annotations
 
-import io
 import json
 import uuid
 
 import openai
 import pytest
 
-from api_helpers import KEY, ORIGIN, api_settings, make_documents, start_server
+from api_helpers import ORIGIN, api_settings, make_documents, start_server
 
 EVIL = "http://evil.example"
 

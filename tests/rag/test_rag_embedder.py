@@ -47,7 +47,6 @@ def test_chosen_file_stays_close_to_torch(embedder):
 
 
 def _matmul_model(w: np.ndarray):
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     graph = helper.make_graph(
