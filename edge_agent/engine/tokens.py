@@ -4,7 +4,7 @@
 `encode_special_tokens=True` it leaves them as text (llama.cpp's parse_special=False).
 Flipping that flag on the shared tokenizer per call would race with other threads, so
 plain encoding goes through a twin that shares the model (no copy of the vocabulary).
-models/gguf_tokenizer.py keeps its own twin (models may not import engine).
+models/gguf_tokenizer.py uses the same twin, and the byte-level BPE table below.
 """
 from __future__ import annotations
 
@@ -46,3 +46,15 @@ def encode_plain(tok: Tokenizer, text: str, add_special_tokens: bool = False) ->
 def special_token_ids(tok: Tokenizer) -> dict[str, int]:
     """{text: id} of tok's special (control) tokens."""
     return {a.content: i for i, a in tok.get_added_tokens_decoder().items() if a.special}
+
+
+def byte_level_table() -> dict[str, int]:
+    """GPT-2's byte-to-character table, inverted: the character a byte-level BPE piece uses -> that byte."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1), *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    chars, n = list(keep), 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(keep, chars)}

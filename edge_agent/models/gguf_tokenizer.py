@@ -42,7 +42,7 @@ from typing import Any, Iterable
 import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from edge_agent.engine.tokens import plain_twin
+from edge_agent.engine.tokens import byte_level_table, plain_twin
 from edge_agent.models.gguf_file import _MetadataParser
 
 __all__ = [
@@ -368,18 +368,6 @@ def encode_ids(tok: Tokenizer, text: str, add_bos: bool = True, parse_special: b
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>\Z")
 
 
-def _byte_level_table() -> dict[str, int]:
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
-
-
 class TokenPieces:
     """The bytes of every token as llama.cpp's token_to_piece gives them, read from a Tokenizer.
 
@@ -396,7 +384,7 @@ class TokenPieces:
         self.texts: list[bytes] = [b""] * size  # what a special token reads as when rendered
         byte_level = isinstance(tok.decoder, decoders.ByteLevel)
         byte_fallback = bool(getattr(tok.model, "byte_fallback", False))
-        table = _byte_level_table() if byte_level else None
+        table = byte_level_table() if byte_level else None
         for text, i in vocab.items():
             a = added.get(i)
             if a is not None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from edge_agent.engine.tokens import byte_level_table
 from edge_agent.services.errors import InvalidRequestError
 
 # Whitespace between JSON tokens: at most 20 characters in a row (llama.cpp's JSON grammars
@@ -109,18 +110,6 @@ def grammar_tokenizer(tokenizer, vocab_size: int, stop_token_ids) -> Any:
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
-def _byte_level_table() -> dict[str, int]:
-    """GPT-2's byte-to-character table, inverted: the character a byte-level BPE piece uses -> that byte."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1), *range(ord("\u00ae"), ord("\u00ff") + 1)]
-    chars, n = list(keep), 0
-    for b in range(256):
-        if b not in keep:
-            keep.append(b)
-            chars.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(keep, chars)}
-
-
 def token_bytes(tokenizer) -> list[bytes] | None:
     """Each token's bytes as llguidance reads a tokenizer.json (special and <...> added tokens behind 0xFF),
     for SentencePiece-style (the "\u2581" space, <0xNN> byte pieces) and byte-level BPE tokenizers; None for others."""
@@ -135,7 +124,7 @@ def token_bytes(tokenizer) -> list[bytes] | None:
     kinds = [d.get("type") for d in steps]
     spm = "ByteFallback" in kinds and {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "} in steps
     if isinstance(dec, decoders.ByteLevel):
-        table = _byte_level_table()
+        table = byte_level_table()
 
         def piece(s: str) -> bytes | None:
             out = [table.get(c) for c in s]
