@@ -246,6 +246,13 @@ def main() -> int:
         settings = Settings(data_dir=tmp / "var", index_dir=tmp / "index", ingest_roots=[tmp], chunk_tokens=args.chunk_tokens,
                             chunk_overlap=args.chunk_overlap)
         svc = DocumentService.from_settings(settings, embedder=onnx)
+
+        def search_latency() -> dict:
+            """Search over args.chunks chunks built from the ingested corpus's real vectors and words."""
+            words = [w for _, t in sorted(topics.items()) for w in t.split()]
+            real = svc.index.dense.exact.index.reconstruct_n(0, svc.index.dense.ntotal)
+            return bench_latency(real, args.chunks, args.queries, onnx, words, settings.ann_threshold, tmp)
+
         if args.only in ("quality", "answers"):
             t = time.perf_counter()
             result["ingest"] = ingest_eval_corpus(svc)
@@ -272,9 +279,7 @@ def main() -> int:
             return 0
         if args.only == "latency":
             ingest_eval_corpus(svc)
-            words = [w for _, t in sorted(topics.items()) for w in t.split()]
-            real = svc.index.dense.exact.index.reconstruct_n(0, svc.index.dense.ntotal)
-            result["search"] = bench_latency(real, args.chunks, args.queries, onnx, words, settings.ann_threshold, tmp)
+            result["search"] = search_latency()
             svc.close()
             result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
             print(json.dumps(result))
@@ -286,9 +291,7 @@ def main() -> int:
         passages = [c for c in (svc.store.chunks_of(i) for i in range(1, 80)) for c in c][:512]
         result["embedding"] = bench_embedding(onnx, torch_emb, [c.text for c in passages], args.batch, args.rounds)
         result["quality"] = bench_quality(svc)
-        words = [w for _, t in sorted(topics.items()) for w in t.split()]
-        real = svc.index.dense.exact.index.reconstruct_n(0, svc.index.dense.ntotal)
-        result["search"] = bench_latency(real, args.chunks, args.queries, onnx, words, settings.ann_threshold, tmp)
+        result["search"] = search_latency()
         svc.close()
     result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result))
