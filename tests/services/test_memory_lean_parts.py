@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
 from tokenizers import Tokenizer
 
 from edge_agent.services.constrained import OutputConstraint, _Wrapper, compile_matcher, grammar_tokenizer, token_bytes
