@@ -79,7 +79,7 @@ class _MemoEmbeddings:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-class", type=int, default=25)
-    ap.add_argument("--set", choices=sorted(pydoc_labels.SETS), default="a", help="a: the 8 chapters; b: 8 other chapters")
+    ap.add_argument("--set", choices=sorted(pydoc_labels.SETS), default="a", help="a: the 8 chapters; b: 8 other chapters; c: 8 more, the held-out check")
     ap.add_argument("--seeds", default="0", help="splits to average the embedding rows over (comma-separated); "
                     "the likelihood rows use the first")
     ap.add_argument("--shots", default="1,2,4,8,16,32", help="examples per label to try (comma-separated)")
