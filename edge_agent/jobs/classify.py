@@ -13,11 +13,15 @@ Two methods, both real:
   Self-training (param self_train, on by default for a run of at least SELF_TRAIN_MIN_PER_LABEL
   items per label): a run has all its items at hand, so before its first item the prototypes are
   adapted to them (self_train_prototypes: soft k-means, i.e. EM of a von Mises-Fisher mixture,
-  seeded by the labels' own texts, which keep counting in every round); every item is then
-  classified by the adapted prototypes, its score the same softmax as without. Names only, on
-  CPython's Library Reference (scripts/bench_classify.py, 200 items, mean of 6 splits): 0.626 ->
-  0.771 on one 8-label set, 0.412 -> 0.557 on a second; +0.05..0.15 up to 4 examples per label,
-  +0.01..0.02 at 8, none at 16 or more (so auto leaves it off there).
+  seeded by the labels' own texts, which keep counting in every round, together with each label's
+  centred first cluster, see centred_anchors); every item is then classified by the adapted
+  prototypes, its score the same softmax as without. Names only, on CPython's Library Reference
+  (scripts/bench_classify.py, 200 items, mean of 6 splits): 0.626 -> 0.773 on one 8-label set,
+  0.412 -> 0.599 on a second, 0.378 -> 0.519 on a third; +0.05..0.15 up to 4 examples per label,
+  +0.01..0.02 at 8, none at 16 or more (so auto leaves it off there). The centred first cluster
+  (against plain soft k-means): +0.03..0.04 on runs whose labels differ in size (all three sets),
+  +0.04 / 0.00 / -0.01 on balanced 200-item runs, -0.01 / -0.03 on balanced 480-item runs
+  (scripts/bench_classify_names.py, which also measures what was tried and dropped).
 `auto` measures both on the examples (leave-one-out) when every label has one, and keeps the
 more accurate (embedding on a tie: it is faster); without examples it uses embedding.
 score: the chosen label's probability under a softmax over the labels.
@@ -53,6 +57,7 @@ SELF_TRAIN_ROUNDS = 20  # EM rounds (it settles in fewer; stops early when the p
 SELF_TRAIN_MIN_PER_LABEL = 3  # self_train "auto": on for runs of at least this many items per label,
 SELF_TRAIN_UNTIL_EXAMPLES = 16  # unless every label has this many examples (there it no longer helped: -0.02 .. 0)
 SELF_TRAIN_MAX_ITEMS = 20000  # a larger run adapts to an evenly spaced sample of this many items
+SELF_TRAIN_FIRST_WEIGHT = 8.0  # the centred first assignment's weight (in items) in each label's anchor, see self_train_prototypes
 EMBED_CHUNK = 256
 
 
@@ -169,20 +174,48 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
-def self_train_prototypes(vectors: np.ndarray, anchors: np.ndarray, rounds: int = SELF_TRAIN_ROUNDS,
-                          temperature: float = EMBED_TEMPERATURE) -> np.ndarray:
-    """Prototypes adapted to a batch's own (unit) vectors: soft k-means seeded by the labels' anchors.
+def _soft_rows(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
 
-    anchors: per label, the sum of its own texts' unit embeddings (name or "name: description", and
-    its examples). E-step: each vector's probabilities over the labels, the classifier's own softmax
-    (cosine / temperature); M-step: each prototype is the probability-weighted sum of the vectors
-    plus its anchors (each of the label's texts counts as one item in every round, so a label keeps
-    what the user said about it). Returns (labels, dim) unit prototypes. Raises ValueError on shapes.
+
+def centred_anchors(vectors: np.ndarray, anchors: np.ndarray, weight: float = SELF_TRAIN_FIRST_WEIGHT,
+                    temperature: float = EMBED_TEMPERATURE) -> np.ndarray:
+    """anchors plus, for each label, `weight` items' worth of its first cluster among the (unit) vectors.
+
+    The first assignment is the softmax of each vector's cosine to a label minus that label's mean
+    cosine over all the vectors: a label text that is near every item (a broad name) no longer
+    claims them all, and each label starts from the items that are nearer to it than usual. Kept in
+    the anchor for every round, it holds small labels against big ones that would take their
+    prototype. Raises ValueError on shapes.
     """
     vectors = np.asarray(vectors, np.float32)
     anchors = np.asarray(anchors, np.float32)
     if vectors.ndim != 2 or anchors.ndim != 2 or vectors.shape[1] != anchors.shape[1]:
         raise ValueError("vectors and anchors must be 2-d arrays of the same width")
+    sims = vectors @ _unit(anchors).T
+    first = _soft_rows((sims - sims.mean(axis=0, keepdims=True)) / temperature)
+    return anchors + weight * _unit(first.T @ vectors)
+
+
+def self_train_prototypes(vectors: np.ndarray, anchors: np.ndarray, rounds: int = SELF_TRAIN_ROUNDS,
+                          temperature: float = EMBED_TEMPERATURE, first_weight: float = SELF_TRAIN_FIRST_WEIGHT) -> np.ndarray:
+    """Prototypes adapted to a batch's own (unit) vectors: soft k-means seeded by the labels' anchors.
+
+    anchors: per label, the sum of its own texts' unit embeddings (name or "name: description", and
+    its examples). With at least SELF_TRAIN_MIN_PER_LABEL vectors per label, each anchor first gains
+    the label's centred first cluster (centred_anchors, first_weight items' worth; 0 turns it off).
+    E-step: each vector's probabilities over the labels, the classifier's own softmax (cosine /
+    temperature); M-step: each prototype is the probability-weighted sum of the vectors plus its
+    anchors (each of the label's texts counts as one item in every round, so a label keeps what the
+    user said about it). Returns (labels, dim) unit prototypes. Raises ValueError on shapes.
+    """
+    vectors = np.asarray(vectors, np.float32)
+    anchors = np.asarray(anchors, np.float32)
+    if vectors.ndim != 2 or anchors.ndim != 2 or vectors.shape[1] != anchors.shape[1]:
+        raise ValueError("vectors and anchors must be 2-d arrays of the same width")
+    if first_weight and len(vectors) >= SELF_TRAIN_MIN_PER_LABEL * len(anchors):
+        anchors = centred_anchors(vectors, anchors, first_weight, temperature)
     protos = _unit(anchors)
     if not len(vectors):
         return protos
@@ -232,12 +265,12 @@ class EmbeddingClassifier:
 
     _embed = embed
 
-    def adapted(self, vectors: np.ndarray) -> "EmbeddingClassifier":
-        """A classifier whose prototypes are self-trained on these unit vectors (a run's items)."""
+    def adapted(self, vectors: np.ndarray, first_weight: float = SELF_TRAIN_FIRST_WEIGHT) -> "EmbeddingClassifier":
+        """A classifier whose prototypes are self-trained on these unit vectors (a run's items). Raises ValueError."""
         if self.anchors is None:
             raise ValueError("only a classifier built from its labels' texts can be adapted")
         return EmbeddingClassifier(self.embeddings, self.labels, self.max_chars,
-                                   prototypes=self_train_prototypes(vectors, self.anchors))
+                                   prototypes=self_train_prototypes(vectors, self.anchors, first_weight=first_weight))
 
     def classify_many(self, texts: list[str]) -> list[tuple[str, float, dict[str, float]]]:
         return self.classify_vectors(self.embed(texts))

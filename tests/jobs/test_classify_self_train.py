@@ -8,7 +8,7 @@ import inspect
 import numpy as np
 import pytest
 
-from edge_agent.jobs.classify import ClassifyKind, EmbeddingClassifier, Label, self_train_prototypes
+from edge_agent.jobs.classify import ClassifyKind, EmbeddingClassifier, Label, centred_anchors, self_train_prototypes
 from edge_agent.jobs.kinds import InvalidJobError, Item, RunInfo
 
 # Real text no one on the team wrote: the first paragraph of the docstrings of stdlib functions and classes, by subject.
@@ -158,3 +158,40 @@ def test_self_train_prototypes_keep_the_labels_anchor(embedder):
     protos = self_train_prototypes(batch, clf.anchors)
     assert float(protos[1] @ batch.mean(0)) > float(clf.protos[1] @ batch.mean(0))
     assert float(protos[0] @ clf.protos[0]) > 0.5
+
+
+def test_centred_first_assignment_starts_each_label_from_its_own_items(embedder):
+    """Before the EM rounds each label's anchor gains its centred first cluster (cosine minus the label's mean
+    cosine over the run): names near everything stop claiming the run, so the start is already better."""
+    from edge_agent.services.embeddings import EmbeddingService
+
+    svc = EmbeddingService(lambda: embedder)
+    items, names = corpus(), list(GROUPS)
+    clf = EmbeddingClassifier(svc, [Label(n) for n in names])
+    vecs = np.concatenate([clf.embed([t]) for t, _ in items])
+    gold = np.array([names.index(label) for _, label in items])
+    plain = (vecs @ clf.protos.T).argmax(1)
+    centred = centred_anchors(vecs, clf.anchors)
+    start = (vecs @ (centred / np.linalg.norm(centred, axis=1, keepdims=True)).T).argmax(1)
+    # measured here: 0.75 -> 0.85 (165 docstrings); the label claimed most often claims fewer (36 -> 31 of ~30 each)
+    assert np.mean(start == gold) >= np.mean(plain == gold) + 0.05, (np.mean(plain == gold), np.mean(start == gold))
+    assert np.bincount(start, minlength=len(names)).max() < np.bincount(plain, minlength=len(names)).max()
+    # a label whose text leans towards everything (here: its name plus the run's mean direction, as a broad name
+    # does) takes most of the run by plain cosine, but only about its own share of the centred first assignment
+    broad = clf.anchors.copy()
+    broad[0] += vecs.mean(0) / np.linalg.norm(vecs.mean(0))
+    share = int(np.sum(gold == 0))
+    assert np.sum((vecs @ broad.T).argmax(1) == 0) > 2 * share  # measured: 96 of 165 (30 its own)
+    first = centred_anchors(vecs, broad)
+    got = (vecs @ (first / np.linalg.norm(first, axis=1, keepdims=True)).T).argmax(1)
+    assert np.sum(got == 0) <= 1.2 * share and np.mean(got == gold) >= 0.75, (np.sum(got == 0), np.mean(got == gold))
+    # (measured: 32 and 0.83; the same first assignment without centring gave it 43)
+    # the anchors keep the labels' own texts: weight 0 gives them back; the first cluster adds `weight` unit vectors
+    assert np.allclose(centred_anchors(vecs, clf.anchors, weight=0.0), clf.anchors)
+    assert np.allclose(np.linalg.norm(centred - clf.anchors, axis=1), 8.0, atol=1e-3)
+    with pytest.raises(ValueError):
+        centred_anchors(vecs[:, :5], clf.anchors)
+    # self-training uses it by default (first_weight); a run under 3 items per label skips it (too few to centre on)
+    assert not np.allclose(self_train_prototypes(vecs, clf.anchors), self_train_prototypes(vecs, clf.anchors, first_weight=0.0))
+    few = vecs[: 3 * len(names) - 1]
+    assert np.allclose(self_train_prototypes(few, clf.anchors), self_train_prototypes(few, clf.anchors, first_weight=0.0))
