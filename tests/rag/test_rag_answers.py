@@ -223,6 +223,68 @@ def test_the_models_likelihood_reorders_the_sentences_the_words_found():
     assert focus(q, [_chunk(NL_DOC)], "nl", "Tekst", 2, likely, rerank=0).evidence == plain.evidence
 
 
+@pytest.mark.parametrize("question, found", [
+    ("Hoeveel tokens per seconde haalt een 70B-model op een Apple M4 Ultra?", {"70b", "apple", "m4", "ultra"}),
+    ("Wat is de hoofdstad van Australië?", {"australie"}),  # folded as the index folds words
+    ("Which TCP port does pdb listen on?", {"tcp"}),
+    ("What does str.find return when __debug__ is off?", set()),  # code names are lowercase words: not names
+    ("Welke bandbreedte heeft gewoon geheugen?", set()),  # the first word's capital is not a name
+])
+def test_the_names_and_figures_a_question_refers_to(question, found):
+    assert A.names(question) == found
+
+
+def test_a_question_naming_what_no_passage_holds_is_declined_before_the_model():
+    from edge_agent.services.grounding import GroundingPolicy
+
+    q = "Wat is de toegangscode van het Zeeuwse archief in Middelburg?"  # enough of its words, but "Middelburg" is nowhere
+    assert A.missing_names(q, [NL_DOC, EN_DOC]) == {"middelburg"}
+    assert A.missing_names(q, [NL_DOC + " Het ligt in Middelburgs centrum."]) == set()  # a longer word it starts counts
+    assert A.missing_names(NL_Q, [NL_DOC]) == set()
+    policy = GroundingPolicy()
+    assert policy.uncovered(q, [_chunk(NL_DOC)], "nl") == "unknown_name" and not policy.covered(q, [_chunk(NL_DOC)], "nl")
+    assert policy.uncovered(NL_Q, [_chunk(NL_DOC)], "nl") is None
+    assert policy.uncovered("Wat is de hoofdstad van Australië?", [_chunk(NL_DOC)], "nl") == "no_passage"  # words first
+    assert GroundingPolicy(require_names=False).covered(q, [_chunk(NL_DOC)], "nl")
+    # the chunk's title counts: a passage under "Zeeuws archief, Middelburg" names the place
+    titled = SimpleNamespace(**{**vars(_chunk(NL_DOC)), "title": "Zeeuws archief, Middelburg"})
+    assert policy.covered(q, [titled], "nl")
+
+
+@pytest.mark.parametrize("question, lang, kind", [
+    ("Wie is de topman van NVIDIA?", "nl", "name"), ("Who wrote the pdb module?", "en", "name"), ("Van wie is het archief?", "nl", "name"),
+    ("By whom was it written?", "en", "name"), ("Hoe heet de topman van Arm?", "nl", None), ("Wie viele Seiten hat es?", "de", "number"),
+    ("Which users who log in get a key?", "en", None),  # a relative "who" further on asks for no name
+    ("In welk jaar opende het archief?", "nl", "year"), ("Which year was Python 3.0 released?", "en", "year"),
+])
+def test_a_who_question_asks_for_a_name(question, lang, kind):
+    assert A.answer_kind(question, lang) == kind
+
+
+def test_a_year_question_gets_a_sentence_with_a_year_or_a_decline():
+    q = "Which year was Python 3.0 released?"
+    assert not A.fits("Leading zeros are not allowed, as in the octal literals Python used before version 3.0.", "year", q, "en")
+    assert A.fits("Python 3.0 came out in December 2008.", "year", q, "en") and not A.fits("It costs 1.2015 euro.", "year", q, "en")
+    ev = _evidence(q, ["Octal literals with a leading zero were what Python used before version 3.0."], "en")
+    assert A.settle("Python 3.0 was released.", q, ev, "en", "Not covered.")[0] == "Not covered."
+
+
+def test_a_who_question_gets_a_sentence_with_a_name_or_a_decline():
+    q = "Wie is de topman van het Zeeuwse archief?"
+    without = "Het Zeeuwse archief heeft een topman die op werkdagen aanwezig is."
+    named = "De topman van het Zeeuwse archief heet Jan Verhoeven."
+    assert A.fits(named, "name", q, "nl") and not A.fits(without, "name", q, "nl")
+    assert not A.fits("Zeeuwse archief.", "name", q, "nl")  # the question's own name is no answer
+    assert A.fits("Verhoeven.", "name", q, "nl")  # a short answer may be the name alone
+    # no sentence names anyone: the model's answer ("the archive is the boss") and a quote are both refused
+    assert A.settle("Het archief is de topman.", q, _evidence(q, [without], "nl"), "nl", "Niet gevonden.") == (
+        "Niet gevonden.", {"answer": "declined", "check": "no_answer"})
+    text, how = A.settle("Jan Verhoeven.", q, _evidence(q, [without + " " + named], "nl"), "nl", "Niet gevonden.")
+    assert text == "Jan Verhoeven. [1]" and how == {"answer": "model", "check": "ok"}
+    text, how = A.settle("De topman.", q, _evidence(q, [without + " " + named], "nl"), "nl", "Niet gevonden.")
+    assert text == f'"{named}" [1]' and how["answer"] == "extractive"
+
+
 # --- through the service and the server -----------------------------------------------------------------------
 def _make_docs(tmp: Path):
     from edge_agent.config import Settings
@@ -314,6 +376,26 @@ def test_a_question_below_the_threshold_is_declined_in_its_language(base_chat):
         assert r.text == SCAFFOLDS[lang].absent and gen.usage.completion_tokens == 0
         assert gen.grounding == {"language": lang, "choices": [{"index": 0, "answer": "declined", "check": "no_passage"}]}
         assert gen.sources and not any(s.used for s in gen.sources)  # searched, none used
+
+
+def test_a_question_naming_something_absent_is_declined_without_running_the_model(base_chat):
+    from edge_agent.services.chat import SamplingOptions
+
+    for q, lang in (("Wat is de toegangscode van het Zeeuwse archief in Middelburg?", "nl"),
+                    ("What does the canteen serve on Mondays in Paris?", "en")):
+        gen = base_chat.chat([{"role": "user", "content": q}], SamplingOptions(max_tokens=8), rag=RagOptions(k=2))
+        (r,) = gen.collect()
+        assert r.text == SCAFFOLDS[lang].absent and gen.usage.completion_tokens == 0 and gen.usage.prompt_tokens == 0
+        assert gen.grounding == {"language": lang, "choices": [{"index": 0, "answer": "declined", "check": "unknown_name"}]}
+        assert gen.sources and not any(s.used for s in gen.sources)
+    base_chat.grounding.require_names = False  # off: the same question reaches the model
+    try:
+        gen = base_chat.chat([{"role": "user", "content": "Wat is de toegangscode van het Zeeuwse archief in Middelburg?"}],
+                             SamplingOptions(max_tokens=4, temperature=0), rag=RagOptions(k=2))
+        gen.collect()
+        assert gen.grounding["choices"][0]["check"] != "unknown_name" and gen.usage.prompt_tokens > 20
+    finally:
+        base_chat.grounding.require_names = True
 
 
 def test_the_question_likelihood_is_scored_by_the_model_and_falls_back_to_words(base_chat):
