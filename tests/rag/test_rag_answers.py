@@ -28,6 +28,7 @@ NL_DOC = ("Het Zeeuwse archief\n\nHet archief is op werkdagen open van negen tot
 EN_DOC = "The canteen serves tomato soup on Mondays and pasta on Thursdays. The canteen closes at two."
 NL_Q = "Wat is de toegangscode van het Zeeuwse archief?"
 FACT_SENTENCE = "De toegangscode van het Zeeuwse archief is QX-7731-B; de sleutel ligt bij de portier."
+FACT_QUOTE = f'"{FACT_SENTENCE} Bezoekers melden zich aan de balie." [1]'  # an extractive answer: the sentence and the next
 TINY_CHAT = (
     "{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] | trim }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<s>assistant\n{% endif %}"
@@ -71,7 +72,7 @@ def test_the_check_keeps_only_answers_that_add_what_the_best_sentences_hold(answ
     if status == "ok":
         assert text == "De code is QX-7731-B. [1]" and how == {"answer": "model", "check": "ok"}
     else:  # the documents' own words, quoted, with the number of the passage they come from
-        assert text == f'"{FACT_SENTENCE}" [1]' and how == {"answer": "extractive", "check": status}
+        assert text == FACT_QUOTE and how == {"answer": "extractive", "check": status}
 
 
 def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced(monkeypatch):
@@ -191,6 +192,22 @@ def test_citations_name_only_passages_that_exist():
     assert A.cited('"a" [1] en [3]') == {1, 3}
     quote = A.extractive(A.Sentence(0, 0, 'Return "True" if all cased characters [4] in the string are uppercase [2].', 1.0), 1)
     assert quote == '"Return "True" if all cased characters in the string are uppercase." [1]' and A.cited(quote) == {1}
+
+
+def test_a_quote_carries_the_next_sentence_of_its_chunk_where_both_fit():
+    q = "Which strings does isascii accept as ASCII?"
+    doc = ('isascii() Return "True" if all characters in the string are ASCII, "False" otherwise. '
+           "ASCII characters have code points in the range U+0000-U+007F.")
+    ranked = A.rank_sentences(q, [_chunk(doc)], "en")
+    first = next(s for s in ranked if s.index == 0)
+    assert first.after == "ASCII characters have code points in the range U+0000-U+007F." and ranked[0].index == 0
+    assert next(s for s in ranked if s.index == 1).after == ""  # the chunk's last sentence
+    # the model's answer fails its check: the quote is the rule and, after it, the detail the question asks for
+    text, how = A.settle("It counts them.", q, [(1, s) for s in ranked], "en", "Not covered.")
+    assert text == f'"{doc}" [1]' and how["answer"] == "extractive"
+    long = A.Sentence(0, 0, "word " * 70, 1.0, 1.0, "Next one. " * 10)
+    assert A.extractive(long, 2) == f'"{"word " * 69}word" [2]'  # both would not fit: the sentence alone
+    assert A.extractive(A.Sentence(0, 0, "One [4].", 1.0, 1.0, "Two [5]."), 1) == '"One. Two." [1]'  # footnotes left out
 
 
 def test_the_models_likelihood_reorders_the_sentences_the_words_found():
@@ -344,7 +361,7 @@ def test_a_base_models_noise_falls_back_to_the_quoted_sentence(base_chat):
         assert how["check"] == "ok" and A.check_answer(r.text, NL_Q, [s for _, s in _evidence(NL_Q, [NL_DOC], "nl")], "nl").ok
     else:
         assert how["answer"] == "extractive" and how["check"] in ("empty", "echo", "off_source", "wrong_language")
-        assert r.text == f'"{FACT_SENTENCE}" [1]' and r.finish_reason == "stop"
+        assert r.text == FACT_QUOTE and r.finish_reason == "stop"
     _consistent(r.text, gen.sources)
     assert gen.sources[0].title == "Zeeuws archief" and gen.sources[0].used
     assert gen.usage.prompt_tokens > 20 and gen.usage.completion_tokens >= 1  # the model ran; its tokens are counted
@@ -363,7 +380,7 @@ def test_an_empty_generation_falls_back_to_the_extractive_answer(base_chat):
     gen = base_chat.chat(q, SamplingOptions(max_tokens=4, temperature=0, stop=[head]), rag=RagOptions(k=2))
     (r,) = gen.collect()
     assert gen.grounding["choices"][0] == {"index": 0, "answer": "extractive", "check": "empty"}
-    assert r.text == f'"{FACT_SENTENCE}" [1]'
+    assert r.text == FACT_QUOTE
     _consistent(r.text, gen.sources)
 
 
