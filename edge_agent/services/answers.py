@@ -479,6 +479,8 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
         if not kind or (fits(best.text, kind, question, lang) and best.match >= NEAR_BEST * top):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH), evidence[0])
+    if kind == "code":  # one that writes a code name, however far below the best, before one without
+        k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH and fits(s.text, kind, question, lang)), (k, best))
     if kind == "code" and (decline is None or best.match >= MIN_MATCH):  # a name may be written as words: quote the best
         return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     if decline is not None:

@@ -194,6 +194,16 @@ def test_citations_name_only_passages_that_exist():
     assert quote == '"Return "True" if all cased characters in the string are uppercase." [1]' and A.cited(quote) == {1}
 
 
+def test_a_which_method_question_quotes_a_sentence_that_writes_a_code_name():
+    q = "Which method of the context manager is called when a with block starts?"
+    best = A.Sentence(0, 0, "The with statement wraps a block with methods of a context manager called when it starts.", 0.9, 0.9)
+    named = A.Sentence(0, 1, 'The manager\'s "__enter__()" method is invoked.', 0.4, 0.4)
+    assert A.fits(named.text, "code", q, "en") and not A.fits(best.text, "code", q, "en") and named.match < A.NEAR_BEST * best.match
+    text, how = A.settle("It is called.", q, [(1, best), (1, named)], "en", "Not covered.")
+    assert text == f'"{named.text}" [1]' and how["answer"] == "extractive"
+    assert A.settle("It is called.", q, [(1, best)], "en", "Not covered.")[0] == f'"{best.text}" [1]'  # none writes one: the best
+
+
 def test_a_quote_carries_the_next_sentence_of_its_chunk_where_both_fit():
     q = "Which strings does isascii accept as ASCII?"
     doc = ('isascii() Return "True" if all characters in the string are ASCII, "False" otherwise. '
