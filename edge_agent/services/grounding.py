@@ -7,7 +7,8 @@ of the questions; an English instruction made it stop with an empty answer), its
 non-empty line (a grammar) that stops before a new turn or a "Source" line, then checked (services/answers.py):
 kept with its "[n]" citation when it rests on a near-best sentence, else that sentence quoted. For a chat template,
 a system message with the passages. For a text completion, a block in front of the prompt.
-When no passage covers enough of the question's content words, the answer is the configured
+When no passage covers enough of the question's content words, or a name or figure the question
+refers to ("Peru", "M4 Ultra") is in none of them, the answer is the configured
 "the documents do not cover this" text of the question's language, not the model's invention.
 Chunks are taken best first and the last one that fits is cut at a token boundary, so the
 prompt plus the room kept for the answer stay within the model's context.
