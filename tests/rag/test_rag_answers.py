@@ -469,6 +469,11 @@ def test_server_answers_carry_numbered_sources_used_flags_and_the_path(tiny_bund
         assert d.choices[0].message.content == SCAFFOLDS["nl"].absent
         assert d.model_extra["grounding"]["choices"][0]["answer"] == "declined"
         assert d.model_extra["sources"] and not any(s["used"] for s in d.model_extra["sources"])
+        # a question naming what no passage holds: declined before the model, and the report says why
+        n = client.chat.completions.create(model="llama", max_tokens=6, extra_body={"rag": {"k": 2}},
+                                           messages=[{"role": "user", "content": "Wat is de toegangscode van het Zeeuwse archief in Middelburg?"}])
+        assert n.choices[0].message.content == SCAFFOLDS["nl"].absent and n.usage.completion_tokens == 0
+        assert n.model_extra["grounding"]["choices"][0] == {"index": 0, "answer": "declined", "check": "unknown_name"}
         # without rag: neither field
         bare = client.chat.completions.create(model="llama", messages=[{"role": "user", "content": NL_Q}], max_tokens=2)
         assert "grounding" not in (bare.model_extra or {}) and "sources" not in (bare.model_extra or {})
