@@ -130,7 +130,7 @@ class Settings(BaseSettings):
     chunk_tokens: int = Field(200, ge=16, description="Chunk size in embedding-model tokens.")
     chunk_overlap: int = Field(40, ge=0, description="Tokens shared by neighbouring chunks.")
     rag_min_coverage: float = Field(
-        0.34, ge=0, le=1, description="Grounded answers: the least share of the question's content words a passage must hold; "
+        0.33, ge=0, le=1, description="Grounded answers: the least share of the question's content words a passage must hold; "
                                      "below it the answer says the documents do not cover it (0: never decline)."
     )
     rag_min_similarity: float = Field(
@@ -141,6 +141,10 @@ class Settings(BaseSettings):
         5, ge=0, le=16, description="Grounded answers of a base model: how many of the best sentences by words are ranked "
                                     "again by the model's likelihood of the question after each (0: words only; costs one "
                                     "scoring pass of that many short sequences per answer)."
+    )
+    rag_require_names: bool = Field(
+        True, description="Grounded answers: decline without running the model when a name or figure of the question (a "
+                          "capitalised word such as \"Peru\", one with a digit such as \"M4\") is in none of the retrieved passages."
     )
     rag_absent_answers: dict[str, str] = Field(
         default_factory=dict, description='Grounded answers: the decline text per language code, e.g. {"nl": "Dat staat niet in '

@@ -14,6 +14,9 @@ and for questions no document answers: answered_model / answered_quote (not decl
 Counts on 2026-11-30 (dev + heldout + blind + blind2, default model, k=4; 128 factual + 34 absent questions),
 before -> after the likelihood re-ranking: retrieval 7 -> 7, declined 4 -> 5, sentence 17 -> 13, quote_wrong 12 -> 10,
 model_kept 7 -> 3, absent answered 15 -> 15: the points left are in sentence choice, quotes and in-topic absent questions.
+Third round (names check, who/year kinds, the next sentence quoted, code names quoted first; same 162 questions, "shown"
+taken from the sentences actually in the prompt): retrieval 7 -> 7, declined 5 -> 3, not shown 11 -> 9, quote_wrong
+12 -> 7, model_kept 3 -> 3, absent answered 15 -> 11.
 """
 from __future__ import annotations
 

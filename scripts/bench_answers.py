@@ -5,7 +5,8 @@ answers that contain the fact; questions the documents do not answer: the share 
 Sets, reported apart: "dev" (the one the answer side was tuned on), "heldout" (written before the
 tuning, never used to choose a setting), "blind" (written before the first 2026-11-30 round, measured once
 before and once after it: `--sets blind`; a dev set since) and "blind2" (written before the second round, the
-likelihood re-ranking of sentences: `--sets blind2`; for the next round write a fresh one). Each answer also records which path made it (the
+likelihood re-ranking of sentences: `--sets blind2`) and "blind3" (written before the third round, the
+answerability check and passage choice: `--sets blind3`; for the next round write a fresh one). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
@@ -14,14 +15,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_BLIND2, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_BLIND, EN_FACTS_BLIND2,
-                           EN_FACTS_HELDOUT, NL_FACTS_BLIND, NL_FACTS_BLIND2, NL_FACTS_HELDOUT, NL_QUESTIONS)
+from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_BLIND2, ABSENT_BLIND3, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2, EN_FACTS_BLIND,
+                           EN_FACTS_BLIND2, EN_FACTS_BLIND3, EN_FACTS_HELDOUT, NL_FACTS_BLIND, NL_FACTS_BLIND2, NL_FACTS_BLIND3,
+                           NL_FACTS_HELDOUT, NL_QUESTIONS)
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
     "heldout": (NL_FACTS_HELDOUT, EN_FACTS_HELDOUT, ABSENT_HELDOUT),
     "blind": (NL_FACTS_BLIND, EN_FACTS_BLIND, ABSENT_BLIND),  # measured once before and once after a round of answer work
     "blind2": (NL_FACTS_BLIND2, EN_FACTS_BLIND2, ABSENT_BLIND2),  # the second round's blind set (the first's is a dev set since)
+    "blind3": (NL_FACTS_BLIND3, EN_FACTS_BLIND3, ABSENT_BLIND3),  # the third round's: answerability and passage choice
 }
 
 
@@ -43,7 +46,7 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
         chat = ChatService(scheduler)
         chat.attach_documents(lambda: svc)
         chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity,
-                                         settings.rag_rerank_sentences)
+                                         settings.rag_rerank_sentences, settings.rag_require_names)
         absent_texts = {chat.grounding.scaffold(lang).absent for lang in SCAFFOLDS}
 
         def ask(q: str) -> dict:

@@ -387,3 +387,58 @@ ABSENT_BLIND2 = [
     ("What is the default timeout of urllib requests?", "en"),
     ("Which sorting algorithm does list.sort use internally?", "en"),
 ]
+
+# --- blind 3 (answers): written 2026-11-30 21:20 before any change of the third answer round (answerability check,
+# passage and sentence choice), measured once on the unchanged code and once at the end; never used to choose a
+# setting. Facts of the articles and topics no earlier set asks about, paraphrased; the absent questions are mostly
+# about the documents' own entities (the AI300, the Vera CPU, pdb), asking a fact they do not hold.
+# (question, exact phrase of the answer passage, short fact); absent: (question, language).
+NL_FACTS_BLIND3 = [
+    ("Naar welke verhouding tussen processors en videokaarten bewegen agentische werklasten volgens de cijfers van Intel?",
+     "Agentische workloads: Convergeren naar 1:1", "1:1"),
+    ("Welke bekende chatassistenten gebruiken denkstappen bij ingewikkelde vragen?", "Populaire assistenten zoals Claude en ChatGPT", "Claude"),
+    ("Op welk evenement deed de baas van Intel zijn uitspraak over reinforcement learning?", "stelde tijdens Computex 2026", "Computex"),
+    ("Met welke factor groeit volgens Arm het aantal processorkernen per gigawatt door AI-agents?", "een viervoudige toename", "viervoudig"),
+    ("In welke eenheid drukt men het latentiebudget van realtime toepassingen uit?", "wordt het latentiebudget gemeten in milliseconden", "milliseconden"),
+    ("In welke sectoren wordt het versturen van gegevens naar een cloudaanbieder steeds minder aanvaard?",
+     "In de zorg, finance en juridische sector", "zorg"),
+    ("Welke techniek maakt het prestatieverschil tussen kleine en grote taalmodellen veel kleiner?",
+     "aangevuld met retrieval-augmented generation (RAG)", "retrieval-augmented generation"),
+    ("Wanneer bracht NVIDIA de Vera-processor op de markt?", "Lanceerde in maart 2026 de Vera CPU", "maart 2026"),
+    ("Waar heeft Red Hat een verzameling gevalideerde modellen staan?", "collectie gevalideerde modellen op Hugging Face", "Hugging Face"),
+    ("Welke technologie van Intel wijst aparte hardware toe aan tweedimensionale matrixbewerkingen?",
+     "Intel AMX (Advanced Matrix Extensions), aanwezig op moderne Xeon-processors", "AMX"),
+    ("Tot welke kleinste precisie kunnen modelgewichten bij kwantisatie worden teruggebracht?", "of zelfs 2-bit integers", "2-bit"),
+    ("Hoe stel je vast dat het werkgeheugen echt met meerdere kanalen werkt?", "draait via BIOS-verificatie", "BIOS"),
+    ("Hoe groot noemt het artikel het verschil in bandbreedte tussen DDR5-systeemgeheugen en een RTX 5090?",
+     "een verschil van een hele orde van grootte", "orde van grootte"),
+    ("Bij welk model raakt een systeem oververhit in het voorbeeld waarmee de AI300 wordt aangeprezen?", "zodra je een 13B-model laadt", "13B"),
+]
+
+EN_FACTS_BLIND3 = [
+    ("Which element does a list's pop method take out when it is called without an argument?", "by default the last item is removed and returned", "last item"),
+    ("What error do you get when you ask a list to remove a value it does not contain?", '"remove()" raises "ValueError" when *x* is not found in *s*', "ValueError"),
+    ("Why does reversing a list in place not hand back the reversed list?", "To remind users that it operates by side effect", "side effect"),
+    ("How are numbers aligned by default in a format specification?", "Forces the field to be right-aligned", "right-aligned"),
+    ("What does putting a 0 before the width in a format spec enable for numeric values?", "enables sign-aware zero-padding for numeric types", "zero-padding"),
+    ("Which function does the !r conversion apply to the value in a format string?", "\"'!r'\" which calls \"repr()\"", "repr"),
+    ("Which class attribute holds the classes that are looked at during method resolution?", "class.__mro__", "__mro__"),
+    ("What is the one special operation a module object supports?", "The only special operation on a module is attribute access", "attribute access"),
+    ("Why may a nonzero decimal integer literal not start with a zero?", "disambiguation with C-style octal literals", "octal"),
+    ("What is the largest length CPython allows a container to report?", 'the length is required to be at most "sys.maxsize"', "sys.maxsize"),
+    ("Which method is called on the parent whenever a class is derived from it?", '"__init_subclass__()" is called on the parent class', "__init_subclass__"),
+    ("Which special method lets a container supply its own backwards iteration?", 'object.__reversed__(self) Called (if present) by the "reversed()" built-in', "__reversed__"),
+]
+
+ABSENT_BLIND3 = [
+    ("Hoeveel kost de CORSAIR AI300?", "nl"),
+    ("Hoeveel videogeheugen heeft een RTX 5090?", "nl"),
+    ("Hoeveel kernen heeft de Vera-processor van NVIDIA?", "nl"),
+    ("Wie is de topman van NVIDIA?", "nl"),
+    ("Wat is de hoofdstad van Noorwegen?", "nl"),
+    ("Which TCP port does pdb listen on for remote debugging sessions?", "en"),
+    ("Who wrote the pdb module?", "en"),
+    ("How many bytes does an empty dictionary use?", "en"),
+    ("How often does the cyclic garbage collector run by default?", "en"),
+    ("What is the capital of Peru?", "en"),
+]

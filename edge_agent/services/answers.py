@@ -43,6 +43,7 @@ NEAR_BEST = 0.7
 # fails its check too, the answer declines (on the dev and held-out sets the quotes that held the fact held 0.24
 # or more, those quoted for unanswerable questions 0.18-0.42)
 MIN_MATCH = 0.2
+QUOTE_CHARS = 400  # an extractive answer quotes the best sentence and the next one when both fit in this many characters
 LANGUAGE_CHECK_WORDS = 4  # shorter answers are not judged by language: too few words to tell
 
 
@@ -55,6 +56,7 @@ class Sentence:
     text: str
     score: float
     match: float = 0.0  # the share of the question's weight it holds (the score before rank, kind and code terms)
+    after: str = ""  # the chunk's next sentence ("" for its last): quoted with it where both fit (extractive)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -110,15 +112,19 @@ def _cap(s: str) -> list[str]:
 def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sentence]:
     """Every sentence of the chunks (best-ranked chunk first), best match to the question first (see the module doc):
     a question word matched only as part of a compound counts in part (match_credits); a sentence that holds what
-    the question asks for (a figure for "how many", an amount for "what does it cost": answer_kind) gains KIND_BONUS,
+    the question asks for (a figure for "how many", an amount for "what does it cost": answer_kind; a name for "who"
+    is checked, not ranked by) gains KIND_BONUS,
     one that reads as code (a ">>>" prompt, a grammar rule) loses CODE_PENALTY."""
     qterms = language.content_terms(question, lang)
     kind = answer_kind(question, lang)
     qwords = _question_words(question, lang)
     items = []
+    after: dict[tuple[int, int], str] = {}
     for r, c in enumerate(chunks):
-        for j, s in enumerate(split_sentences(c.text)):
+        sents = split_sentences(c.text)
+        for j, s in enumerate(sents):
             items.append((r, j, s, match_credits(qterms, qwords, s, lang)))
+            after[r, j] = sents[j + 1] if j + 1 < len(sents) else ""
     df = Counter(t for *_, cr in items for t, v in cr.items() if v > 0)
     n = len(items)
     weight = {t: math.log(1.0 + (n + 1) / (df[t] + 0.5)) for t in qterms}
@@ -127,11 +133,11 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     for r, j, s, cr in items:
         match = sum(weight[t] * v for t, v in cr.items()) / total
         score = match - RANK_PENALTY * r
-        if match > 0 and kind and fits(s, kind, question, lang):
+        if match > 0 and kind and kind != "name" and fits(s, kind, question, lang):  # a name: checked, not ranked by
             score += KIND_BONUS
         if _CODE.search(s):
             score -= CODE_PENALTY
-        scored.append(Sentence(r, j, s, score, match))
+        scored.append(Sentence(r, j, s, score, match, after[r, j]))
     return sorted(scored, key=lambda x: (-x.score, x.chunk, x.index))
 
 
@@ -202,6 +208,34 @@ def coverage(question: str, passage: str, lang: str) -> float:
     return sum(match_credits(qterms, _question_words(question, lang), passage, lang).values()) / len(qterms)
 
 
+# a name the question refers to: a word of two characters or more with a digit ("5090", "M4", "70B"), a capital after its
+# first letter ("OpenAI", "AI300", "NVIDIA"), or a capital first where it is not the question's first word ("Vera", "Peru")
+_WORD = re.compile(r"\w+", re.UNICODE)
+NAME_PREFIX_MIN = 4  # a name this long also matches a passage word it starts ("Rubin" in "Rubin-rekken" is split anyway)
+
+
+def names(question: str) -> set[str]:
+    """The names and figures a question refers to (see _WORD's comment), folded and casefolded."""
+    out = set()
+    for i, m in enumerate(_WORD.finditer(question)):
+        w = m.group(0)
+        if len(w) < 2 or "_" in w:
+            continue
+        if any(c.isdigit() for c in w) or any(c.isupper() for c in w[1:]) or (i > 0 and w[0].isupper()):
+            out.add(language.fold(w.casefold()))
+    return out
+
+
+def missing_names(question: str, texts: Sequence[str]) -> set[str]:
+    """The question's names (names()) that none of texts holds as a word (or, NAME_PREFIX_MIN letters or more, as the
+    start of a word): a question about "Peru" or "M4 Ultra" that passages about other things cannot answer."""
+    wanted = names(question)
+    if not wanted:
+        return set()
+    held = {language.fold(w) for t in texts for w in _WORD.findall(t.casefold())}
+    return {n for n in wanted if n not in held and not (len(n) >= NAME_PREFIX_MIN and any(w.startswith(n) for w in held))}
+
+
 # what a question asks for, by its question words: a figure, or an amount of money (a figure with a currency)
 _NUMBER_ASKS = {
     "en": ("how many", "how much", "how fast", "how long", "how large", "how big", "how high", "how often", "how old",
@@ -245,10 +279,24 @@ COMPOUND_MIN = 5  # shorter question words are not looked for inside compounds
 INFLECTION = 2  # letters a text's word may add to the part of a compound it matches ("prompts" for "prompt-lengte")
 
 
+# "who": a person's or an organisation's name is asked for (the question word first, after a preposition at most)
+_WHO_WORDS = {"en": "who|whom|whose", "nl": "wie", "de": "wer|wem|wen|wessen", "fr": "qui", "es": "quién|quiénes"}
+_WHO = {lang: re.compile(rf"^\W*(?:\w+\s+)?(?:{w})\b") for lang, w in _WHO_WORDS.items()}
+NAME_ANSWER_WORDS = 3  # an answer this short may give the name as its first word ("Guido.")
+# "which year": a year is asked for
+_YEAR_ASKS = re.compile(r"\b(?:which|what|in welk|welk|in welchem|welches|quel|quelle|en qué|qué)\s+(?:year|jaar|jahr|année|año)\b")
+_YEAR = re.compile(r"(?<![\d.,])(?:1[5-9]|20)\d\d(?![\d.,]\d)")
+
+
 def answer_kind(question: str, lang: str) -> str | None:
     """What the question asks for: "money" (a figure with a currency: "how much does it cost"), "number" (a
     figure: "how many", "hoeveel", "how fast"), "code" (a name as code writes it: "which method", "welke
-    omgevingsvariabele"), or None (anything: its words decide)."""
+    omgevingsvariabele"), "name" (a name: "who", "wie"), "year" ("which year", "in welk jaar"), or None (anything:
+    its words decide)."""
+    if _WHO.get(lang, _WHO["en"]).search(question.casefold()):
+        return "name"
+    if _YEAR_ASKS.search(question.casefold()):
+        return "year"
     low = " ".join(language.words(question.casefold()))
     asks = _NUMBER_ASKS.get(lang, ()) + (_NUMBER_ASKS["en"] if lang != "en" else ())
     if not any(re.search(rf"\b{re.escape(a)}\b", low) for a in asks):
@@ -265,7 +313,17 @@ def _identifiers(text: str) -> set[str]:
 
 def fits(text: str, kind: str, question: str, lang: str) -> bool:
     """Whether text holds what a question of this kind asks for, beyond the question's own: a figure (digits or
-    a number word) for "number", a figure and a currency for "money", a name as code writes it for "code"."""
+    a number word) for "number", a figure and a currency for "money", a name as code writes it for "code", a
+    capitalised word that is not the question's, a stop word or (in a text of more than NAME_ANSWER_WORDS words) the
+    first word, for "name"; a year (1500-2099) the question does not name, for "year"."""
+    if kind == "year":
+        return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)))
+    if kind == "name":
+        asked = {language.fold(w) for w in _WORD.findall(question.casefold())} | language.stop_words(lang)
+        found = _WORD.findall(text)
+        found = found if len(found) <= NAME_ANSWER_WORDS else found[1:]
+        return any(len(w) > 1 and w[0].isupper() and any(c.islower() for c in w[1:]) and language.fold(w.casefold()) not in asked
+                   for w in found)
     if kind == "code":
         return bool(_identifiers(text) - _identifiers(question) - set(language.words(question.casefold())))
     asked = set(_DIGITS.findall(question))
@@ -380,9 +438,14 @@ def with_citation(answer: str, number: int, valid: set[int]) -> str:
 
 
 def extractive(sentence: Sentence, number: int) -> str:
-    """The sentence, quoted, with its citation: '"..." [n]'; the source's own "[4]" footnote marks are left out,
-    so that every "[n]" of an answer is a citation."""
-    text = re.sub(r"\s+(?=[.,;:!?])", "", re.sub(r"\s{2,}", " ", strip_citations(sentence.text))).strip()
+    """The sentence, quoted, with its citation: '"..." [n]', followed by the chunk's next sentence where the two hold
+    QUOTE_CHARS or fewer (a rule is often stated in one sentence and its detail in the next: "str.isascii() Return
+    True if ... ASCII. ASCII characters have code points in the range U+0000-U+007F."); the source's own "[4]"
+    footnote marks are left out, so that every "[n]" of an answer is a citation."""
+    text = sentence.text
+    if sentence.after and len(text) + 1 + len(sentence.after) <= QUOTE_CHARS:
+        text = f"{text} {sentence.after}"
+    text = re.sub(r"\s+(?=[.,;:!?])", "", re.sub(r"\s{2,}", " ", strip_citations(text))).strip()
     return f"\"{text}\" [{number}]"
 
 
@@ -416,6 +479,8 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
         if not kind or (fits(best.text, kind, question, lang) and best.match >= NEAR_BEST * top):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH), evidence[0])
+    if kind == "code":  # one that writes a code name, however far below the best, before one without
+        k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH and fits(s.text, kind, question, lang)), (k, best))
     if kind == "code" and (decline is None or best.match >= MIN_MATCH):  # a name may be written as words: quote the best
         return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     if decline is not None:

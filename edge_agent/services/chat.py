@@ -234,9 +234,10 @@ class ChatService:
         lang = policy.language_of(question)
         sc = policy.scaffold(lang)
         alike = self.retriever.similarity(question, chunks, lang) if policy.min_similarity > 0 and self.retriever else None
-        if not policy.covered(question, chunks, lang, alike):  # what was searched is reported, none used
+        why = policy.uncovered(question, chunks, lang, alike)
+        if why is not None:  # what was searched is reported, none used
             return GroundedPrompt(sources=[replace(source_of(c), number=i, used=False) for i, c in enumerate(chunks, 1)],
-                                  decline=sc.absent, question=question, language=lang)
+                                  decline=sc.absent, question=question, language=lang, why=why)
         if self.formatter.kind == "completion" and not instruction:
             enc = self.formatter.encoder
             tail = "\n\n" + sc.question + " ".join(question.split()) + "\n" + sc.answer
@@ -307,7 +308,7 @@ class ChatService:
         if gp.decline is not None:
             gen = Generation(self.model_name, [_Choice(i, CannedHandle(gp.decline)) for i in range(n)], 0, self.request_timeout_s)
             gen.sources = gp.sources
-            gen.grounding = report(gp.language, [{"answer": "declined", "check": "no_passage"}] * n)
+            gen.grounding = report(gp.language, [{"answer": "declined", "check": gp.why}] * n)
             return gen
         options.stop = list(dict.fromkeys([*options.stop, *gp.stop]))
         if constraint is None:

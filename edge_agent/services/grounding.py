@@ -7,7 +7,8 @@ of the questions; an English instruction made it stop with an empty answer), its
 non-empty line (a grammar) that stops before a new turn or a "Source" line, then checked (services/answers.py):
 kept with its "[n]" citation when it rests on a near-best sentence, else that sentence quoted. For a chat template,
 a system message with the passages. For a text completion, a block in front of the prompt.
-When no passage covers enough of the question's content words, the answer is the configured
+When no passage covers enough of the question's content words, or a name or figure the question
+refers to ("Peru", "M4 Ultra") is in none of them, the answer is the configured
 "the documents do not cover this" text of the question's language, not the model's invention.
 Chunks are taken best first and the last one that fits is cut at a token boundary, so the
 prompt plus the room kept for the answer stay within the model's context.
@@ -19,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edge_agent.rag import language
-from edge_agent.services.answers import Sentence, coverage, rank_sentences, rerank_sentences
+from edge_agent.services.answers import Sentence, coverage, missing_names, rank_sentences, rerank_sentences
 from edge_agent.services.errors import InvalidRequestError, UnavailableError
 
 INSTRUCTION = "Use the sources to answer."
@@ -35,8 +36,11 @@ ANSWER_GRAMMAR = r"start: /[ ]?[^\s][^\n]*\n?/"
 FOCUS_SENTENCES = 3
 # the least share of a question's content words (stemmed, in its language) the best passage must hold;
 # below it the answer declines. One third: on the bench's sets the best passage of 8 unanswerable questions held
-# 0-0.5 of their words, of 34 answerable ones 0.22-1.0 (at 0.5, 8 of 24 Dutch paraphrases were declined)
-MIN_COVERAGE = 0.34
+# 0-0.5 of their words, of 34 answerable ones 0.22-1.0 (at 0.5, 8 of 24 Dutch paraphrases were declined). A third
+# itself passes since the names check (answers.missing_names) declines what names something no passage holds: of the
+# dev, held-out and older blind sets, 4 answerable Dutch questions held exactly 1/3 ("Hoe heet de topman van Arm?") and
+# no unanswerable one that the names check or the English similarity floor did not decline as well
+MIN_COVERAGE = 0.33
 # where the embedding model covers the question's language, the least cosine of the question to a retrieved chunk;
 # below it the answer declines. With all-MiniLM-L6-v2 on the bench's English sets: answerable questions 0.44 or
 # more, unanswerable ones about other subjects 0.10-0.23, those about the documents' subject 0.43-0.45 (left to
@@ -81,6 +85,7 @@ class GroundingPolicy:
     absent_texts: dict[str, str] = field(default_factory=dict)
     min_similarity: float = MIN_SIMILARITY
     rerank: int = RERANK_SENTENCES  # sentences ranked again by the model's likelihood of the question (0: words only)
+    require_names: bool = True  # decline when a name or figure of the question is in none of the retrieved passages
 
     def language_of(self, question: str) -> str:
         """The question's language among those with a scaffold (English when unsure)."""
@@ -95,12 +100,20 @@ class GroundingPolicy:
     def covered(self, question: str, chunks: Sequence[Any], lang: str, similarity: float | None = None) -> bool:
         """Whether some chunk holds at least min_coverage of the question's content words (answers.coverage: a
         word found only as part of a compound counts in part) and, where the embedding model covers the question's
-        language (similarity given: the best chunk's cosine to the question), is at least min_similarity alike."""
+        language (similarity given: the best chunk's cosine to the question), is at least min_similarity alike,
+        and (require_names) the chunks hold every name and figure of the question (answers.missing_names)."""
+        return self.uncovered(question, chunks, lang, similarity) is None
+
+    def uncovered(self, question: str, chunks: Sequence[Any], lang: str, similarity: float | None = None) -> str | None:
+        """Why no chunk covers the question (covered): "no_passage" (too few of its words, or too unlike it),
+        "unknown_name" (a name or figure of the question is in none of the chunks); None when one covers it."""
         if similarity is not None and similarity < self.min_similarity:
-            return False
-        if self.min_coverage <= 0:
-            return True
-        return any(coverage(question, c.text, lang) >= self.min_coverage for c in chunks)
+            return "no_passage"
+        if self.min_coverage > 0 and not any(coverage(question, c.text, lang) >= self.min_coverage for c in chunks):
+            return "no_passage"
+        if self.require_names and missing_names(question, [f"{getattr(c, 'title', '')}\n{c.text}" for c in chunks]):
+            return "unknown_name"
+        return None
 
     def stops(self, sc: Scaffold) -> list[str]:
         """Stop strings that end an answer before a new turn or a passage line."""
@@ -324,6 +337,7 @@ class GroundedPrompt:
     language: str = "en"
     evidence: list[tuple[int, Sentence]] = field(default_factory=list)  # (passage number, sentence), best first
     absent: str | None = None  # the decline to give when no sentence holds what the question asks for
+    why: str = "no_passage"  # why it declines without the model (GroundingPolicy.uncovered), with decline
 
 
 def focus(question: str, chunks: Sequence[Any], lang: str, label: str, n: int = FOCUS_SENTENCES,

@@ -246,7 +246,8 @@ class GroundingChoice(BaseModel):
                     "declined: no passage covered the question (or none held what it asks for), the answer says so.")
     check: str = Field(description="ok, empty, echo (it only restated the question), off_kind (no figure where one was asked "
                                    "for), off_source, altered_figure (a figure not written as in the passage), wrong_language, "
-                                   "no_passage or no_answer (declined), or none (not checked: chat models and raw completion prompts).")
+                                   "no_passage, unknown_name (a name or figure of the question is in no passage) or no_answer "
+                                   "(declined), or none (not checked: chat models and raw completion prompts).")
 
 
 class GroundingReport(BaseModel):

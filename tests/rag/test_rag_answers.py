@@ -28,6 +28,7 @@ NL_DOC = ("Het Zeeuwse archief\n\nHet archief is op werkdagen open van negen tot
 EN_DOC = "The canteen serves tomato soup on Mondays and pasta on Thursdays. The canteen closes at two."
 NL_Q = "Wat is de toegangscode van het Zeeuwse archief?"
 FACT_SENTENCE = "De toegangscode van het Zeeuwse archief is QX-7731-B; de sleutel ligt bij de portier."
+FACT_QUOTE = f'"{FACT_SENTENCE} Bezoekers melden zich aan de balie." [1]'  # an extractive answer: the sentence and the next
 TINY_CHAT = (
     "{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] | trim }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<s>assistant\n{% endif %}"
@@ -71,7 +72,7 @@ def test_the_check_keeps_only_answers_that_add_what_the_best_sentences_hold(answ
     if status == "ok":
         assert text == "De code is QX-7731-B. [1]" and how == {"answer": "model", "check": "ok"}
     else:  # the documents' own words, quoted, with the number of the passage they come from
-        assert text == f'"{FACT_SENTENCE}" [1]' and how == {"answer": "extractive", "check": status}
+        assert text == FACT_QUOTE and how == {"answer": "extractive", "check": status}
 
 
 def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced(monkeypatch):
@@ -193,6 +194,32 @@ def test_citations_name_only_passages_that_exist():
     assert quote == '"Return "True" if all cased characters in the string are uppercase." [1]' and A.cited(quote) == {1}
 
 
+def test_a_which_method_question_quotes_a_sentence_that_writes_a_code_name():
+    q = "Which method of the context manager is called when a with block starts?"
+    best = A.Sentence(0, 0, "The with statement wraps a block with methods of a context manager called when it starts.", 0.9, 0.9)
+    named = A.Sentence(0, 1, 'The manager\'s "__enter__()" method is invoked.', 0.4, 0.4)
+    assert A.fits(named.text, "code", q, "en") and not A.fits(best.text, "code", q, "en") and named.match < A.NEAR_BEST * best.match
+    text, how = A.settle("It is called.", q, [(1, best), (1, named)], "en", "Not covered.")
+    assert text == f'"{named.text}" [1]' and how["answer"] == "extractive"
+    assert A.settle("It is called.", q, [(1, best)], "en", "Not covered.")[0] == f'"{best.text}" [1]'  # none writes one: the best
+
+
+def test_a_quote_carries_the_next_sentence_of_its_chunk_where_both_fit():
+    q = "Which strings does isascii accept as ASCII?"
+    doc = ('isascii() Return "True" if all characters in the string are ASCII, "False" otherwise. '
+           "ASCII characters have code points in the range U+0000-U+007F.")
+    ranked = A.rank_sentences(q, [_chunk(doc)], "en")
+    first = next(s for s in ranked if s.index == 0)
+    assert first.after == "ASCII characters have code points in the range U+0000-U+007F." and ranked[0].index == 0
+    assert next(s for s in ranked if s.index == 1).after == ""  # the chunk's last sentence
+    # the model's answer fails its check: the quote is the rule and, after it, the detail the question asks for
+    text, how = A.settle("It counts them.", q, [(1, s) for s in ranked], "en", "Not covered.")
+    assert text == f'"{doc}" [1]' and how["answer"] == "extractive"
+    long = A.Sentence(0, 0, "word " * 70, 1.0, 1.0, "Next one. " * 10)
+    assert A.extractive(long, 2) == f'"{"word " * 69}word" [2]'  # both would not fit: the sentence alone
+    assert A.extractive(A.Sentence(0, 0, "One [4].", 1.0, 1.0, "Two [5]."), 1) == '"One. Two." [1]'  # footnotes left out
+
+
 def test_the_models_likelihood_reorders_the_sentences_the_words_found():
     from edge_agent.services.grounding import focus
 
@@ -221,6 +248,68 @@ def test_the_models_likelihood_reorders_the_sentences_the_words_found():
     assert ranked.lines[-1].endswith(ranked.evidence[0][1].text)  # the best one stays next to the question
     assert seen and all(len(ts) <= 2 for ts in seen)  # only the best `rerank` by words are scored
     assert focus(q, [_chunk(NL_DOC)], "nl", "Tekst", 2, likely, rerank=0).evidence == plain.evidence
+
+
+@pytest.mark.parametrize("question, found", [
+    ("Hoeveel tokens per seconde haalt een 70B-model op een Apple M4 Ultra?", {"70b", "apple", "m4", "ultra"}),
+    ("Wat is de hoofdstad van Australië?", {"australie"}),  # folded as the index folds words
+    ("Which TCP port does pdb listen on?", {"tcp"}),
+    ("What does str.find return when __debug__ is off?", set()),  # code names are lowercase words: not names
+    ("Welke bandbreedte heeft gewoon geheugen?", set()),  # the first word's capital is not a name
+])
+def test_the_names_and_figures_a_question_refers_to(question, found):
+    assert A.names(question) == found
+
+
+def test_a_question_naming_what_no_passage_holds_is_declined_before_the_model():
+    from edge_agent.services.grounding import GroundingPolicy
+
+    q = "Wat is de toegangscode van het Zeeuwse archief in Middelburg?"  # enough of its words, but "Middelburg" is nowhere
+    assert A.missing_names(q, [NL_DOC, EN_DOC]) == {"middelburg"}
+    assert A.missing_names(q, [NL_DOC + " Het ligt in Middelburgs centrum."]) == set()  # a longer word it starts counts
+    assert A.missing_names(NL_Q, [NL_DOC]) == set()
+    policy = GroundingPolicy()
+    assert policy.uncovered(q, [_chunk(NL_DOC)], "nl") == "unknown_name" and not policy.covered(q, [_chunk(NL_DOC)], "nl")
+    assert policy.uncovered(NL_Q, [_chunk(NL_DOC)], "nl") is None
+    assert policy.uncovered("Wat is de hoofdstad van Australië?", [_chunk(NL_DOC)], "nl") == "no_passage"  # words first
+    assert GroundingPolicy(require_names=False).covered(q, [_chunk(NL_DOC)], "nl")
+    # the chunk's title counts: a passage under "Zeeuws archief, Middelburg" names the place
+    titled = SimpleNamespace(**{**vars(_chunk(NL_DOC)), "title": "Zeeuws archief, Middelburg"})
+    assert policy.covered(q, [titled], "nl")
+
+
+@pytest.mark.parametrize("question, lang, kind", [
+    ("Wie is de topman van NVIDIA?", "nl", "name"), ("Who wrote the pdb module?", "en", "name"), ("Van wie is het archief?", "nl", "name"),
+    ("By whom was it written?", "en", "name"), ("Hoe heet de topman van Arm?", "nl", None), ("Wie viele Seiten hat es?", "de", "number"),
+    ("Which users who log in get a key?", "en", None),  # a relative "who" further on asks for no name
+    ("In welk jaar opende het archief?", "nl", "year"), ("Which year was Python 3.0 released?", "en", "year"),
+])
+def test_a_who_question_asks_for_a_name(question, lang, kind):
+    assert A.answer_kind(question, lang) == kind
+
+
+def test_a_year_question_gets_a_sentence_with_a_year_or_a_decline():
+    q = "Which year was Python 3.0 released?"
+    assert not A.fits("Leading zeros are not allowed, as in the octal literals Python used before version 3.0.", "year", q, "en")
+    assert A.fits("Python 3.0 came out in December 2008.", "year", q, "en") and not A.fits("It costs 1.2015 euro.", "year", q, "en")
+    ev = _evidence(q, ["Octal literals with a leading zero were what Python used before version 3.0."], "en")
+    assert A.settle("Python 3.0 was released.", q, ev, "en", "Not covered.")[0] == "Not covered."
+
+
+def test_a_who_question_gets_a_sentence_with_a_name_or_a_decline():
+    q = "Wie is de topman van het Zeeuwse archief?"
+    without = "Het Zeeuwse archief heeft een topman die op werkdagen aanwezig is."
+    named = "De topman van het Zeeuwse archief heet Jan Verhoeven."
+    assert A.fits(named, "name", q, "nl") and not A.fits(without, "name", q, "nl")
+    assert not A.fits("Zeeuwse archief.", "name", q, "nl")  # the question's own name is no answer
+    assert A.fits("Verhoeven.", "name", q, "nl")  # a short answer may be the name alone
+    # no sentence names anyone: the model's answer ("the archive is the boss") and a quote are both refused
+    assert A.settle("Het archief is de topman.", q, _evidence(q, [without], "nl"), "nl", "Niet gevonden.") == (
+        "Niet gevonden.", {"answer": "declined", "check": "no_answer"})
+    text, how = A.settle("Jan Verhoeven.", q, _evidence(q, [without + " " + named], "nl"), "nl", "Niet gevonden.")
+    assert text == "Jan Verhoeven. [1]" and how == {"answer": "model", "check": "ok"}
+    text, how = A.settle("De topman.", q, _evidence(q, [without + " " + named], "nl"), "nl", "Niet gevonden.")
+    assert text == f'"{named}" [1]' and how["answer"] == "extractive"
 
 
 # --- through the service and the server -----------------------------------------------------------------------
@@ -282,7 +371,7 @@ def test_a_base_models_noise_falls_back_to_the_quoted_sentence(base_chat):
         assert how["check"] == "ok" and A.check_answer(r.text, NL_Q, [s for _, s in _evidence(NL_Q, [NL_DOC], "nl")], "nl").ok
     else:
         assert how["answer"] == "extractive" and how["check"] in ("empty", "echo", "off_source", "wrong_language")
-        assert r.text == f'"{FACT_SENTENCE}" [1]' and r.finish_reason == "stop"
+        assert r.text == FACT_QUOTE and r.finish_reason == "stop"
     _consistent(r.text, gen.sources)
     assert gen.sources[0].title == "Zeeuws archief" and gen.sources[0].used
     assert gen.usage.prompt_tokens > 20 and gen.usage.completion_tokens >= 1  # the model ran; its tokens are counted
@@ -301,7 +390,7 @@ def test_an_empty_generation_falls_back_to_the_extractive_answer(base_chat):
     gen = base_chat.chat(q, SamplingOptions(max_tokens=4, temperature=0, stop=[head]), rag=RagOptions(k=2))
     (r,) = gen.collect()
     assert gen.grounding["choices"][0] == {"index": 0, "answer": "extractive", "check": "empty"}
-    assert r.text == f'"{FACT_SENTENCE}" [1]'
+    assert r.text == FACT_QUOTE
     _consistent(r.text, gen.sources)
 
 
@@ -314,6 +403,26 @@ def test_a_question_below_the_threshold_is_declined_in_its_language(base_chat):
         assert r.text == SCAFFOLDS[lang].absent and gen.usage.completion_tokens == 0
         assert gen.grounding == {"language": lang, "choices": [{"index": 0, "answer": "declined", "check": "no_passage"}]}
         assert gen.sources and not any(s.used for s in gen.sources)  # searched, none used
+
+
+def test_a_question_naming_something_absent_is_declined_without_running_the_model(base_chat):
+    from edge_agent.services.chat import SamplingOptions
+
+    for q, lang in (("Wat is de toegangscode van het Zeeuwse archief in Middelburg?", "nl"),
+                    ("What does the canteen serve on Mondays in Paris?", "en")):
+        gen = base_chat.chat([{"role": "user", "content": q}], SamplingOptions(max_tokens=8), rag=RagOptions(k=2))
+        (r,) = gen.collect()
+        assert r.text == SCAFFOLDS[lang].absent and gen.usage.completion_tokens == 0 and gen.usage.prompt_tokens == 0
+        assert gen.grounding == {"language": lang, "choices": [{"index": 0, "answer": "declined", "check": "unknown_name"}]}
+        assert gen.sources and not any(s.used for s in gen.sources)
+    base_chat.grounding.require_names = False  # off: the same question reaches the model
+    try:
+        gen = base_chat.chat([{"role": "user", "content": "Wat is de toegangscode van het Zeeuwse archief in Middelburg?"}],
+                             SamplingOptions(max_tokens=4, temperature=0), rag=RagOptions(k=2))
+        gen.collect()
+        assert gen.grounding["choices"][0]["check"] != "unknown_name" and gen.usage.prompt_tokens > 20
+    finally:
+        base_chat.grounding.require_names = True
 
 
 def test_the_question_likelihood_is_scored_by_the_model_and_falls_back_to_words(base_chat):
@@ -360,6 +469,11 @@ def test_server_answers_carry_numbered_sources_used_flags_and_the_path(tiny_bund
         assert d.choices[0].message.content == SCAFFOLDS["nl"].absent
         assert d.model_extra["grounding"]["choices"][0]["answer"] == "declined"
         assert d.model_extra["sources"] and not any(s["used"] for s in d.model_extra["sources"])
+        # a question naming what no passage holds: declined before the model, and the report says why
+        n = client.chat.completions.create(model="llama", max_tokens=6, extra_body={"rag": {"k": 2}},
+                                           messages=[{"role": "user", "content": "Wat is de toegangscode van het Zeeuwse archief in Middelburg?"}])
+        assert n.choices[0].message.content == SCAFFOLDS["nl"].absent and n.usage.completion_tokens == 0
+        assert n.model_extra["grounding"]["choices"][0] == {"index": 0, "answer": "declined", "check": "unknown_name"}
         # without rag: neither field
         bare = client.chat.completions.create(model="llama", messages=[{"role": "user", "content": NL_Q}], max_tokens=2)
         assert "grounding" not in (bare.model_extra or {}) and "sources" not in (bare.model_extra or {})
