@@ -10,6 +10,7 @@ with /proc/loadavg before and after:
 - batch-embed: an OpenAI batch file of /v1/embeddings requests (one short text each) as a batch job;
 - batch-chat: a batch file of short /v1/chat/completions requests (max_tokens 4).
 
+    git archive main edge_agent | tar -x -C /tmp/tree-main
     .venv/bin/python scripts/bench_job_commits.py --before /tmp/tree-main --after . --rounds 5 [--json]
 """
 from __future__ import annotations
@@ -93,6 +94,7 @@ def main() -> int:
     ap.add_argument("--before", required=True, help="code tree A (a folder with edge_agent/)")
     ap.add_argument("--after", default=str(REPO), help="code tree B")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted")
     ap.add_argument("--items", type=int, default=200)
     ap.add_argument("--chat-items", type=int, default=64)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -118,7 +120,7 @@ def main() -> int:
         load0 = open("/proc/loadavg").read().split()[:3]
         got: dict[str, dict[str, list[float]]] = {w: {"before": [], "after": []} for w in workloads}
         ratios: dict[str, list[float]] = {w: [] for w in workloads}
-        for r in range(args.rounds):
+        for r in range(-args.warmup, args.rounds):
             for w in workloads:
                 order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
                 speed = {}
@@ -129,6 +131,9 @@ def main() -> int:
                     res = json.loads(p.stdout.readline())
                     assert res["items"] + res["failed"] == res["total"], res
                     speed[tag] = res["total"] / res["seconds"]
+                if r < 0:
+                    continue  # a warm-up round (first runs build classifiers, fill caches)
+                for tag in order:
                     got[w][tag].append(speed[tag])
                 ratios[w].append(speed["after"] / speed["before"])
                 print(f"round {r} {w}: before {speed['before']:.1f}/s after {speed['after']:.1f}/s "
