@@ -8,7 +8,9 @@ with /proc/loadavg before and after:
 - classify-plain: a classify run (names only, embedding method, self_train false) of set a's texts;
 - classify-self: the same run self-trained (self_train auto: every item is embedded before the first result);
 - batch-embed: an OpenAI batch file of /v1/embeddings requests (one short text each) as a batch job;
-- batch-chat: a batch file of short /v1/chat/completions requests (max_tokens 4).
+- batch-chat: a batch file of short /v1/chat/completions requests (max_tokens 4);
+- runner: the run loop alone, a run of `--items` items that are done as soon as they start (each success
+  with a row written in the commit's transaction, as summaries and labels are): what SQLite costs per item.
 
     git archive main edge_agent | tar -x -C /tmp/tree-main
     .venv/bin/python scripts/bench_job_commits.py --before /tmp/tree-main --after . --rounds 5 [--json]
@@ -24,7 +26,44 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-WORKLOADS = ("classify-plain", "classify-self", "batch-embed", "batch-chat")
+WORKLOADS = ("classify-plain", "classify-self", "batch-embed", "batch-chat", "runner")
+
+
+class InstantKind:
+    """Items "0".."n-1", each done when started; a success stores a row in `bench_effects` with its commit."""
+
+    name = "bench-instant"
+    prompt_version = "bench-1"
+
+    def list_items(self, params, ctx, since):
+        from edge_agent.jobs.kinds import Item
+
+        return (Item(str(i), {"i": i}) for i in range(params["n"]))
+
+    def start_item(self, item, params, ctx):
+        from edge_agent.jobs.kinds import DonePending
+
+        return DonePending(lambda: {"i": item.payload["i"]})
+
+    def commit_effect(self, item, result, run_id, ctx):
+        def effect(conn) -> None:
+            conn.execute("INSERT INTO bench_effects(run_id, item_key) VALUES (?, ?)", (run_id, item.key))
+
+        return effect
+
+
+def run_instant(jobs, n: int):
+    """A run of n instant items through a RunLoop over the jobs service's store; returns the finished run."""
+    import threading
+
+    from edge_agent.jobs.runner import RunLoop
+    from edge_agent.store.jobs import JobRecord, new_id
+
+    with jobs.db.write() as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_effects(run_id TEXT, item_key TEXT, PRIMARY KEY(run_id, item_key))")
+    job = jobs.store.create_job(JobRecord(id=new_id("job"), name=new_id("bench"), kind=InstantKind.name, params={"n": n}))
+    run = jobs.store.create_run(job, {"n": n}, "manual", jobs.settings.jobs_concurrency, None, None, None, owner=jobs.owner)
+    return RunLoop(jobs.store, InstantKind(), jobs.ctx, jobs.owner, threading.Event()).execute(run)
 
 
 def worker(tree: str, models_dir: str, items: int, chat_items: int) -> None:
@@ -73,6 +112,13 @@ def worker(tree: str, models_dir: str, items: int, chat_items: int) -> None:
             continue
         count += 1
         name = f"{workload}-{count}"
+        if workload == "runner":
+            t0 = time.perf_counter()
+            run = run_instant(rt.jobs, items)
+            secs = time.perf_counter() - t0
+            print(json.dumps({"workload": workload, "items": run.counts["succeeded"], "failed": run.counts["failed"],
+                              "total": run.total_items, "seconds": secs}), flush=True)
+            continue
         if workload.startswith("classify"):
             st = False if workload == "classify-plain" else "auto"
             rt.jobs.create_job(name, "classify", {"labels": names, "method": "embedding", "source": "texts", "texts": texts,
