@@ -174,6 +174,8 @@ class Settings(BaseSettings):
     jobs_timezone: str = Field("UTC", description="IANA time zone of cron schedules and 'HH:MM' deadlines that name none.")
     jobs_concurrency: int = Field(8, ge=1, le=256, description="Items of one job run in flight at once (decoded together), unless the job sets limits.concurrency.")
     jobs_max_parallel_runs: int = Field(2, ge=1, le=64, description="Job runs the daemon executes at the same time; others wait queued.")
+    jobs_commit_max_items: int = Field(64, ge=1, le=10_000, description="Results of a job run committed in one transaction (one fsync) at most.")
+    jobs_commit_max_ms: int = Field(200, ge=0, le=60_000, description="The longest a finished item's result waits to be committed with others (0 = each at once).")
     jobs_enabled: bool = Field(True, description="Run the cron loop and resume interrupted job runs in the daemon.")
     jobs_backend: Literal["local", "ray"] = Field(
         "local", description="Where job items run: local (this daemon's engine) or ray (a pool of actors on a Ray cluster; needs the cluster extra).")

@@ -261,7 +261,9 @@ class JobsService:
         kind = self._kind(run.kind)
         ctx = dataclasses.replace(self.ctx, cancelled=cancel.is_set)
         return RunLoop(self.store, kind, ctx, self.owner, self.stopping, on_item=self.metrics.item_done,
-                       progress=progress, cancel_event=cancel)
+                       progress=progress, cancel_event=cancel,
+                       commit_max_items=getattr(self.settings, "jobs_commit_max_items", 64),
+                       commit_max_s=getattr(self.settings, "jobs_commit_max_ms", 200) / 1000)
 
     def run_foreground(self, ref: str, progress: Callable[[int, int], None] | None = None,
                        overrides: dict | None = None) -> RunRecord:

@@ -28,6 +28,11 @@ class SqliteDatabase:
 
     Every write goes through `write()`, which serialises writers in this process
     (SQLite's own lock plus the busy timeout serialises them across processes).
+    Durability: synchronous=FULL, so a write that returned survives a power loss (the WAL is
+    fsynced at each commit; an answer that says "stored" is true after a reboot). A write that
+    only a successor process needs (a run's heartbeat, the record that an item started) may pass
+    durable=False: it survives the process being killed, not a power loss, and costs no fsync.
+    Whatever the mode, a transaction is all or nothing.
     One process opens its database once and shares it (`share()`): each user closes its
     share, and the connections close with the last one.
     """
@@ -78,23 +83,34 @@ class SqliteDatabase:
         yield conn
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """The writer connection inside one IMMEDIATE transaction; commits on exit, rolls back on error."""
+    def write(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """The writer connection inside one IMMEDIATE transaction; commits on exit, rolls back on error.
+
+        durable=False commits without an fsync (synchronous=NORMAL for this transaction): kept when the
+        process dies, possibly lost (whole) on a power loss; a later durable commit fsyncs it too.
+        Raises sqlite3.Error (the transaction is rolled back).
+        """
         with self._write_lock:
             conn = self._writer
             if conn.in_transaction:  # nested use by the same thread: join the outer transaction
                 yield conn
                 return
-            self._begin(conn)
+            if not durable:
+                conn.execute("PRAGMA synchronous=NORMAL")
             try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                # a failed COMMIT (disk full) may leave the transaction open, or SQLite may have rolled it back
-                # already: never leave it open, or the next write would join it
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                self._begin(conn)
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    # a failed COMMIT (disk full) may leave the transaction open, or SQLite may have rolled it back
+                    # already: never leave it open, or the next write would join it
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            finally:
+                if not durable:
+                    conn.execute("PRAGMA synchronous=FULL")
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         deadline = time.monotonic() + self.busy_timeout_ms / 1000

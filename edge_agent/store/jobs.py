@@ -3,6 +3,8 @@
 Exactly once: a run's items are stored when the run starts (status 'pending'); an item's result
 is committed by one conditional UPDATE (`... WHERE status = 'pending'`) in the same transaction
 as its side effects (e.g. the document's summary), so a result is stored once or not at all.
+Results that finish close together are committed as one group (commit_items): one transaction,
+one fsync, all of the group or none of it.
 A run has an owner (host:pid:token) and a heartbeat; another process takes it over only when
 the owner is gone (a dead pid on this host, or a heartbeat older than the stale limit).
 """
@@ -103,6 +105,20 @@ class ItemRecord:
     started_at: float | None = None
     finished_at: float | None = None
     unfinished_starts: int = 0  # starts by processes that died before the item ended
+
+
+@dataclass
+class ItemOutcome:
+    """One finished item, to be committed (commit_items): succeeded with its result, or failed with its error."""
+
+    key: str
+    status: str  # succeeded | failed
+    result: dict | None = None
+    error: str | None = None
+    started_at: float = 0.0
+    finished_at: float | None = None  # when the work ended (epoch s); None = at the commit
+    effect: Effect | None = None  # run in the commit's transaction when the outcome is stored (succeeded only)
+    tokens: int = 0  # generated tokens, added to the run's count
 
 
 def new_id(prefix: str) -> str:
@@ -309,7 +325,7 @@ class JobStore:
     def heartbeat(self, run_id: str, owner: str) -> bool:
         """Record a sign of life; False when the run is no longer ours (taken over or deleted)."""
         now = time.time()
-        with self.db.write() as conn:
+        with self.db.write(durable=False) as conn:  # only a living owner's successor reads it
             return conn.execute(
                 "UPDATE job_runs SET heartbeat_at = ?, updated_at = ? WHERE id = ? AND owner = ?", (now, now, run_id, owner)
             ).rowcount == 1
@@ -372,14 +388,15 @@ class JobStore:
 
     def mark_started(self, run_id: str, key: str) -> None:
         """Record, before the work begins, that this process starts a pending item (undone by unmark_started
-        on a clean stop; a process that dies leaves it counted)."""
-        with self.db.write() as conn:
+        on a clean stop; a process that dies leaves it counted). Not fsynced: it is there for the process that
+        resumes after this one died (a power loss may drop it, and the item was not to blame for that)."""
+        with self.db.write(durable=False) as conn:
             conn.execute("UPDATE run_items SET unfinished_starts = unfinished_starts + 1 WHERE run_id = ? AND item_key = ?"
                          " AND status = 'pending'", (run_id, key))
 
     def unmark_started(self, run_id: str, keys: Iterable[str]) -> None:
         """Give back the starts of items a cleanly stopping process leaves pending."""
-        with self.db.write() as conn:
+        with self.db.write(durable=False) as conn:
             conn.executemany("UPDATE run_items SET unfinished_starts = max(0, unfinished_starts - 1) WHERE run_id = ?"
                              " AND item_key = ? AND status = 'pending'", [(run_id, k) for k in keys])
 
@@ -387,28 +404,55 @@ class JobStore:
                     prompt_version: str, started_at: float, effect: Effect | None = None, tokens: int = 0) -> bool:
         """Store one item's outcome once: True when this call stored it, False when it was already stored.
 
-        `effect(conn)` runs in the same transaction (only when the outcome is stored).
+        `effect(conn)` runs in the same transaction (only when the outcome is stored). Raises ValueError
+        for an unknown status, sqlite3.Error (or the effect's error) with nothing stored.
         """
-        if status not in ("succeeded", "failed"):
-            raise ValueError(status)
+        return self.commit_items(run_id, [ItemOutcome(key, status, result, error, started_at, None, effect, tokens)],
+                                 bundle_id, prompt_version)[0]
+
+    def commit_items(self, run_id: str, outcomes: list[ItemOutcome], bundle_id: str, prompt_version: str) -> list[bool]:
+        """Store a group of items' outcomes in one transaction (one fsync), each once; per outcome, True when this
+        call stored it, False when it was stored already (its effect then does not run).
+
+        All or nothing: each result, its item's done state, its effect and the run's counters commit together,
+        and an error anywhere (an effect, the disk) rolls the whole group back. Raises ValueError for an
+        unknown status, sqlite3.Error or the effect's error with nothing stored.
+        """
+        for o in outcomes:
+            if o.status not in ("succeeded", "failed"):
+                raise ValueError(o.status)
+        if not outcomes:
+            return []
         now = time.time()
+        stored: list[bool] = []
+        succeeded = failed = tokens = 0
         with self.db.write() as conn:
-            cur = conn.execute(
-                "UPDATE run_items SET status = ?, result = ?, error = ?, bundle_id = ?, prompt_version = ?, attempts = attempts + 1,"
-                " unfinished_starts = 0, started_at = ?, finished_at = ? WHERE run_id = ? AND item_key = ? AND status = 'pending'",
-                (status, None if result is None else json.dumps(result), error, bundle_id, prompt_version, started_at, now,
-                 run_id, key),
-            )
-            if cur.rowcount != 1:
-                return False
-            column = "succeeded_items" if status == "succeeded" else "failed_items"
-            conn.execute(
-                f"UPDATE job_runs SET {column} = {column} + 1, generated_tokens = generated_tokens + ?, updated_at = ? WHERE id = ?",
-                (int(tokens), now, run_id),
-            )
-            if effect is not None and status == "succeeded":
-                effect(conn)
-        return True
+            for o in outcomes:
+                cur = conn.execute(
+                    "UPDATE run_items SET status = ?, result = ?, error = ?, bundle_id = ?, prompt_version = ?,"
+                    " attempts = attempts + 1, unfinished_starts = 0, started_at = ?, finished_at = ?"
+                    " WHERE run_id = ? AND item_key = ? AND status = 'pending'",
+                    (o.status, None if o.result is None else json.dumps(o.result), o.error, bundle_id, prompt_version,
+                     o.started_at, o.finished_at if o.finished_at is not None else now, run_id, o.key),
+                )
+                ok = cur.rowcount == 1
+                stored.append(ok)
+                if not ok:
+                    continue
+                if o.status == "succeeded":
+                    succeeded += 1
+                    if o.effect is not None:
+                        o.effect(conn)
+                else:
+                    failed += 1
+                tokens += int(o.tokens)
+            if succeeded or failed:
+                conn.execute(
+                    "UPDATE job_runs SET succeeded_items = succeeded_items + ?, failed_items = failed_items + ?,"
+                    " generated_tokens = generated_tokens + ?, updated_at = ? WHERE id = ?",
+                    (succeeded, failed, tokens, now, run_id),
+                )
+        return stored
 
     def finish_run(self, run_id: str, status: str, stop_reason: str | None = None, error: str | None = None,
                    owner: str | None = None) -> bool:

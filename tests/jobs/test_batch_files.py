@@ -208,7 +208,8 @@ def test_a_batch_interrupted_by_a_shutdown_resumes_and_answers_every_line_once(t
     """Lines in flight when the daemon stops are not failed: after the restart only the rest run, each line once."""
     from edge_agent.runtime import build_runtime
 
-    settings = job_settings(tiny_bundles, tmp_path, serve_documents=False, jobs_concurrency=4)
+    # results committed as they finish (no group window): the shutdown comes while lines are in flight
+    settings = job_settings(tiny_bundles, tmp_path, serve_documents=False, jobs_concurrency=4, jobs_commit_max_ms=0)
     body = {**CHAT, "max_tokens": 120, "ignore_eos": True}
     lines = "\n".join(json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions", "body": body})
                       for i in range(16)).encode()

@@ -158,7 +158,7 @@ def test_a_clean_stop_gives_the_starts_back(make_runtime):
 
     from edge_agent.jobs.runner import RunStopped
 
-    rt = make_runtime()
+    rt = make_runtime(jobs_commit_max_ms=0)  # results committed as they finish: the stop comes while items are in flight
     _docs(rt, 12)
     rt.jobs.create_job("stopped", "summarize", {"max_tokens": 100}, limits={"concurrency": 4})
     with pytest.raises(RunStopped):  # the process begins to shut down once the first item is committed

@@ -28,6 +28,28 @@ def test_wal_busy_timeout_and_migrations(tmp_path):
         SqliteDatabase(tmp_path / "x.db", MIGRATIONS)
 
 
+def test_writes_are_fsynced_unless_marked_not_durable(tmp_path):
+    """Every commit is durable (synchronous=FULL: it survives a power loss) except a write that asks for less, which
+    commits without an fsync and leaves the connection durable again, also when it fails."""
+    db = SqliteDatabase(tmp_path / "d.db")
+    with db.write() as conn:
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        conn.execute("CREATE TABLE t (a INT)")
+    with db.write(durable=False) as conn:
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL: no fsync at this commit
+        conn.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(sqlite3.IntegrityError):
+        with db.write(durable=False) as conn:
+            conn.execute("INSERT INTO t VALUES (2)")
+            conn.execute("INSERT INTO schema_migrations(version, name, applied_at) VALUES (1, 'dup', 0)")
+    with db.write() as conn:
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+    other = sqlite3.connect(tmp_path / "d.db")
+    assert other.execute("SELECT a FROM t").fetchall() == [(1,)]  # committed; the failed one rolled back whole
+    other.close()
+    db.close()
+
+
 def test_failed_migration_rolls_back(tmp_path):
     bad = Migration(2000, "broken", "CREATE TABLE t1 (a INT);\nCREATE TABLE t1 (a INT);")
     with pytest.raises(Exception):
