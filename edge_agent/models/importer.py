@@ -23,7 +23,7 @@ from edge_agent import __version__
 from edge_agent.engine import rescore as rescore_defaults
 from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
 from edge_agent.fsutil import replace_dir
-from edge_agent.models.onnx_builder import BLOCK8, INT4_ACCURACY_LEVEL, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
+from edge_agent.models.onnx_builder import BLOCK8, HEAD_SELECT, INT4_ACCURACY_LEVEL, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
 from edge_agent.models.spec import SUPPORTED, ArchSpec, UnsupportedModelError, rope_tables, spec_from_config
 
 log = logging.getLogger(__name__)
@@ -62,13 +62,17 @@ def lm_head_record(lm_head: str, rescored: bool = False) -> dict[str, Any]:
 
     rescored: the int4 head is tied to the embedding and the engine re-scores its top logits from the int8 rows.
     """
-    if lm_head == "int4":
+    int8 = {"format": "int8", "weights": "int8 symmetric, one scale per output channel", "activations": "uint8, one scale per token"}
+    if lm_head in ("int4", "dual"):
         rec = {"format": "int4", "op": "com.microsoft.MatMulNBits", "block_size": INT4_BLOCK, "symmetric": INT4_SYMMETRIC,
                "accuracy_level": INT4_ACCURACY_LEVEL, "activations": "int8, one scale per row and block"}
         if rescored:
             rec["rescore"] = {"rows": "the int8 embedding rows (tied), float32 activations", **RESCORE}
+        if lm_head == "dual":
+            return {"format": "dual", "select_input": HEAD_SELECT, "int4": rec, "int8": int8,
+                    "choice": "the engine's int4_head_max_rows: steps of at most that many rows take the int4 head"}
         return rec
-    return {"format": "int8", "weights": "int8 symmetric, one scale per output channel", "activations": "uint8, one scale per token"}
+    return int8
 
 
 class ModelImportError(Exception):
@@ -294,8 +298,11 @@ def import_model(
         progress.done()
 
         progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
-        model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize, lm_head=lm_head,
-                            int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out, rescore=RESCORE)
+        try:
+            model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize, lm_head=lm_head,
+                                int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out, rescore=RESCORE)
+        except ValueError as e:  # a format this model cannot take (an untied dual head)
+            raise ModelImportError(str(e)) from None
         rescored = any(o.name == "hidden" for o in model.graph.output)
         embedding = embedding_table(spec, state, quantize=quantize)
         del state
