@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where the int4 head stops paying: decode steps of a dual-head bundle with each head, by rows per step.
 
-    python scripts/bench_head_rows.py BUNDLE [--rounds 9] [--steps 8] [--threads 2] [--rows 1,2,4,8,16]
+    python scripts/bench_head_rows.py BUNDLE [--rounds 9] [--steps 8] [--threads 2] [--rows 1,2,4,8,16] [--no-spinning]
 
 BUNDLE has both output heads (`--lm-head dual`). One engine with 16 slots (the daemon's configuration),
 every slot prefilled with 128 tokens of the bench's text; a round runs `steps` greedy decode steps
@@ -55,10 +55,12 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rows", default="1,2,4,8,16")
+    ap.add_argument("--no-spinning", action="store_true", help="onnxruntime threads sleep between ops (a machine shared with busy work)")
     args = ap.parse_args()
     rows = [int(x) for x in args.rows.split(",")]
     print("load before", open("/proc/loadavg").read().strip(), flush=True)
-    e = OnnxEngine(load_bundle(args.bundle, verify=False), threads=args.threads, max_batch=max(rows), context_length=1024, device="cpu")
+    e = OnnxEngine(load_bundle(args.bundle, verify=False), threads=args.threads, max_batch=max(rows), context_length=1024, device="cpu",
+                   spinning=not args.no_spinning)
     if not e.model.dual_head:
         raise SystemExit(f"{args.bundle} has one output head: build it with `--lm-head dual`")
     ids = np.array(prompt_ids(e, PROMPT), np.int64)

@@ -69,7 +69,7 @@ class Bundle:
 
     @property
     def lm_head(self) -> str:
-        """The output projection's weights: "int4", "int8" (also every bundle from before the field) or "fp32"."""
+        """The output projection's weights: "int4", "int8" (also every bundle from before the field), "dual" (both) or "fp32"."""
         q = self.manifest.get("quantization", {})
         if q.get("scheme") == "fp32":
             return "fp32"

@@ -239,6 +239,10 @@ def _inline_int8_head(model) -> None:
     del model.graph.node[:]
     model.graph.node.extend(kept)
     model.graph.initializer.extend(branch.initializer)
+    used = {i for n in kept for i in n.input}  # the int4 head's weights (outer initializers) go
+    inits = [t for t in model.graph.initializer if t.name in used]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(inits)
     for field, drop in ((model.graph.input, node.input[0]), (model.graph.output, "hidden")):
         keep = [v for v in field if v.name != drop]
         del field[:]

@@ -65,7 +65,10 @@ def test_cli_bench_json_has_every_key(default_bundle):
     assert 100e6 < res["bytes_per_token"] < 600e6
     assert isinstance(res["load_before"], float) and isinstance(res["load_after"], float)
     assert res["lm_head"] == load_bundle(default_bundle).lm_head
-    assert res["lm_head_rescore"] == load_bundle(default_bundle).manifest["quantization"].get("lm_head", {}).get("rescore")
+    head = load_bundle(default_bundle).manifest["quantization"].get("lm_head", {})
+    assert res["lm_head_rescore"] == (head.get("rescore") or head.get("int4", {}).get("rescore"))  # dual: the int4 head's
+    if res["lm_head"] == "dual":  # up to how many rows a step took the int4 head
+        assert res["int4_head_max_rows"] >= 1
     if "llamacpp_decode_tok_s" in res:  # the C++ tools or the binding were there
         assert res["decode_vs_llamacpp_min"] <= res["decode_vs_llamacpp"] <= res["decode_vs_llamacpp_max"]
     else:

@@ -157,3 +157,5 @@ def test_gpu_graph_keeps_the_int8_head(heads):
         model.prefill(0, np.array(ids, np.int64), 0)
         logits.append(model.decode(np.array([9]), np.array([len(ids)])).copy())
     np.testing.assert_array_equal(logits[0], logits[1])
+    sizes = [(heads[h] / "gpu" / "model.onnx.data").stat().st_size for h in ("dual", "int8")]
+    assert sizes[0] == sizes[1]  # the int4 head's weights are not carried along
