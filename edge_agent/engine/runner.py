@@ -46,7 +46,13 @@ TRIM_STEP = 32
 # the int4 head (its top logits then re-scored exactly, engine.rescore), false the int8 head.
 HEAD_SELECT = "lm_head_int4"
 # Steps of at most this many rows take the int4 head of such a graph, larger ones the int8 head (the
-# setting int4_head_max_rows). MEASURED_BELOW
+# setting int4_head_max_rows). Gemma 3 270M, one 16-slot engine, decode step time int8 head / int4 head
+# (re-scoring included; scripts/bench_head_rows.py, paired rounds, medians; a shared machine at load 8-9):
+#   rows            1     2     4     6     8     16
+#   2 threads     1.07  1.20  1.15  1.05  1.00  0.95   (15 rounds, spinning off)
+#   1 thread      1.10  1.29  1.15  1.00  0.96  0.84   (11 rounds)
+# The int4 head wins up to 4 rows, ties at 6 and loses from 8 (MatMulNBits reads its blocks again for
+# more rows where the int8 GEMM does not).
 INT4_HEAD_MAX_ROWS = 4
 
 

@@ -46,8 +46,11 @@ DEFAULT_LM_HEAD = "int8"
 # the tied int8 rows (engine.rescore; `--lm-head int4`) meets the quality bar on Gemma 3 270M (perplexity
 # 1.028x fp32, int8 head 1.024x, limit 1.03x) and makes a one-row decode step 0.84x as long, but a
 # 16-row step 1.16x as long (MatMulNBits at 16 rows; scripts/bench_rescore.py, 9 paired rounds, load
-# 0.67 -> 0.90): the daemon's 16 streams would fall below 2x llama.cpp, so int8 stays the default.
-DEFAULT_MODEL_LM_HEAD = "int8"
+# 0.67 -> 0.90). "dual" carries both and the engine picks by rows per step (runner.INT4_HEAD_MAX_ROWS):
+# against the int8-only bundle, step time 0.92x at 1 row, 0.84x at 2, 0.94x at 4, 0.99x at 8, 0.97x
+# at 16 (scripts/bench_rescore.py, 13 paired rounds, spinning off, load 9-10), for ~150 MB more resident
+# memory (the int4 head's prepacked blocks).
+DEFAULT_MODEL_LM_HEAD = "dual"
 # 32: in onnxruntime 1.32 MatMulNBits gives a row the same result alone and in a batch only with
 # accuracy_level 4 and blocks of 16 or 32 (64 and 128, and levels 0-3, differ: /tmp probe, AVX-512 VNNI)
 INT4_BLOCK = 32
@@ -321,7 +324,7 @@ def import_model(
             os.chmod(p, 0o644)  # onnx writes the weights file 0600; a service user must be able to read a bundle
             files[p.name] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         manifest = {
-            "format_version": FORMAT_VERSION,
+            "format_version": FORMAT_VERSION if lm_head == "dual" and quantize else 1,
             "name": name,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "edge_agent_version": __version__,

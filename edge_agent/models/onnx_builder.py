@@ -65,6 +65,8 @@ LM_HEAD_PART_BYTES = 48 << 20
 # 0.99x of the int8 head at 16 rows). Peak RSS (bench.ours.peak_rss_mb, 512 + 128 tokens): 1 stream
 # 538 MB in 1 part, 523 in 2, 533 for the int8 head; 16 streams 849 / 862 / 892 MB.
 LM_HEAD_INT4_PART_BYTES = 128 << 20
+# (The dual head's int4 half in 48 MB parts lowered the peak while loading by 10 MB only: 704 against
+# 715 MB, Gemma 3 270M; one part it is.)
 # The output projection's formats (build_model's lm_head): "int8" per column as every other linear
 # layer, or "int4" blocks through MatMulNBits (see edge_agent.models.int4) with int8 compute
 # (accuracy_level 4: the activations are quantized per row and per block, so a row's logits do

@@ -7,13 +7,15 @@ when the engine takes the wrong head, skips the re-scoring or re-scores the int8
 """
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 
-from edge_agent.engine.bundle import load_bundle
+from edge_agent.engine.bundle import BundleError, load_bundle
 from edge_agent.engine.engine import OnnxEngine
 from edge_agent.engine.runner import INT4_HEAD_MAX_ROWS
 from edge_agent.engine.scheduler import BatchScheduler
@@ -130,6 +132,14 @@ def test_manifest_graph_and_refusals(heads, checkpoints, tmp_path):
     rec = load_bundle(heads["dual"]).manifest["quantization"]["lm_head"]
     assert rec["format"] == "dual" and rec["int4"]["rescore"]["margin"] > 0 and rec["int8"]["format"] == "int8"
     assert load_bundle(heads["dual"]).lm_head == "dual"
+    # format 2 only where a format-1 engine could not run the graph (it would not bind lm_head_int4)
+    assert [load_bundle(heads[h]).manifest["format_version"] for h in ("int8", "int4", "dual")] == [1, 1, 2]
+    newer = tmp_path / "newer"
+    shutil.copytree(heads["int8"], newer)
+    mf = json.loads((newer / "manifest.json").read_text())
+    (newer / "manifest.json").write_text(json.dumps({**mf, "format_version": 3}))
+    with pytest.raises(BundleError, match="format 3.*re-import it"):
+        load_bundle(newer)
     graph = onnx.load(str(heads["dual"] / "model.onnx"), load_external_data=False).graph
     assert "lm_head_int4" in [i.name for i in graph.input] and [o.name for o in graph.output][:2] == ["logits", "hidden"]
     assert [n.op_type for n in graph.node].count("If") == 1
