@@ -47,9 +47,10 @@ DEFAULT_LM_HEAD = "int8"
 # 1.028x fp32, int8 head 1.024x, limit 1.03x) and makes a one-row decode step 0.84x as long, but a
 # 16-row step 1.16x as long (MatMulNBits at 16 rows; scripts/bench_rescore.py, 9 paired rounds, load
 # 0.67 -> 0.90). "dual" carries both and the engine picks by rows per step (runner.INT4_HEAD_MAX_ROWS):
-# against the int8-only bundle, step time 0.92x at 1 row, 0.84x at 2, 0.94x at 4, 0.99x at 8, 0.97x
-# at 16 (scripts/bench_rescore.py, 13 paired rounds, spinning off, load 9-10), for ~150 MB more resident
-# memory (the int4 head's prepacked blocks).
+# against the int8-only bundle, step time 0.78x at 1 row, 0.76x at 2, 0.82x at 4, 1.00x at 8 and 16
+# (scripts/bench_rescore.py, 11 paired rounds, load 2.0 -> 3.1; at load 9-10 with spinning off 0.92x,
+# 0.84x, 0.94x, 0.99x, 0.97x), for ~150 MB more resident memory (the int4 head's prepacked blocks: peak
+# 699 MB one stream, 1004 MB sixteen, against 517 / 848 MB).
 DEFAULT_MODEL_LM_HEAD = "dual"
 # 32: in onnxruntime 1.32 MatMulNBits gives a row the same result alone and in a batch only with
 # accuracy_level 4 and blocks of 16 or 32 (64 and 128, and levels 0-3, differ: /tmp probe, AVX-512 VNNI)
