@@ -80,6 +80,10 @@ class Settings(BaseSettings):
         4096, ge=64, description="Most tokens (prompt + completion) one sequence may hold; capped by the model's own limit."
     )
     max_batch: int = Field(16, ge=1, le=256, description="Most sequences decoded together in one step.")
+    int4_head_max_rows: int | None = Field(
+        None, ge=0, le=256,
+        description="Bundles with both output heads: steps of at most this many rows use the int4 head (top logits re-scored exactly), larger ones the int8 head; 0 = always int8; unset = the engine's measured default.",
+    )
     prefill_chunk: int = Field(256, ge=16, description="Prompt tokens prefilled per step, so long prompts do not stall others.")
     prefix_cache_mb: int = Field(
         128, ge=0, description="Memory for the key/value cache of recent prompt prefixes (64-token blocks), reused when a prompt repeats them; 0 = off."

@@ -31,6 +31,7 @@ def build_engine(settings: Settings, max_batch: int | None = None, **scheduler_k
         context_length=settings.context_length,
         device=settings.device,
         spinning=settings.thread_spinning,
+        int4_head_max_rows=settings.int4_head_max_rows,
     )
     return BatchScheduler(
         engine, max_queue=settings.max_queue, prefill_chunk=settings.prefill_chunk,

@@ -97,12 +97,18 @@ class Peer:
 
 def _perplexities(settings: Settings, gguf: Path | None, peer: Peer | None, threads: int) -> dict[str, Any]:
     res: dict[str, Any] = {}
-    ppl, ids = perplexity_ours(settings.bundle_path(), threads, PPL_TOKENS, settings.device)
+    # one row a step, as one stream decodes: a dual bundle's int4 head (re-scored), unless the setting says int8
+    ppl, ids = perplexity_ours(settings.bundle_path(), threads, PPL_TOKENS, settings.device, settings.int4_head_max_rows)
     res.update(ppl_int8=ppl, ppl_tokens=len(ids))
+    dual = load_bundle(settings.bundle_path(), verify=False).lm_head == "dual"
+    if dual:  # and the int8 head, which steps of many rows take
+        res["ppl_int8_head"] = perplexity_ours(settings.bundle_path(), threads, PPL_TOKENS, settings.device, 0)[0]
     if gguf is None:
         return res
     res["ppl_fp32"] = perplexity_fp32(gguf, ids)
     res["ppl_ratio"] = ppl / res["ppl_fp32"]
+    if dual:
+        res["ppl_ratio_int8_head"] = res["ppl_int8_head"] / res["ppl_fp32"]
     if peer is not None and peer.tools is not None:
         from edge_agent.engine.bundle import load_bundle as _lb
         from tokenizers import Tokenizer
@@ -135,8 +141,10 @@ def measure(settings: Settings, quality: bool = True, quick: bool = False, round
     bundle_path = settings.bundle_path()
     gguf = source_gguf(bundle_path, CACHE)
     peer = Peer(gguf, threads, quick) if gguf is not None else None
-    ours = OurEngines(bundle_path, threads, settings.max_batch, settings.prefill_chunk, settings.device, quick)
+    ours = OurEngines(bundle_path, threads, settings.max_batch, settings.prefill_chunk, settings.device, quick, settings.int4_head_max_rows)
     res.update(model=ours.name, threads=ours.threads, max_batch=settings.max_batch)
+    if getattr(ours.daemon.engine.model, "dual_head", False):  # steps of at most this many rows took the int4 head
+        res["int4_head_max_rows"] = ours.daemon.engine.model.int4_head_max_rows
     mine: list[dict[str, float]] = []
     theirs: list[dict[str, float]] = []
     try:
@@ -169,17 +177,18 @@ def measure(settings: Settings, quality: bool = True, quick: bool = False, round
                     res[f"{name}_vs_llamacpp{'_' + tag.rstrip('_') if tag else ''}{suffix}"] = v
     res["batch16_over_single"] = res[f"batch{b}_tok_s"] / res["batch1_tok_s"] if res.get("batch1_tok_s") else None
     bundle = load_bundle(bundle_path, verify=False)
-    res["lm_head"] = bundle.lm_head  # int8 or int4: which output projection the figures are for
+    res["lm_head"] = bundle.lm_head  # int8, int4 or dual: which output projection the figures are for
     # an int4 head whose top logits the engine re-scores from the int8 rows: its margin and candidate cap
-    res["lm_head_rescore"] = bundle.manifest.get("quantization", {}).get("lm_head", {}).get("rescore")
+    head_rec = bundle.manifest.get("quantization", {}).get("lm_head", {})
+    res["lm_head_rescore"] = head_rec.get("rescore") or head_rec.get("int4", {}).get("rescore")
     res["bytes_per_token"] = roofline.bytes_per_token(bundle)
     res["achieved_gb_s"] = res["bytes_per_token"] * res["decode_tok_s"] / 1e9
     res["machine_gb_s"] = roofline.machine_gb_s(threads)
     res["roofline_decode_tok_s"] = res["machine_gb_s"] * 1e9 / res["bytes_per_token"]
     # 128 new tokens each, so every sequence is still decoding when the last one has been prefilled
     # with the daemon's prefix cache budget: 16 distinct prompts fill it (128 MB by default)
-    res["rss_mb"] = peak_rss_mb(bundle_path, threads, b, 1, 512, 128, settings.prefix_cache_mb)
-    res[f"rss_batch{b}_mb"] = peak_rss_mb(bundle_path, threads, b, b, 512, 128, settings.prefix_cache_mb)
+    res["rss_mb"] = peak_rss_mb(bundle_path, threads, b, 1, 512, 128, settings.prefix_cache_mb, settings.int4_head_max_rows)
+    res[f"rss_batch{b}_mb"] = peak_rss_mb(bundle_path, threads, b, b, 512, 128, settings.prefix_cache_mb, settings.int4_head_max_rows)
     res["rss_prefix_cache_mb"] = settings.prefix_cache_mb
     if quality:
         res.update(_perplexities(settings, gguf, peer, threads))
@@ -203,6 +212,8 @@ def run_bench(settings: Settings, as_json: bool = False, quality: bool = True, q
 def print_report(res: dict[str, Any]) -> None:
     b = res["max_batch"]
     head = res.get("lm_head", "int8") + (" re-scored from int8 rows" if res.get("lm_head_rescore") else "")
+    if "int4_head_max_rows" in res:
+        head += f", int4 head for steps of <= {res['int4_head_max_rows']} rows"
     print(f"model {res['model']} ({head} output projection), {res['threads']} threads, {res['rounds']} paired rounds, "
           f"load average {res['load_before']} before / {res['load_after']} after")
     print(f"llama.cpp: {res.get('llamacpp_source', '-')}" + (f" ({res['llamacpp_error']})" if "llamacpp_error" in res else ""))
@@ -233,6 +244,9 @@ def print_report(res: dict[str, Any]) -> None:
         line = f"perplexity ({res['ppl_tokens']} tokens, every position): ours {res['ppl_int8']:.3f}"
         if "ppl_fp32" in res:
             line += f", fp32 {res['ppl_fp32']:.3f}, ratio {res['ppl_ratio']:.4f}"
+        if "ppl_int8_head" in res:
+            line += f"; int8 head (steps of many rows) {res['ppl_int8_head']:.3f}"
+            line += f", ratio {res['ppl_ratio_int8_head']:.4f}" if "ppl_ratio_int8_head" in res else ""
         print(line)
     if "llamacpp_ppl" in res:
         print(f"llama.cpp perplexity (llama-perplexity, 1024-token windows): Q4_K_M {res['llamacpp_ppl']:.3f} "

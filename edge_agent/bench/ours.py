@@ -40,7 +40,8 @@ def _greedy(n: int) -> SamplingParams:
 class OurEngines:
     """A `max_batch`-slot engine as the daemon runs it, and a one-slot engine, both loaded once."""
 
-    def __init__(self, bundle_path: Path, threads: int, max_batch: int, prefill_chunk: int, device: str, quick: bool):
+    def __init__(self, bundle_path: Path, threads: int, max_batch: int, prefill_chunk: int, device: str, quick: bool,
+                 int4_head_max_rows: int | None = None):
         bundle = load_bundle(bundle_path, verify=True)
         self.name = bundle.name
         self.bundle = bundle
@@ -48,11 +49,13 @@ class OurEngines:
         self.n_gen = 32 if quick else 128
         self.steps: list[tuple[int, float]] = []
         self.daemon = BatchScheduler(
-            OnnxEngine(bundle, threads=threads, max_batch=max_batch, context_length=2048, device=device),
+            OnnxEngine(bundle, threads=threads, max_batch=max_batch, context_length=2048, device=device,
+                       int4_head_max_rows=int4_head_max_rows),
             prefill_chunk=prefill_chunk, prefix_cache_bytes=0, on_step=lambda b, s: self.steps.append((b, s)),
         ).start()
         self.oneslot = BatchScheduler(
-            OnnxEngine(bundle, threads=threads, max_batch=1, context_length=2048, device=device),
+            OnnxEngine(bundle, threads=threads, max_batch=1, context_length=2048, device=device,
+                       int4_head_max_rows=int4_head_max_rows),
             prefill_chunk=prefill_chunk, prefix_cache_bytes=0,
         ).start()
         self.threads = self.daemon.engine.threads
@@ -96,13 +99,14 @@ class OurEngines:
 
 
 def peak_rss_mb(bundle_path: Path, threads: int, max_batch: int, streams: int, prompt_len: int, n_gen: int,
-                prefix_cache_mb: int = 0) -> float:
+                prefix_cache_mb: int = 0, int4_head_max_rows: int | None = None) -> float:
     """Peak RSS of a fresh process that loads the bundle as the daemon does (max_batch slots, its prefix
     cache budget) and runs `streams` sequences of prompt_len + n_gen tokens together (its own process:
     nothing else counts). The daemon's other parts (grammar tokenizer, embedder, HTTP) are not in it:
     scripts/bench_daemon_memory.py measures the daemon itself."""
     code = (f"from pathlib import Path; from edge_agent.bench.ours import _rss_child; "
-            f"_rss_child(Path({str(bundle_path)!r}), {threads}, {max_batch}, {streams}, {prompt_len}, {n_gen}, {int(prefix_cache_mb)})")
+            f"_rss_child(Path({str(bundle_path)!r}), {threads}, {max_batch}, {streams}, {prompt_len}, {n_gen}, {int(prefix_cache_mb)}, "
+            f"{int4_head_max_rows!r})")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(f"memory probe failed: {out.stderr.strip().splitlines()[-1:]}")
@@ -110,9 +114,10 @@ def peak_rss_mb(bundle_path: Path, threads: int, max_batch: int, streams: int, p
 
 
 def _rss_child(bundle_path: Path, threads: int, max_batch: int, streams: int, prompt_len: int, n_gen: int,
-               prefix_cache_mb: int = 0) -> None:
+               prefix_cache_mb: int = 0, int4_head_max_rows: int | None = None) -> None:
     sched = BatchScheduler(
-        OnnxEngine(load_bundle(bundle_path, verify=False), threads=threads, max_batch=max_batch, context_length=2048),
+        OnnxEngine(load_bundle(bundle_path, verify=False), threads=threads, max_batch=max_batch, context_length=2048,
+                   int4_head_max_rows=int4_head_max_rows),
         prefill_chunk=256, prefix_cache_bytes=prefix_cache_mb << 20,
     ).start()
     handles = [sched.submit(prompt_ids(sched.engine, prompt_len, offset=29 * i), _greedy(n_gen)) for i in range(streams)]

@@ -21,10 +21,13 @@ def reference_text() -> str:
     return "\n\n".join(m.__doc__ or "" for m in (argparse, collections, _json, logging, pathlib, subprocess, threading, typing))
 
 
-def perplexity_ours(bundle_path: Path, threads: int, n_tokens: int, device: str = "cpu") -> tuple[float, list[int]]:
-    """Every position of the first n_tokens of the reference text scored, one token at a time."""
+def perplexity_ours(bundle_path: Path, threads: int, n_tokens: int, device: str = "cpu",
+                    int4_head_max_rows: int | None = None) -> tuple[float, list[int]]:
+    """Every position of the first n_tokens of the reference text scored, one token at a time (one row a
+    step: the head one stream decodes with; int4_head_max_rows 0 scores a dual bundle's int8 head)."""
     bundle = load_bundle(bundle_path, verify=False)
-    engine = OnnxEngine(bundle, threads=threads, max_batch=1, context_length=n_tokens + 1, device=device)
+    engine = OnnxEngine(bundle, threads=threads, max_batch=1, context_length=n_tokens + 1, device=device,
+                        int4_head_max_rows=int4_head_max_rows)
     ids = engine.encode(reference_text())[:n_tokens]
     nll = 0.0
     for i in range(len(ids) - 1):

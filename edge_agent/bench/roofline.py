@@ -14,6 +14,9 @@ import numpy as np
 def bytes_per_token(bundle) -> int:
     """Weight bytes one decode step reads: the graph's weights plus one embedding row (int8 + scale)."""
     graph = sum(p.stat().st_size for name, p in bundle.files.items() if name.startswith("model.onnx"))
+    if bundle.lm_head == "dual":  # one stream takes the int4 head: the int8 one (int8 rows, a scale each) stays unread
+        arch = bundle.architecture
+        graph -= int(arch["vocab_size"]) * (int(arch["hidden_size"]) + 4)
     embed = bundle.files.get("embed.npy")
     row = 0
     if embed is not None:

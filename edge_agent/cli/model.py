@@ -23,10 +23,12 @@ def register(sub) -> None:
     inst = msub.add_parser("install-default", help="build models/default from the packaged Gemma 3 270M")
     inst.add_argument("--force", action="store_true")
     for p in (imp, inst):
-        p.add_argument("--lm-head", dest="lm_head", choices=("int4", "int8"), default=None,
+        p.add_argument("--lm-head", dest="lm_head", choices=("int4", "int8", "dual"), default=None,
                        help="the output projection's weights: int8 per channel or int4 blocks (a smaller, faster decode "
                             "step; tied to the embedding, the top logits are re-scored from its int8 rows: Gemma 3 270M "
-                            "perplexity 1.028x fp32 against 1.024x for int8; one stream ~1.2x faster, 16 streams ~0.86x). Default: int8")
+                            "perplexity 1.028x fp32 against 1.024x for int8; one stream ~1.2x faster, 16 streams ~0.86x), "
+                            "or dual: both, tied heads only, the int4 one for steps of few rows (setting int4_head_max_rows). "
+                            "Default: int8 for import, the default model's choice for install-default")
         p.add_argument("--attn-out", choices=ATTN_OUT_CHOICES, default=None,
                        help="how the attention output projection is stored: fp32 (the default), or int8-block32 "
                             "(8-bit blocks of 32, int8 activations per block: 35 MB less memory, perplexity +0.8%%)")

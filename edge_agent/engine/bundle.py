@@ -8,7 +8,11 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "manifest.json"
-FORMAT_VERSION = 1
+# 2: the graph may take inputs a format-1 engine does not bind (the dual head's lm_head_int4); the importer
+# writes 2 only for such bundles, so a bundle an older engine can run keeps 1, and one it cannot is refused
+# by its own format check ("re-import it") instead of failing inside onnxruntime.
+FORMAT_VERSION = 2
+FORMATS = (1, 2)
 
 
 class BundleError(Exception):
@@ -69,7 +73,7 @@ class Bundle:
 
     @property
     def lm_head(self) -> str:
-        """The output projection's weights: "int4", "int8" (also every bundle from before the field) or "fp32"."""
+        """The output projection's weights: "int4", "int8" (also every bundle from before the field), "dual" (both) or "fp32"."""
         q = self.manifest.get("quantization", {})
         if q.get("scheme") == "fp32":
             return "fp32"
@@ -99,8 +103,9 @@ def load_bundle(path: Path, verify: bool = True) -> Bundle:
         manifest = json.loads(mf.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise BundleError(f"manifest of bundle {path.name!r} is unreadable ({e}): re-import the model") from None
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise BundleError(f"bundle {path.name!r} has format {manifest.get('format_version')!r}, expected {FORMAT_VERSION}: re-import it")
+    if manifest.get("format_version") not in FORMATS:
+        raise BundleError(f"bundle {path.name!r} has format {manifest.get('format_version')!r}, expected one of {FORMATS}: "
+                          "re-import it (or upgrade edge-agent if the bundle is newer)")
     files: dict[str, Path] = {}
     for rel, meta in manifest.get("files", {}).items():
         p = path / rel

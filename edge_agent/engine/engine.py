@@ -115,7 +115,9 @@ class OnnxEngine:
     spinning: onnxruntime threads busy-wait between ops (off for machines shared with busy work, see
     runner.make_session). session_factory(model_path, threads, providers) replaces runner.make_session (tests);
     gpu_device_type "cpu" runs the GPU path's graph and cache on host memory (tests and
-    scripts/gpu-check's parity run on machines without a GPU).
+    scripts/gpu-check's parity run on machines without a GPU). int4_head_max_rows: with a bundle that has
+    both output heads, the most rows a step may have to take the int4 head (runner.INT4_HEAD_MAX_ROWS when
+    None; the GPU graph always runs the int8 one). Raises ValueError for a negative one.
     """
 
     def __init__(
@@ -128,6 +130,7 @@ class OnnxEngine:
         session_factory: Callable[..., Any] | None = None,
         gpu_device_type: str = "cuda",
         spinning: bool = True,
+        int4_head_max_rows: int | None = None,
     ):
         self.bundle = bundle
         arch = bundle.architecture
@@ -161,7 +164,7 @@ class OnnxEngine:
                 log.warning("GPU session failed (%s): falling back to the CPU", reason)
         if self.model is None:
             session = factory(bundle.model_file, self.threads, ["CPUExecutionProvider"])
-            self.model = OnnxModel(session, self._cache_shape(), self.vocab_size, embedding)
+            self.model = OnnxModel(session, self._cache_shape(), self.vocab_size, embedding, int4_head_max_rows)
         release_free_heap()
         log.info(
             "loaded %s (%s, %d layers) on %s with %d threads, %d slots x %d tokens",

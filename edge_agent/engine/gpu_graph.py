@@ -9,7 +9,8 @@ layers, has no CUDA kernel. So the GPU graph is built from the bundle's own grap
    per-row normalisation around it stays (x / amax @ W * amax = x @ W) and the guard row too,
    so the engine reads the logits the same way; a MatMulNBits becomes a MatMul of its
    de-quantized weights the same way (4-bit blocks: onnx_builder's lm_head "int4"; 8-bit
-   blocks: the int8-block32 attention output);
+   blocks: the int8-block32 attention output); of a graph with both output heads only the int8
+   one is kept (_inline_int8_head);
 2. every float tensor becomes fp16 with onnxruntime's own converter
    (onnxruntime.transformers.float16), keeping `inputs_embeds` and `logits` fp32 at the
    graph's edges (casts inside); the key/value cache inputs and outputs become fp16, so the
@@ -220,6 +221,34 @@ def _as_matmul(model, node, w: np.ndarray, dead: set[str]) -> None:
     node.input.append(wname)
 
 
+def _inline_int8_head(model) -> None:
+    """A graph with both output heads (If "lm_head_select", onnx_builder's lm_head "dual"): its int8 head
+    inline in the graph, the int4 one, the select input and the hidden state dropped. On the GPU both
+    become fp16 MatMuls of the same size, so the int4 one saves nothing and would need re-scoring."""
+    nodes = list(model.graph.node)
+    at = next((i for i, n in enumerate(nodes) if n.op_type == "If" and n.name == "lm_head_select"), None)
+    if at is None:
+        return
+    node = nodes[at]
+    branch = next(a.g for a in node.attribute if a.name == "else_branch")
+    from onnx import helper
+
+    # as in a one-head graph: the head's last node, then Identity to the graph output
+    inlined = [*branch.node, helper.make_node("Identity", [branch.output[0].name], [node.output[0]], name="logits_out")]
+    kept = [n for n in nodes[:at] + inlined + nodes[at + 1:] if list(n.output) != ["hidden"]]
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    model.graph.initializer.extend(branch.initializer)
+    used = {i for n in kept for i in n.input}  # the int4 head's weights (outer initializers) go
+    inits = [t for t in model.graph.initializer if t.name in used]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(inits)
+    for field, drop in ((model.graph.input, node.input[0]), (model.graph.output, "hidden")):
+        keep = [v for v in field if v.name != drop]
+        del field[:]
+        field.extend(keep)
+
+
 def convert(src_model: Path, dst_folder: Path, fp32_ops: tuple[str, ...] | None = None) -> Path:
     """Write the fp16 graph of the int8 graph at src_model into dst_folder; returns the graph path.
 
@@ -228,6 +257,7 @@ def convert(src_model: Path, dst_folder: Path, fp32_ops: tuple[str, ...] | None 
     import onnx
 
     model = onnx.load(str(src_model))  # external data loaded too
+    _inline_int8_head(model)
     inits = {t.name: t for t in model.graph.initializer}
     dead: set[str] = set()
     for node in model.graph.node:

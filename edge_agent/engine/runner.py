@@ -42,6 +42,20 @@ MIN_CAPACITY = 256
 # never attended again; their pages are given back once TRIM_STEP such positions have gathered.
 WINDOW_MARGIN = 0
 TRIM_STEP = 32
+# A graph with two output heads (models.onnx_builder's lm_head "dual") takes this boolean input: true runs
+# the int4 head (its top logits then re-scored exactly, engine.rescore), false the int8 head.
+HEAD_SELECT = "lm_head_int4"
+# Steps of at most this many rows take the int4 head of such a graph, larger ones the int8 head (the
+# setting int4_head_max_rows). Gemma 3 270M, one 16-slot engine, decode step time int8 head / int4 head
+# (re-scoring included; scripts/bench_head_rows.py, paired rounds, medians; a shared 2-core machine):
+#   rows                            1     2     4     6     8     16
+#   2 threads, load 1.0 -> 1.9    1.24  1.27  1.13  1.05  0.99  0.86   (11 rounds, spinning on)
+#   2 threads, load 8.5 -> 7.6    1.07  1.20  1.15  1.05  1.00  0.95   (15 rounds, spinning off)
+#   1 thread,  load 7.6 -> 9.2    1.10  1.29  1.15  1.00  0.96  0.84   (11 rounds)
+# The int4 head wins by 13% or more up to 4 rows, by 0-5% at 6 and loses from 8 (MatMulNBits works
+# through its blocks again for more rows where the int8 GEMM does not); where it barely wins, the int8
+# head's better perplexity (1.024x fp32 against 1.028x) decides.
+INT4_HEAD_MAX_ROWS = 4
 
 
 def _lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:
@@ -158,7 +172,10 @@ class Embedding:
 class OnnxModel:
     """Runs prefill and batched decode steps of one model over a slot-based cache."""
 
-    def __init__(self, session: ort.InferenceSession, cache: CacheShape, vocab_size: int, embedding: Embedding):
+    def __init__(self, session: ort.InferenceSession, cache: CacheShape, vocab_size: int, embedding: Embedding,
+                 int4_head_max_rows: int | None = None):
+        """int4_head_max_rows: for a graph with both heads, the most rows a step may have to take the int4 head
+        (0: always the int8 head; None: INT4_HEAD_MAX_ROWS). Raises ValueError for a negative number."""
         self.session = session
         self.embedding = embedding
         self.cache = cache
@@ -171,9 +188,16 @@ class OnnxModel:
         # an int4 head tied to the embedding: the graph also returns the hidden state, the logits that can matter are re-scored
         has_hidden = any(o.name == "hidden" for o in session.get_outputs())
         self.rescorer = HeadRescorer.from_metadata(meta, embedding) if has_hidden else None
+        # both heads: the int4 one (no guard row, re-scored) for steps of few rows, the int8 one for the rest
+        self.dual_head = any(i.name == HEAD_SELECT for i in session.get_inputs())
+        self.int4_head_max_rows = INT4_HEAD_MAX_ROWS if int4_head_max_rows is None else int(int4_head_max_rows)
+        if self.int4_head_max_rows < 0:
+            raise ValueError(f"int4_head_max_rows must be 0 or more, not {self.int4_head_max_rows}")
+        self._select = {True: np.array(True), False: np.array(False)}
+        self.int4_head_steps = 0  # steps (prefill and decode) that took the int4 head of a dual graph
         self.hidden = np.zeros((cache.slots, embedding.dim), np.float32)
         self.prefill_hidden = np.zeros((1, embedding.dim), np.float32)
-        self._decode_bindings: dict[int, tuple[ort.IOBinding, dict[str, np.ndarray]]] = {}
+        self._decode_bindings: dict[int, tuple[ort.IOBinding, dict[str, np.ndarray], bool]] = {}
         self.steps = 0
         self.step_seconds = 0.0
         self.run_options = ort.RunOptions()  # its terminate flag stops a step in flight (interrupt())
@@ -277,6 +301,23 @@ class OnnxModel:
         c = self.cache
         return c.kv_heads * self.capacity * c.head_dim * 4
 
+    # -- output heads --------------------------------------------------------
+    def uses_int4_head(self, rows: int) -> bool:
+        """Whether a step whose head sees `rows` rows takes the int4 head of a dual graph (False for other graphs)."""
+        return self.dual_head and rows <= self.int4_head_max_rows
+
+    def _bind_head(self, io: ort.IOBinding, rows: int, out: np.ndarray, hidden: np.ndarray) -> bool:
+        """Bind the logits (and hidden state) outputs of a step of `rows` rows, and the head choice of a dual graph;
+        returns whether the step's logits get re-scored."""
+        int4 = self.uses_int4_head(rows)
+        extra = 0 if int4 else self.extra_rows
+        if self.dual_head:
+            self._bind_array(io, HEAD_SELECT, self._select[int4])
+        io.bind_output("logits", "cpu", 0, np.float32, [rows + extra, self.vocab_size], out.ctypes.data)
+        if self.rescorer is not None:
+            io.bind_output("hidden", "cpu", 0, np.float32, [rows, self.embedding.dim], hidden.ctypes.data)
+        return self.rescorer is not None and (int4 or not self.dual_head)
+
     # -- binding helpers ---------------------------------------------------
     def _bind_cache(self, io: ort.IOBinding, first: int, count: int) -> None:
         c = self.cache
@@ -330,11 +371,10 @@ class OnnxModel:
             self._bind_array(io, name, arr)
         self._bind_cache(io, slot, 1)
         out = self.prefill_logits
-        io.bind_output("logits", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
-        if self.rescorer is not None:
-            io.bind_output("hidden", "cpu", 0, np.float32, [1, self.embedding.dim], self.prefill_hidden.ctypes.data)
+        rescore = self._bind_head(io, 1, out, self.prefill_hidden)
         self._run(io)
-        if self.rescorer is not None:
+        self.int4_head_steps += self.uses_int4_head(1)
+        if rescore:
             self.rescorer.apply(out[:1], self.prefill_hidden)
         return out[0]
 
@@ -343,7 +383,7 @@ class OnnxModel:
         b = int(token_ids.shape[0])
         self.slots_used = max(self.slots_used, b)
         self.ensure_capacity(int(lengths.max()) + 1)
-        bound = self._decode_bindings.get(b)
+        bound = self._decode_bindings.get(b)  # the head (and so the bindings) depends on b alone
         if bound is None:
             io = self.session.io_binding()
             arrays = {
@@ -355,17 +395,16 @@ class OnnxModel:
             for name, arr in arrays.items():
                 self._bind_array(io, name, arr)
             self._bind_cache(io, 0, b)
-            io.bind_output("logits", "cpu", 0, np.float32, [b + self.extra_rows, self.vocab_size], self.logits.ctypes.data)
-            if self.rescorer is not None:
-                io.bind_output("hidden", "cpu", 0, np.float32, [b, self.embedding.dim], self.hidden.ctypes.data)
-            bound = self._decode_bindings[b] = (io, arrays)
-        io, arrays = bound
+            rescore = self._bind_head(io, b, self.logits, self.hidden)
+            bound = self._decode_bindings[b] = (io, arrays, rescore)
+        io, arrays, rescore = bound
         self.embedding.lookup(token_ids, arrays["inputs_embeds"][:, 0])
         arrays["position_ids"][:, 0] = lengths
         arrays["seqlens_k"][:] = lengths
         arrays["total_seq_len"][...] = int(lengths.max()) + 1
         self._run(io)
-        if self.rescorer is not None:
+        self.int4_head_steps += self.uses_int4_head(b)
+        if rescore:
             self.rescorer.apply(self.logits[:b], self.hidden[:b])
         self.trim_windows(lengths)
         return self.logits[:b]

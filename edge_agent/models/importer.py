@@ -23,7 +23,7 @@ from edge_agent import __version__
 from edge_agent.engine import rescore as rescore_defaults
 from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
 from edge_agent.fsutil import replace_dir
-from edge_agent.models.onnx_builder import BLOCK8, INT4_ACCURACY_LEVEL, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
+from edge_agent.models.onnx_builder import BLOCK8, HEAD_SELECT, INT4_ACCURACY_LEVEL, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
 from edge_agent.models.spec import SUPPORTED, ArchSpec, UnsupportedModelError, rope_tables, spec_from_config
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,12 @@ DEFAULT_LM_HEAD = "int8"
 # the tied int8 rows (engine.rescore; `--lm-head int4`) meets the quality bar on Gemma 3 270M (perplexity
 # 1.028x fp32, int8 head 1.024x, limit 1.03x) and makes a one-row decode step 0.84x as long, but a
 # 16-row step 1.16x as long (MatMulNBits at 16 rows; scripts/bench_rescore.py, 9 paired rounds, load
-# 0.67 -> 0.90): the daemon's 16 streams would fall below 2x llama.cpp, so int8 stays the default.
-DEFAULT_MODEL_LM_HEAD = "int8"
+# 0.67 -> 0.90). "dual" carries both and the engine picks by rows per step (runner.INT4_HEAD_MAX_ROWS):
+# against the int8-only bundle, step time 0.78x at 1 row, 0.76x at 2, 0.82x at 4, 1.00x at 8 and 16
+# (scripts/bench_rescore.py, 11 paired rounds, load 2.0 -> 3.1; at load 9-10 with spinning off 0.92x,
+# 0.84x, 0.94x, 0.99x, 0.97x), for ~150 MB more resident memory (the int4 head's prepacked blocks: peak
+# 699 MB one stream, 1004 MB sixteen, against 517 / 848 MB).
+DEFAULT_MODEL_LM_HEAD = "dual"
 # 32: in onnxruntime 1.32 MatMulNBits gives a row the same result alone and in a batch only with
 # accuracy_level 4 and blocks of 16 or 32 (64 and 128, and levels 0-3, differ: /tmp probe, AVX-512 VNNI)
 INT4_BLOCK = 32
@@ -62,13 +66,17 @@ def lm_head_record(lm_head: str, rescored: bool = False) -> dict[str, Any]:
 
     rescored: the int4 head is tied to the embedding and the engine re-scores its top logits from the int8 rows.
     """
-    if lm_head == "int4":
+    int8 = {"format": "int8", "weights": "int8 symmetric, one scale per output channel", "activations": "uint8, one scale per token"}
+    if lm_head in ("int4", "dual"):
         rec = {"format": "int4", "op": "com.microsoft.MatMulNBits", "block_size": INT4_BLOCK, "symmetric": INT4_SYMMETRIC,
                "accuracy_level": INT4_ACCURACY_LEVEL, "activations": "int8, one scale per row and block"}
         if rescored:
             rec["rescore"] = {"rows": "the int8 embedding rows (tied), float32 activations", **RESCORE}
+        if lm_head == "dual":
+            return {"format": "dual", "select_input": HEAD_SELECT, "int4": rec, "int8": int8,
+                    "choice": "the engine's int4_head_max_rows: steps of at most that many rows take the int4 head"}
         return rec
-    return {"format": "int8", "weights": "int8 symmetric, one scale per output channel", "activations": "uint8, one scale per token"}
+    return int8
 
 
 class ModelImportError(Exception):
@@ -294,8 +302,11 @@ def import_model(
         progress.done()
 
         progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
-        model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize, lm_head=lm_head,
-                            int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out, rescore=RESCORE)
+        try:
+            model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize, lm_head=lm_head,
+                                int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out, rescore=RESCORE)
+        except ValueError as e:  # a format this model cannot take (an untied dual head)
+            raise ModelImportError(str(e)) from None
         rescored = any(o.name == "hidden" for o in model.graph.output)
         embedding = embedding_table(spec, state, quantize=quantize)
         del state
@@ -314,7 +325,7 @@ def import_model(
             os.chmod(p, 0o644)  # onnx writes the weights file 0600; a service user must be able to read a bundle
             files[p.name] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         manifest = {
-            "format_version": FORMAT_VERSION,
+            "format_version": FORMAT_VERSION if lm_head == "dual" and quantize else 1,
             "name": name,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "edge_agent_version": __version__,

@@ -65,21 +65,29 @@ LM_HEAD_PART_BYTES = 48 << 20
 # 0.99x of the int8 head at 16 rows). Peak RSS (bench.ours.peak_rss_mb, 512 + 128 tokens): 1 stream
 # 538 MB in 1 part, 523 in 2, 533 for the int8 head; 16 streams 849 / 862 / 892 MB.
 LM_HEAD_INT4_PART_BYTES = 128 << 20
+# (The dual head's int4 half in 48 MB parts lowered the peak while loading by 10 MB only: 704 against
+# 715 MB, Gemma 3 270M; one part it is.)
 # The output projection's formats (build_model's lm_head): "int8" per column as every other linear
 # layer, or "int4" blocks through MatMulNBits (see edge_agent.models.int4) with int8 compute
 # (accuracy_level 4: the activations are quantized per row and per block, so a row's logits do
 # not depend on the other rows of its batch).
-LM_HEAD_FORMATS = ("int8", "int4")
+# "dual" stores both, tied to the embedding, behind an If node on the boolean input HEAD_SELECT: the
+# engine takes the int4 head (its top logits re-scored exactly) for steps of few rows, where reading
+# fewer bytes wins, and the int8 head for many rows, where MatMulNBits is the slower kernel; the body
+# runs once either way and each head's weights are loaded (and prepacked) once.
+LM_HEAD_FORMATS = ("int8", "int4", "dual")
 INT4_ACCURACY_LEVEL = 4
+HEAD_SELECT = "lm_head_int4"
 
 
 class _Graph:
-    def __init__(self, quantize: bool, keep_fp32: tuple[str, ...] = KEEP_FP32, keep_fp32_format: str = "fp32"):
+    def __init__(self, quantize: bool, keep_fp32: tuple[str, ...] = KEEP_FP32, keep_fp32_format: str = "fp32", prefix: str = ""):
         if keep_fp32_format not in KEEP_FP32_FORMATS:
             raise ValueError(f"unknown format {keep_fp32_format!r} for {', '.join(keep_fp32)}: use one of {', '.join(KEEP_FP32_FORMATS)}")
         self.quantize = quantize
         self.keep_fp32 = keep_fp32
         self.keep_fp32_format = keep_fp32_format
+        self.prefix = prefix  # before every name: a branch's names must differ from the outer graph's
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         self._n = 0
@@ -88,9 +96,10 @@ class _Graph:
 
     def name(self, base: str) -> str:
         self._n += 1
-        return f"{base}_{self._n}"
+        return f"{self.prefix}{base}_{self._n}"
 
     def init(self, name: str, arr: np.ndarray) -> str:
+        name = self.prefix + name
         self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
         return name
 
@@ -237,15 +246,18 @@ def build_model(
     resident memory of every start; 48 MB blocks add 42 MB.
     lm_head "int4" stores it as MatMulNBits blocks of int4_block input values instead (with a
     zero point per block unless int4_symmetric), in parts of LM_HEAD_INT4_PART_BYTES; the graph then has no
-    guard row of logits. Ignored without quantize.
+    guard row of logits. lm_head "dual" stores both (tied heads only) and takes the boolean input
+    HEAD_SELECT: true runs the int4 head ([batch, vocab] logits), false the int8 one ([batch + 1, vocab]).
+    Ignored without quantize.
 
     keep_fp32_format: how the KEEP_FP32 layers of an int8 graph are stored (KEEP_FP32_FORMATS).
 
-    An int4 head tied to the embedding makes the graph also return "hidden" (the final normed state
+    An int4 (or dual) head tied to the embedding makes the graph also return "hidden" (the final normed state
     of each row's last position, [batch, hidden_size]) for the engine's re-scoring (engine.rescore);
     rescore ({"margin": .., "max_candidates": ..}) is written into the graph's metadata for it.
 
-    Raises KeyError naming the first weight the checkpoint lacks, ValueError for an unknown format.
+    Raises KeyError naming the first weight the checkpoint lacks, ValueError for an unknown format or an
+    untied dual head.
     """
     if lm_head not in LM_HEAD_FORMATS:
         raise ValueError(f"unknown output projection format {lm_head!r}: use one of {', '.join(LM_HEAD_FORMATS)}")
@@ -277,23 +289,9 @@ def build_model(
     lm = embed if spec.tie_embeddings or lm_w_f is None else lm_w_f[:vocab]
     h = "inputs_embeds"
     int4_head = quantize and lm_head == "int4"
-    if int4_head:
-        part = lm_head_part_bytes or LM_HEAD_INT4_PART_BYTES
-        blocks = np.array_split(np.arange(vocab), max(1, -(-(vocab * -(-d // int4_block) * int4_block // 2) // part)))
-        names = ["lm_head"] if len(blocks) == 1 else [f"lm_head.{i}" for i in range(len(blocks))]
-        lm_parts = []
-        for n, b in zip(names, blocks):
-            packed, scales, zp = quantize_int4(lm[b].T, int4_block, int4_symmetric)
-            ins = [g.init(f"{n}.qweight4", packed), g.init(f"{n}.scale", scales)]
-            if zp is not None:
-                ins.append(g.init(f"{n}.zero_point", zp))
-            lm_parts.append((ins, len(b)))
-    elif quantize:
-        lm_q, lm_scale = quantize_columns(lm.T)  # [D, V], [V]
-        blocks = np.array_split(np.arange(vocab), max(1, -(-lm_q.nbytes // (lm_head_part_bytes or LM_HEAD_PART_BYTES))))
-        names = ["lm_head"] if len(blocks) == 1 else [f"lm_head.{i}" for i in range(len(blocks))]
-        lm_w = [g.init(f"{n}.qweight", np.ascontiguousarray(lm_q[:, b])) for n, b in zip(names, blocks)]
-        lm_s = [g.init(f"{n}.scale", lm_scale[b]) for n, b in zip(names, blocks)]
+    dual = quantize and lm_head == "dual"
+    if dual and lm is not embed:
+        raise ValueError("the dual output projection needs a head tied to the embedding (its int4 logits are re-scored from the int8 rows): use int8")
 
     if spec.qk_norm:
         shape_q = g.const(np.array([0, 0, nh, hd], np.int64))
@@ -312,7 +310,9 @@ def build_model(
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["logit_rows", vocab])]
     # an int4 head tied to the (int8, per-row scaled) embedding: the engine re-scores the logits that can
     # matter from those exact rows and the final hidden state (see engine.rescore), so the graph returns it
-    rescored = int4_head and lm is embed
+    rescored = (int4_head and lm is embed) or dual
+    if dual:
+        inputs.append(helper.make_tensor_value_info(HEAD_SELECT, TensorProto.BOOL, []))
     if rescored:
         outputs.append(helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", d]))
 
@@ -380,27 +380,37 @@ def build_model(
     last = g.op1("Squeeze", [last, g.const(np.array([1], np.int64))])  # [B, D]
     if rescored:
         g.nodes.append(helper.make_node("Identity", [last], ["hidden"], name="hidden_out"))
-    if int4_head:
-        outs = [g.op1("MatMulNBits", [last, *ins], domain=MS, K=d, N=n, bits=4, block_size=int4_block, accuracy_level=INT4_ACCURACY_LEVEL)
-                for ins, n in lm_parts]
-        logits = outs[0] if len(outs) == 1 else g.op1("Concat", outs, axis=-1)
-    elif quantize:
-        # [B + 1, V]: the guard row's logits are zeros the engine never reads
-        logits = g.int8_matmul(last, lm_w, lm_s, d, vocab, keep_guard=True)
+    int4_args = (last, lm, d, int4_block, int4_symmetric, lm_head_part_bytes or LM_HEAD_INT4_PART_BYTES, spec.final_softcap)
+    int8_args = (last, lm, d, vocab, lm_head_part_bytes or LM_HEAD_PART_BYTES, spec.final_softcap)
+    if dual:
+        # the heads' weights are the outer graph's initializers, used from the branches: onnxruntime 1.32 prepacks
+        # them either way, but frees the file copy only of an outer one (Gemma 3 270M: 880 MB resident after
+        # loading with the weights inside the branches, 634 MB outside, 485 MB for the int8 head alone)
+        g4, g8 = _Graph(True, prefix="head4/"), _Graph(True, prefix="head8/")
+        branches = ((g4, _int4_head(g4, *int4_args), "lm_head_int4"), (g8, _int8_head(g8, *int8_args), "lm_head_int8"))
+        for sub, _, _ in branches:
+            g.inits.extend(sub.inits)
+        then_g, else_g = (helper.make_graph(sub.nodes, name, [], [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)])
+                          for sub, out, name in branches)
+        g.nodes.append(helper.make_node("If", [HEAD_SELECT], ["logits"], name="lm_head_select", then_branch=then_g, else_branch=else_g))
     else:
-        logits = g.op1("MatMul", [last, g.init("lm_head.weight", np.ascontiguousarray(lm.T))])
-    if spec.final_softcap:
-        c = g.const(np.array(spec.final_softcap, np.float32))
-        logits = g.op1("Mul", [g.op1("Tanh", [g.op1("Div", [logits, c])]), c])
-    g.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits_out"))
+        if int4_head:
+            logits = _int4_head(g, *int4_args)
+        elif quantize:
+            logits = _int8_head(g, *int8_args)
+        else:
+            logits = _softcap(g, g.op1("MatMul", [last, g.init("lm_head.weight", np.ascontiguousarray(lm.T))]), spec.final_softcap)
+        g.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits_out"))
 
     graph = helper.make_graph(g.nodes, f"edge_agent_{spec.arch}", inputs, outputs, g.inits)
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)], producer_name="edge-agent"
     )
     model.ir_version = 10
+    int4_name = f"int4-b{int4_block}" + ("-sym" if int4_symmetric else "")
+    # dual: the int8 head's guard row (the int4 head has none)
     props = {"edge_agent.logit_guard_row": "1" if quantize and not int4_head else "0",
-             "edge_agent.lm_head": (f"int4-b{int4_block}" + ("-sym" if int4_symmetric else "")) if int4_head else ("int8" if quantize else "fp32")}
+             "edge_agent.lm_head": int4_name if int4_head else f"dual:{int4_name}+int8" if dual else ("int8" if quantize else "fp32")}
     if rescored:
         # exact head row n = embed.npy row n * embed_scale.npy[n] / rescore_divisor (Gemma folds sqrt(d) into the scale)
         props["edge_agent.rescore_divisor"] = repr(float(np.float32(spec.embed_scale)))
@@ -410,6 +420,40 @@ def build_model(
             props[f"edge_agent.rescore_{key}"] = repr(value)
     onnx.helper.set_model_props(model, props)
     return model
+
+
+def _softcap(g: _Graph, logits: str, cap: float | None) -> str:
+    """cap * tanh(logits / cap), or logits without a cap."""
+    if not cap:
+        return logits
+    c = g.const(np.array(cap, np.float32))
+    return g.op1("Mul", [g.op1("Tanh", [g.op1("Div", [logits, c])]), c])
+
+
+def _int4_head(g: _Graph, last: str, lm: np.ndarray, d: int, block: int, symmetric: bool, part: int, cap: float | None) -> str:
+    """Logits [B, V] of last [B, D] through lm [V, D] as MatMulNBits int4 blocks (in parts of `part` bytes)."""
+    vocab = lm.shape[0]
+    blocks = np.array_split(np.arange(vocab), max(1, -(-(vocab * -(-d // block) * block // 2) // part)))
+    names = ["lm_head"] if len(blocks) == 1 else [f"lm_head.{i}" for i in range(len(blocks))]
+    outs = []
+    for n, b in zip(names, blocks):
+        packed, scales, zp = quantize_int4(lm[b].T, block, symmetric)
+        ins = [g.init(f"{n}.qweight4", packed), g.init(f"{n}.scale", scales)]
+        if zp is not None:
+            ins.append(g.init(f"{n}.zero_point", zp))
+        outs.append(g.op1("MatMulNBits", [last, *ins], domain=MS, K=d, N=len(b), bits=4, block_size=block, accuracy_level=INT4_ACCURACY_LEVEL))
+    return _softcap(g, outs[0] if len(outs) == 1 else g.op1("Concat", outs, axis=-1), cap)
+
+
+def _int8_head(g: _Graph, last: str, lm: np.ndarray, d: int, vocab: int, part: int, cap: float | None) -> str:
+    """Logits [B + 1, V] of last [B, D] through lm [V, D] as int8 per row, in column blocks of `part` bytes;
+    the last row (the guard row's) is zeros the engine never reads."""
+    lm_q, lm_scale = quantize_columns(lm.T)  # [D, V], [V]
+    blocks = np.array_split(np.arange(vocab), max(1, -(-lm_q.nbytes // part)))
+    names = ["lm_head"] if len(blocks) == 1 else [f"lm_head.{i}" for i in range(len(blocks))]
+    lm_w = [g.init(f"{n}.qweight", np.ascontiguousarray(lm_q[:, b])) for n, b in zip(names, blocks)]
+    lm_s = [g.init(f"{n}.scale", lm_scale[b]) for n, b in zip(names, blocks)]
+    return _softcap(g, g.int8_matmul(last, lm_w, lm_s, d, vocab, keep_guard=True), cap)
 
 
 def embedding_table(spec: ArchSpec, state: Mapping[str, np.ndarray], quantize: bool = True) -> dict[str, np.ndarray]:

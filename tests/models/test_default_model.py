@@ -24,8 +24,9 @@ def test_manifest_of_the_default_bundle(default_bundle):
     assert "Gemma" in m["source"]["license"]
     assert m["prompt_format"]["type"] == "completion"  # a base model
     assert 1 in m["stop_token_ids"]  # <eos>
-    # int8 weights: the whole bundle is about a quarter of the fp32 model (1.1 GB)
-    assert (default_bundle / "model.onnx.data").stat().st_size < 350e6
+    # int8 weights: the whole bundle is about a quarter of the fp32 model (1.1 GB); a dual head adds its int4 copy (107 MB)
+    extra = 110e6 if m["quantization"]["lm_head"]["format"] == "dual" else 0
+    assert (default_bundle / "model.onnx.data").stat().st_size < 350e6 + extra
 
 
 def test_answers_paris(default_bundle):
@@ -65,7 +66,10 @@ def test_cli_bench_json_has_every_key(default_bundle):
     assert 100e6 < res["bytes_per_token"] < 600e6
     assert isinstance(res["load_before"], float) and isinstance(res["load_after"], float)
     assert res["lm_head"] == load_bundle(default_bundle).lm_head
-    assert res["lm_head_rescore"] == load_bundle(default_bundle).manifest["quantization"].get("lm_head", {}).get("rescore")
+    head = load_bundle(default_bundle).manifest["quantization"].get("lm_head", {})
+    assert res["lm_head_rescore"] == (head.get("rescore") or head.get("int4", {}).get("rescore"))  # dual: the int4 head's
+    if res["lm_head"] == "dual":  # up to how many rows a step took the int4 head
+        assert res["int4_head_max_rows"] >= 1
     if "llamacpp_decode_tok_s" in res:  # the C++ tools or the binding were there
         assert res["decode_vs_llamacpp_min"] <= res["decode_vs_llamacpp"] <= res["decode_vs_llamacpp_max"]
     else:
