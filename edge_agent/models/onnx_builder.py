@@ -52,8 +52,9 @@ KEEP_FP32 = ("self_attn.o_proj",)
 #   "fp32": a plain MatMul (bundles built before the option);
 #   "int8-block32": onnxruntime's MatMulNBits with 8-bit weights in blocks of 32 input rows (one scale
 #   each) and accuracy_level 4, which quantizes the activations to int8 per block of 32 as well, so
-#   an outlier channel spoils only its own block (and a row never depends on the other rows).
-KEEP_FP32_FORMATS = ("fp32", "int8-block32")
+#   an outlier channel spoils only its own block (and a row never depends on the other rows);
+#   "int8": per output channel like every other linear layer (with its input smoothed, see models.smoothing).
+KEEP_FP32_FORMATS = ("fp32", "int8-block32", "int8")
 BLOCK8 = 32
 # Largest block of the int8 output projection (see build_model). Blocks cost kernel
 # start-ups: Gemma 3's projection profiled at ~16 ms per decode step in 4 blocks against
@@ -182,7 +183,7 @@ class _Graph:
 
     def linear(self, x: str, w: np.ndarray, bias: np.ndarray | None, base: str) -> str:
         """x @ w (+ bias), w given as [in, out] float32."""
-        kept = any(base.endswith(k) for k in self.keep_fp32)
+        kept = self.keep_fp32_format != "int8" and any(base.endswith(k) for k in self.keep_fp32)
         if self.quantize and not kept:
             q, scale = quantize_columns(w)
             y = self.int8_matmul(x, self.init(base + ".qweight", q), self.init(base + ".scale", scale), w.shape[0], w.shape[1])
