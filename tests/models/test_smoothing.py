@@ -78,3 +78,13 @@ def test_unsmoothed_import_keeps_its_choice_and_bad_alpha_is_refused(checkpoints
     with pytest.raises(ModelImportError, match=r"outside \[0, 1\]"):
         import_model(checkpoints["llama"], "bad", tmp_path, smooth_alpha=1.5, **QUIET)
     assert not (tmp_path / "bad").exists()
+
+
+def test_cli_turns_smoothing_off_and_refuses_a_bad_alpha(checkpoints, tmp_path, monkeypatch, capsys):
+    from edge_agent.cli import main
+
+    monkeypatch.setenv("EDGE_AGENT_MODELS_DIR", str(tmp_path))
+    assert main(["model", "import", str(checkpoints["llama"]), "--name", "off", "--smooth-alpha", "-1"]) == 0
+    assert "smoothing" not in load_bundle(tmp_path / "off").manifest["quantization"]
+    assert main(["model", "import", str(checkpoints["llama"]), "--name", "bad", "--smooth-alpha", "2"]) == 2
+    assert "outside [0, 1]" in capsys.readouterr().err and not (tmp_path / "bad").exists()
