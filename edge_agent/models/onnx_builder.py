@@ -43,10 +43,11 @@ def quantize_columns(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q, scale
 
 
-# Linear layers kept in fp32 inside an int8 graph. The attention output feeding o_proj has
-# outlier channels that per-token int8 quantization crushes: on Gemma 3 270M (512 tokens of
-# CPython's licence) all-int8 perplexity was +2.9% over fp32, +0.5% with o_proj in fp32
-# (+0.8% with down_proj instead); it costs 35 MB and about 3 ms per decode step.
+# Linear layers kept out of the per-channel int8 scheme unless keep_fp32_format is "int8". The
+# attention output feeding o_proj has outlier channels that per-token int8 quantization crushes: on
+# Gemma 3 270M (512 tokens of CPython's licence) all-int8 perplexity was +2.9% over fp32, +0.5% with
+# o_proj in fp32 (+0.8% with down_proj instead); fp32 costs 35 MB and about 3 ms per decode step.
+# New bundles smooth the activations instead (models.smoothing) and keep every layer int8.
 KEEP_FP32 = ("self_attn.o_proj",)
 # How those layers are stored (a bundle build option, recorded in the manifest):
 #   "fp32": a plain MatMul (bundles built before the option);
