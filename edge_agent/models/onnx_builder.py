@@ -43,17 +43,19 @@ def quantize_columns(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q, scale
 
 
-# Linear layers kept in fp32 inside an int8 graph. The attention output feeding o_proj has
-# outlier channels that per-token int8 quantization crushes: on Gemma 3 270M (512 tokens of
-# CPython's licence) all-int8 perplexity was +2.9% over fp32, +0.5% with o_proj in fp32
-# (+0.8% with down_proj instead); it costs 35 MB and about 3 ms per decode step.
+# Linear layers kept out of the per-channel int8 scheme unless keep_fp32_format is "int8". The
+# attention output feeding o_proj has outlier channels that per-token int8 quantization crushes: on
+# Gemma 3 270M (512 tokens of CPython's licence) all-int8 perplexity was +2.9% over fp32, +0.5% with
+# o_proj in fp32 (+0.8% with down_proj instead); fp32 costs 35 MB and about 3 ms per decode step.
+# New bundles smooth the activations instead (models.smoothing) and keep every layer int8.
 KEEP_FP32 = ("self_attn.o_proj",)
 # How those layers are stored (a bundle build option, recorded in the manifest):
 #   "fp32": a plain MatMul (bundles built before the option);
 #   "int8-block32": onnxruntime's MatMulNBits with 8-bit weights in blocks of 32 input rows (one scale
 #   each) and accuracy_level 4, which quantizes the activations to int8 per block of 32 as well, so
-#   an outlier channel spoils only its own block (and a row never depends on the other rows).
-KEEP_FP32_FORMATS = ("fp32", "int8-block32")
+#   an outlier channel spoils only its own block (and a row never depends on the other rows);
+#   "int8": per output channel like every other linear layer (with its input smoothed, see models.smoothing).
+KEEP_FP32_FORMATS = ("fp32", "int8-block32", "int8")
 BLOCK8 = 32
 # Largest block of the int8 output projection (see build_model). Blocks cost kernel
 # start-ups: Gemma 3's projection profiled at ~16 ms per decode step in 4 blocks against
@@ -191,7 +193,7 @@ class _Graph:
 
     def linear(self, x: str, w: np.ndarray, bias: np.ndarray | None, base: str) -> str:
         """x @ w (+ bias), w given as [in, out] float32."""
-        kept = any(base.endswith(k) for k in self.keep_fp32)
+        kept = self.keep_fp32_format != "int8" and any(base.endswith(k) for k in self.keep_fp32)
         if self.quantize and not kept:
             q, scale = quantize_columns(w)
             y = self.int8_matmul(x, self.init(base + ".qweight", q), self.init(base + ".scale", scale), w.shape[0], w.shape[1])

@@ -30,7 +30,7 @@ def test_block8_bundle_is_recorded_and_close(block8_bundle, tiny_bundles, checkp
     assert q["block8_layers"] == ["self_attn.o_proj"] and q["fp32_layers"] == [] and q["attn_out"] == "int8-block32"
     graph = onnx.load(str(b.model_file), load_external_data=False).graph
     assert sum(n.op_type == "MatMulNBits" for n in graph.node) == int(b.architecture["num_layers"])
-    assert load_bundle(tiny_bundles["gemma3"]).manifest["quantization"]["fp32_layers"] == ["self_attn.o_proj"]  # the default
+    assert load_bundle(tiny_bundles["gemma3"]).manifest["quantization"]["attn_out"] == "int8"  # the default (smoothed, test_smoothing)
     eng = OnnxEngine(b, threads=1, max_batch=1, context_length=64)
     ids = eng.encode(TEXT)
     ref = hf_logits(checkpoints["gemma3"], ids)[-1]
