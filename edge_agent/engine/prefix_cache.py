@@ -1,11 +1,47 @@
 """Reuse of the key/value cache of prompt prefixes (a repeated system prompt or RAG preamble)."""
 from __future__ import annotations
 
+import mmap
 from collections import OrderedDict
 
 import numpy as np
 
 BLOCK = 64  # prefixes are cached and matched at multiples of this many tokens
+
+
+def pack(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Copies of arrays laid end to end in one private anonymous mapping of their own.
+
+    Freeing the copies gives the mapping back to the system at once, so an entry costs its size
+    rounded up to a page, no more: arrays copied to the heap left freed holes that stayed resident
+    (16 distinct 448-token prefixes of Gemma 3 270M: 141 MB at peak for 126 MB of arrays).
+    """
+    total = sum(a.nbytes for a in arrays)
+    m = mmap.mmap(-1, max(total, 1), flags=mmap.MAP_PRIVATE)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        m.madvise(mmap.MADV_NOHUGEPAGE)
+    out, at = [], 0
+    for a in arrays:
+        view = np.frombuffer(m, a.dtype, count=a.size, offset=at).reshape(a.shape)
+        view[...] = a
+        out.append(view)
+        at += a.nbytes
+    return out
+
+
+def mapped_bytes(arrays: list[np.ndarray]) -> int:
+    """The size of the one mapping all arrays view (pack's), or 0 when they are not pack's."""
+    maps = set()
+    for a in arrays:
+        base = a
+        while isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        m = base.obj if isinstance(base, memoryview) else None
+        if not isinstance(m, mmap.mmap):
+            return 0
+        maps.add(id(m))
+        size = len(m)
+    return size if len(maps) == 1 else 0
 
 
 class PrefixCache:
@@ -18,7 +54,7 @@ class PrefixCache:
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._entries: OrderedDict[bytes, tuple[int, list[np.ndarray], list[np.ndarray]]] = OrderedDict()
+        self._entries: OrderedDict[bytes, tuple[int, list[np.ndarray], list[np.ndarray], int]] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -36,7 +72,7 @@ class PrefixCache:
             if hit is not None:
                 self._entries.move_to_end(self._key(prompt, n))
                 self.hits += 1
-                return hit
+                return hit[:3]
             n -= BLOCK
         self.misses += 1
         return None
@@ -49,11 +85,23 @@ class PrefixCache:
         return n
 
     def store(self, prompt: np.ndarray, n: int, keys: list[np.ndarray], values: list[np.ndarray]) -> None:
-        size = sum(a.nbytes for a in keys) + sum(a.nbytes for a in values)
+        """Keep keys/values (per layer) of prompt[:n], evicting the least recently used past the budget.
+
+        bytes counts what the entries hold resident: each entry is one mapping of its own (pack),
+        so the budget is what the cache costs. Arrays not packed yet are copied into one first.
+        """
+        arrays = list(keys) + list(values)
+        size = mapped_bytes(arrays)
+        if not size:
+            size = -(-sum(a.nbytes for a in arrays) // mmap.PAGESIZE) * mmap.PAGESIZE
+            if size > self.max_bytes:
+                return
+            arrays = pack(arrays)
+            keys, values = arrays[: len(keys)], arrays[len(keys):]
         if size > self.max_bytes:
             return
-        self._entries[self._key(prompt, n)] = (n, keys, values)
+        self._entries[self._key(prompt, n)] = (n, keys, values, size)
         self.bytes += size
         while self.bytes > self.max_bytes:
-            _, (_, k, v) = self._entries.popitem(last=False)
-            self.bytes -= sum(a.nbytes for a in k) + sum(a.nbytes for a in v)
+            _, (_, _, _, dropped) = self._entries.popitem(last=False)
+            self.bytes -= dropped

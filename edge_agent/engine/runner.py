@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from edge_agent.engine.prefix_cache import pack
 from edge_agent.engine.rescore import HeadRescorer
 from edge_agent.engine.types import StepInterrupted
 
@@ -394,5 +395,6 @@ class OnnxModel:
             buf[slot, :, : saved.shape[1]] = saved
 
     def read_prefix(self, slot: int, n: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Copies of positions 0..n-1 of slot, per layer."""
-        return [b[slot, :, :n].copy() for b in self.keys], [b[slot, :, :n].copy() for b in self.values]
+        """Copies of positions 0..n-1 of slot, per layer (in one mapping of their own: prefix_cache.pack)."""
+        copies = pack([b[slot, :, :n] for b in self.keys + self.values])
+        return copies[: len(self.keys)], copies[len(self.keys):]
