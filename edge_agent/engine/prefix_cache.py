@@ -51,8 +51,10 @@ class PrefixCache:
     per-token quantization), so a hit gives exactly the numbers a fresh prefill would.
     """
 
-    def __init__(self, max_bytes: int):
+    def __init__(self, max_bytes: int, position_bytes: int = 0):
         self.max_bytes = max_bytes
+        self.limit = max_bytes  # max_bytes less what live sequences hold, when they take from the same budget (give_way)
+        self.position_bytes = position_bytes  # one cached position's size where live sequences share the budget, else 0
         self.bytes = 0
         self._entries: OrderedDict[bytes, tuple[int, list[np.ndarray], list[np.ndarray], int]] = OrderedDict()
         self.hits = 0
@@ -80,9 +82,20 @@ class PrefixCache:
     def wants(self, prompt: np.ndarray) -> int:
         """How many leading tokens of prompt are worth storing (0 when none or already stored)."""
         n = (len(prompt) - 1) // BLOCK * BLOCK
-        if self.max_bytes <= 0 or n < BLOCK or self._key(prompt, n) in self._entries:
+        if self.max_bytes <= 0 or n < BLOCK or n * self.position_bytes > self.limit or self._key(prompt, n) in self._entries:
             return 0
         return n
+
+    def give_way(self, live_bytes: int) -> None:
+        """Let the live sequences' cache (live_bytes) take from the budget first: evict the least recently used
+        entries past what they leave (the vLLM way: cached prefixes live in memory no sequence needs)."""
+        self.limit = max(0, self.max_bytes - live_bytes)
+        self._evict()
+
+    def _evict(self) -> None:
+        while self.bytes > self.limit and self._entries:
+            _, (_, _, _, dropped) = self._entries.popitem(last=False)
+            self.bytes -= dropped
 
     def store(self, prompt: np.ndarray, n: int, keys: list[np.ndarray], values: list[np.ndarray]) -> None:
         """Keep keys/values (per layer) of prompt[:n], evicting the least recently used past the budget.
@@ -94,14 +107,12 @@ class PrefixCache:
         size = mapped_bytes(arrays)
         if not size:
             size = -(-sum(a.nbytes for a in arrays) // mmap.PAGESIZE) * mmap.PAGESIZE
-            if size > self.max_bytes:
+            if size > self.limit:
                 return
             arrays = pack(arrays)
             keys, values = arrays[: len(keys)], arrays[len(keys):]
-        if size > self.max_bytes:
+        if size > self.limit:
             return
         self._entries[self._key(prompt, n)] = (n, keys, values, size)
         self.bytes += size
-        while self.bytes > self.max_bytes:
-            _, (_, _, _, dropped) = self._entries.popitem(last=False)
-            self.bytes -= dropped
+        self._evict()

@@ -274,6 +274,12 @@ class OnnxModel:
                 self.trimmed[slot] = cut
 
     @property
+    def host_position_bytes(self) -> int:
+        """Host memory one cached position of one sequence takes (every layer's key and value)."""
+        c = self.cache
+        return c.layers * 2 * c.kv_heads * c.head_dim * 4
+
+    @property
     def slot_bytes(self) -> int:
         c = self.cache
         return c.kv_heads * self.capacity * c.head_dim * 4

@@ -55,3 +55,34 @@ def test_resident_memory_stays_within_the_budget_and_comes_back():
     del hit, cache
     gc.collect()
     assert _rss_mb() - before <= 4, "evicted entries stayed resident"
+
+
+def _run(engine, gives_way: bool) -> tuple[list[int], int, int]:
+    """A preamble prompt, then a long sequence, then the preamble again: (cached tokens of both repeats, bytes kept)."""
+    from edge_agent.engine.scheduler import BatchScheduler
+    from edge_agent.engine.types import SamplingParams
+
+    per = engine.model.host_position_bytes
+    preamble = "Fact: the cache gives way. " * 3  # one 64-token block and some (the tiny model's tokens are about bytes)
+    assert 64 < len(engine.encode(preamble)) < 120
+    s = BatchScheduler(engine, prefill_chunk=32, prefix_cache_bytes=160 * per, prefix_cache_gives_way=gives_way).start()
+    try:
+        greedy = SamplingParams(max_tokens=4, ignore_eos=True)
+        s.generate(preamble + " First?", greedy)
+        again = s.generate(preamble + " Second?", greedy).usage.cached_tokens  # nothing else runs: a hit
+        long = "Unrelated words here. " * 2  # under one block: never stored itself
+        s.generate(long, SamplingParams(max_tokens=150, ignore_eos=True))  # its cache alone needs more than the budget
+        kept = s.prefix_cache.bytes
+        after = s.generate(preamble + " Third?", greedy).usage.cached_tokens
+    finally:
+        s.stop()
+    return [again, after], kept, len(engine.encode(long))
+
+
+def test_cached_prefixes_give_way_to_a_live_sequence_only_when_asked(llama_engine):
+    (again, after), kept, long_tokens = _run(llama_engine, gives_way=True)
+    assert 160 < long_tokens + 150 < 256 and long_tokens < 64
+    assert again >= 64  # idle: the prefix cache works as before
+    assert kept == 0 and after == 0  # the live sequence took the memory: the preamble was evicted
+    (again, after), kept, _ = _run(llama_engine, gives_way=False)
+    assert again >= 64 and kept > 0 and after >= 64
