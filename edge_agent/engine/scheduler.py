@@ -311,14 +311,20 @@ class BatchScheduler(Admission):
         self._beat = time.monotonic()
         self._reap()
         self._admit()
-        if self.prefix_cache.position_bytes:
-            self.prefix_cache.give_way(self.prefix_cache.position_bytes * sum(max(s.length, s.prefilled) for s in self._active()))
+        self._give_way()
         if self._prefilling is not None:
             self._prefill_chunk()
             if self._user_can_start():  # a user came during the chunk, or a user's prompt is not done:
                 return  # their prefill goes before a decode step of batch rows
         if self._decoding:
             self._decode_step()
+
+    def _give_way(self, leaving: Sequence | None = None) -> None:
+        """With prefix_cache_gives_way: cached prefixes keep what the live sequences' cache (all but `leaving`,
+        whose cache is about to go) leaves of the budget."""
+        per = self.prefix_cache.position_bytes
+        if per:
+            self.prefix_cache.give_way(per * sum(max(s.length, s.prefilled) for s in self._active() if s is not leaving))
 
     def _recover(self, e: Exception) -> None:
         """After an unexpected exception: end the active sequences (their state is unknown); waiting ones stay."""
