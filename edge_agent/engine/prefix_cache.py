@@ -17,9 +17,8 @@ def pack(arrays: list[np.ndarray]) -> list[np.ndarray]:
     (16 distinct 448-token prefixes of Gemma 3 270M: 141 MB at peak for 126 MB of arrays).
     """
     total = sum(a.nbytes for a in arrays)
-    m = mmap.mmap(-1, max(total, 1), flags=mmap.MAP_PRIVATE)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):
-        m.madvise(mmap.MADV_NOHUGEPAGE)
+    # every byte is written at once: the kernel maps the pages in one go (MAP_POPULATE), faster than a fault per page
+    m = mmap.mmap(-1, max(total, 1), flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0))
     out, at = [], 0
     for a in arrays:
         view = np.frombuffer(m, a.dtype, count=a.size, offset=at).reshape(a.shape)
