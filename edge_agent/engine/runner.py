@@ -167,7 +167,7 @@ class OnnxModel:
         # int8 graphs return one extra (guard) row of logits after the batch's rows
         meta = session.get_modelmeta().custom_metadata_map
         self.extra_rows = int(meta.get("edge_agent.logit_guard_row", "0"))
-        self.logits = np.zeros((cache.slots + self.extra_rows, vocab_size), np.float32)
+        self.logits = _lazy_zeros((cache.slots + self.extra_rows, vocab_size))  # 17 MB at 16 slots: given back when idle
         self.prefill_logits = np.zeros((1 + self.extra_rows, vocab_size), np.float32)
         # an int4 head tied to the embedding: the graph also returns the hidden state, the logits that can matter are re-scored
         has_hidden = any(o.name == "hidden" for o in session.get_outputs())
@@ -237,6 +237,8 @@ class OnnxModel:
         target = min(self.cache.max_len, max(MIN_CAPACITY, -(-in_use // MIN_CAPACITY) * MIN_CAPACITY))
         if target < self.capacity:
             self._allocate(target, keep=min(in_use, target))
+        if in_use == 0:  # idle: the batch's logits rows are written again before they are read
+            _drop_pages(self.logits, 0, self.logits.nbytes)
 
     def release_slots(self, keep: int) -> None:
         """Give the memory of slots keep.. back to the system (they hold nothing anyone reads any more).
