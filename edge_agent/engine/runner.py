@@ -45,16 +45,18 @@ WINDOW_MARGIN = 0
 TRIM_STEP = 32
 
 
-def _lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:
+def _lazy_zeros(shape: tuple[int, ...], huge: bool = False) -> np.ndarray:
     """A float32 zero array in its own private anonymous mapping: a page becomes resident only when
     it is written (reading an unwritten or given-back page maps the shared zero page), and the whole
     mapping goes back to the system when the array is freed. Huge pages are refused, so one write
     makes 4 KB resident, not 2 MB. (np.zeros may reuse heap memory that calloc must clear, which
-    makes every slot resident.)"""
+    makes every slot resident.) huge: huge pages asked for instead, as numpy asks for its own large
+    arrays (for buffers written whole, such as the logits rows)."""
     n = int(np.prod(shape)) * 4
     m = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):
-        m.madvise(mmap.MADV_NOHUGEPAGE)
+    advice = "MADV_HUGEPAGE" if huge else "MADV_NOHUGEPAGE"
+    if hasattr(mmap, advice):
+        m.madvise(getattr(mmap, advice))
     return np.frombuffer(m, np.float32, count=n // 4).reshape(shape)
 
 
@@ -167,7 +169,7 @@ class OnnxModel:
         # int8 graphs return one extra (guard) row of logits after the batch's rows
         meta = session.get_modelmeta().custom_metadata_map
         self.extra_rows = int(meta.get("edge_agent.logit_guard_row", "0"))
-        self.logits = _lazy_zeros((cache.slots + self.extra_rows, vocab_size))  # 17 MB at 16 slots: given back when idle
+        self.logits = _lazy_zeros((cache.slots + self.extra_rows, vocab_size), huge=True)  # 17 MB at 16 slots: given back when idle
         self.prefill_logits = np.zeros((1 + self.extra_rows, vocab_size), np.float32)
         # an int4 head tied to the embedding: the graph also returns the hidden state, the logits that can matter are re-scored
         has_hidden = any(o.name == "hidden" for o in session.get_outputs())
