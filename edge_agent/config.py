@@ -88,6 +88,10 @@ class Settings(BaseSettings):
     prefix_cache_mb: int = Field(
         128, ge=0, description="Memory for the key/value cache of recent prompt prefixes (64-token blocks), reused when a prompt repeats them; 0 = off."
     )
+    prefix_cache_gives_way: bool = Field(
+        False, description="Cached prefixes give their memory to the live sequences' cache first (prefix_cache_mb is then the budget "
+        "of both): lower peak memory under load, fewer prefix hits while many long sequences run.",
+    )
     reserved_interactive_slots: int | None = Field(
         None, ge=0, description="Batch slots that background (job/batch) work never takes, kept for interactive requests; unset = max(1, max_batch // 4)."
     )

@@ -83,6 +83,7 @@ class Admission:
         t = time.perf_counter()
         try:
             src, cached = (s.feed, s.prefilled) if s is self._prefilling else (s.history()[:-1], s.length)
+            self._give_way(leaving=s)  # the memory its cache frees may hold its prefix
             n = self.prefix_cache.wants(src[: cached + 1]) if src is not None and cached > 0 else 0
             if n:
                 self.prefix_cache.store(src, n, *self.model.read_prefix(s.slot, n))

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from edge_agent.engine.prefix_cache import pack
 from edge_agent.engine.rescore import HeadRescorer
 from edge_agent.engine.types import StepInterrupted
 
@@ -58,16 +59,18 @@ HEAD_SELECT = "lm_head_int4"
 INT4_HEAD_MAX_ROWS = 4
 
 
-def _lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:
+def _lazy_zeros(shape: tuple[int, ...], huge: bool = False) -> np.ndarray:
     """A float32 zero array in its own private anonymous mapping: a page becomes resident only when
     it is written (reading an unwritten or given-back page maps the shared zero page), and the whole
     mapping goes back to the system when the array is freed. Huge pages are refused, so one write
     makes 4 KB resident, not 2 MB. (np.zeros may reuse heap memory that calloc must clear, which
-    makes every slot resident.)"""
+    makes every slot resident.) huge: huge pages asked for instead, as numpy asks for its own large
+    arrays (for buffers written whole, such as the logits rows)."""
     n = int(np.prod(shape)) * 4
     m = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):
-        m.madvise(mmap.MADV_NOHUGEPAGE)
+    advice = "MADV_HUGEPAGE" if huge else "MADV_NOHUGEPAGE"
+    if hasattr(mmap, advice):
+        m.madvise(getattr(mmap, advice))
     return np.frombuffer(m, np.float32, count=n // 4).reshape(shape)
 
 
@@ -183,7 +186,7 @@ class OnnxModel:
         # int8 graphs return one extra (guard) row of logits after the batch's rows
         meta = session.get_modelmeta().custom_metadata_map
         self.extra_rows = int(meta.get("edge_agent.logit_guard_row", "0"))
-        self.logits = np.zeros((cache.slots + self.extra_rows, vocab_size), np.float32)
+        self.logits = _lazy_zeros((cache.slots + self.extra_rows, vocab_size), huge=True)  # 17 MB at 16 slots: given back when idle
         self.prefill_logits = np.zeros((1 + self.extra_rows, vocab_size), np.float32)
         # an int4 head tied to the embedding: the graph also returns the hidden state, the logits that can matter are re-scored
         has_hidden = any(o.name == "hidden" for o in session.get_outputs())
@@ -260,6 +263,8 @@ class OnnxModel:
         target = min(self.cache.max_len, max(MIN_CAPACITY, -(-in_use // MIN_CAPACITY) * MIN_CAPACITY))
         if target < self.capacity:
             self._allocate(target, keep=min(in_use, target))
+        if in_use == 0:  # idle: the batch's logits rows are written again before they are read
+            _drop_pages(self.logits, 0, self.logits.nbytes)
 
     def release_slots(self, keep: int) -> None:
         """Give the memory of slots keep.. back to the system (they hold nothing anyone reads any more).
@@ -295,6 +300,12 @@ class OnnxModel:
             if cut - int(self.trimmed[slot]) >= TRIM_STEP:
                 self._drop_positions(slot, int(self.trimmed[slot]), cut, self._windowed)
                 self.trimmed[slot] = cut
+
+    @property
+    def host_position_bytes(self) -> int:
+        """Host memory one cached position of one sequence takes (every layer's key and value)."""
+        c = self.cache
+        return c.layers * 2 * c.kv_heads * c.head_dim * 4
 
     @property
     def slot_bytes(self) -> int:
@@ -433,5 +444,6 @@ class OnnxModel:
             buf[slot, :, : saved.shape[1]] = saved
 
     def read_prefix(self, slot: int, n: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Copies of positions 0..n-1 of slot, per layer."""
-        return [b[slot, :, :n].copy() for b in self.keys], [b[slot, :, :n].copy() for b in self.values]
+        """Copies of positions 0..n-1 of slot, per layer (in one mapping of their own: prefix_cache.pack)."""
+        copies = pack([b[slot, :, :n] for b in self.keys + self.values])
+        return copies[: len(self.keys)], copies[len(self.keys):]

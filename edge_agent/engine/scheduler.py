@@ -100,6 +100,7 @@ class BatchScheduler(Admission):
         batch_prefill_chunk: int | None = None,
         interactive_window_s: float = 30.0,
         user_first: bool = True,
+        prefix_cache_gives_way: bool = False,
     ):
         self.engine = engine
         self.model = engine.model
@@ -131,7 +132,8 @@ class BatchScheduler(Admission):
         self.failure: str | None = None  # why the loop stopped for good (None while it works)
         self.tokens_generated = 0
         self.preemptions = 0
-        self.prefix_cache = PrefixCache(prefix_cache_bytes)
+        # gives way: live sequences' host cache takes from the prefix cache's budget first (position_bytes 0: never)
+        self.prefix_cache = PrefixCache(prefix_cache_bytes, getattr(self.model, "host_position_bytes", 0) if prefix_cache_gives_way else 0)
         self._gate = StepGate(self.model, self._cond)
         # False: users wait for the batch step in flight, and a preempted batch prompt's cache is dropped
         # (the policy before; scripts/bench_jobs.py compares the two)
@@ -309,6 +311,7 @@ class BatchScheduler(Admission):
         self._beat = time.monotonic()
         self._reap()
         self._admit()
+        self._give_way()
         if self._prefilling is not None:
             self._prefill_chunk()
             if self._user_can_start():  # a user came during the chunk, or a user's prompt is not done:
@@ -316,10 +319,17 @@ class BatchScheduler(Admission):
         if self._decoding:
             self._decode_step()
 
+    def _give_way(self, leaving: Sequence | None = None) -> None:
+        """With prefix_cache_gives_way: cached prefixes keep what the live sequences' cache (all but `leaving`,
+        whose cache is about to go) leaves of the budget."""
+        per = self.prefix_cache.position_bytes
+        if per:
+            self.prefix_cache.give_way(per * sum(max(s.length, s.prefilled) for s in self._active() if s is not leaving))
+
     def _recover(self, e: Exception) -> None:
         """After an unexpected exception: end the active sequences (their state is unknown); waiting ones stay."""
         if isinstance(e, MemoryError):
-            self.prefix_cache = PrefixCache(self.prefix_cache.max_bytes)
+            self.prefix_cache = PrefixCache(self.prefix_cache.max_bytes, self.prefix_cache.position_bytes)
         active = self._active()
         self._decoding, self._prefilling = [], None
         for s in active:

@@ -100,7 +100,9 @@ def grammar_tokenizer(tokenizer, vocab_size: int, stop_token_ids) -> Any:
             if tokens is None:  # a tokenizer of another kind: llguidance parses its JSON (a second copy of it)
                 lt = llg.LLTokenizer(tokenizer.to_str(), n_vocab=key[0], eos_token=list(key[1]) or None)
             else:
-                lt = llg.LLTokenizer(_Wrapper(tokenizer, tokens, key[1]), n_vocab=key[0], eos_token=list(key[1]) or None)
+                wrapper = _Wrapper(tokenizer, tokens, key[1])
+                lt = llg.LLTokenizer(wrapper, n_vocab=key[0], eos_token=list(key[1]) or None)
+                wrapper.tokens = []  # llguidance copied them at construction (Gemma's: 15 MB it would keep for nothing)
                 del tokens
             cache = (key, lt)
             tokenizer._edge_llg = cache

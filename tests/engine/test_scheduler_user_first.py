@@ -123,10 +123,13 @@ def test_a_user_interrupts_a_batch_decode_step_and_is_prefilled_before_the_next_
         s.stop()
 
 
-def test_a_user_interrupts_a_batch_prompt_which_resumes_from_its_kept_cache(llama_engine, reference, monkeypatch):
+@pytest.mark.parametrize("gives_way", [False, True])
+def test_a_user_interrupts_a_batch_prompt_which_resumes_from_its_kept_cache(llama_engine, reference, monkeypatch, gives_way):
     long_ids = llama_engine.encode(LONG)
     assert 140 < len(long_ids) < 240
-    s = BatchScheduler(llama_engine, prefill_chunk=64, batch_prefill_chunk=64, reserved_interactive_slots=2).start()
+    # gives_way: a budget of 160 positions holds the kept 128 only if the preempted prompt's own cache is not counted as live
+    budget = {"prefix_cache_bytes": 160 * llama_engine.model.host_position_bytes, "prefix_cache_gives_way": True} if gives_way else {}
+    s = BatchScheduler(llama_engine, prefill_chunk=64, batch_prefill_chunk=64, reserved_interactive_slots=2, **budget).start()
     rec = Recorder(s, monkeypatch, llama_engine.encode(USER))
     try:
         rec.hold_when = ("prefill", lambda info: info == ("batch", 128))

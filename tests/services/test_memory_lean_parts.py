@@ -48,6 +48,21 @@ def test_grammar_tokenizer_matches_llguidance_json_on_byte_level_bpe(tmp_path):
     _assert_same_view(tok, n, [tok.token_to_id("</s>")])
     lt = grammar_tokenizer(tok, n, [tok.token_to_id("</s>")])
     assert grammar_tokenizer(tok, n, [tok.token_to_id("</s>")]) is lt  # built once
+    # it holds no copy of the token list, and still reads every token and masks a JSON answer as llguidance's own does
+    import gc
+
+    gc.collect()
+    held = [o for o in gc.get_objects() if isinstance(o, _Wrapper) and o._tok is tok]
+    assert held and all(len(o.tokens) == 0 for o in held)
+    import llguidance as llg
+
+    ref = llg.LLTokenizer(tok.to_str(), n_vocab=n, eos_token=[tok.token_to_id("</s>")])
+    assert all(ref.decode_bytes([i]) == lt.decode_bytes([i]) for i in range(n))
+    schema = OutputConstraint.json_schema({"type": "object", "properties": {"n": {"type": "integer"}}})
+    m_ref, m_lt = compile_matcher(ref, schema), compile_matcher(lt, schema)
+    for t in tok.encode(' {"n": 42}', add_special_tokens=False).ids:
+        assert m_ref.compute_bitmask() == m_lt.compute_bitmask()
+        assert m_ref.consume_token(t) == m_lt.consume_token(t)
 
 
 def test_grammar_tokenizer_matches_llguidance_json_on_gemma(default_bundle):
