@@ -102,10 +102,17 @@ def test_access_log_line_has_no_prompt_or_key(tiny_bundles, tmp_path, caplog):
             server.request("GET", "/health")
             import time
 
-            time.sleep(0.2)  # the line is written when the server closes the body
+            def lines():
+                return [r.getMessage() for r in caplog.records if r.name == "edge_agent.access"]
+
+            # each line is written when the server has sent the body, after the client has it: wait for the three
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not all(any(x.startswith(p) for x in lines())
+                                                          for p in ("POST /v1/completions", "POST /v1/chat/completions", "GET /health")):
+                time.sleep(0.05)
     finally:
         server.close()
-    lines = [r.getMessage() for r in caplog.records if r.name == "edge_agent.access"]
+    lines = lines()
     comp = next(x for x in lines if x.startswith("POST /v1/completions 200"))
     assert comp.endswith("completion=3") and "prompt=" in comp
     chat = next(x for x in lines if x.startswith("POST /v1/chat/completions 200"))
