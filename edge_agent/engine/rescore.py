@@ -4,8 +4,11 @@ A bundle whose output projection is int4 blocks (onnxruntime's MatMulNBits) tied
 reads 107 MB per decoded token instead of the int8 head's 168 MB, but its logits carry the int4
 error (Gemma 3 270M: perplexity 1.072x fp32 against 1.024x for the int8 head). Such a graph also
 returns the final normed hidden state of each row ("hidden"); a bundle with both heads ("dual") takes
-the int4 one, and so this re-scoring, only for steps of few rows (runner.INT4_HEAD_MAX_ROWS), where
-reading fewer bytes wins, and its int8 head for the rest. For every row, the logits within
+the int4 one only for steps of few rows (runner.INT4_HEAD_MAX_ROWS), where reading fewer bytes wins,
+and its int8 head for the rest; both are re-scored, so a sequence's greedy tokens do not depend on
+how many rows its steps share (the int8 head's own logits, from uint8 activations, differ from the
+exact ones at near-ties: 2 of 16 sequences changed a token within 41 when batched, before). The cost
+at 16 rows was within noise (scripts/bench_rescore.py --margins=-inf, 1.004x). For every row, the logits within
 `margin` of the row's largest int4 logit are replaced by the exact dot products of that hidden
 state with the int8 embedding rows (one scale each; the very rows an int8 head would hold) in
 float32. Every token that greedy decoding, top-k / top-p / min-p sampling or a perplexity

@@ -44,7 +44,7 @@ MIN_CAPACITY = 256
 WINDOW_MARGIN = 0
 TRIM_STEP = 32
 # A graph with two output heads (models.onnx_builder's lm_head "dual") takes this boolean input: true runs
-# the int4 head (its top logits then re-scored exactly, engine.rescore), false the int8 head.
+# the int4 head, false the int8 head; the top logits of either are then re-scored exactly (engine.rescore).
 HEAD_SELECT = "lm_head_int4"
 # Steps of at most this many rows take the int4 head of such a graph, larger ones the int8 head (the
 # setting int4_head_max_rows). Gemma 3 270M, one 16-slot engine, decode step time int8 head / int4 head
@@ -327,7 +327,9 @@ class OnnxModel:
         io.bind_output("logits", "cpu", 0, np.float32, [rows + extra, self.vocab_size], out.ctypes.data)
         if self.rescorer is not None:
             io.bind_output("hidden", "cpu", 0, np.float32, [rows, self.embedding.dim], hidden.ctypes.data)
-        return self.rescorer is not None and (int4 or not self.dual_head)
+        # a dual graph's int8 steps are re-scored too: both heads then pick from the same exact scores, so a
+        # sequence's greedy tokens do not depend on how many rows its steps share (batch invariance)
+        return self.rescorer is not None
 
     # -- binding helpers ---------------------------------------------------
     def _bind_cache(self, io: ort.IOBinding, first: int, count: int) -> None:
