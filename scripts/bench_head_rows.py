@@ -15,7 +15,6 @@ int4_head_max_rows.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time

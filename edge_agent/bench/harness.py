@@ -209,6 +209,12 @@ def run_bench(settings: Settings, as_json: bool = False, quality: bool = True, q
     return 0
 
 
+
+def _one_decimal(x) -> str:
+    """A figure with one decimal, or "-" when the run has none."""
+    return f"{x:.1f}" if isinstance(x, (int, float)) else "-"
+
+
 def print_report(res: dict[str, Any]) -> None:
     b = res["max_batch"]
     head = res.get("lm_head", "int8") + (" re-scored from int8 rows" if res.get("lm_head_rescore") else "")
@@ -224,8 +230,7 @@ def print_report(res: dict[str, Any]) -> None:
         t = res.get(theirs) if theirs else None
         r = res.get(ratio) if ratio else None
         span = f"{r:.2f}x ({res.get(ratio + '_min', 0):.2f}-{res.get(ratio + '_max', 0):.2f})" if r is not None else "-"
-        fmt = (lambda x: f"{x:.1f}" if isinstance(x, (int, float)) else "-")
-        print(f"{label:<40}{fmt(v):>12}{fmt(t):>12}{span:>22}")
+        print(f"{label:<40}{_one_decimal(v):>12}{_one_decimal(t):>12}{span:>22}")
 
     row(f"decode tok/s, 1 stream ({b}-slot engine)", "decode_tok_s", "llamacpp_decode_tok_s", "decode_vs_llamacpp")
     row("decode tok/s, 1 stream (1-slot engine)", "decode_1slot_tok_s", "llamacpp_decode_tok_s", "decode_1slot_vs_llamacpp")
