@@ -217,10 +217,12 @@ def _one_decimal(x) -> str:
 
 def print_report(res: dict[str, Any]) -> None:
     b = res["max_batch"]
-    head = res.get("lm_head", "int8") + (" re-scored from int8 rows" if res.get("lm_head_rescore") else "")
-    if "int4_head_max_rows" in res:
-        head += f", int4 head for steps of <= {res['int4_head_max_rows']} rows"
-    print(f"model {res['model']} ({head} output projection), {res['threads']} threads, {res['rounds']} paired rounds, "
+    head = f"{res.get('lm_head', 'int8')} output projection"
+    if res.get("lm_head") == "dual" and "int4_head_max_rows" in res:
+        head += f" (int4 for steps of <= {res['int4_head_max_rows']} rows, int8 above)"
+    if res.get("lm_head_rescore"):
+        head += ", top logits re-scored from the int8 rows"
+    print(f"model {res['model']} ({head}), {res['threads']} threads, {res['rounds']} paired rounds, "
           f"load average {res['load_before']} before / {res['load_after']} after")
     print(f"llama.cpp: {res.get('llamacpp_source', '-')}" + (f" ({res['llamacpp_error']})" if "llamacpp_error" in res else ""))
     print(f"{'metric':<40}{'edge-agent':>12}{'llama.cpp':>12}{'ratio (min-max)':>22}")
