@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,23 +27,13 @@ from edge_agent.bench.ours import prompt_ids  # noqa: E402
 from edge_agent.engine.bundle import load_bundle  # noqa: E402
 from edge_agent.engine.engine import OnnxEngine  # noqa: E402
 
-PROMPT = 128
+from bench_rescore import PROMPT, steps  # noqa: E402  (scripts/ is on the path when run as a script)
 
 
 def use_head(e: OnnxEngine, int4: bool) -> None:
     """Every step of e takes the int4 head (True) or the int8 head (False)."""
     e.model.int4_head_max_rows = 256 if int4 else 0
     e.model._decode_bindings.clear()  # they hold the head choice
-
-
-def steps(e: OnnxEngine, b: int, n: int) -> float:
-    """Seconds per decode step at b rows (n steps from position PROMPT), argmax included."""
-    tok = np.full(b, 818, np.int64)
-    t = time.perf_counter()
-    for i in range(n):
-        logits = e.model.decode(tok, np.full(b, PROMPT + i, np.int64))
-        tok = np.fromiter((int(np.argmax(logits[r])) for r in range(b)), np.int64, b)
-    return (time.perf_counter() - t) / n
 
 
 def main() -> int:
