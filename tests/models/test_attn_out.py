@@ -12,7 +12,7 @@ from edge_agent.engine.bundle import load_bundle
 from edge_agent.engine.engine import OnnxEngine
 from edge_agent.models.importer import ModelImportError, import_model
 
-from test_import import QUIET, TEXT, hf_logits
+from test_import import QUIET, TEXT, assert_last_logits_near_checkpoint
 
 from test_hardware import fresh_detection, gpu_box  # noqa: F401  (fixtures)
 
@@ -31,12 +31,7 @@ def test_block8_bundle_is_recorded_and_close(block8_bundle, tiny_bundles, checkp
     graph = onnx.load(str(b.model_file), load_external_data=False).graph
     assert sum(n.op_type == "MatMulNBits" for n in graph.node) == int(b.architecture["num_layers"])
     assert load_bundle(tiny_bundles["gemma3"]).manifest["quantization"]["attn_out"] == "int8"  # the default (smoothed, test_smoothing)
-    eng = OnnxEngine(b, threads=1, max_batch=1, context_length=64)
-    ids = eng.encode(TEXT)
-    ref = hf_logits(checkpoints["gemma3"], ids)[-1]
-    got = eng.model.prefill(0, np.array(ids), 0)
-    assert np.corrcoef(got, ref)[0, 1] > 0.995
-    assert np.argmax(got) in np.argsort(-ref)[:3]
+    assert_last_logits_near_checkpoint(b, checkpoints["gemma3"])
 
 
 def test_block8_logits_do_not_depend_on_the_batch(block8_bundle):

@@ -26,6 +26,17 @@ def hf_logits(ckpt: Path, ids: list[int]) -> np.ndarray:
         return model(torch.tensor([ids])).logits[0].numpy()
 
 
+def assert_last_logits_near_checkpoint(bundle, ckpt: Path) -> None:
+    """A prefill of TEXT in an engine of the loaded bundle: its last logits correlate with the checkpoint's
+    (> 0.995) and its greedy pick is among the checkpoint's top 3."""
+    eng = OnnxEngine(bundle, threads=1, max_batch=1, context_length=64)
+    ids = eng.encode(TEXT)
+    ref = hf_logits(ckpt, ids)[-1]
+    got = eng.model.prefill(0, np.array(ids), 0)
+    assert np.corrcoef(got, ref)[0, 1] > 0.995
+    assert np.argmax(got) in np.argsort(-ref)[:3]
+
+
 def run_steps(bundle: Path, ids: list[int]) -> np.ndarray:
     """Logits at every position: a prefill of half, then one decode step per token."""
     eng = OnnxEngine(load_bundle(bundle), threads=1, max_batch=2, context_length=128)
