@@ -55,7 +55,7 @@ HEAD_SELECT = "lm_head_int4"
 #   1 thread,  load 7.6 -> 9.2    1.10  1.29  1.15  1.00  0.96  0.84   (11 rounds)
 # The int4 head wins by 13% or more up to 4 rows, by 0-5% at 6 and loses from 8 (MatMulNBits works
 # through its blocks again for more rows where the int8 GEMM does not); where it barely wins, the int8
-# head's better perplexity (1.024x fp32 against 1.028x) decides.
+# head's better perplexity (1.011x fp32 against 1.016x, both re-scored) decides.
 INT4_HEAD_MAX_ROWS = 4
 
 
@@ -200,7 +200,7 @@ class OnnxModel:
         self.int4_head_steps = 0  # steps (prefill and decode) that took the int4 head of a dual graph
         self.hidden = np.zeros((cache.slots, embedding.dim), np.float32)
         self.prefill_hidden = np.zeros((1, embedding.dim), np.float32)
-        self._decode_bindings: dict[int, tuple[ort.IOBinding, dict[str, np.ndarray], bool]] = {}
+        self._decode_bindings: dict[int, tuple[ort.IOBinding, dict[str, np.ndarray]]] = {}
         self.steps = 0
         self.step_seconds = 0.0
         self.run_options = ort.RunOptions()  # its terminate flag stops a step in flight (interrupt())
@@ -317,9 +317,8 @@ class OnnxModel:
         """Whether a step whose head sees `rows` rows takes the int4 head of a dual graph (False for other graphs)."""
         return self.dual_head and rows <= self.int4_head_max_rows
 
-    def _bind_head(self, io: ort.IOBinding, rows: int, out: np.ndarray, hidden: np.ndarray) -> bool:
-        """Bind the logits (and hidden state) outputs of a step of `rows` rows, and the head choice of a dual graph;
-        returns whether the step's logits get re-scored."""
+    def _bind_head(self, io: ort.IOBinding, rows: int, out: np.ndarray, hidden: np.ndarray) -> None:
+        """Bind the logits (and hidden state) outputs of a step of `rows` rows, and the head choice of a dual graph."""
         int4 = self.uses_int4_head(rows)
         extra = 0 if int4 else self.extra_rows
         if self.dual_head:
@@ -327,9 +326,6 @@ class OnnxModel:
         io.bind_output("logits", "cpu", 0, np.float32, [rows + extra, self.vocab_size], out.ctypes.data)
         if self.rescorer is not None:
             io.bind_output("hidden", "cpu", 0, np.float32, [rows, self.embedding.dim], hidden.ctypes.data)
-        # a dual graph's int8 steps are re-scored too: both heads then pick from the same exact scores, so a
-        # sequence's greedy tokens do not depend on how many rows its steps share (batch invariance)
-        return self.rescorer is not None
 
     # -- binding helpers ---------------------------------------------------
     def _bind_cache(self, io: ort.IOBinding, first: int, count: int) -> None:
@@ -384,10 +380,10 @@ class OnnxModel:
             self._bind_array(io, name, arr)
         self._bind_cache(io, slot, 1)
         out = self.prefill_logits
-        rescore = self._bind_head(io, 1, out, self.prefill_hidden)
+        self._bind_head(io, 1, out, self.prefill_hidden)
         self._run(io)
         self.int4_head_steps += self.uses_int4_head(1)
-        if rescore:
+        if self.rescorer is not None:
             self.rescorer.apply(out[:1], self.prefill_hidden)
         return out[0]
 
@@ -408,16 +404,16 @@ class OnnxModel:
             for name, arr in arrays.items():
                 self._bind_array(io, name, arr)
             self._bind_cache(io, 0, b)
-            rescore = self._bind_head(io, b, self.logits, self.hidden)
-            bound = self._decode_bindings[b] = (io, arrays, rescore)
-        io, arrays, rescore = bound
+            self._bind_head(io, b, self.logits, self.hidden)
+            bound = self._decode_bindings[b] = (io, arrays)
+        io, arrays = bound
         self.embedding.lookup(token_ids, arrays["inputs_embeds"][:, 0])
         arrays["position_ids"][:, 0] = lengths
         arrays["seqlens_k"][:] = lengths
         arrays["total_seq_len"][...] = int(lengths.max()) + 1
         self._run(io)
         self.int4_head_steps += self.uses_int4_head(b)
-        if rescore:
+        if self.rescorer is not None:
             self.rescorer.apply(self.logits[:b], self.hidden[:b])
         self.trim_windows(lengths)
         return self.logits[:b]
