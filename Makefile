@@ -21,10 +21,10 @@ models/$(MODEL)/manifest.json: | $(STAMP)
 
 model: models/$(MODEL)/manifest.json
 
-# setup prepares what a first start would otherwise do before it is ready (the embedding export);
-# once done it only checks (under a second)
+# setup prepares what a first start would otherwise do before it is ready (the embedding export), and
+# rebuilds a default bundle that an older builder made; once done it only checks (under a second)
 run: $(STAMP) models/$(MODEL)/manifest.json
-	$(VENV)/bin/edge-agent setup --no-build-model
+	$(VENV)/bin/edge-agent setup
 	$(VENV)/bin/edge-agent serve
 
 test: $(STAMP)

@@ -1,6 +1,7 @@
 """`edge-agent setup`: do at install time what a first start would otherwise do before it is ready.
 
-Creates the data, index and models folders, builds the default model bundle when it is missing,
+Creates the data, index and models folders, builds the default model bundle when it is missing
+(or rebuilds it when an older builder made it, see models.importer.outdated_default),
 verifies the selected bundle, and exports the embedding model to ONNX and chooses its int8 variant
 (the cache under data_dir that the daemon loads in seconds). Idempotent: a second run checks and
 changes nothing. `--check` changes nothing at all and exits 1 when a first start would have work to do.
@@ -8,6 +9,7 @@ changes nothing. `--check` changes nothing at all and exits 1 when a first start
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -47,6 +49,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
             print(f"building the default model bundle in {bundle} (Gemma 3 270M, a few minutes; Gemma Terms of Use apply)", flush=True)
             install_default(s.models_dir)
             print(f"built in {time.monotonic() - t:.0f} s")
+        elif s.model == "default":
+            _rebuild_if_outdated(s.models_dir, bundle, args, todo)
         b = load_bundle(bundle, verify=True)
         print(f"model: {b.name} OK ({len(b.files)} files match the manifest)")
     except (BundleError, ModelImportError) as e:
@@ -77,6 +81,32 @@ def cmd_setup(args: argparse.Namespace) -> int:
         return 1
     print("ready to serve: `edge-agent serve` (or `systemctl start edge-agent`)")
     return 0
+
+
+def _rebuild_if_outdated(models_dir: Path, bundle: Path, args: argparse.Namespace, todo: list[str]) -> None:
+    """Rebuild the default bundle, with the options it was built with, when an older builder made it
+    (models.importer.outdated_default); with --check or --no-build-model only say so."""
+    from edge_agent.models.importer import install_default, outdated_default
+
+    try:
+        manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # load_bundle says what is wrong with it
+    options = outdated_default(manifest) if isinstance(manifest, dict) else None
+    if options is None:
+        return
+    if args.check:
+        todo.append("model: the default bundle was built by an older builder (setup rebuilds it)")
+        return
+    if args.no_build_model:
+        print("note: the default bundle was built by an older builder; `edge-agent model install-default --force` "
+              "rebuilds it (about a minute)")
+        return
+    t = time.monotonic()
+    print(f"rebuilding the default model bundle in {bundle}: an older builder made it (about a minute; "
+          "the old bundle serves until the new one is complete)", flush=True)
+    install_default(models_dir, force=True, **options)
+    print(f"rebuilt in {time.monotonic() - t:.0f} s")
 
 
 def _fail(message: str) -> int:

