@@ -109,6 +109,9 @@ class ChatService:
             self.on_grammar("degraded", f"{type(e).__name__} when first needed; see the daemon's log")
             raise UnavailableError("structured outputs are unavailable: their grammar tokenizer could not be built; "
                                    "see the daemon's log") from None
+        from edge_agent.engine.engine import release_free_heap
+
+        release_free_heap()  # building it leaves freed heap mapped (as parsing tokenizer.json does)
         took = getattr(tok, "_edge_llg_seconds", None)
         self.on_grammar("ready", "loaded on first use" + (f" in {took:.2f} s" if took is not None else ""))
 

@@ -74,6 +74,9 @@ class OnDemandEmbedder:
             raise UnavailableError("the embedding model could not be loaded; see the daemon's log, and run `edge-agent doctor` "
                                    "for the fix") from None
         if not was_loaded:
+            from edge_agent.engine.engine import release_free_heap
+
+            release_free_heap()  # creating the session leaves freed heap mapped
             log.info("embedding model loaded on first use in %.2f s", getattr(self.inner, "load_seconds", None) or 0.0)
             self.failure = None
             self.on_state("ready", self.describe())
