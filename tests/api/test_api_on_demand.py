@@ -151,8 +151,10 @@ def test_the_embedding_model_loads_on_the_first_embedding_request_once(tiny_bund
         assert [a[0] for a in answers] == [200] * 4 and len(loads) == 1  # four first requests, one load
         assert emb.loaded is True
         got = np.array([d["embedding"] for d in json.loads(answers[0][2])["data"]], np.float32)
-        want = build_embedder(settings).embed(texts)  # loaded at once, as before
+        eager = build_embedder(settings)  # loaded at once, as before
+        want = eager.embed(texts)
         assert got.shape == want.shape == (2, 384) and np.allclose(got, want, atol=1e-5)
+        assert (emb.dim, emb.max_tokens, emb.model_id, emb.variant) == (eager.dim, eager.max_tokens, eager.model_id, eager.variant)
         part = _ready(server)[1]["parts"]["embedder"]
         assert part["state"] == "ready" and "loaded on first use" in part["detail"]
     finally:
