@@ -285,11 +285,14 @@ def _watch_grammar(rt: Runtime) -> None:
 
     from edge_agent.services.constrained import grammar_last_used, grammar_loaded, release_grammar
 
+    rt.chat.on_grammar = lambda state, detail: _set_part(rt, "grammar", state, detail)
     if importlib.util.find_spec("llguidance") is None:
         rt.parts["grammar"] = ("degraded", "llguidance is not installed: structured outputs are refused (reinstall edge-agent)")
+    elif getattr(rt.settings, "preload_parts", False):
+        rt.parts["grammar"] = ("loading", "building the grammar tokenizer (preload_parts)")
+        threading.Thread(target=_preload_grammar, args=(rt,), name="edge-agent-grammar", daemon=True).start()
     else:
         rt.parts["grammar"] = ("ready", "loads on the first structured-output request")
-    rt.chat.on_grammar = lambda state, detail: _set_part(rt, "grammar", state, detail)
     tok = rt.chat.engine.tokenizer
 
     def release() -> bool:
@@ -301,12 +304,22 @@ def _watch_grammar(rt: Runtime) -> None:
     rt.releaser.watch("grammar", lambda: grammar_loaded(tok), lambda: grammar_last_used(tok), release)
 
 
+def _preload_grammar(rt: Runtime) -> None:
+    """Background thread (preload_parts): build the grammar tokenizer now; a failure only degrades (the part says so)."""
+    try:
+        rt.chat.prepare_grammar()
+    except Exception as e:  # prepare_grammar logged it and set the part
+        log.debug("preloading the grammar tokenizer failed: %s", e)
+
+
 def _on_demand_embedder(rt: Runtime) -> Any:
-    """The configured embedder with its files checked (export done) and its weights loaded on first use."""
+    """The configured embedder with its files checked (export done) and its weights loaded on first use
+    (now with preload_parts); raises EmbedderError."""
     from edge_agent.rag.embedder import build_embedder
     from edge_agent.services.on_demand import OnDemandEmbedder
 
-    emb = OnDemandEmbedder(build_embedder(rt.settings, load=False), lambda state, detail: _set_part(rt, "embedder", state, detail))
+    inner = build_embedder(rt.settings, load=bool(getattr(rt.settings, "preload_parts", False)))
+    emb = OnDemandEmbedder(inner, lambda state, detail: _set_part(rt, "embedder", state, detail))
     if rt.releaser is not None:
         rt.releaser.watch("embedder", lambda: bool(getattr(emb.inner, "loaded", False)), lambda: emb.last_used, emb.release)
     return emb

@@ -202,11 +202,24 @@ def test_idle_unload_gives_both_parts_back_and_the_next_request_loads_them_again
         emb, tok = server.runtime.documents.embedder, server.runtime.chat.engine.tokenizer
         assert server.request("POST", "/v1/embeddings", {"model": "default", "input": "hello"})[0] == 200
         assert server.request("POST", "/v1/chat/completions", JSON_CHAT)[0] == 200
-        assert wait_until(lambda: not emb.loaded and getattr(tok, "_edge_llg", None) is None, 10, 0.05)
-        assert server.runtime.releaser.released == {"embedder": 1, "grammar": 1}
+        released = server.runtime.releaser.released
+        assert wait_until(lambda: released == {"embedder": 1, "grammar": 1}, 10, 0.05)  # counted after each release
+        assert not emb.loaded and getattr(tok, "_edge_llg", None) is None
         assert "given back" in _ready(server)[1]["parts"]["grammar"]["detail"]
         status, _, body = server.request("POST", "/v1/embeddings", {"model": "default", "input": "hello"})
         assert status == 200 and len(json.loads(body)["data"][0]["embedding"]) == 384
+        assert server.request("POST", "/v1/chat/completions", JSON_CHAT)[0] == 200
+    finally:
+        server.close()
+
+
+def test_preload_parts_loads_both_before_ready(tiny_bundles, prepared_data):
+    """preload_parts: the old behaviour for who prefers no first-request delay; /ready waits for both."""
+    server = _start(api_settings(tiny_bundles["llama"], prepared_data, max_batch=4, preload_parts=True))
+    try:
+        assert wait_until(lambda: _ready(server)[0] == 200, 120, 0.05)
+        assert server.runtime.documents.embedder.loaded is True
+        assert getattr(server.runtime.chat.engine.tokenizer, "_edge_llg", None) is not None
         assert server.request("POST", "/v1/chat/completions", JSON_CHAT)[0] == 200
     finally:
         server.close()
