@@ -67,6 +67,33 @@ def prompts(bundle: Path, n: int, length: int) -> list[str]:
     return [tok.decode(ids[29 * i: 29 * i + length - 1]) for i in range(n)]
 
 
+class StreamGaps:
+    """A streamed completion in a thread; finish() -> (largest, median) seconds between its chunks."""
+
+    def __init__(self, port: int, model: str):
+        self.times: list[float] = []
+        body = {"model": model, "prompt": "Once upon a time", "max_tokens": 400, "temperature": 0, "ignore_eos": True, "stream": True}
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        self.conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+        self.resp = self.conn.getresponse()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        while len(self.times) < 20 and self.thread.is_alive():  # decoding steadily before the other request starts
+            time.sleep(0.05)
+
+    def _read(self) -> None:
+        for line in self.resp:
+            if line.startswith(b"data: "):
+                self.times.append(time.perf_counter())
+
+    def finish(self) -> tuple[float, float]:
+        time.sleep(1.0)
+        self.conn.close()
+        self.thread.join(5)
+        gaps = sorted(b - a for a, b in zip(self.times, self.times[1:]))
+        return (round(gaps[-1], 3), round(gaps[len(gaps) // 2], 3)) if gaps else (0.0, 0.0)
+
+
 def first_use(port: int, pid: int, model: str, documents: bool) -> dict:
     """Latency (s) of the first and second embedding and JSON-mode requests, and the RSS (MB) after each first one."""
     out: dict = {}
@@ -76,9 +103,14 @@ def first_use(port: int, pid: int, model: str, documents: bool) -> dict:
         calls.insert(0, ("embed", "/v1/embeddings", {"model": "default", "input": ["The invoice is overdue."]}))
     for name, path, body in calls:
         for turn in ("first", "second"):
+            stream = None
+            if name == "json":  # a stream decoding meanwhile: how long the build pauses it (the build holds the GIL)
+                stream = StreamGaps(port, model)
             t = time.perf_counter()
             code, _ = request(port, "POST", path, body)
             out[f"{name}_{turn}_s"] = round(time.perf_counter() - t, 3)
+            if stream is not None:
+                out[f"stream_gap_during_json_{turn}_max_s"], out["stream_gap_median_s"] = stream.finish()
             if code != 200:
                 raise SystemExit(f"{path} answered {code}")
             if turn == "first":
