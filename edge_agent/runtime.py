@@ -14,6 +14,7 @@ from edge_agent.services.chat import ChatService
 from edge_agent.services.grounding import GroundingPolicy
 from edge_agent.services.embeddings import EmbeddingService
 from edge_agent.services.metrics import ServiceMetrics
+from edge_agent.services.on_demand import IdleReleaser
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class Runtime:
     jobs: Any = None  # edge_agent.jobs.service.JobsService: runs, cron loop (started after the model loads)
     cluster: Any = None  # edge_agent.jobs.ray_backend.RayPool when jobs_backend = "ray"
     db: Any = None  # the SQLite database, opened once (store.SqliteDatabase); each service using it holds a share
+    releaser: Any = None  # services.on_demand.IdleReleaser: gives the on-demand parts back after idle_unload_s
     # state of the parts that load in the background: name -> (loading | ready | failed | disabled, detail)
     parts: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     closed: bool = False
@@ -116,6 +118,8 @@ class Runtime:
         cluster, self.cluster = self.cluster, None
         if cluster is not None:
             cluster.close()
+        if self.releaser is not None:
+            self.releaser.close()
         self.scheduler.stop(grace_s)
         with self._docs_lock:  # a background load that finishes after this closes its own service
             self.closed = True
@@ -154,6 +158,7 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
                                      settings.rag_rerank_sentences, settings.rag_require_names)
     rt = Runtime(settings=settings, scheduler=scheduler, chat=chat, embeddings=None, metrics=metrics, documents=documents)  # type: ignore[arg-type]
     rt.embeddings = EmbeddingService(lambda: rt.documents, lambda: rt.documents_status)
+    rt.releaser = IdleReleaser(settings.idle_unload_s, release_free_heap).start()  # before the parts it watches load
     chat.attach_documents(lambda: rt.documents, lambda: rt.documents_status)
     if documents is None and load_documents:
         rt.documents_status = "still loading"
@@ -162,8 +167,7 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
     elif documents is None:
         rt.documents_status = "documents are disabled in this process"
         rt.parts.update(embedder=("disabled", "serve_documents is off"), index=("disabled", "serve_documents is off"))
-    rt.parts["grammar"] = ("loading", "preparing structured outputs (llguidance's view of the tokenizer)")
-    threading.Thread(target=_prepare_grammar, args=(rt,), name="edge-agent-grammar", daemon=True).start()
+    _watch_grammar(rt)
     rt.jobs = _build_jobs(rt)
     if rt.jobs is not None and (settings.jobs_enabled if start_jobs is None else start_jobs):
         rt.jobs.start()  # resumes interrupted runs, starts the cron loop
@@ -274,17 +278,51 @@ def _set_part(rt: Any, name: str, state: str, detail: str | None) -> None:
         parts[name] = (state, detail)
 
 
-def _prepare_grammar(rt: Runtime) -> None:
-    """Background thread: build the grammar tokenizer before a structured-output request needs it
-    (1.5 s on an idle 2-core machine for Gemma's vocabulary, holding the GIL, so better at start-up
-    than in the middle of serving). A failure only degrades: the first such request builds it."""
+def _watch_grammar(rt: Runtime) -> None:
+    """The grammar tokenizer (structured outputs, grounded answers) is built by the first request that needs it
+    (services/on_demand.py: ~110 MB a chat-only daemon never holds); here only whether it can be, and the idle release."""
+    import importlib.util
+
+    from edge_agent.services.constrained import grammar_last_used, grammar_loaded, release_grammar
+
+    rt.chat.on_grammar = lambda state, detail: _set_part(rt, "grammar", state, detail)
+    if importlib.util.find_spec("llguidance") is None:
+        rt.parts["grammar"] = ("degraded", "llguidance is not installed: structured outputs are refused (reinstall edge-agent)")
+    elif getattr(rt.settings, "preload_parts", False):
+        rt.parts["grammar"] = ("loading", "building the grammar tokenizer (preload_parts)")
+        threading.Thread(target=_preload_grammar, args=(rt,), name="edge-agent-grammar", daemon=True).start()
+    else:
+        rt.parts["grammar"] = ("ready", "loads on the first structured-output request")
+    tok = rt.chat.engine.tokenizer
+
+    def release() -> bool:
+        done = release_grammar(tok)
+        if done:
+            _set_part(rt, "grammar", "ready", "given back after idle_unload_s; loads on the next structured-output request")
+        return done
+
+    rt.releaser.watch("grammar", lambda: grammar_loaded(tok), lambda: grammar_last_used(tok), release)
+
+
+def _preload_grammar(rt: Runtime) -> None:
+    """Background thread (preload_parts): build the grammar tokenizer now; a failure only degrades (the part says so)."""
     try:
         rt.chat.prepare_grammar()
-        release_free_heap()  # building it leaves freed heap mapped (as parsing tokenizer.json does)
-        _set_part(rt, "grammar", "ready", None)
-    except Exception as e:
-        log.warning("preparing structured outputs failed (%s: %s); the first such request tries again", type(e).__name__, e)
-        _set_part(rt, "grammar", "degraded", f"{type(e).__name__}; structured outputs are prepared on first use")
+    except Exception as e:  # prepare_grammar logged it and set the part
+        log.debug("preloading the grammar tokenizer failed: %s", e)
+
+
+def _on_demand_embedder(rt: Runtime) -> Any:
+    """The configured embedder with its files checked (export done) and its weights loaded on first use
+    (now with preload_parts); raises EmbedderError."""
+    from edge_agent.rag.embedder import build_embedder
+    from edge_agent.services.on_demand import OnDemandEmbedder
+
+    inner = build_embedder(rt.settings, load=bool(getattr(rt.settings, "preload_parts", False)))
+    emb = OnDemandEmbedder(inner, lambda state, detail: _set_part(rt, "embedder", state, detail))
+    if rt.releaser is not None:
+        rt.releaser.watch("embedder", lambda: bool(getattr(emb.inner, "loaded", False)), lambda: emb.last_used, emb.release)
+    return emb
 
 
 def _load_documents(rt: Runtime) -> None:
@@ -303,7 +341,7 @@ def _load_documents(rt: Runtime) -> None:
             log.warning("embedding model not prepared: exporting it now; run `edge-agent setup` at install time to skip this")
         db = _database(rt).share()
         try:
-            svc = DocumentService.from_settings(rt.settings, db=db)
+            svc = DocumentService.from_settings(rt.settings, embedder=_on_demand_embedder(rt), db=db)
         except BaseException:
             db.close()  # this share only: the jobs keep theirs
             raise
@@ -316,7 +354,9 @@ def _load_documents(rt: Runtime) -> None:
         rt.documents_status = None
         _share_embedding(rt)
         emb = rt.documents.embedder
-        _set_part(rt, "embedder", "ready", f"{emb.model_id} ({getattr(emb, 'variant', None) or getattr(emb, 'backend', '?')})")
+        describe = getattr(emb, "describe", None)  # an OnDemandEmbedder (also through the Ray pool's wrapper)
+        _set_part(rt, "embedder", "ready", describe() if describe else
+                  f"{emb.model_id} ({getattr(emb, 'variant', None) or getattr(emb, 'backend', '?')})")
         _set_part(rt, "index", "ready", None)
         release_free_heap()
         log.info("document service ready")

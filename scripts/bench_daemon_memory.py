@@ -10,6 +10,11 @@ that nothing is exported (without one, documents are off and the JSON says so).
 
     python scripts/bench_daemon_memory.py                      # models/default, 16 x (512 + 128)
     python scripts/bench_daemon_memory.py --streams 1
+    python scripts/bench_daemon_memory.py --first-use --streams 0   # what the on-demand parts cost when first used
+
+--first-use: before the streams, one /v1/embeddings request and one JSON-mode chat request, each
+twice (the first loads the embedding model / builds the grammar tokenizer, services/on_demand.py):
+their latencies and the RSS after each.
 """
 from __future__ import annotations
 
@@ -62,12 +67,65 @@ def prompts(bundle: Path, n: int, length: int) -> list[str]:
     return [tok.decode(ids[29 * i: 29 * i + length - 1]) for i in range(n)]
 
 
+class StreamGaps:
+    """A streamed completion in a thread; finish() -> (largest, median) seconds between its chunks."""
+
+    def __init__(self, port: int, model: str):
+        self.times: list[float] = []
+        body = {"model": model, "prompt": "Once upon a time", "max_tokens": 400, "temperature": 0, "ignore_eos": True, "stream": True}
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        self.conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+        self.resp = self.conn.getresponse()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        while len(self.times) < 20 and self.thread.is_alive():  # decoding steadily before the other request starts
+            time.sleep(0.05)
+
+    def _read(self) -> None:
+        for line in self.resp:
+            if line.startswith(b"data: "):
+                self.times.append(time.perf_counter())
+
+    def finish(self) -> tuple[float, float]:
+        time.sleep(1.0)
+        self.conn.close()
+        self.thread.join(5)
+        gaps = sorted(b - a for a, b in zip(self.times, self.times[1:]))
+        return (round(gaps[-1], 3), round(gaps[len(gaps) // 2], 3)) if gaps else (0.0, 0.0)
+
+
+def first_use(port: int, pid: int, model: str, documents: bool) -> dict:
+    """Latency (s) of the first and second embedding and JSON-mode requests, and the RSS (MB) after each first one."""
+    out: dict = {}
+    calls = [("json", "/v1/chat/completions", {"model": model, "max_tokens": 8, "temperature": 0, "response_format": {"type": "json_object"},
+                                               "messages": [{"role": "user", "content": "A fox as JSON."}]})]
+    if documents:
+        calls.insert(0, ("embed", "/v1/embeddings", {"model": "default", "input": ["The invoice is overdue."]}))
+    for name, path, body in calls:
+        for turn in ("first", "second"):
+            stream = None
+            if name == "json":  # a stream decoding meanwhile: how long the build pauses it (the build holds the GIL)
+                stream = StreamGaps(port, model)
+            t = time.perf_counter()
+            code, _ = request(port, "POST", path, body)
+            out[f"{name}_{turn}_s"] = round(time.perf_counter() - t, 3)
+            if stream is not None:
+                out[f"stream_gap_during_json_{turn}_max_s"], out["stream_gap_median_s"] = stream.finish()
+            if code != 200:
+                raise SystemExit(f"{path} answered {code}")
+            if turn == "first":
+                time.sleep(1)
+                out[f"rss_after_{name}_mb"] = status_mb(pid, "VmRSS")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="default")
     ap.add_argument("--streams", type=int, default=16)
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--first-use", action="store_true", help="time the first embedding and JSON-mode requests (see above)")
     args = ap.parse_args()
 
     from edge_agent.config import Settings
@@ -106,6 +164,12 @@ def main() -> int:
         res = {"model": args.model, "documents": documents, "ready_parts": sorted(ready.get("parts", {})),
                "idle_rss_mb": status_mb(proc.pid, "VmRSS"), "load_peak_rss_mb": status_mb(proc.pid, "VmHWM"),
                "load_before": open("/proc/loadavg").read().split()[0]}
+        res["ready_details"] = {k: v.get("detail") for k, v in ready.get("parts", {}).items() if k in ("grammar", "embedder")}
+        if args.first_use:
+            res.update(first_use(port, proc.pid, args.model, documents))
+        if args.streams < 1:
+            print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in res.items()}))
+            return 0
         texts = prompts(settings.bundle_path(), args.streams, args.prompt_tokens)
         body = {"model": args.model, "max_tokens": args.max_tokens, "temperature": 0, "ignore_eos": True}
         t = time.perf_counter()

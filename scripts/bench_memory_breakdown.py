@@ -8,6 +8,13 @@ their own), so nothing here relies on tracemalloc, which does not see onnxruntim
 
     python scripts/bench_memory_breakdown.py                       # models/default, 16 x (512 + 128)
     python scripts/bench_memory_breakdown.py --streams 1
+    python scripts/bench_memory_breakdown.py --parts --streams 0   # the daemon's other parts, no decoding
+
+--parts: also what the daemon's parts beside the engine cost, each an RSS delta after malloc_trim: the
+plain-encoding twin of the tokenizer, the tokenizer's live heap (glibc's in-use bytes: the rest of its
+RSS is fragmentation left by the JSON parse), and the two parts loaded on first use
+(services/on_demand.py): llguidance's grammar tokenizer and the embedding model (its weights, its
+chunking tokenizer), with their load times.
 """
 from __future__ import annotations
 
@@ -40,6 +47,49 @@ def resident_mb(starts: set[int]) -> float:
     return total / 1024
 
 
+def heap_in_use_mb() -> float:
+    """glibc's bytes in use (small chunks and mmapped ones), MB."""
+    class Mallinfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = Mallinfo2
+    m = libc.mallinfo2()
+    return (m.uordblks + m.hblkhd) / 2**20
+
+
+def parts(engine, settings, trim) -> dict[str, float]:
+    """RSS deltas (MB) and load times (s) of the daemon's parts beside the engine."""
+    import time
+
+    from edge_agent.engine.tokens import plain_twin
+    from edge_agent.rag.embedder import build_embedder
+    from edge_agent.services.constrained import grammar_tokenizer
+
+    out: dict[str, float] = {}
+    base = trim()
+    plain_twin(engine.tokenizer)
+    out["plain_twin_mb"] = trim() - base
+    import llguidance  # noqa: F401  (the library itself is not the part)
+
+    base = trim()
+    t = time.perf_counter()
+    grammar_tokenizer(engine.tokenizer, engine.vocab_size, engine.stop_token_ids)
+    out["grammar_tokenizer_s"] = time.perf_counter() - t
+    out["grammar_tokenizer_mb"] = trim() - base
+    base = trim()
+    emb = build_embedder(settings, load=False)
+    out["embedder_checked_mb"] = trim() - base
+    t = time.perf_counter()
+    emb.embed(["The invoice is overdue."])
+    out["embedder_first_embed_s"] = time.perf_counter() - t
+    out["embedder_weights_mb"] = trim() - base - out["embedder_checked_mb"]
+    base = trim()
+    emb.tokenizer
+    out["embedder_chunking_tokenizer_mb"] = trim() - base
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="default")
@@ -47,6 +97,8 @@ def main() -> int:
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--parts", action="store_true", help="also the daemon's other parts (see above)")
+    ap.add_argument("--data-dir", default=None, help="data_dir with the prepared embedding model (default: the settings')")
     args = ap.parse_args()
     out: dict[str, float | str] = {"start_mb": rss_mb()}
 
@@ -65,8 +117,11 @@ def main() -> int:
     out["libraries_mb"] = trim() - out["start_mb"]
     bundle = load_bundle(Settings(model=args.model).bundle_path(), verify=False)
     base = trim()
+    heap_before = heap_in_use_mb()
     tok = Tokenizer.from_file(str(bundle.tokenizer_file))
     out["tokenizer_mb"] = trim() - base
+    if args.parts:
+        out["tokenizer_heap_in_use_mb"] = heap_in_use_mb() - heap_before
     del tok
     base = trim()
     engine = OnnxEngine(bundle, threads=args.threads, max_batch=args.streams, context_length=args.prompt_tokens + args.max_tokens + 1,
@@ -74,6 +129,12 @@ def main() -> int:
     loaded = trim()
     out["engine_loaded_mb"] = loaded
     out["weights_mb"] = loaded - base - out["tokenizer_mb"]  # the session's prepacked weights and what else it holds
+    if args.parts:
+        out.update(parts(engine, Settings(model=args.model, **({"data_dir": args.data_dir} if args.data_dir else {})), trim))
+    if args.streams < 1:
+        out["load"] = open("/proc/loadavg").read().split()[0]
+        print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in out.items()}))
+        return 0
     model = engine.model
     rng = np.random.default_rng(0)
     chunk = 256

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -111,14 +112,57 @@ class _SentenceEmbedder:
 
     backend = "?"
 
-    def __init__(self, model: Any, folder: Path, name: str, batch_size: int):
-        self._model = model
+    def __init__(self, model: Any, folder: Path, name: str, batch_size: int, dim: int | None = None, max_tokens: int | None = None):
+        """model None: dim and max_tokens are given, and _load_model() loads it on first use (see `loaded`)."""
+        self._held = model
+        self._load_lock = threading.Lock()
         self.folder = folder
         self.batch_size = batch_size
-        self.dim = int(model.get_embedding_dimension())
-        self.max_tokens = int(model.max_seq_length)
+        self.dim = int(model.get_embedding_dimension() if model is not None else dim)
+        self.max_tokens = int(model.max_seq_length if model is not None else max_tokens)
         self.name = name
         self._tokenizer = None
+        self.last_used = time.monotonic()
+        self.load_seconds: float | None = None  # how long the last on-demand load took
+
+    @property
+    def loaded(self) -> bool:
+        """True when the model's weights are in memory (an on-demand embedder loads them on first use)."""
+        return self._held is not None
+
+    @property
+    def _model(self) -> Any:
+        """The model, loaded now (once, under a lock) when it is not; raises EmbedderError when loading fails."""
+        model = self._held
+        if model is None:
+            with self._load_lock:
+                if self._held is None:
+                    started = time.perf_counter()
+                    loaded = self._load_model()
+                    if int(loaded.get_embedding_dimension()) != self.dim:
+                        raise EmbedderError(f"the embedding model in {self.folder} gives {loaded.get_embedding_dimension()} "
+                                            f"dimensions, its configuration says {self.dim}: delete that folder to rebuild it")
+                    self.load_seconds = time.perf_counter() - started
+                    self._held = loaded
+                model = self._held
+        self.last_used = time.monotonic()
+        return model
+
+    def _load_model(self) -> Any:
+        raise EmbedderError("this embedder cannot load its model again")
+
+    def release(self) -> bool:
+        """Drop the model's weights (an on-demand embedder loads them again when next used); True when it held them.
+        Calls in flight keep their reference and finish."""
+        if not self.reloadable:
+            return False
+        with self._load_lock:
+            held, self._held = self._held, None
+        return held is not None
+
+    @property
+    def reloadable(self) -> bool:
+        return False
 
     @property
     def languages(self) -> tuple[str, ...] | None:
@@ -202,6 +246,7 @@ class OnnxEmbedder(_SentenceEmbedder):
         batch_size: int = EMBEDDING_BATCH,
         threads: int = 0,
         spin: bool = False,
+        load: bool = True,
     ):
         if quantize not in ("auto", "on", "off"):
             raise EmbedderError(f"embedding_quantize must be auto, on or off, not {quantize!r}")
@@ -213,9 +258,21 @@ class OnnxEmbedder(_SentenceEmbedder):
             decision = self._prepare(src, folder, quantize, batch_size)
         self.decision = decision
         self.variant = decision["variant"]
-        model = self._load_serving(folder, decision["file_name"])
-        super().__init__(model, folder, name, batch_size)
         self.source = src
+        shape = None if load else _on_demand_shape(folder, decision["file_name"])
+        if shape is None:  # loaded now (asked to, or a pipeline only sentence-transformers runs: it reads the shape)
+            super().__init__(self._load_serving(folder, decision["file_name"]), folder, name, batch_size)
+        else:
+            super().__init__(None, folder, name, batch_size, *shape)
+
+    @property
+    def reloadable(self) -> bool:
+        from edge_agent.rag.onnx_sentence import OrtSentenceModel
+
+        return self._held is None or isinstance(self._held, OrtSentenceModel)
+
+    def _load_model(self) -> Any:
+        return self._load_serving(self.folder, self.decision["file_name"])
 
     def _session_options(self, file_name: str):
         import onnxruntime as ort
@@ -321,6 +378,23 @@ class OnnxEmbedder(_SentenceEmbedder):
         return result
 
 
+def _on_demand_shape(folder: Path, file_name: str) -> tuple[int, int] | None:
+    """(dimension, max tokens) of a model onnxruntime runs alone, read from its configuration without loading it,
+    or None when only loading tells. Raises EmbedderError when the model or tokenizer file is missing or empty
+    (so a broken cache fails at start-up, not at the first request)."""
+    from edge_agent.rag.onnx_sentence import embedding_dimension, max_seq_length, supported
+
+    for need in (file_name, "tokenizer.json"):
+        path = folder / need
+        if not path.is_file() or path.stat().st_size == 0:
+            raise EmbedderError(f"embedding model file {path} is missing or empty: delete {folder} to rebuild it "
+                                "(`edge-agent setup` does that)")
+    if not supported(folder):
+        return None
+    dim = embedding_dimension(folder)
+    return (dim, max_seq_length(folder)) if dim else None
+
+
 def _cache_folder(source: Path | str, cache_dir: Path | str) -> tuple[Path, str, Path]:
     """(model source folder, model name, its export folder under cache_dir); raises EmbedderError."""
     src = resolve_model_source(source)
@@ -347,14 +421,19 @@ def prepared_decision(settings: Any) -> dict | None:
     return _stored_decision(folder, getattr(settings, "embedding_quantize", "auto"))
 
 
-def build_embedder(settings: Any) -> OnnxEmbedder:
-    """The configured OnnxEmbedder (cache under data_dir); raises EmbedderError."""
+def build_embedder(settings: Any, load: bool = True) -> OnnxEmbedder:
+    """The configured OnnxEmbedder (cache under data_dir); raises EmbedderError.
+
+    load False: export and choose the variant if not done yet and check the files, but load the weights
+    on first use (the daemon: ~70 MB resident that a chat-only daemon never needs).
+    """
     return OnnxEmbedder(
         settings.embedding_model,
         cache_dir=Path(settings.data_dir) / "embedding-cache",
         quantize=getattr(settings, "embedding_quantize", "auto"),
         batch_size=getattr(settings, "embedding_batch", EMBEDDING_BATCH),
         threads=getattr(settings, "threads", 0),
+        load=load,
     )
 
 

@@ -51,7 +51,17 @@ def supported(folder: Path) -> bool:
                 and (folder / "tokenizer.json").is_file())
 
 
-def _max_seq_length(folder: Path) -> int:
+def embedding_dimension(folder: Path) -> int | None:
+    """The pooling module's output size from its configuration, or None when it does not say."""
+    modules = _read_json(folder / "modules.json")
+    if not isinstance(modules, list) or len(modules) < 2 or not isinstance(modules[1], dict):
+        return None
+    pooling = _read_json(folder / str(modules[1].get("path", "")) / "config.json") or {}
+    dim = pooling.get("word_embedding_dimension") or pooling.get("embedding_dimension")
+    return int(dim) if isinstance(dim, int) and dim > 0 else None
+
+
+def max_seq_length(folder: Path) -> int:
     """sentence-transformers' rule: sentence_bert_config's max_seq_length, else the tokenizer's model_max_length."""
     bert = _read_json(folder / "sentence_bert_config.json") or {}
     if isinstance(bert.get("max_seq_length"), int):
@@ -73,7 +83,7 @@ class OrtSentenceModel:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        self.max_seq_length = _max_seq_length(folder)
+        self.max_seq_length = max_seq_length(folder)
         modules = _read_json(folder / "modules.json")
         self.normalize = len(modules) == 3
         tok = Tokenizer.from_file(str(folder / "tokenizer.json"))

@@ -17,7 +17,7 @@ from edge_agent.engine.types import (
     SamplingParams,
 )
 from edge_agent.services.answers import cited, report, settle
-from edge_agent.services.constrained import OutputConstraint, grammar_tokenizer
+from edge_agent.services.constrained import OutputConstraint, grammar_loaded, grammar_tokenizer
 from edge_agent.services.constrained import processors as grammar_processors
 from edge_agent.services.errors import (
     BusyError,
@@ -89,15 +89,31 @@ class ChatService:
         self.accepting = True
         self.retriever: DocumentRetriever | None = None
         self.grounding = GroundingPolicy()  # runtime sets it from Settings (rag_min_coverage, rag_absent_answers, rag_min_similarity)
+        self.on_grammar: Callable[[str, str | None], None] = lambda state, detail: None  # /ready's part "grammar"
 
     def attach_documents(self, documents: Callable[[], object], status: Callable[[], str | None] = lambda: None) -> None:
         """Where rag requests find documents: documents() returns the DocumentService, or None while it loads."""
         self.retriever = DocumentRetriever(documents, status)
 
     def prepare_grammar(self) -> None:
-        """Build llguidance's view of the tokenizer now (seconds on a 262k vocabulary, holding the GIL),
-        so the first structured-output request does not stall the server; raises what llguidance raises."""
-        grammar_tokenizer(self.engine.tokenizer, self.vocab_size, self.engine.stop_token_ids)
+        """Build llguidance's view of the tokenizer unless built: once, under a lock, on the first request that needs
+        it (1.6-2.5 s on Gemma's 262k vocabulary, holding the GIL; services/on_demand.py). Raises UnavailableError
+        (and reports the part degraded) when it cannot be built."""
+        tok = self.engine.tokenizer
+        if grammar_loaded(tok):
+            return
+        try:
+            grammar_tokenizer(tok, self.vocab_size, self.engine.stop_token_ids)
+        except Exception as e:
+            log.error("building the grammar tokenizer for structured outputs failed: %s: %s", type(e).__name__, e)
+            self.on_grammar("degraded", f"{type(e).__name__} when first needed; see the daemon's log")
+            raise UnavailableError("structured outputs are unavailable: their grammar tokenizer could not be built; "
+                                   "see the daemon's log") from None
+        from edge_agent.engine.engine import release_free_heap
+
+        release_free_heap()  # building it leaves freed heap mapped (as parsing tokenizer.json does)
+        took = getattr(tok, "_edge_llg_seconds", None)
+        self.on_grammar("ready", "loaded on first use" + (f" in {took:.2f} s" if took is not None else ""))
 
     # --- facts --------------------------------------------------------------------
     @property
@@ -394,6 +410,8 @@ class ChatService:
         if constraint is not None and options.ignore_eos:
             raise InvalidRequestError("ignore_eos cannot be combined with a response format: the output ends where its grammar does",
                                       param="ignore_eos")
+        if constraint is not None:
+            self.prepare_grammar()
         procs = grammar_processors(self.engine.tokenizer, self.vocab_size, self.engine.stop_token_ids, constraint, len(jobs)) \
             if constraint is not None else []
         planned = []

@@ -9,8 +9,8 @@ requests alike. Once the grammar is complete only the stop tokens stay allowed, 
 sequence ends with finish_reason "stop"; a sequence cut by max_tokens ends with "length" and
 its text is left as the model wrote it (never patched into valid JSON).
 
-Costs: the grammar tokenizer is built once per model (at the daemon's start-up, /ready's part
-`grammar`) over the tokenizer the engine holds: ~1.6 s and ~117 MB resident for Gemma's 262k
+Costs: the grammar tokenizer is built once per model (on the daemon's first request that needs it,
+services/on_demand.py; /ready's part `grammar`) over the tokenizer the engine holds: ~1.6 s and ~117 MB resident for Gemma's 262k
 vocabulary (its token trie and four "slices" of it; llguidance's own parse of tokenizer.json
 was a second tokenizer, 217 MB). A matcher per choice is built in the
 request's thread; the scheduler thread pays the mask (see the report in the commit that
@@ -19,8 +19,10 @@ brought this module for batch-1 and batch-16 figures).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +41,7 @@ MAX_SCHEMA_HINT_CHARS = 2000
 MAX_CHOICES = 1000
 
 _LOCK = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,9 @@ class OutputConstraint:
 
 
 def grammar_tokenizer(tokenizer, vocab_size: int, stop_token_ids) -> Any:
-    """llguidance's view of tokenizer (built once per tokenizer object and cached on it)."""
+    """llguidance's view of tokenizer (built once per tokenizer object, under a lock, and cached on it)."""
     key = (int(vocab_size), tuple(sorted(int(t) for t in stop_token_ids)))
+    tokenizer._edge_llg_used = time.monotonic()
     cache = getattr(tokenizer, "_edge_llg", None)
     if cache is not None and cache[0] == key:
         return cache[1]
@@ -96,6 +100,7 @@ def grammar_tokenizer(tokenizer, vocab_size: int, stop_token_ids) -> Any:
         if cache is None or cache[0] != key:
             import llguidance as llg
 
+            started = time.perf_counter()
             tokens = token_bytes(tokenizer)
             if tokens is None:  # a tokenizer of another kind: llguidance parses its JSON (a second copy of it)
                 lt = llg.LLTokenizer(tokenizer.to_str(), n_vocab=key[0], eos_token=list(key[1]) or None)
@@ -106,7 +111,28 @@ def grammar_tokenizer(tokenizer, vocab_size: int, stop_token_ids) -> Any:
                 del tokens
             cache = (key, lt)
             tokenizer._edge_llg = cache
+            tokenizer._edge_llg_seconds = time.perf_counter() - started
+            log.info("built the grammar tokenizer for structured outputs in %.2f s", tokenizer._edge_llg_seconds)
     return cache[1]
+
+
+def grammar_loaded(tokenizer) -> bool:
+    """True when tokenizer holds a grammar tokenizer (built by grammar_tokenizer)."""
+    return getattr(tokenizer, "_edge_llg", None) is not None
+
+
+def grammar_last_used(tokenizer) -> float:
+    """time.monotonic() of the last grammar_tokenizer call on tokenizer (0 if never)."""
+    return float(getattr(tokenizer, "_edge_llg_used", 0.0))
+
+
+def release_grammar(tokenizer) -> bool:
+    """Drop tokenizer's grammar tokenizer (the next constrained request builds it again); True when it held one.
+    Matchers in flight keep their own reference and finish."""
+    with _LOCK:
+        held = getattr(tokenizer, "_edge_llg", None)
+        tokenizer._edge_llg = None
+    return held is not None
 
 
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")

@@ -151,30 +151,3 @@ def test_low_disk_is_degraded_but_ready(tiny_bundles, tmp_path):
         assert "disk" not in body["waiting_for"] and str(tmp_path) not in json.dumps(body)
     finally:
         server.close()
-
-
-def test_structured_outputs_are_prepared_at_start_and_a_failure_only_degrades(tiny_bundles, tmp_path, monkeypatch):
-    """The grammar tokenizer is built in the background at start (it holds the GIL for seconds on a big
-    vocabulary); /ready waits for it, and if it fails the daemon is still ready (degraded)."""
-    from edge_agent.services.chat import ChatService
-
-    server = _start(api_settings(tiny_bundles["llama"], tmp_path, serve_documents=False))
-    try:
-        assert wait_until(lambda: _get(server, "/ready")[0] == 200, 30, 0.05)
-        assert _get(server, "/ready")[1]["parts"]["grammar"]["state"] == "ready"
-        tok = server.runtime.chat.engine.tokenizer
-        assert getattr(tok, "_edge_llg", None) is not None  # built: the first constrained request reuses it
-    finally:
-        server.close()
-
-    def broken(self):
-        raise RuntimeError("no grammar at /secret/place")
-
-    monkeypatch.setattr(ChatService, "prepare_grammar", broken)
-    server = _start(api_settings(tiny_bundles["llama"], tmp_path / "second", serve_documents=False))
-    try:
-        assert wait_until(lambda: _get(server, "/ready")[1]["parts"]["grammar"]["state"] == "degraded", 30, 0.05)
-        status, body = _get(server, "/ready")
-        assert status == 200 and "RuntimeError" in body["parts"]["grammar"]["detail"] and "secret" not in json.dumps(body)
-    finally:
-        server.close()
