@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from edge_agent.jobs.kinds import GenerationPoll, InvalidJobError, Item, ItemError, JobContext
-from edge_agent.jobs.prompts import COMPLETION_STOP, MIN_TOKENS, PROMPT_VERSION, summary_prompt
+from edge_agent.jobs.prompts import COMPLETION_RETRY, COMPLETION_STOP, MIN_TOKENS, PROMPT_VERSION, summary_prompt
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
 from edge_agent.store.jobs import SummaryStore
@@ -165,6 +165,8 @@ class SummaryPending:
         self.outputs: list[str | None] = [None] * len(self.stage_inputs)
         self.next_input = 0
         self.polls: dict[int, GenerationPoll] = {}
+        self.retried: set[int] = set()  # inputs already tried a second time (after an answer empty once cleaned)
+        self.again: list[int] = []  # inputs to try again
         self.completion_tokens = 0
         self.prompt_tokens = 0
         self.generations = 0
@@ -172,12 +174,16 @@ class SummaryPending:
         self._error: BaseException | None = None
 
     # --- sizing -----------------------------------------------------------------
-    def _prompt(self, text: str, reduce: bool = False) -> list[int] | list[dict[str, str]]:
-        """Token ids (completion style: the document is data, never control tokens) or chat messages."""
+    def _prompt(self, text: str, reduce: bool = False, again: bool = False) -> list[int] | list[dict[str, str]]:
+        """Token ids (completion style: the document is data, never control tokens) or chat messages.
+
+        again: the completion frame followed by COMPLETION_RETRY, for a second try after an answer that is
+        empty once cleaned (prompts.py says when that happens).
+        """
         prompt = summary_prompt(self.kind, text, reduce)
         if not isinstance(prompt, str):
             return prompt
-        return data_ids(self.chat, prompt)
+        return data_ids(self.chat, prompt + (COMPLETION_RETRY if again else ""))
 
     def _prompt_tokens(self, text: str) -> int:
         prompt = self._prompt(text)
@@ -208,9 +214,9 @@ class SummaryPending:
         return [s for s in sections if s]
 
     # --- the state machine ------------------------------------------------------------
-    def _submit(self, text: str):
-        prompt = self._prompt(text, self.reduce)
-        # min_tokens: a first token that is only a blank line (or an immediate EOS) does not end the answer empty
+    def _submit(self, text: str, again: bool = False):
+        prompt = self._prompt(text, self.reduce, again)
+        # min_tokens: a first token that is only a blank line (or an immediate end of turn) does not end the answer
         options = SamplingOptions(max_tokens=self.max_tokens, temperature=0.0, min_tokens=MIN_TOKENS)
         if prompt and isinstance(prompt[0], int):
             options.stop = list(COMPLETION_STOP)
@@ -224,19 +230,26 @@ class SummaryPending:
                 self.completion_tokens += poll.completion_tokens
                 self.prompt_tokens += poll.prompt_tokens
                 del self.polls[i]
-                self.outputs[i] = text
-        while len(self.polls) < PARALLEL_PER_ITEM and self.next_input < len(self.stage_inputs):
-            i = self.next_input
+                if not text and self.kind != "chat" and i not in self.retried:
+                    self.retried.add(i)
+                    self.again.append(i)
+                else:
+                    self.outputs[i] = text
+        while len(self.polls) < PARALLEL_PER_ITEM and (self.again or self.next_input < len(self.stage_inputs)):
+            i = self.again[0] if self.again else self.next_input
             try:
-                gen = self._submit(self.stage_inputs[i])
+                gen = self._submit(self.stage_inputs[i], again=bool(self.again))
             except BusyError:
                 return  # the engine's queue is full: try again at the next poll
             except (ContextLengthExceededError, InvalidRequestError) as e:
                 raise ItemError(f"the section could not be summarized: {e.message}") from None
             self.generations += 1
             self.polls[i] = GenerationPoll(gen)
-            self.next_input += 1
-        if self.polls or self.next_input < len(self.stage_inputs):
+            if self.again:
+                self.again.pop(0)
+            else:
+                self.next_input += 1
+        if self.polls or self.again or self.next_input < len(self.stage_inputs):
             return
         outputs = [o for o in self.outputs if o]
         if not outputs:
@@ -250,6 +263,7 @@ class SummaryPending:
         self.stage_inputs = self._group([o + "\n" for o in outputs])
         self.outputs = [None] * len(self.stage_inputs)
         self.next_input = 0
+        self.retried, self.again = set(), []
         if self.levels > 8:
             raise ItemError("the document did not reduce to one summary in 8 stages")
 

@@ -61,6 +61,41 @@ def test_a_blank_first_line_costs_no_second_generation(make_runtime):
     assert sum(len(p) for p in submitted) == sum(r["usage"]["prompt_tokens"] for r in by_doc.values())
 
 
+def test_an_answer_empty_once_cleaned_is_asked_once_more(make_runtime):
+    """A line of dashes (Gemma's answer for the pipes docstring) cleans to nothing: one second try, after a blank line."""
+    rt = make_runtime()
+    doc = rt.documents.add_text("pipes", doc_text(4, 3)).document_id
+    scheduler, real_submit = rt.chat.scheduler, rt.chat.scheduler.submit
+    dash = rt.chat.engine.encode("-", add_special_tokens=False)
+    assert len(dash) == 1
+    tok = rt.chat.engine.tokenizer
+    breaks = [i for i in range(rt.chat.vocab_size) if "\n" in tok.decode([i])]
+    submitted = []
+
+    def dashes(tokens, logits):
+        logits = np.full_like(logits, -np.inf)
+        logits[dash[0]] = 0.0
+        return logits
+
+    def text_first(tokens, logits):  # the tiny random model would repeat the prompt's line break
+        if not tokens:
+            logits[breaks] = -np.inf
+        return logits
+
+    def submit(ids, params, **kw):
+        submitted.append(list(ids))
+        params.logits_processor = dashes if len(submitted) == 1 else text_first
+        return real_submit(ids, params, **kw)
+
+    scheduler.submit = submit
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 12})
+    run = rt.jobs.run_foreground("sum")
+    (item,), _ = rt.jobs.results(run.id)
+    assert item.status == "succeeded", item.error
+    assert item.result["document_id"] == doc and item.result["summary"] and item.result["usage"]["generations"] == 2
+    assert len(submitted) == 2 and submitted[1][:len(submitted[0])] == submitted[0]  # the same frame, then a blank line
+
+
 def test_a_chat_model_that_would_end_its_turn_at_once_still_answers(make_runtime):
     """The chat form (an instruction-tuned bundle) gets min_tokens too: an end of turn as the first token is not chosen."""
     from edge_agent.services.prompts import PromptFormatter
