@@ -395,12 +395,12 @@ class ChatService:
                constraint: OutputConstraint | None) -> Generation:
         if not self.accepting:
             raise UnavailableError("the server is shutting down; retry on another instance or later")
-        if constraint is not None and options.ignore_eos:
-            raise InvalidRequestError("ignore_eos cannot be combined with a response format: the output ends where its grammar does",
-                                      param="ignore_eos")
         if constraint is not None and options.min_tokens:
             raise InvalidRequestError("min_tokens cannot be combined with a response format: the output ends where its grammar does",
                                       param="min_tokens")
+        if constraint is not None and options.ignore_eos:
+            raise InvalidRequestError("ignore_eos cannot be combined with a response format: the output ends where its grammar does",
+                                      param="ignore_eos")
         procs = grammar_processors(self.engine.tokenizer, self.vocab_size, self.engine.stop_token_ids, constraint, len(jobs)) \
             if constraint is not None else []
         planned = []
