@@ -63,7 +63,7 @@ def _patch_limits(defs: dict, runtime) -> None:
     s = runtime.settings
     for name in ("ChatCompletionRequest", "CompletionRequest"):
         props = defs[name]["properties"]
-        for field in ("max_tokens", "max_completion_tokens"):
+        for field in ("max_tokens", "max_completion_tokens", "min_tokens"):
             if field in props:
                 _walk_ints(props[field], maximum=s.max_tokens_limit)
         props["model"]["enum"] = [runtime.chat.model_name, "default"]

@@ -16,6 +16,14 @@ def is_greedy(p: SamplingParams) -> bool:
     return p.temperature == 0 and p.repetition_penalty == 1.0 and p.logits_processor is None
 
 
+def suppress(logits: np.ndarray, ids) -> np.ndarray:
+    """A copy of logits [vocab] in which the token ids `ids` can never be chosen (-inf); ids past the vocabulary are ignored."""
+    out = logits.copy()
+    idx = np.fromiter((i for i in ids if 0 <= i < out.shape[0]), np.int64)
+    out[idx] = -np.inf
+    return out
+
+
 def apply_repetition_penalty(logits: np.ndarray, history: np.ndarray, penalty: float) -> None:
     """In place, as in CTRL / llama.cpp: divide positive logits of seen tokens, multiply negative ones."""
     if penalty == 1.0 or history.size == 0:

@@ -72,6 +72,9 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
+    # vLLM's: until this many tokens are generated, EOS and stop_token_ids are never chosen (masked) and stop
+    # strings are not looked for (a stop string counts only in the text of later tokens)
+    min_tokens: int = 0
     # Called as f(generated_ids, logits) -> logits before each choice (e.g. constrained JSON).
     logits_processor: Callable[[list[int], Any], Any] | None = field(default=None, repr=False, compare=False)
 
@@ -84,6 +87,11 @@ class SamplingParams:
             finite(name, getattr(self, name))
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
             raise ValueError("max_tokens must be an integer of at least 1")
+        if not isinstance(self.min_tokens, int) or isinstance(self.min_tokens, bool) or self.min_tokens < 0:
+            raise ValueError("min_tokens must be an integer of at least 0")
+        if self.min_tokens > self.max_tokens:
+            raise ValueError(f"min_tokens ({self.min_tokens}) must be at most max_tokens ({self.max_tokens}): "
+                             "lower min_tokens or raise max_tokens")
         if not 0 <= self.temperature <= MAX_TEMPERATURE:
             raise ValueError(f"temperature must be between 0 and {MAX_TEMPERATURE:g}")
         if 0 < self.temperature < MIN_TEMPERATURE:

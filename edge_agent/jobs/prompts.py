@@ -14,8 +14,12 @@ SUMMARY_COMPLETION = "Article: {text}\n\nOne-sentence summary:"
 # reduce step: the parts' summaries in order, as one article
 REDUCE_COMPLETION = "Article: {text}\n\nOne-sentence summary:"
 COMPLETION_STOP = ["\n"]
-# Gemma 3 270M base began 2 of 8 standard-library docstring summaries with a blank line (then a
-# "* " list line), which the newline stop ends empty: such an answer is tried once more, after it
+# Gemma 3 270M base begins many summaries (36 of 64 standard-library docstrings) with a blank line
+# (the one token "\n\n", then "* " or "1. " and the sentence), which the newline stop would end empty:
+# the stops count only after this many tokens (vLLM's min_tokens), so one generation gives the sentence
+MIN_TOKENS = 1
+# an answer still empty once cleaned (1 of those 64: a line of dashes, which clean_summary strips) is
+# asked once more with this after the frame; the model then begins with "* " or "1. " and a sentence
 COMPLETION_RETRY = "\n\n"
 
 # chat style (instruction-tuned bundles)

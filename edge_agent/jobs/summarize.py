@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from edge_agent.jobs.kinds import GenerationPoll, InvalidJobError, Item, ItemError, JobContext
-from edge_agent.jobs.prompts import COMPLETION_RETRY, COMPLETION_STOP, PROMPT_VERSION, summary_prompt
+from edge_agent.jobs.prompts import COMPLETION_RETRY, COMPLETION_STOP, MIN_TOKENS, PROMPT_VERSION, summary_prompt
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
 from edge_agent.store.jobs import SummaryStore
@@ -165,7 +165,7 @@ class SummaryPending:
         self.outputs: list[str | None] = [None] * len(self.stage_inputs)
         self.next_input = 0
         self.polls: dict[int, GenerationPoll] = {}
-        self.retried: set[int] = set()  # inputs already tried a second time (after an empty first answer)
+        self.retried: set[int] = set()  # inputs already tried a second time (after an answer empty once cleaned)
         self.again: list[int] = []  # inputs to try again
         self.completion_tokens = 0
         self.prompt_tokens = 0
@@ -177,8 +177,8 @@ class SummaryPending:
     def _prompt(self, text: str, reduce: bool = False, again: bool = False) -> list[int] | list[dict[str, str]]:
         """Token ids (completion style: the document is data, never control tokens) or chat messages.
 
-        again: the completion frame followed by COMPLETION_RETRY (the base model often begins its answer
-        with a blank line, which the newline stop ends at once: the second try starts after it).
+        again: the completion frame followed by COMPLETION_RETRY, for a second try after an answer that is
+        empty once cleaned (prompts.py says when that happens).
         """
         prompt = summary_prompt(self.kind, text, reduce)
         if not isinstance(prompt, str):
@@ -216,7 +216,8 @@ class SummaryPending:
     # --- the state machine ------------------------------------------------------------
     def _submit(self, text: str, again: bool = False):
         prompt = self._prompt(text, self.reduce, again)
-        options = SamplingOptions(max_tokens=self.max_tokens, temperature=0.0)
+        # min_tokens: a first token that is only a blank line (or an immediate end of turn) does not end the answer
+        options = SamplingOptions(max_tokens=self.max_tokens, temperature=0.0, min_tokens=MIN_TOKENS)
         if prompt and isinstance(prompt[0], int):
             options.stop = list(COMPLETION_STOP)
             return self.chat.complete([prompt], options, priority=self.ctx.priority)

@@ -67,6 +67,7 @@ class SamplingOptions:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
+    min_tokens: int = 0  # vLLM's: no EOS, stop token or stop string ends the answer before this many tokens
 
 
 class ChatService:
@@ -384,6 +385,9 @@ class ChatService:
             max_tokens = options.max_tokens
             if max_tokens > self.max_tokens_limit:
                 raise InvalidRequestError(f"max_tokens must be at most {self.max_tokens_limit}", param="max_tokens")
+        if options.min_tokens > max_tokens:
+            raise InvalidRequestError(f"min_tokens ({options.min_tokens}) must be at most max_tokens ({max_tokens}): "
+                                      "lower min_tokens or raise max_tokens", param="min_tokens")
 
         def pick(name: str, fallback):
             v = getattr(options, name)
@@ -396,7 +400,7 @@ class ChatService:
         params = SamplingParams(
             max_tokens=max_tokens, temperature=float(temperature), top_k=int(pick("top_k", 0)), top_p=float(top_p),
             min_p=float(pick("min_p", 0.0)), repetition_penalty=float(pick("repetition_penalty", 1.0)), seed=seed,
-            stop=list(options.stop), ignore_eos=options.ignore_eos,
+            stop=list(options.stop), ignore_eos=options.ignore_eos, min_tokens=options.min_tokens,
         )
         try:
             return params.validate()
@@ -407,6 +411,9 @@ class ChatService:
                constraint: OutputConstraint | None) -> Generation:
         if not self.accepting:
             raise UnavailableError("the server is shutting down; retry on another instance or later")
+        if constraint is not None and options.min_tokens:
+            raise InvalidRequestError("min_tokens cannot be combined with a response format: the output ends where its grammar does",
+                                      param="min_tokens")
         if constraint is not None and options.ignore_eos:
             raise InvalidRequestError("ignore_eos cannot be combined with a response format: the output ends where its grammar does",
                                       param="ignore_eos")

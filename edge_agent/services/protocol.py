@@ -46,7 +46,7 @@ StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], 
 class _Request(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    @field_validator("max_tokens", "max_completion_tokens", check_fields=False)
+    @field_validator("max_tokens", "max_completion_tokens", "min_tokens", check_fields=False)
     @classmethod
     def _max_tokens_limit(cls, v: int | None, info: ValidationInfo) -> int | None:
         limit = (info.context or {}).get("max_tokens_limit")
@@ -107,6 +107,8 @@ class _Sampling(_Request):
     user: str | None = Field(None, max_length=256, description="Accepted and ignored.")
     priority: Int(ge=0, le=9) | None = Field(None, description="Lower runs first (0, the default, is interactive). Extension.")
     ignore_eos: bool | None = Field(None, description="Keep generating past end-of-sequence tokens (benchmarks). Extension.")
+    min_tokens: Int(ge=0) | None = Field(None, description="Generate at least this many tokens (at most max_tokens): until then "
+                                         "end-of-sequence is never chosen and stop strings are not looked for (vLLM's). Extension.")
     rag: RagOptions | None = Field(
         None, description="Answer from the private documents: the response gets `sources` (a stream sends them in its first chunk). Extension."
     )

@@ -71,6 +71,13 @@ BAD = [
     ("/v1/chat/completions", with_(CHAT, stream="yes"), 400, "stream"),
     ("/v1/chat/completions", with_(CHAT, stream_options={"include_usage": 1}), 400, "stream_options.include_usage"),
     ("/v1/chat/completions", with_(CHAT, priority=10), 400, "priority"),
+    ("/v1/chat/completions", with_(CHAT, min_tokens=-1), 400, "min_tokens"),
+    ("/v1/chat/completions", with_(CHAT, min_tokens="2"), 400, "min_tokens"),
+    ("/v1/chat/completions", with_(CHAT, min_tokens=1.5), 400, "min_tokens"),
+    ("/v1/chat/completions", with_(CHAT, min_tokens=257), 400, "min_tokens"),
+    ("/v1/chat/completions", with_(CHAT, min_tokens=5), 400, "min_tokens"),  # more than max_tokens (4)
+    ("/v1/chat/completions", with_(CHAT, max_tokens=..., max_completion_tokens=3, min_tokens=4), 400, "min_tokens"),
+    ("/v1/chat/completions", with_(CHAT, min_tokens=2, response_format={"type": "json_object"}), 400, "min_tokens"),
     ("/v1/chat/completions", "[]", 400, None),
     ("/v1/chat/completions", "{", 400, None),
     ("/v1/chat/completions", "[" * 30000 + "]" * 30000, 400, None),
@@ -84,6 +91,7 @@ BAD = [
     ("/v1/completions", with_(COMP, best_of=2), 400, "best_of"),
     ("/v1/completions", with_(COMP, echo="yes"), 400, "echo"),
     ("/v1/completions", with_(COMP, max_tokens=300), 400, "max_tokens"),
+    ("/v1/completions", with_(COMP, max_tokens=..., min_tokens=17), 400, "min_tokens"),  # the default max_tokens is 16
     ("/v1/embeddings", with_(EMB, input=[]), 400, "input"),
     ("/v1/embeddings", with_(EMB, input=""), 400, "input"),
     ("/v1/embeddings", with_(EMB, input=5), 400, "input"),

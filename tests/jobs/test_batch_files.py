@@ -14,7 +14,7 @@ from edge_agent.services import protocol as p
 CHAT = {"model": "llama", "messages": [{"role": "user", "content": "Say something about foxes."}], "max_tokens": 6, "temperature": 0}
 GOOD = [
     {"custom_id": "req-1", "method": "POST", "url": "/v1/chat/completions", "body": CHAT},
-    {"custom_id": "req-2", "method": "POST", "url": "/v1/chat/completions", "body": {**CHAT, "max_tokens": 3}},
+    {"custom_id": "req-2", "method": "POST", "url": "/v1/chat/completions", "body": {**CHAT, "max_tokens": 3, "min_tokens": 3}},
 ]
 BAD = [
     "this is not json",
@@ -23,9 +23,10 @@ BAD = [
     json.dumps({"custom_id": "bad-url", "method": "POST", "url": "/v1/images/generations", "body": {}}),
     json.dumps({"custom_id": "bad-body", "method": "POST", "url": "/v1/chat/completions", "body": {**CHAT, "temperature": -1}}),
     json.dumps({"custom_id": "bad-model", "method": "POST", "url": "/v1/chat/completions", "body": {**CHAT, "model": "gpt-4"}}),
+    json.dumps({"custom_id": "bad-min", "method": "POST", "url": "/v1/chat/completions", "body": {**CHAT, "min_tokens": 7}}),
 ]
 BAD_CODES = {("invalid_json", None), ("duplicate_custom_id", "req-1"), ("missing_custom_id", None), ("invalid_url", "bad-url"),
-             (400, "bad-body"), (404, "bad-model")}
+             (400, "bad-body"), (404, "bad-model"), (400, "bad-min")}
 
 
 def batch_bytes() -> bytes:
@@ -44,7 +45,7 @@ def check_output(out_lines: list[dict]) -> None:
         assert body.object == "chat.completion" and body.id.startswith("chatcmpl-")
         assert "sources" not in r["body"] and "grounding" not in r["body"]  # rag's fields only with rag, as on the live route
     assert out_lines[0]["response"]["body"]["usage"]["completion_tokens"] <= 6
-    assert out_lines[1]["response"]["body"]["usage"]["completion_tokens"] <= 3
+    assert out_lines[1]["response"]["body"]["usage"]["completion_tokens"] == 3  # min_tokens 3: nothing ends it sooner
 
 
 def check_errors(err_lines: list[dict]) -> None:
@@ -79,7 +80,7 @@ def test_cli_batch_run_offline(tiny_bundles, tmp_path):
     rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
                "batch", "run", str(src), "-o", str(out), "--quiet"])
     merged = read_jsonl(out)
-    assert len(merged) == 8 and merged[0]["custom_id"] == "req-1" and merged[1]["error"]["code"] == "invalid_json"
+    assert len(merged) == 9 and merged[0]["custom_id"] == "req-1" and merged[1]["error"]["code"] == "invalid_json"
     assert merged[2]["custom_id"] == "req-2" and merged[2]["response"]["status_code"] == 200
 
 
@@ -123,7 +124,7 @@ def test_openai_client_files_and_batches(server):
         time.sleep(0.2)
         b = client.batches.retrieve(b.id)
     assert b.status == "completed", b
-    assert (b.request_counts.total, b.request_counts.completed, b.request_counts.failed) == (8, 2, 6)
+    assert (b.request_counts.total, b.request_counts.completed, b.request_counts.failed) == (9, 2, 7)
     out = [json.loads(x) for x in client.files.content(b.output_file_id).text.splitlines()]
     check_output(out)
     check_errors([json.loads(x) for x in client.files.content(b.error_file_id).text.splitlines()])
