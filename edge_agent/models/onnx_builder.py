@@ -84,14 +84,16 @@ HEAD_SELECT = "lm_head_int4"
 # int4_layers; the kinds of models.smoothing): MatMulNBits like the int4 head, accuracy_level 4, so each row's
 # activations are quantized per block of its own and a row's result does not depend on the other rows
 # (Gemma 3 270M, gate_up and down int4: 16 sequences x 40 greedy tokens, the final hidden state bit-identical
-# alone and in one 16-row step; scripts/probe_int4_body.py invariance). Not the default: the perplexity does not
-# allow it. Gemma 3 270M, bench perplexity (2048 tokens) against fp32, real bundles with the dual head (the
-# default 1.016x): gate_up int4 1.073x, down 1.085x, both 1.141x. Weight-only emulation (probe_int4_body.py
-# emulate; all-int8 1.006x there): gate_up +4.0% at best (scale search, saves 17 MB a token), down +3.8% (8.5 MB),
-# qkv +2.2% (6.3 MB), o_proj +1.0% (4.2 MB), against a 3% budget of which the default uses 1.6%. In the GGUF,
-# gate/up are 5-bit (Q5_0) and down half Q6_K, so int4 loses bits the source has. Speed of gate_up + down int4
-# against the default (probe_int4_body.py speed, 9 paired rounds, load 11.6 -> 11.9): 1-row step 0.83x,
-# 16 rows 1.08x, prefill 512 1.32x (MatMulNBits is the slower kernel for many rows).
+# alone and in one 16-row step; scripts/probe_int4_body.py invariance). Not the default, measured on Gemma 3 270M
+# (bench perplexity, 2048 tokens, fp32 5.932; real bundles with the dual head, the default 1.016x): gate_up int4
+# 1.073x, down 1.085x, both 1.141x, o_proj 1.026x. Weight-only emulation (probe_int4_body.py emulate; all-int8
+# 1.006x there), cost in perplexity for bytes saved per token: gate_up +4.0% at best for 17 MB (scale search;
+# blocks of 16 +3.3% for 10 MB), down +3.8% for 8.5 MB (unsmoothed; smoothed +6.7%), qkv +2.2% for 6.3 MB,
+# o_proj +1.0% for 4.2 MB, against a 3% budget of which the default uses 1.6%. The GGUF's gate/up are 5-bit
+# (Q5_0) and half its down layers Q6_K: int4 drops bits the source has. Speed against the default
+# (probe_int4_body.py speed, 15 paired rounds, load 1.1 -> 2.1): gate_up + down int4 1-row step 0.92x
+# (0.69-2.1), 16 rows 1.08x, prefill 512 1.36x (MatMulNBits is the slower kernel for many rows); o_proj int4
+# alone (9 rounds, load 5.4 -> 5.8): 1.06x, 1.13x, 1.29x.
 INT4_LAYERS = {"qkv": "self_attn.qkv", "o": "self_attn.o_proj", "gate_up": "mlp.gate_up", "down": "mlp.down_proj"}
 
 
