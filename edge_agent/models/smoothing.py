@@ -78,14 +78,21 @@ def _scales(act: np.ndarray, wmax: np.ndarray, alpha: float) -> np.ndarray:
     return (s / np.exp(np.log(s).mean())).astype(np.float32)  # geometric mean 1: weights keep their size
 
 
+KINDS = ("qkv", "o", "gate_up", "down")
+
+
 def smooth_state(spec: ArchSpec, state: Mapping[str, np.ndarray], amax: Mapping[tuple[int, str], np.ndarray],
-                 alpha: float) -> dict[str, np.ndarray]:
+                 alpha: float | Mapping[str, float | None]) -> dict[str, np.ndarray]:
     """A copy of state (HF names, [out, in] layout) with the scales folded in; the untouched arrays are shared.
 
+    alpha: one alpha for every kind of layer, or one per kind (KINDS; a kind missing or None is not smoothed).
     Raises KeyError when a weight the folding needs is missing, ValueError for alpha outside [0, 1].
     """
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"smoothing alpha {alpha} is outside [0, 1]")
+    alphas = dict.fromkeys(KINDS, alpha) if not isinstance(alpha, Mapping) else {k: alpha.get(k) for k in KINDS}
+    for a in alphas.values():
+        if a is not None and not 0.0 <= a <= 1.0:
+            raise ValueError(f"smoothing alpha {a} is outside [0, 1]")
+    amax = {key: v for key, v in amax.items() if alphas.get(key[1]) is not None}
     out = dict(state)
     prefix = next((p for p in ("model.", "model.language_model.", "language_model.model.", "")
                    if p + "layers.0.self_attn.v_proj.weight" in state), None)
@@ -109,13 +116,13 @@ def smooth_state(spec: ArchSpec, state: Mapping[str, np.ndarray], amax: Mapping[
             if (i, kind) not in amax:
                 continue
             ws = [w(p + n + ".weight") for n in names]
-            s = _scales(amax[(i, kind)], np.abs(np.concatenate(ws)).max(0), alpha)
+            s = _scales(amax[(i, kind)], np.abs(np.concatenate(ws)).max(0), alphas[kind])
             for n, wt in zip(names, ws):
                 put(p + n + ".weight", wt * s[None, :])
             put(p + norm + ".weight", (w(p + norm + ".weight") + off) / s - off)
         if (i, "down") in amax:
             down, up = w(p + "mlp.down_proj.weight"), w(p + "mlp.up_proj.weight")
-            s = _scales(amax[(i, "down")], np.abs(down).max(0), alpha)
+            s = _scales(amax[(i, "down")], np.abs(down).max(0), alphas["down"])
             put(p + "mlp.down_proj.weight", down * s[None, :])
             put(p + "mlp.up_proj.weight", up / s[:, None])
         if (i, "o") in amax:
@@ -123,7 +130,7 @@ def smooth_state(spec: ArchSpec, state: Mapping[str, np.ndarray], amax: Mapping[
             # o_proj input channel (h, c) reads v channel (h // group, c): reduce over the heads sharing a kv head
             act = amax[(i, "o")].reshape(spec.num_kv_heads, group, hd).max(1).reshape(-1)
             wmax = np.abs(o).max(0).reshape(spec.num_kv_heads, group, hd).max(1).reshape(-1)
-            s = _scales(act, wmax, alpha)  # [nkv * hd]
+            s = _scales(act, wmax, alphas["o"])  # [nkv * hd]
             put(p + "self_attn.o_proj.weight", o * np.repeat(s.reshape(spec.num_kv_heads, 1, hd), group, axis=1).reshape(-1)[None, :])
             put(p + "self_attn.v_proj.weight", v / s[:, None])
             if prefix + p + "self_attn.v_proj.bias" in out:

@@ -83,3 +83,21 @@ def test_cli_turns_smoothing_off_and_refuses_a_bad_alpha(checkpoints, tmp_path, 
     assert "smoothing" not in load_bundle(tmp_path / "off").manifest["quantization"]
     assert main(["model", "import", str(checkpoints["llama"]), "--name", "bad", "--smooth-alpha", "2"]) == 2
     assert "outside [0, 1]" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_alpha_per_kind_smooths_only_those_kinds(checkpoints):
+    """A mapping of alphas smooths the kinds it names (o_proj here: v_proj and o_proj change) and leaves the
+    others' weights and norms as they were; a bad alpha in it is refused."""
+    config, state, model = load_checkpoint(inspect_source(checkpoints["llama"]))
+    spec = spec_from_config(config)
+    seqs = [list(range(3, 40))]
+    amax = smoothing.input_absmax(model, seqs)
+    out = smoothing.smooth_state(spec, state, amax, {"o": 0.8, "gate_up": None})
+    p = "model.layers.0."
+    assert not np.array_equal(out[p + "self_attn.v_proj.weight"], state[p + "self_attn.v_proj.weight"])
+    assert not np.array_equal(out[p + "self_attn.o_proj.weight"], state[p + "self_attn.o_proj.weight"])
+    for name in ("self_attn.q_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                 "input_layernorm.weight", "post_attention_layernorm.weight"):
+        assert out[p + name] is state[p + name]
+    with pytest.raises(ValueError, match="outside"):
+        smoothing.smooth_state(spec, state, amax, {"down": 1.5})
