@@ -64,7 +64,7 @@ def test_jobs_cli_round_trip(cli, capsys, tmp_path, embedder, monkeypatch):
     assert cli("run", "ri") == 2
     assert "run the job through it" in capsys.readouterr().err
     docs.close()
-    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings: embedder)
+    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings, **_: embedder)
     assert cli("run", "ri", "--no-progress") == 0
     assert "1 succeeded" in capsys.readouterr().out
     assert cli("delete", "ri") == 0 and cli("runs", "ri") == 2

@@ -76,7 +76,7 @@ def index_cli(monkeypatch, tmp_path, embedder):
     monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
     monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
     monkeypatch.setenv("EDGE_AGENT_INDEX_DIR", str(tmp_path / "index"))
-    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings: embedder)
+    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings, **_: embedder)
     parser = argparse.ArgumentParser(prog="edge-agent")
     register(parser.add_subparsers(dest="cmd", required=True))
 

@@ -44,7 +44,7 @@ def test_close_during_the_background_load_releases_the_service(make_settings, em
 
     entered, go = threading.Event(), threading.Event()
 
-    def slow_embedder(settings):
+    def slow_embedder(settings, **_):
         entered.set()
         assert go.wait(30)
         return embedder
