@@ -448,6 +448,7 @@ ABSENT_BLIND3 = [
 # never looked at answer by answer. Facts no earlier set asks about, phrased as users type them (informal Dutch,
 # typos, lists, figures, versions); the absent questions mostly name an entity of the documents and ask a fact they
 # do not hold. (question, exact phrase of the answer passage, short fact); absent: (question, language).
+# On main's code (6e752fc), default model, k=4: facts 0.628 (nl 0.60, en 0.667), absent declined 0.357.
 NL_FACTS_BLIND4 = [
     ("waar staat JSON eigenlijk voor?", "JavaScript Object Notation (JSON)", "JavaScript Object Notation"),
     ("Als de GPU de spierkracht is, wat is de CPU dan volgens het artikel?", "de CPU is de logische motor die de show regisseert", "logische motor"),
