@@ -236,6 +236,49 @@ def missing_names(question: str, texts: Sequence[str]) -> set[str]:
     return {n for n in wanted if n not in held and not (len(n) >= NAME_PREFIX_MIN and any(w.startswith(n) for w in held))}
 
 
+# questions that ask for one value of a named thing (a figure, an amount, a name, a year): its answer sits in a sentence
+# that speaks of the thing and of what is asked about it, never in one that only names the thing
+RELATION_KINDS = frozenset({"number", "money", "name", "year"})
+RELATION_WINDOW = 1  # sentences before and after one that names the thing, read with it ("Intel's figures:" then a list)
+
+
+def relation_terms(question: str, lang: str) -> tuple[set[str], set[str]]:
+    """(thing, relation): the question's content terms that come from its names (names(): "AI300", "NVIDIA") and
+    the others, stop words left out ("kost", "topman", "videogeheugen": what is asked about the thing)."""
+    qterms = language.content_terms(question, lang)
+    qwords = _question_words(question, lang)
+    named = names(question)
+    thing = {t for t in qterms if qwords.get(t) in named}
+    stops = language.stop_words(lang)
+    return thing, {t for t in qterms - thing if language.fold(t) not in stops}
+
+
+def unasked_relation(question: str, texts: Sequence[str], lang: str) -> bool:
+    """Whether texts name the question's thing but never speak of what the question asks about it: no sentence
+    that holds one of its thing terms (relation_terms) holds, with RELATION_WINDOW sentences either side, any of its
+    relation terms (match_credits: compounds count in part). False where the question asks no value of a named
+    thing (answer_kind not in RELATION_KINDS, no name, or nothing asked beyond the name), or no text names it.
+    "Hoeveel kost de AI300?" over passages that describe the AI300 but price nothing: True."""
+    if answer_kind(question, lang) not in RELATION_KINDS:
+        return False
+    thing, relation = relation_terms(question, lang)
+    if not thing or not relation:
+        return False
+    qterms = thing | relation
+    qwords = _question_words(question, lang)
+    named_somewhere = False
+    for text in texts:
+        sents = split_sentences(text)
+        for j, s in enumerate(sents):
+            if not any(v >= 1.0 for t, v in match_credits(thing, qwords, s, lang).items()):
+                continue
+            named_somewhere = True
+            around = " ".join(sents[max(0, j - RELATION_WINDOW) : j + RELATION_WINDOW + 1])
+            if any(v > 0 for t, v in match_credits(qterms, qwords, around, lang).items() if t in relation):
+                return False
+    return named_somewhere
+
+
 # what a question asks for, by its question words: a figure, or an amount of money (a figure with a currency)
 _NUMBER_ASKS = {
     "en": ("how many", "how much", "how fast", "how long", "how large", "how big", "how high", "how often", "how old",

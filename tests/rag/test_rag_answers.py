@@ -510,3 +510,34 @@ def test_a_chat_template_bundle_gets_the_instruction_in_the_question_language(ch
     assert [s.number for s in gen.sources] == list(range(1, len(gen.sources) + 1)) and all(s.used is None for s in gen.sources)
     gen.note_citations(["Het is QX-7731-B [1]."])  # a non-streamed answer that cites: the cited passage is the used one
     assert [s.used for s in gen.sources] == [True] + [False] * (len(gen.sources) - 1)
+
+
+AI_DOC = ("De Orka X2 is een compact werkstation met een stille ventilator. De Orka X2 heeft een prestatieschakelaar met drie "
+          "standen. Grote modellen vragen veel geheugen. Ze draaien dan traag. Een losse videokaart kost al snel meer dan 2.000 euro.")
+
+
+@pytest.mark.parametrize("question, unasked", [
+    ("Hoeveel kost de Orka X2?", True),  # the passage names the X2 and prices something else, never the X2
+    ("Hoeveel standen heeft de prestatieschakelaar van de Orka X2?", False),  # asked and spoken of in one sentence
+    ("Hoeveel kost een videokaart?", False),  # no name: left to the other checks
+    ("Wie is de topman van Orka?", True),
+    ("Wat voor ventilator heeft de Orka X2?", False),  # not a figure, amount, name or year
+])
+def test_a_value_asked_of_a_named_thing_the_passages_never_speak_of_that_way(question, unasked):
+    assert A.unasked_relation(question, [AI_DOC, EN_DOC], "nl") is unasked
+
+
+def test_a_sentence_around_the_named_one_counts_and_a_passage_without_the_name_decides_nothing():
+    listing = "De cijfers van Orka over het kwartaal:\n\n• Omzet: 12 miljoen euro.\n• Winst: 2 miljoen euro."
+    assert not A.unasked_relation("Hoeveel omzet haalde Orka?", [listing], "nl")  # the list item after the heading
+    assert not A.unasked_relation("Hoeveel kost de Orka X2?", [EN_DOC], "nl")  # never named: not this check's call
+
+
+def test_the_policy_declines_an_unasked_relation_before_the_model():
+    from edge_agent.services.grounding import GroundingPolicy
+
+    q = "Hoeveel kost de Orka X2?"
+    policy = GroundingPolicy()
+    assert policy.uncovered(q, [_chunk(AI_DOC)], "nl") == "unasked_relation"
+    assert policy.uncovered("Hoeveel standen heeft de prestatieschakelaar van de Orka X2?", [_chunk(AI_DOC)], "nl") is None
+    assert GroundingPolicy(require_relation=False).uncovered(q, [_chunk(AI_DOC)], "nl") is None
