@@ -62,17 +62,19 @@ def test_the_sentence_with_the_rare_question_words_ranks_first():
     ("", "empty"), ("[1]", "empty"), (" ...", "empty"),
     ("De toegangscode van het Zeeuwse archief.", "echo"),  # restates the question, adds nothing
     ("De hoofdstad van Australië is Canberra.", "off_source"),  # invented
-    ("De code is QX-7731-B.", "ok"),
+    ("QX-7731-B.", "ok"),
+    ("de toegangscode van het Zeeuwse archief is QX-7731-B", "ok"),
+    ("De code is QX-7731-B.", "ok"),  # right, but in the model's own words: quoted instead (verbatim)
 ])
 def test_the_check_keeps_only_answers_that_add_what_the_best_sentences_hold(answer, status):
     ev = _evidence(NL_Q, [NL_DOC, EN_DOC], "nl")
     v = A.check_answer(answer, NL_Q, [s for _, s in ev], "nl")
     assert v.status == status
     text, how = A.settle(answer, NL_Q, ev, "nl")
-    if status == "ok":
-        assert text == "De code is QX-7731-B. [1]" and how == {"answer": "model", "check": "ok"}
+    if status == "ok" and A.verbatim(answer, v.support):
+        assert text == f"{answer} [1]" and how == {"answer": "model", "check": "ok"}
     else:  # the documents' own words, quoted, with the number of the passage they come from
-        assert text == FACT_QUOTE and how == {"answer": "extractive", "check": status}
+        assert text == FACT_QUOTE and how == {"answer": "extractive", "check": "paraphrase" if status == "ok" else status}
 
 
 def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced(monkeypatch):
@@ -541,3 +543,16 @@ def test_the_policy_declines_an_unasked_relation_before_the_model():
     assert policy.uncovered(q, [_chunk(AI_DOC)], "nl") == "unasked_relation"
     assert policy.uncovered("Hoeveel standen heeft de prestatieschakelaar van de Orka X2?", [_chunk(AI_DOC)], "nl") is None
     assert GroundingPolicy(require_relation=False).uncovered(q, [_chunk(AI_DOC)], "nl") is None
+
+
+def test_a_models_answer_is_kept_only_in_the_sentences_own_words():
+    q = "Hoe snel loopt een 8B-model op een videokaart met GDDR6X-geheugen?"
+    doc = "Op een videokaart met GDDR6X-geheugen (1000 GB/s bandbreedte) schiet ditzelfde model naar ruim 100 tokens per seconde."
+    ev = _evidence(q, [doc], "nl")
+    # passes the check (its words are the sentence's), but the figure belongs to another quantity: the sentence is quoted
+    assert A.check_answer("Het model is 1000 GB/s per seconde.", q, [s for _, s in ev], "nl").ok
+    text, how = A.settle("Het model is 1000 GB/s per seconde.", q, ev, "nl")
+    assert how == {"answer": "extractive", "check": "paraphrase"} and "ruim 100 tokens per seconde" in text
+    kept = "ditzelfde model naar ruim 100 tokens per seconde"
+    assert A.settle(kept, q, ev, "nl") == (f"{kept} [1]", {"answer": "model", "check": "ok"})
+    assert A.verbatim("Ruim 100 tokens per seconde [1].", ev[0][1]) and not A.verbatim("ruim 100 token", ev[0][1])  # whole words
