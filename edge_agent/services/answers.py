@@ -314,6 +314,10 @@ _CODE_ASKS = {lang: re.compile(rf"\b(?:which|what|welke|welk|welcher|welche|welc
                                rf"(?:{nouns})(?:s|en)?\b") for lang, nouns in _CODE_NOUNS.items()}
 _IDENTIFIER = re.compile(r"__\w+__|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b|\b\w+\(\)|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b[A-Z]{8,}\b"
                          r"|(?<![\w-])--?[a-z][\w-]*")
+# "which exception / what error": the name of an exception class is asked for ("ImportError", "StopIteration")
+_EXCEPTION_ASKS = re.compile(r"\b(?:which|what|welke|welk|welcher|welche|welches)\s+(?:[\w-]+\s+)?"
+                             r"(?:exception|error|uitzondering|foutmelding|fout|ausnahme|fehler)(?:s|en)?\b")
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning|Exit|Iteration|Interrupt)\b")
 _QUOTED = re.compile(r"[\"“]([^\"”\s]{1,40})[\"”]")
 KIND_BONUS = 0.15  # in shares of the question's weight
 CODE_PENALTY = 0.15
@@ -368,6 +372,8 @@ def fits(text: str, kind: str, question: str, lang: str) -> bool:
         return any(len(w) > 1 and w[0].isupper() and any(c.islower() for c in w[1:]) and language.fold(w.casefold()) not in asked
                    for w in found)
     if kind == "code":
+        if _EXCEPTION_ASKS.search(question.casefold()):  # "which exception": an exception's name, not any code name
+            return bool(set(_EXCEPTION.findall(text)) - set(_EXCEPTION.findall(question)))
         return bool(_identifiers(text) - _identifiers(question) - set(language.words(question.casefold())))
     asked = set(_DIGITS.findall(question))
     figures = [d for d in _DIGITS.findall(text) if d not in asked]

@@ -556,3 +556,22 @@ def test_a_models_answer_is_kept_only_in_the_sentences_own_words():
     kept = "ditzelfde model naar ruim 100 tokens per seconde"
     assert A.settle(kept, q, ev, "nl") == (f"{kept} [1]", {"answer": "model", "check": "ok"})
     assert A.verbatim("Ruim 100 tokens per seconde [1].", ev[0][1]) and not A.verbatim("ruim 100 token", ev[0][1])  # whole words
+
+
+def test_a_which_exception_question_quotes_the_sentence_that_names_an_exception(monkeypatch):
+    q = "Which exception does a from-import raise when the module lacks the name?"
+    doc = ('A from-import first imports the module and then looks each name up in it as "module.name". '
+           "The search goes through the module's namespace first and then through its attributes and its submodules. "
+           'If the name is not found, "ImportError" is raised.')
+    ev = _evidence(q, [doc], "en")
+    # the sentence that names an exception ranks first (the kind's bonus), not the one with more of the question's words
+    assert ev[0][1].text == 'If the name is not found, "ImportError" is raised.'
+    assert A.fits('If the name is not found, "ImportError" is raised.', "code", q, "en")
+    assert not A.fits('It looks each name up in it as "module.name".', "code", q, "en")
+    assert not A.fits("The module raises an error.", "code", q, "en")  # no exception's name
+    text, how = A.settle("The module.", q, ev, "en", "Not covered.")
+    assert '"ImportError" is raised' in text and how["answer"] == "extractive"
+    # and where words put the other first, the quote still skips it for the one that names an exception
+    ev.reverse()
+    assert '"ImportError" is raised' in A.settle("The module.", q, ev, "en", "Not covered.")[0]
+    assert A.check_answer("ImportError", q, [s for _, s in ev], "en").status != "off_kind"
