@@ -501,6 +501,12 @@ def with_citation(answer: str, number: int, valid: set[int]) -> str:
     return f"{text} [{number}]"
 
 
+def _bare(sentence: Sentence) -> bool:
+    """Whether the sentence is a heading or a signature left alone at the end of its chunk ("str.partition(sep)"):
+    HEAD_WORDS words or fewer, no closing mark, nothing after it: it names what the text is about and answers nothing."""
+    return not sentence.after and len(sentence.text.split()) <= HEAD_WORDS and not _CLOSED.search(sentence.text)
+
+
 def extractive(sentence: Sentence, number: int) -> str:
     """The sentence, quoted, with its citation: '"..." [n]', followed by the chunk's next sentence where the two hold
     QUOTE_CHARS or fewer (a rule is often stated in one sentence and its detail in the next: "str.isascii() Return
@@ -541,7 +547,7 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     # one that matches the question nearly as well as the best, not only by its figure; the evidence may be ranked
     # by more than words (grounding.focus), so a sentence below MIN_MATCH is passed over, not an end
     for k, best in evidence:
-        if decline is not None and best.match < MIN_MATCH:
+        if (decline is not None and best.match < MIN_MATCH) or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue
         if not kind or (fits(best.text, kind, question, lang) and best.match >= NEAR_BEST * top):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}

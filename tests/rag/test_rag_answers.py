@@ -575,3 +575,14 @@ def test_a_which_exception_question_quotes_the_sentence_that_names_an_exception(
     ev.reverse()
     assert '"ImportError" is raised' in A.settle("The module.", q, ev, "en", "Not covered.")[0]
     assert A.check_answer("ImportError", q, [s for _, s in ev], "en").status != "off_kind"
+
+
+def test_a_signature_left_alone_at_a_chunks_end_is_not_quoted():
+    q = "What does str.partition give back?"
+    end_of_chunk = "str.removeprefix(prefix) Return the string without the prefix.\n\nstr.partition(sep)"
+    next_chunk = ("str.partition(sep)\n\n   Split the string at the first occurrence of *sep*, and return a 3-tuple containing the "
+                  "part before the separator, the separator itself, and the part after the separator.")
+    ev = _evidence(q, [end_of_chunk, next_chunk], "en")
+    assert ev[0][1].text == "str.partition(sep)" and not ev[0][1].after  # the bare signature matches the question best
+    text, how = A.settle("It gives the string.", q, ev, "en", "Not covered.")  # the model's answer fails its check
+    assert "3-tuple" in text and how["answer"] == "extractive"
