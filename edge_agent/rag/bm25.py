@@ -34,8 +34,7 @@ log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG
 
 # Bump when the terms change: saved snapshots of token ids from another version are not used.
-TOKENIZER_VERSION = 5  # 3: per-language Snowball stems and stop words, each chunk's language stored; 4: n-gram and header
-# fields; 5: the words inside code names ("ZeroDivisionError": zero, division, error; language.identifier_parts)
+TOKENIZER_VERSION = 4  # 3: per-language Snowball stems and stop words, each chunk's language stored; 4: n-gram and header fields
 FIELDS = 3  # words, character n-grams, title/heading (language.field_of)
 GRAM_MAX_DF = 0.1  # a query's n-grams in more than this share of rows (and over 1000) are skipped: little weight, long postings
 FIELD_WEIGHTS = (1.0, 0.3, 0.2)  # words, n-grams, title/heading: chosen on the dev sets (scripts/bench_rag.py)

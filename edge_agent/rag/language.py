@@ -164,31 +164,6 @@ def terms(text: str, lang: str, drop_stop_words: bool = True) -> list[str]:
     out = fold(joined).split() if not joined.isascii() else ws
     if _JOINED.search(low):  # most prose has no word joined to the next by - _ . / :
         out.extend(fold(c) for c in _COMPOUND.findall(low))
-    if "_" in text or _CAMEL.search(text):
-        out.extend(identifier_parts(text, lang))
-    return out
-
-
-_CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z][A-Z][a-z]")
-_IDENTIFIER_WORD = re.compile(r"\w*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z]|[^\W_]_+[^\W_]|^_|(?<=\W)_)\w*", re.UNICODE)
-_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-
-
-def identifier_parts(text: str, lang: str) -> list[str]:
-    """The words inside text's code names, as terms of lang: "ZeroDivisionError" gives zero, division, error;
-    "__init_subclass__" init, subclass; "XMLParser" xml, parser (parts of 2 characters or more, stop words left out),
-    so that a question in words ("divide by zero", "init") meets a name a passage writes as code."""
-    out: list[str] = []
-    stops = stop_words(lang)
-    stem = stemmer(lang)
-    for m in _IDENTIFIER_WORD.finditer(text):
-        parts = [p.casefold() for p in _PART.findall(m.group(0))]
-        parts = [p for p in parts if len(p) > 1 and p not in stops]
-        if not parts or (len(parts) == 1 and parts[0] == m.group(0).casefold()):
-            continue
-        if stem is not None:
-            parts = stem.stemWords(parts)
-        out.extend(fold(p) for p in parts)
     return out
 
 

@@ -3,9 +3,9 @@ on them, the extractive answer when it does not, and the "[n]" citations that ti
 
 A 270M base model reads a few sentences better than whole chunks, and restates the fact in about half of its
 answers; the rest are empty, echo the question, or invent. So its answer is kept only when what it adds to the
-question is found in the sentences it was given (the best-matching one first) and it says so in that sentence's
-own words (verbatim); otherwise the answer is that best sentence, quoted, with its citation: the documents' own
-words, never an invention. Which path produced an answer is reported with the response (`grounding`).
+question is found in the sentences it was given (the best-matching one first); otherwise the answer is that
+best sentence, quoted, with its citation: the documents' own words, never an invention. Which path produced
+an answer is reported with the response (`grounding`).
 
 Sentences are ranked by the share of the question's content terms they hold (stemmed in the question's
 language), each term weighed by how rare it is among the retrieved sentences, with a small penalty per
@@ -468,21 +468,6 @@ def _anchors(question: str, given: Sequence[Sentence], lang: str) -> set[str]:
     return {t for t, n in df.items() if n == least}
 
 
-def _plain(text: str) -> str:
-    return " ".join(language.words(language.fold(text.casefold())))
-
-
-def verbatim(answer: str, sentence: Sentence) -> bool:
-    """Whether answer repeats the sentence's words as they stand (or those of the next sentence of its chunk): its
-    words, case, accents, punctuation and citations aside, are a run of whole words of theirs. A base model's
-    answer that passed check_answer but says it in its own words is where it changed a figure ("1000 GB/s per
-    seconde" for "100 tokens per seconde"), dropped the asked name ("Intel maakt gebruik van AMX" without "IPEX")
-    or answered another question: on the bench's 138 dev, held-out and older blind factual questions, every
-    paraphrase that held the fact was matched by the quote of its sentence, and 7 paraphrases lost it."""
-    words = _plain(strip_citations(answer))
-    return bool(words) and f" {words} " in f" {_plain(sentence.text + ' ' + sentence.after)} "
-
-
 def strip_citations(text: str) -> str:
     return _CITATION.sub("", text)
 
@@ -527,8 +512,7 @@ def report(lang: str, how: list[dict[str, str]]) -> dict:
 def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]], lang: str,
            decline: str | None = None) -> tuple[str, dict[str, str]]:
     """The answer to give for a model's answer, and how it was made: {"answer": "model", "check": "ok"} (the
-    model's words, cited with the passage they rest on, where they pass check_answer and repeat the sentence's own
-    words: verbatim; a paraphrase is "check": "paraphrase") or {"answer": "extractive", "check": why} (the best
+    model's words, cited with the passage they rest on) or {"answer": "extractive", "check": why} (the best
     sentence that holds what the question asks for, quoted and cited) or, given a decline text, that text when no
     sentence holds the figure or amount the question asks for, or none holds MIN_MATCH of the question's weight
     ({"answer": "declined", "check": "no_answer"}).
@@ -539,9 +523,7 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     number = {s: k for k, s in evidence}
     verdict = check_answer(answer, question, [s for _, s in evidence], lang)
     if verdict.ok and verdict.support is not None:
-        if verbatim(answer, verdict.support):
-            return with_citation(answer.strip(), number[verdict.support], set(number.values())), {"answer": "model", "check": "ok"}
-        verdict = Verdict("paraphrase", verdict.support)  # the sentence's own words, quoted, instead
+        return with_citation(answer.strip(), number[verdict.support], set(number.values())), {"answer": "model", "check": "ok"}
     kind = answer_kind(question, lang)
     top = max(s.match for _, s in evidence)
     # one that matches the question nearly as well as the best, not only by its figure; the evidence may be ranked

@@ -130,23 +130,3 @@ def test_a_snapshot_of_the_previous_tokenizer_is_rebuilt_with_ngrams(make_servic
     assert [h.title for h in again.retrieve("schakelaar", k=1, mode="bm25")] == ["Hardware"]
     assert again.stats()["index"]["bm25_fields"]["subwords"] > 0
 
-
-DEBUG_DOC = 'The built-in variable "__debug__" is True unless Python runs with -O.'
-DIVIDE_DOC = 'A zero right argument raises the "ZeroDivisionError" exception.'
-FILLER = ["The variable holds whatever value was bound to it last.", "An error message names the file and the line.",
-          "Arguments are evaluated from left to right before the call."]
-
-
-def test_the_words_inside_code_names_are_terms():
-    assert language.identifier_parts(DIVIDE_DOC, "en") == ["zero", "divis", "error"]
-    assert language.identifier_parts("__init_subclass__ and XMLParser", "en") == ["init", "subclass", "xml", "parser"]
-    assert {"zero", "divis", "error", "zerodivisionerror"} <= set(language.terms(DIVIDE_DOC, "en"))
-    assert "debug" in language.terms(DEBUG_DOC, "en") and "__debug__" in language.terms(DEBUG_DOC, "en")
-    assert language.identifier_parts("Plain words, a_b and iPhone.", "en") == ["phone"]  # one-letter parts are no terms
-    assert bm25_mod.TOKENIZER_VERSION >= 5  # saved snapshots of the terms before are rebuilt
-
-
-def test_a_question_in_words_finds_the_passage_that_writes_it_as_a_code_name():
-    b = _index([*FILLER, DEBUG_DOC, DIVIDE_DOC])
-    assert b.search("Which variable says whether debug mode is on?", 5)[0].tolist()[:1] == [4]
-    assert b.search("What error do I get for a zero divisor?", 5)[0].tolist()[:1] == [5]
