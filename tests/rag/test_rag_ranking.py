@@ -129,4 +129,3 @@ def test_a_snapshot_of_the_previous_tokenizer_is_rebuilt_with_ngrams(make_servic
     assert encoded["n"] == 2  # the old snapshot was not used: every chunk encoded again
     assert [h.title for h in again.retrieve("schakelaar", k=1, mode="bm25")] == ["Hardware"]
     assert again.stats()["index"]["bm25_fields"]["subwords"] > 0
-
