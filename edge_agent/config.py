@@ -163,6 +163,11 @@ class Settings(BaseSettings):
         True, description="Grounded answers: decline without running the model when a name or figure of the question (a "
                           "capitalised word such as \"Peru\", one with a digit such as \"M4\") is in none of the retrieved passages."
     )
+    rag_require_relation: bool = Field(
+        True, description="Grounded answers: decline without running the model when a figure, amount, name or year is asked "
+                          "of a named thing (\"Hoeveel kost de AI300?\") that the retrieved passages name but never speak of "
+                          "that way (no sentence naming it holds any other word of the question)."
+    )
     rag_absent_answers: dict[str, str] = Field(
         default_factory=dict, description='Grounded answers: the decline text per language code, e.g. {"nl": "Dat staat niet in '
                                           'de documenten."} ("*": every other language); unset ones keep the built-in text.'

@@ -155,7 +155,7 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
         max_tokens_limit=settings.max_tokens_limit,
     )
     chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity,
-                                     settings.rag_rerank_sentences, settings.rag_require_names)
+                                     settings.rag_rerank_sentences, settings.rag_require_names, settings.rag_require_relation)
     rt = Runtime(settings=settings, scheduler=scheduler, chat=chat, embeddings=None, metrics=metrics, documents=documents)  # type: ignore[arg-type]
     rt.embeddings = EmbeddingService(lambda: rt.documents, lambda: rt.documents_status)
     rt.releaser = IdleReleaser(settings.idle_unload_s, release_free_heap).start()  # before the parts it watches load

@@ -442,3 +442,78 @@ ABSENT_BLIND3 = [
     ("How often does the cyclic garbage collector run by default?", "en"),
     ("What is the capital of Peru?", "en"),
 ]
+
+# --- blind 4 (answers): written 2026-11-30 23:55 before any change of the fourth answer round (rare-term retrieval,
+# the decline on an unasked relation, Dutch inflection), measured once on the unchanged code and once at the end;
+# never looked at answer by answer. Facts no earlier set asks about, phrased as users type them (informal Dutch,
+# typos, lists, figures, versions); the absent questions mostly name an entity of the documents and ask a fact they
+# do not hold. (question, exact phrase of the answer passage, short fact); absent: (question, language).
+# On main's code (6e752fc), default model, k=4: facts 0.628 (nl 0.60, en 0.667), absent declined 0.357. Then measured
+# (aggregates only) four times more in that round: all its changes, two with one change off each, and the kept ones
+# (facts 0.628, absent 0.571): it chose which changes stay, so the next round needs a fresh set.
+NL_FACTS_BLIND4 = [
+    ("waar staat JSON eigenlijk voor?", "JavaScript Object Notation (JSON)", "JavaScript Object Notation"),
+    ("Als de GPU de spierkracht is, wat is de CPU dan volgens het artikel?", "de CPU is de logische motor die de show regisseert", "logische motor"),
+    ("wat doet de cpu met een verzoek dat binnenkomt bij de api-server?", "waar de CPU het tokeniseert en plant", "tokeniseert"),
+    ("Tot wanneer blijft de GPU tokens genereren in de klassieke chatbot-opzet?", "tot er een end-of-sequence token wordt uitgezonden", "end-of-sequence"),
+    ("wat was de cpu gpu verhouding bij trainen volgens intel", "verschuift van 1:8 bij trainingsworkloads", "1:8"),
+    ("Noem eens een paar realtime toepassingen waarvoor elke milliseconde telt", "spraakinterfaces, autonome systemen en industriële monitoring", "spraakinterfaces"),
+    ("Wat kost inferentie op servers die je al hebt staan aan extra hardware?", "bijna nul marginale hardwarekosten", "bijna nul"),
+    ("Voor welk jaar geldt de schatting van Morgan Stanley over de groei van de processormarkt?", "$32,5 tot $60 miljard tegen 2030", "2030"),
+    ("Hoeveel meer geheugenbandbreedte heeft de Vera dan een x86-processor met DDR5?", "2× geheugenbandbreedte", "2×"),
+    ("welke bibliotheken gebruik je op Arm in het getestte productiestraject met INT4?", "oneDNN en de Arm Compute Library", "oneDNN"),
+    ("Is Apple Silicon al volwaardig ondersteund in de CPU-backend van vLLM?", "Apple Silicon (experimenteel)", "experimenteel"),
+    ("In welke eenheid geef je de KV-cacheruimte op bij vllm op de cpu?", "allocatie KV cache in GB", "GB"),
+    ("Waarom is de verschuiving naar 1:1 volgens de conclusie blijvend?", "inferentie die iteratief wordt in plaats van single-shot", "iteratief"),
+    ("Uit welke twee fases bestaat het draaien van een taalmodel?", "de prefill-fase (waarin de ingevoerde prompt wordt verwerkt) en de decode-fase", "decode"),
+    ("Bij wat voor serverconfiguratie gaat de bandbreedte van de processor echt meetellen?", "overstappen naar octa-channel serverconfiguraties", "octa-channel"),
+    ("welke promptlengtes worden als voorbeeld genoemd voor gestandaardiseerde metingen?", "exact 512, 1024 of 2048 tokens", "512"),
+    ("hoeveel threads gebruikt het llama-bench commando uit het artikel?", "-p 512,2048 -n 128 -t 16", "16"),
+    ("Hoe groot mag een model zijn om het nog op de processor te draaien volgens de beslisregels?", "1B tot 8B parameters met 4-bit kwantisatie", "1B tot 8B"),
+    ("Noem wat taken die prima 's nachts op een CPU kunnen draaien", "nachtelijke samenvattingen, e-mailclassificatie of periodieke data-extractie", "e-mailclassificatie"),
+    ("Als rekenkracht het niet is, wat remt lokale LLM-inferentie dan meestal af?", "Dat is de geheugenbandbreedte wel.", "geheugenbandbreedte"),
+    ("Met welke programmas heb je op windows de minste gedoe met een nvidia kaart?", "Als je LM Studio, Ollama of llama.cpp op Windows gebruikt", "LM Studio"),
+    ("Welk merk videokaart koop je nu het veiligst voor lokale AI?", "NVIDIA op dit moment de veiligere keuze", "NVIDIA"),
+    ("hoe grote modellen passen er in het werkgeheugen van een mac met unified memory?", "modellen van 70B parameters volledig in het werkgeheugen", "70B"),
+    ("welke fucnties van vllm werken nu ook op de cpu naast continuous batching?", "prefix caching, chunked prefill en tensor parallelism", "prefix caching"),
+    ("Waarvoor is gewoon desktopgeheugen eigenlijk ontworpen?", "lage willekeurige toegangstijden (lage latency)", "toegangstijden"),
+]
+
+EN_FACTS_BLIND4 = [
+    ("what happens if you raise 0.0 to a negative power in python", 'Raising "0.0" to a negative power results in a "ZeroDivisionError"', "ZeroDivisionError"),
+    ("What does 10**-2 give?", 'but "10**-2" returns "0.01"', "0.01"),
+    ("What type of number comes out when a negative number is raised to a fractional power?",
+     'Raising a negative number to a fractional power results in a "complex"', "complex"),
+    ("whats the default tabsize for str.expandtabs", "(default is 8, giving tab positions", "8"),
+    ("In which order does dict.popitem hand back its pairs?", "Pairs are returned in LIFO (last-in, first-out) order", "LIFO"),
+    ("What can't a function made with lambda contain?", "cannot contain statements or annotations", "statements"),
+    ("Which command-line switch makes __debug__ False?", 'line option "-O")', "-O"),
+    ("Which exception is raised when an async generator is finished?", 'will cause "StopAsyncIteration" to be raised', "StopAsyncIteration"),
+    ("What does a function give back when its return statement has no expression?", 'If an expression list is present, it is evaluated, else "None" is substituted', "None"),
+    ("Names declared nonlocal refer to variables in which scope?", "previously bound variables in the nearest enclosing scope excluding globals", "nearest enclosing scope"),
+    ("Since which Python version can I put underscores in numeric literals?", "Changed in version 3.6: Underscores are now allowed for grouping", "3.6"),
+    ("Which special method do I implement to customise the ** operator?", 'This operation can be customized using the special "__pow__()" method', "__pow__"),
+    ("Which method makes my objects callable like a function?", "Called when the instance is “called” as a function", "__call__"),
+    ("What does the % presentation type in a format spec do with the number?", "Multiplies the number by 100", "100"),
+    ("How do you write a tuple that has just one item?", "Using a trailing comma for a singleton tuple", "comma"),
+    ("What does unary plus do to its operand?", "yields its numeric argument unchanged", "unchanged"),
+    ("Which special method overrides the ~ operator?", 'custom objects that override the "__invert__()" special method', "__invert__"),
+    ("In a chain like x < y <= z, how often is y evaluated?", '"y" is evaluated only once', "once"),
+]
+
+ABSENT_BLIND4 = [
+    ("Hoeveel geheugen heeft een H200?", "nl"),
+    ("Hoeveel tokens per seconde haalt het 70B-model op dual-channel DDR5?", "nl"),
+    ("Hoeveel threads gebruikt llama-bench standaard als je geen -t opgeeft?", "nl"),
+    ("Wie is de topman van AMD?", "nl"),
+    ("Hoeveel weegt de CORSAIR AI300?", "nl"),
+    ("Hoeveel medewerkers heeft Red Hat?", "nl"),
+    ("wanneer kwam ROCm voor het eerst uit?", "nl"),
+    ("Wat is het stroomverbruik van de Vera CPU in watt?", "nl"),
+    ("Which hash function does Python use for strings?", "en"),
+    ("How much does NVIDIA's Vera CPU cost?", "en"),
+    ("Who founded Red Hat?", "en"),
+    ("How many arguments can a Python function take at most?", "en"),
+    ("How many built-in exception classes does Python define?", "en"),
+    ("How fast is a dictionary lookup compared to searching a list?", "en"),
+]

@@ -236,6 +236,49 @@ def missing_names(question: str, texts: Sequence[str]) -> set[str]:
     return {n for n in wanted if n not in held and not (len(n) >= NAME_PREFIX_MIN and any(w.startswith(n) for w in held))}
 
 
+# questions that ask for one value of a named thing (a figure, an amount, a name, a year): its answer sits in a sentence
+# that speaks of the thing and of what is asked about it, never in one that only names the thing
+RELATION_KINDS = frozenset({"number", "money", "name", "year"})
+RELATION_WINDOW = 1  # sentences before and after one that names the thing, read with it ("Intel's figures:" then a list)
+
+
+def relation_terms(question: str, lang: str) -> tuple[set[str], set[str]]:
+    """(thing, relation): the question's content terms that come from its names (names(): "AI300", "NVIDIA") and
+    the others, stop words left out ("kost", "topman", "videogeheugen": what is asked about the thing)."""
+    qterms = language.content_terms(question, lang)
+    qwords = _question_words(question, lang)
+    named = names(question)
+    thing = {t for t in qterms if qwords.get(t) in named}
+    stops = language.stop_words(lang)
+    return thing, {t for t in qterms - thing if language.fold(t) not in stops}
+
+
+def unasked_relation(question: str, texts: Sequence[str], lang: str) -> bool:
+    """Whether texts name the question's thing but never speak of what the question asks about it: no sentence
+    that holds one of its thing terms (relation_terms) holds, with RELATION_WINDOW sentences either side, any of its
+    relation terms (match_credits: compounds count in part). False where the question asks no value of a named
+    thing (answer_kind not in RELATION_KINDS, no name, or nothing asked beyond the name), or no text names it.
+    "Hoeveel kost de AI300?" over passages that describe the AI300 but price nothing: True."""
+    if answer_kind(question, lang) not in RELATION_KINDS:
+        return False
+    thing, relation = relation_terms(question, lang)
+    if not thing or not relation:
+        return False
+    qterms = thing | relation
+    qwords = _question_words(question, lang)
+    named_somewhere = False
+    for text in texts:
+        sents = split_sentences(text)
+        for j, s in enumerate(sents):
+            if not any(v >= 1.0 for t, v in match_credits(thing, qwords, s, lang).items()):
+                continue
+            named_somewhere = True
+            around = " ".join(sents[max(0, j - RELATION_WINDOW) : j + RELATION_WINDOW + 1])
+            if any(v > 0 for t, v in match_credits(qterms, qwords, around, lang).items() if t in relation):
+                return False
+    return named_somewhere
+
+
 # what a question asks for, by its question words: a figure, or an amount of money (a figure with a currency)
 _NUMBER_ASKS = {
     "en": ("how many", "how much", "how fast", "how long", "how large", "how big", "how high", "how often", "how old",
@@ -271,6 +314,10 @@ _CODE_ASKS = {lang: re.compile(rf"\b(?:which|what|welke|welk|welcher|welche|welc
                                rf"(?:{nouns})(?:s|en)?\b") for lang, nouns in _CODE_NOUNS.items()}
 _IDENTIFIER = re.compile(r"__\w+__|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b|\b\w+\(\)|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b[A-Z]{8,}\b"
                          r"|(?<![\w-])--?[a-z][\w-]*")
+# "which exception / what error": the name of an exception class is asked for ("ImportError", "StopIteration")
+_EXCEPTION_ASKS = re.compile(r"\b(?:which|what|welke|welk|welcher|welche|welches)\s+(?:[\w-]+\s+)?"
+                             r"(?:exception|error|uitzondering|foutmelding|fout|ausnahme|fehler)(?:s|en)?\b")
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning|Exit|Iteration|Interrupt)\b")
 _QUOTED = re.compile(r"[\"“]([^\"”\s]{1,40})[\"”]")
 KIND_BONUS = 0.15  # in shares of the question's weight
 CODE_PENALTY = 0.15
@@ -325,6 +372,8 @@ def fits(text: str, kind: str, question: str, lang: str) -> bool:
         return any(len(w) > 1 and w[0].isupper() and any(c.islower() for c in w[1:]) and language.fold(w.casefold()) not in asked
                    for w in found)
     if kind == "code":
+        if _EXCEPTION_ASKS.search(question.casefold()):  # "which exception": an exception's name, not any code name
+            return bool(set(_EXCEPTION.findall(text)) - set(_EXCEPTION.findall(question)))
         return bool(_identifiers(text) - _identifiers(question) - set(language.words(question.casefold())))
     asked = set(_DIGITS.findall(question))
     figures = [d for d in _DIGITS.findall(text) if d not in asked]
@@ -437,6 +486,12 @@ def with_citation(answer: str, number: int, valid: set[int]) -> str:
     return f"{text} [{number}]"
 
 
+def _bare(sentence: Sentence) -> bool:
+    """Whether the sentence is a heading or a signature left alone at the end of its chunk ("str.partition(sep)"):
+    HEAD_WORDS words or fewer, no closing mark, nothing after it: it names what the text is about and answers nothing."""
+    return not sentence.after and len(sentence.text.split()) <= HEAD_WORDS and not _CLOSED.search(sentence.text)
+
+
 def extractive(sentence: Sentence, number: int) -> str:
     """The sentence, quoted, with its citation: '"..." [n]', followed by the chunk's next sentence where the two hold
     QUOTE_CHARS or fewer (a rule is often stated in one sentence and its detail in the next: "str.isascii() Return
@@ -474,7 +529,7 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     # one that matches the question nearly as well as the best, not only by its figure; the evidence may be ranked
     # by more than words (grounding.focus), so a sentence below MIN_MATCH is passed over, not an end
     for k, best in evidence:
-        if decline is not None and best.match < MIN_MATCH:
+        if (decline is not None and best.match < MIN_MATCH) or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue
         if not kind or (fits(best.text, kind, question, lang) and best.match >= NEAR_BEST * top):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}

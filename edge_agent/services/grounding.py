@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edge_agent.rag import language
-from edge_agent.services.answers import Sentence, coverage, missing_names, rank_sentences, rerank_sentences
+from edge_agent.services.answers import Sentence, coverage, missing_names, rank_sentences, rerank_sentences, unasked_relation
 from edge_agent.services.errors import InvalidRequestError, UnavailableError
 
 INSTRUCTION = "Use the sources to answer."
@@ -86,6 +86,7 @@ class GroundingPolicy:
     min_similarity: float = MIN_SIMILARITY
     rerank: int = RERANK_SENTENCES  # sentences ranked again by the model's likelihood of the question (0: words only)
     require_names: bool = True  # decline when a name or figure of the question is in none of the retrieved passages
+    require_relation: bool = True  # decline a value asked of a named thing that the passages name but never speak of that way
 
     def language_of(self, question: str) -> str:
         """The question's language among those with a scaffold (English when unsure)."""
@@ -101,18 +102,23 @@ class GroundingPolicy:
         """Whether some chunk holds at least min_coverage of the question's content words (answers.coverage: a
         word found only as part of a compound counts in part) and, where the embedding model covers the question's
         language (similarity given: the best chunk's cosine to the question), is at least min_similarity alike,
-        and (require_names) the chunks hold every name and figure of the question (answers.missing_names)."""
+        and (require_names) the chunks hold every name and figure of the question (answers.missing_names), and
+        (require_relation) speak of what the question asks of a named thing (answers.unasked_relation)."""
         return self.uncovered(question, chunks, lang, similarity) is None
 
     def uncovered(self, question: str, chunks: Sequence[Any], lang: str, similarity: float | None = None) -> str | None:
         """Why no chunk covers the question (covered): "no_passage" (too few of its words, or too unlike it),
-        "unknown_name" (a name or figure of the question is in none of the chunks); None when one covers it."""
+        "unknown_name" (a name or figure of the question is in none of the chunks), "unasked_relation" (a figure,
+        amount, name or year asked of a named thing that the chunks name but never speak of that way: "Hoeveel kost
+        de AI300?" over passages that describe it but price nothing; answers.unasked_relation); None when one covers it."""
         if similarity is not None and similarity < self.min_similarity:
             return "no_passage"
         if self.min_coverage > 0 and not any(coverage(question, c.text, lang) >= self.min_coverage for c in chunks):
             return "no_passage"
         if self.require_names and missing_names(question, [f"{getattr(c, 'title', '')}\n{c.text}" for c in chunks]):
             return "unknown_name"
+        if self.require_relation and unasked_relation(question, [c.text for c in chunks], lang):
+            return "unasked_relation"
         return None
 
     def stops(self, sc: Scaffold) -> list[str]:

@@ -510,3 +510,62 @@ def test_a_chat_template_bundle_gets_the_instruction_in_the_question_language(ch
     assert [s.number for s in gen.sources] == list(range(1, len(gen.sources) + 1)) and all(s.used is None for s in gen.sources)
     gen.note_citations(["Het is QX-7731-B [1]."])  # a non-streamed answer that cites: the cited passage is the used one
     assert [s.used for s in gen.sources] == [True] + [False] * (len(gen.sources) - 1)
+
+
+AI_DOC = ("De Orka X2 is een compact werkstation met een stille ventilator. De Orka X2 heeft een prestatieschakelaar met drie "
+          "standen. Grote modellen vragen veel geheugen. Ze draaien dan traag. Een losse videokaart kost al snel meer dan 2.000 euro.")
+
+
+@pytest.mark.parametrize("question, unasked", [
+    ("Hoeveel kost de Orka X2?", True),  # the passage names the X2 and prices something else, never the X2
+    ("Hoeveel standen heeft de prestatieschakelaar van de Orka X2?", False),  # asked and spoken of in one sentence
+    ("Hoeveel kost een videokaart?", False),  # no name: left to the other checks
+    ("Wie is de topman van Orka?", True),
+    ("Wat voor ventilator heeft de Orka X2?", False),  # not a figure, amount, name or year
+])
+def test_a_value_asked_of_a_named_thing_the_passages_never_speak_of_that_way(question, unasked):
+    assert A.unasked_relation(question, [AI_DOC, EN_DOC], "nl") is unasked
+
+
+def test_a_sentence_around_the_named_one_counts_and_a_passage_without_the_name_decides_nothing():
+    listing = "De cijfers van Orka over het kwartaal:\n\n• Omzet: 12 miljoen euro.\n• Winst: 2 miljoen euro."
+    assert not A.unasked_relation("Hoeveel omzet haalde Orka?", [listing], "nl")  # the list item after the heading
+    assert not A.unasked_relation("Hoeveel kost de Orka X2?", [EN_DOC], "nl")  # never named: not this check's call
+
+
+def test_the_policy_declines_an_unasked_relation_before_the_model():
+    from edge_agent.services.grounding import GroundingPolicy
+
+    q = "Hoeveel kost de Orka X2?"
+    policy = GroundingPolicy()
+    assert policy.uncovered(q, [_chunk(AI_DOC)], "nl") == "unasked_relation"
+    assert policy.uncovered("Hoeveel standen heeft de prestatieschakelaar van de Orka X2?", [_chunk(AI_DOC)], "nl") is None
+    assert GroundingPolicy(require_relation=False).uncovered(q, [_chunk(AI_DOC)], "nl") is None
+
+
+def test_a_which_exception_question_quotes_the_sentence_that_names_an_exception(monkeypatch):
+    q = "Which exception does a from-import raise when the module lacks the name?"
+    doc = ('A from-import first imports the module and then looks each name up in it as "module.name". '
+           "The search goes through the module's namespace first and then through its attributes and its submodules. "
+           'If the name is not found, "ImportError" is raised.')
+    ev = _evidence(q, [doc], "en")
+    assert A.fits('If the name is not found, "ImportError" is raised.', "code", q, "en")
+    assert not A.fits('It looks each name up in it as "module.name".', "code", q, "en")
+    assert not A.fits("The module raises an error.", "code", q, "en")  # no exception's name
+    text, how = A.settle("The module.", q, ev, "en", "Not covered.")
+    assert '"ImportError" is raised' in text and how["answer"] == "extractive"
+    # whichever comes first, the quote skips the sentence with another code name for the one that names an exception
+    ev.reverse()
+    assert '"ImportError" is raised' in A.settle("The module.", q, ev, "en", "Not covered.")[0]
+    assert A.check_answer("ImportError", q, [s for _, s in ev], "en").status != "off_kind"
+
+
+def test_a_signature_left_alone_at_a_chunks_end_is_not_quoted():
+    q = "What does str.partition give back?"
+    end_of_chunk = "str.removeprefix(prefix) Return the string without the prefix.\n\nstr.partition(sep)"
+    next_chunk = ("str.partition(sep)\n\n   Split the string at the first occurrence of *sep*, and return a 3-tuple containing the "
+                  "part before the separator, the separator itself, and the part after the separator.")
+    ev = _evidence(q, [end_of_chunk, next_chunk], "en")
+    assert ev[0][1].text == "str.partition(sep)" and not ev[0][1].after  # the bare signature matches the question best
+    text, how = A.settle("", q, ev, "en", "Not covered.")  # no answer from the model: a sentence is quoted
+    assert "3-tuple" in text and how["answer"] == "extractive"
