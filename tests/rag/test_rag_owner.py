@@ -75,7 +75,7 @@ def test_daemon_reports_an_owned_index_without_paths(make_service, make_settings
     from edge_agent.runtime import _load_documents
 
     make_service()
-    rt = SimpleNamespace(settings=make_settings(), documents=None, documents_status=None)
+    rt = SimpleNamespace(settings=make_settings(), documents=None, documents_status=None, releaser=None)
     _load_documents(rt)
     assert rt.documents is None
     assert "another edge-agent process" in rt.documents_status and str(os.getpid()) in rt.documents_status
