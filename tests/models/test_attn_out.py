@@ -12,7 +12,7 @@ from edge_agent.engine.bundle import load_bundle
 from edge_agent.engine.engine import OnnxEngine
 from edge_agent.models.importer import ModelImportError, import_model
 
-from test_import import QUIET, TEXT, assert_last_logits_near_checkpoint
+from test_import import QUIET, TEXT, assert_last_logits_near_checkpoint, assert_rows_batch_invariant
 
 from test_hardware import fresh_detection, gpu_box  # noqa: F401  (fixtures)
 
@@ -35,18 +35,7 @@ def test_block8_bundle_is_recorded_and_close(block8_bundle, tiny_bundles, checkp
 
 
 def test_block8_logits_do_not_depend_on_the_batch(block8_bundle):
-    eng = OnnxEngine(load_bundle(block8_bundle), threads=1, max_batch=4, context_length=64)
-    m = eng.model
-    ids = [np.array(eng.encode(p)) for p in PROMPTS]
-    for slot, x in enumerate(ids):
-        m.prefill(slot, x[:-1], 0)
-    last = np.array([x[-1] for x in ids])
-    lengths = np.array([len(x) - 1 for x in ids])
-    together = m.decode(last, lengths).copy()
-    for slot in range(len(ids)):  # each row again, alone in slot 0
-        m.move_slot(slot, 0, int(lengths[slot]))
-        alone = m.decode(last[slot : slot + 1], lengths[slot : slot + 1])
-        np.testing.assert_array_equal(alone[0], together[slot])
+    assert_rows_batch_invariant(load_bundle(block8_bundle), PROMPTS)
 
 
 def test_unknown_attention_output_format_is_refused_before_any_work(checkpoints, tmp_path):

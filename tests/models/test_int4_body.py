@@ -8,24 +8,12 @@ import pytest
 from onnx import numpy_helper
 
 from edge_agent.engine.bundle import load_bundle
-from edge_agent.engine.engine import OnnxEngine
 from edge_agent.models.importer import ModelImportError, import_model
 from edge_agent.models.int4 import dequantize_int4
 
-from test_import import QUIET, TEXT, hf_logits
+from test_import import QUIET, assert_last_logits_near_checkpoint, assert_rows_batch_invariant
 
 PROMPTS = ["Paris is the capital of", "def add(a, b):", "De snelle bruine vos 🙂", "Numbers: 0 1 2 3"]
-
-
-def assert_near_checkpoint(bundle, ckpt, corr: float = 0.95) -> None:
-    """The last logits of a prefill of TEXT correlate with the checkpoint's (> corr) and the greedy pick is among
-    its top 3. gate_up and down as int4 blocks on the tiny random model: 0.98, every projection 0.91; a layout
-    mistake in gate_up and down (nibbles or blocks swapped): 0.29-0.41."""
-    eng = OnnxEngine(bundle, threads=1, max_batch=1, context_length=64)
-    ids = eng.encode(TEXT)
-    ref, got = hf_logits(ckpt, ids)[-1], eng.model.prefill(0, np.array(ids), 0)
-    assert np.corrcoef(got, ref)[0, 1] > corr
-    assert np.argmax(got) in np.argsort(-ref)[:3]
 
 
 @pytest.fixture(scope="module")
@@ -68,30 +56,19 @@ def test_int4_body_is_recorded_and_close_to_the_checkpoint(mlp4, checkpoints, tm
     assert rec["layers"] == ["gate_up", "down"] and rec["block_size"] == 32 and rec["accuracy_level"] == 4
     meta = {p.key: p.value for p in onnx.load(str(b.model_file), load_external_data=False).metadata_props}
     assert meta["edge_agent.int4_layers"] == "gate_up,down:int4-b32"
-    assert_near_checkpoint(b, checkpoints["gemma3"])
+    assert_last_logits_near_checkpoint(b, checkpoints["gemma3"], corr=0.95)
     # smoothed (the default alpha) with every projection int4: still close
     all4 = import_model(checkpoints["gemma3"], "all4", tmp_path, int4_layers=("qkv", "o", "gate_up", "down"), **QUIET)
     graph = onnx.load(str(all4 / "model.onnx"), load_external_data=False).graph
     int8 = [n.input[1] for n in graph.node if n.op_type == "DynamicQuantizeMatMul"]
     assert int8 and all("lm_head" in w for w in int8)  # only the head stays int8
-    assert_near_checkpoint(load_bundle(all4), checkpoints["gemma3"], corr=0.85)
+    assert_last_logits_near_checkpoint(load_bundle(all4), checkpoints["gemma3"], corr=0.85)
 
 
 def test_int4_body_logits_do_not_depend_on_the_batch(mlp4):
     """Each row decoded among four gives bit for bit the logits it gets alone (MatMulNBits quantizes each row's
     activations per block of its own, accuracy_level 4)."""
-    eng = OnnxEngine(load_bundle(mlp4), threads=2, max_batch=4, context_length=64)
-    m = eng.model
-    ids = [np.array(eng.encode(p)) for p in PROMPTS]
-    for slot, x in enumerate(ids):
-        m.prefill(slot, x[:-1], 0)
-    last = np.array([x[-1] for x in ids])
-    lengths = np.array([len(x) - 1 for x in ids])
-    together = m.decode(last, lengths).copy()
-    for slot in range(len(ids)):
-        m.move_slot(slot, 0, int(lengths[slot]))
-        alone = m.decode(last[slot : slot + 1], lengths[slot : slot + 1])
-        np.testing.assert_array_equal(alone[0], together[slot])
+    together = assert_rows_batch_invariant(load_bundle(mlp4), PROMPTS, threads=2)
     assert not np.array_equal(together[0], together[1])
 
 
