@@ -154,8 +154,7 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
         scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
         max_tokens_limit=settings.max_tokens_limit,
     )
-    chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity,
-                                     settings.rag_rerank_sentences, settings.rag_require_names, settings.rag_require_relation)
+    chat.grounding = GroundingPolicy.from_settings(settings)
     rt = Runtime(settings=settings, scheduler=scheduler, chat=chat, embeddings=None, metrics=metrics, documents=documents)  # type: ignore[arg-type]
     rt.embeddings = EmbeddingService(lambda: rt.documents, lambda: rt.documents_status)
     rt.releaser = IdleReleaser(settings.idle_unload_s, release_free_heap).start()  # before the parts it watches load

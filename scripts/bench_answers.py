@@ -47,8 +47,7 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
     try:
         chat = ChatService(scheduler)
         chat.attach_documents(lambda: svc)
-        chat.grounding = GroundingPolicy(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity,
-                                         settings.rag_rerank_sentences, settings.rag_require_names, settings.rag_require_relation)
+        chat.grounding = GroundingPolicy.from_settings(settings)
         absent_texts = {chat.grounding.scaffold(lang).absent for lang in SCAFFOLDS}
 
         def ask(q: str) -> dict:

@@ -89,7 +89,7 @@ class ChatService:
         self.max_tokens_limit = max_tokens_limit
         self.accepting = True
         self.retriever: DocumentRetriever | None = None
-        self.grounding = GroundingPolicy()  # runtime sets it from Settings (rag_min_coverage, rag_absent_answers, rag_min_similarity)
+        self.grounding = GroundingPolicy()  # the runtime sets GroundingPolicy.from_settings(settings)
         self.on_grammar: Callable[[str, str | None], None] = lambda state, detail: None  # /ready's part "grammar"
 
     def attach_documents(self, documents: Callable[[], object], status: Callable[[], str | None] = lambda: None) -> None:

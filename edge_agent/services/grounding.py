@@ -88,6 +88,12 @@ class GroundingPolicy:
     require_names: bool = True  # decline when a name or figure of the question is in none of the retrieved passages
     require_relation: bool = True  # decline a value asked of a named thing that the passages name but never speak of that way
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> "GroundingPolicy":
+        """The policy the rag_* settings ask for (the daemon's and the answers bench's)."""
+        return cls(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity,
+                   settings.rag_rerank_sentences, settings.rag_require_names, settings.rag_require_relation)
+
     def language_of(self, question: str) -> str:
         """The question's language among those with a scaffold (English when unsure)."""
         found = language.likely(question, SCAFFOLDS)
