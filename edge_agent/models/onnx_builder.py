@@ -213,14 +213,16 @@ class _Graph:
             K=k, N=n, bits=8, block_size=BLOCK8, accuracy_level=4,
         )
 
-    def int4_matmul(self, x: str, w: np.ndarray, base: str) -> str:
-        """x [.., k] @ w [k, n] as MatMulNBits int4 blocks of int4_block inputs (layout: models.int4), int8 compute."""
+    def int4_matmul(self, x: str, w: np.ndarray, base: str, block: int | None = None, symmetric: bool | None = None) -> str:
+        """x [.., k] @ w [k, n] as MatMulNBits int4 blocks of `block` inputs (default int4_block; layout: models.int4),
+        with a zero point per block unless symmetric (default int4_symmetric), int8 compute."""
         k, n = w.shape
-        packed, scales, zp = quantize_int4(w, self.int4_block, self.int4_symmetric)
-        ins = [x, self.init(base + ".qweight4", packed), self.init(base + ".scale4", scales)]
+        block = block or self.int4_block
+        packed, scales, zp = quantize_int4(w, block, self.int4_symmetric if symmetric is None else symmetric)
+        ins = [x, self.init(base + ".qweight4", packed), self.init(base + ".scale", scales)]
         if zp is not None:
-            ins.append(self.init(base + ".zero_point4", zp))
-        return self.op1("MatMulNBits", ins, domain=MS, K=k, N=n, bits=4, block_size=self.int4_block, accuracy_level=INT4_ACCURACY_LEVEL)
+            ins.append(self.init(base + ".zero_point", zp))
+        return self.op1("MatMulNBits", ins, domain=MS, K=k, N=n, bits=4, block_size=block, accuracy_level=INT4_ACCURACY_LEVEL)
 
     def linear(self, x: str, w: np.ndarray, bias: np.ndarray | None, base: str) -> str:
         """x @ w (+ bias), w given as [in, out] float32."""
@@ -475,13 +477,7 @@ def _int4_head(g: _Graph, last: str, lm: np.ndarray, d: int, block: int, symmetr
     vocab = lm.shape[0]
     blocks = np.array_split(np.arange(vocab), max(1, -(-(vocab * -(-d // block) * block // 2) // part)))
     names = ["lm_head"] if len(blocks) == 1 else [f"lm_head.{i}" for i in range(len(blocks))]
-    outs = []
-    for n, b in zip(names, blocks):
-        packed, scales, zp = quantize_int4(lm[b].T, block, symmetric)
-        ins = [g.init(f"{n}.qweight4", packed), g.init(f"{n}.scale", scales)]
-        if zp is not None:
-            ins.append(g.init(f"{n}.zero_point", zp))
-        outs.append(g.op1("MatMulNBits", [last, *ins], domain=MS, K=d, N=len(b), bits=4, block_size=block, accuracy_level=INT4_ACCURACY_LEVEL))
+    outs = [g.int4_matmul(last, lm[b].T, n, block, symmetric) for n, b in zip(names, blocks)]
     return _softcap(g, outs[0] if len(outs) == 1 else g.op1("Concat", outs, axis=-1), cap)
 
 
