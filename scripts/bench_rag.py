@@ -229,7 +229,7 @@ def main() -> int:
     ap.add_argument("--chunk-tokens", type=int, default=Settings().chunk_tokens)
     ap.add_argument("--chunk-overlap", type=int, default=Settings().chunk_overlap)
     ap.add_argument("--model", default=str(REPO / "models" / "default"), help="model bundle for --only answers")
-    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers: dev, heldout or both")
+    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind5")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 

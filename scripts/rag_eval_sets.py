@@ -517,3 +517,71 @@ ABSENT_BLIND4 = [
     ("How many built-in exception classes does Python define?", "en"),
     ("How fast is a dictionary lookup compared to searching a list?", "en"),
 ]
+
+# --- blind 5 (answers): written 2026-12-01 02:40 before any change of the fifth answer round (declines instead of a
+# quote that does not answer, quote choice), measured once on the unchanged code and once at the end; never used to
+# choose a setting. Facts no earlier set asks about, phrased as users type them (informal, typos, Dutch words for the
+# articles' English loanwords, paraphrase); the absent questions sit next to the documents' topics so that retrieval
+# finds something related. (question, exact phrase of the answer passage, short fact); absent: (question, language).
+NL_FACTS_BLIND5 = [
+    ("waar is een cpu nou eigenlijk in gespecialiseerd, als een gpu om flops draait?", "CPU's specialiseren zich in instructie-latentie", "instructie-latentie"),
+    ("Welke rol krijgt de processor in de ouderwetse inferentieopzet volgens de tussenkop?", "De traditionele inferentie-stack: de CPU als passagier", "passagier"),
+    ("Door hoeveel hoofdoorzaken komt de trend naar kleinere lokale modellen?", "Dit wordt gedreven door vier hoofdfactoren", "vier"),
+    ("waarom valt gpu-rekenen in de cloud vaak af bij toepassingen aan de rand van het netwerk?", "werken vaak zonder betrouwbare internetverbinding", "internetverbinding"),
+    ("Na welke stap doen kleine taalmodellen het op hun vakgebied zelfs beter dan de grote?", "keert zelfs volledig om bij domeinspecifieke taken na fine-tuning", "fine-tuning"),
+    ("tot hoeveel nvidia kaarten krijgt openai toegang door die deal met amazon?", "toegang tot honderdduizenden NVIDIA GPU's", "honderdduizenden"),
+    ("Op welk niveau moet je de processor afschermen van andere processen als je inferentie meet?", "zorgvuldige scheiding op socket- of node-niveau", "socket"),
+    ("Hoe heet de verzameling kant-en-klare modellen van Intel voor Xeon?", "Intel's AI Software Catalog", "AI Software Catalog"),
+    ("moet ik mijn applicatie herschrijven als ik met vllm later van cpu naar gpu overstap?", "kan migreren naar GPU zonder wijzigingen in de applicatielaag", "zonder wijzigingen"),
+    ("Wat gebeurt er volgens de conclusie met de vraag naar Intels Xeon-processors?", "Intel ziet de vraag naar Xeon stijgen boven het aanbod", "boven het aanbod"),
+    ("waarom haal je in het echt geen 13,6 tokens per seconde met dat 8B-model?", "kernel-overhead en context-beheer ervoor dat hier circa 9 tot 11", "kernel-overhead"),
+    ("Wat wordt er bedoeld met rekenkundige intensiteit?", "het aantal floating-point operaties per getransporteerde byte", "per getransporteerde byte"),
+    ("In welke eenheid wordt de ruwe rekenkracht van een consumentenvideokaart voor INT4 en FP16 uitgedrukt?", "in de honderden tot duizenden TFLOPS loopt", "TFLOPS"),
+    ("wat is ttft voluit?", "Time-to-First-Token (TTFT)", "Time-to-First-Token"),
+    ("Hoe groot is het contextvenster in het llama-cli commando met gedeeltelijke offloading?", "-ngl 24 -c 4096", "4096"),
+    ("Hoeveel tokens laat je bij een gestandaardiseerde meting bijvoorbeeld genereren?", "(bijvoorbeeld 128 of 256 tokens)", "128"),
+    ("waarom moet er ruimte tussen de grafische kaarten zitten in een server?", "voldoende fysieke tussenruimte voor airflow", "airflow"),
+    ("Waarom kan een dure server vol videokaarten op termijn toch voordeliger zijn?", "levert per kilowattuur aanzienlijk meer voltooide tokens op", "kilowattuur"),
+    ("Welke modelgroottes noemt het artikel middelgroot tot groot?", "(14B, 32B tot 70B parameters)", "32B"),
+    ("Wat doet je hardware de hele tijd opnieuw als je een lokaal taalmodel of beeldmodel draait?", "doet je hardware steeds weer hetzelfde: matrixvermenigvuldiging", "matrixvermenigvuldiging"),
+    ("Op welke twee dingen komt het voordeel van een videokaart bij lokale llm's neer?", "komt het voordeel van de GPU neer op twee zaken: parallelle rekenkracht en geheugenbandbreedte", "parallelle rekenkracht"),
+    ("waar is het grafische geheugen van de AI300 behalve voor AI nog meer voor bedoeld?", "(en een beetje gamen)", "gamen"),
+    ("Wat moet je eerst nakijken als je het met een AMD-kaart wil proberen?", "kijk alleen eerst even in de documentatie van je tool", "documentatie"),
+]
+
+EN_FACTS_BLIND5 = [
+    ("what does the comma option do in a format spec?", "The \"','\" option signals the use of a comma for a thousands separator", "thousands separator"),
+    ("when do default argument values get computed, on every call?", "the expression is evaluated once, when the function is defined", "when the function is defined"),
+    ("What does the # flag put in front of a hex number when formatting?", "this option adds the respective prefix \"'0b'\", \"'0o'\", \"'0x'\", or \"'0X'\"", "0x"),
+    ("which pdb command tells me the type of an expression?", "whatis expression Print the type of *expression*", "whatis"),
+    ("What happens to the running program when I quit the debugger?", "Quit from the debugger. The program being executed is aborted", "aborted"),
+    ("how do I see all the source code of the current function in pdb", "longlist List all source code for the current function or frame", "longlist"),
+    ("My class only defines __repr__; what gets used when an informal string is needed?", "then \"__repr__()\" is also used when an “informal” string representation", "__repr__"),
+    ("What does declaring __slots__ stop Python from creating for each instance?", "deny the creation of \"__dict__\"", "__dict__"),
+    ("From which Python version on is the order of a dict guaranteed?", "Changed in version 3.7: Dictionary order is guaranteed to be insertion order", "3.7"),
+    ("What type does the *args parameter receive the extra positional arguments in?", "receives a tuple containing the excess positional arguments", "tuple"),
+    ("Since which version can a slash in a def mark positional-only parameters?", "Changed in version 3.8: The \"/\" function parameter syntax", "3.8"),
+    ("How should __getattribute__ look up other attributes so it does not recurse forever?", "should always call the base class method with the same name", "base class method"),
+    ("With from __future__ import annotations, how are annotations kept at runtime?", "annotations are preserved as strings at runtime", "as strings"),
+    ("Which standard does Python's NaN comparison behaviour follow?", "This behavior is compliant with IEEE 754", "IEEE 754"),
+    ("what does str.count return if I count an empty string?", "which is the length of the string plus one", "plus one"),
+    ("Which pdb command is restart another name for?", "\"restart\" is an alias for \"run\"", "run"),
+]
+
+ABSENT_BLIND5 = [
+    ("Welke processor zit er in de CORSAIR AI300?", "nl"),
+    ("Hoeveel stroom verbruikt een RTX 5090 zelf onder volle belasting?", "nl"),
+    ("In welk jaar is het GGUF-formaat uitgebracht?", "nl"),
+    ("hoeveel tokens per seconde haalt SmolLM2 op een telefoon?", "nl"),
+    ("Hoeveel geheugenkanalen heeft een AMD EPYC-processor?", "nl"),
+    ("Wat kost de AGI CPU van Arm?", "nl"),
+    ("Wie leidde het onderzoek van Georgia Tech naar toolverwerking?", "nl"),
+    ("Hoeveel werkgeheugen kan er maximaal in een Mac Studio?", "nl"),
+    ("How many breakpoints can pdb hold at the same time?", "en"),
+    ("Which Python version removed the distutils module?", "en"),
+    ("Who proposed adding the match statement to Python?", "en"),
+    ("What separator does print() put between its arguments by default?", "en"),
+    ("How much faster is looking something up in a set than in a list?", "en"),
+    ("How many bytes does an empty string take in CPython?", "en"),
+    ("How many digits may an int have by default before str() refuses to convert it?", "en"),
+]
