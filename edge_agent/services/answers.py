@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_agent.rag import language
+from edge_agent.services import figures
 
 # a sentence ends at . ! ? (and closing quotes or brackets) before whitespace; a paragraph at a blank line,
 # a list item at a line that starts with a bullet or a number: single line breaks inside a paragraph are wrapping
@@ -301,7 +302,9 @@ _NUMBER_WORDS = frozenset(
     "dos tres cuatro cinco diez cien mil".split())
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 # a sentence that reads as code: an interactive prompt, a grammar rule, a table's border
-_CODE = re.compile(r">>>|::=|\+-{3,}|\|\s.*\|\s.*\|")
+_TABLE = r"\+-{3,}|\|\s.*\|\s.*\|"
+_CODE = re.compile(rf">>>|::=|{_TABLE}")
+_TABLE_ROW = re.compile(_TABLE)
 # "which method / exception / option": a name as code writes it is asked for (at most one word between)
 _CODE_NOUNS = {
     "en": "method|function|exception|error|attribute|module|class|keyword|variable|option|flag|command|operator|parameter|argument|setting",
@@ -337,7 +340,7 @@ _YEAR = re.compile(r"(?<![\d.,])(?:1[5-9]|20)\d\d(?![\d.,]\d)")
 
 def answer_kind(question: str, lang: str) -> str | None:
     """What the question asks for: "money" (a figure with a currency: "how much does it cost"), "number" (a
-    figure: "how many", "hoeveel", "how fast"), "code" (a name as code writes it: "which method", "welke
+    figure: "how many", "hoeveel", "how fast", or a unit named last: "... in watt?"), "code" (a name as code writes it: "which method", "welke
     omgevingsvariabele"), "name" (a name: "who", "wie"), "year" ("which year", "in welk jaar"), or None (anything:
     its words decide)."""
     if _WHO.get(lang, _WHO["en"]).search(question.casefold()):
@@ -347,6 +350,8 @@ def answer_kind(question: str, lang: str) -> str | None:
     low = " ".join(language.words(question.casefold()))
     asks = _NUMBER_ASKS.get(lang, ()) + (_NUMBER_ASKS["en"] if lang != "en" else ())
     if not any(re.search(rf"\b{re.escape(a)}\b", low) for a in asks):
+        if figures.names_unit(question):  # "Wat is het stroomverbruik in watt?"
+            return "number"
         code = _CODE_ASKS.get(lang, _CODE_ASKS["en"])
         return "code" if code.search(question.casefold()) or _CODE_ASKS["en"].search(question.casefold()) else None
     return "money" if set(low.split()) & _MONEY_WORDS else "number"
@@ -358,15 +363,23 @@ def _identifiers(text: str) -> set[str]:
     return {f.strip("()").casefold() for f in found if f.strip("()")}
 
 
+def answers_kind(text: str, kind: str, question: str, lang: str) -> bool:
+    """What a quote must hold to be given as the answer: fits, and for a figure or an amount, a figure of the
+    quantity asked (figures.states: not a date, a version, or a figure of another unit: "in maart 2026" or "35 jaar"
+    does not answer "Hoeveel kernen ...?", "two kinds" not "How many bytes ...?")."""
+    return fits(text, kind, question, lang) and (kind not in ("number", "money") or figures.states(text, question, lang, _NUMBER_WORDS))
+
+
 def fits(text: str, kind: str, question: str, lang: str) -> bool:
     """Whether text holds what a question of this kind asks for, beyond the question's own: a figure (digits or
     a number word) for "number", a figure and a currency for "money", a name as code writes it for "code", a
-    capitalised word that is not the question's, a stop word or (in a text of more than NAME_ANSWER_WORDS words) the
-    first word, for "name"; a year (1500-2099) the question does not name, for "year"."""
+    capitalised word that is not the question's, a stop word, a question word ("When" after a code line) or (in a
+    text of more than NAME_ANSWER_WORDS words) the first word, for "name"; a year (1500-2099) the question does not name, for "year"."""
     if kind == "year":
         return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)))
     if kind == "name":
-        asked = {language.fold(w) for w in _WORD.findall(question.casefold())} | language.stop_words(lang)
+        asked = ({language.fold(w) for w in _WORD.findall(question.casefold())} | language.stop_words(lang)
+                 | language.QUESTION_WORDS.get(lang, frozenset()) | language.QUESTION_WORDS["en"])
         found = _WORD.findall(text)
         found = found if len(found) <= NAME_ANSWER_WORDS else found[1:]
         return any(len(w) > 1 and w[0].isupper() and any(c.islower() for c in w[1:]) and language.fold(w.casefold()) not in asked
@@ -486,6 +499,12 @@ def with_citation(answer: str, number: int, valid: set[int]) -> str:
     return f"{text} [{number}]"
 
 
+def _table(sentence: Sentence) -> bool:
+    """Whether the sentence is a piece of a table (cells between "|", a "+---" border): cut out of its table it
+    reads as noise, and quoted for a question no document answers it looked like an answer."""
+    return bool(_TABLE_ROW.search(sentence.text))
+
+
 def _bare(sentence: Sentence) -> bool:
     """Whether the sentence is a heading or a signature left alone at the end of its chunk ("str.partition(sep)"):
     HEAD_WORDS words or fewer, no closing mark, nothing after it: it names what the text is about and answers nothing."""
@@ -514,7 +533,8 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     """The answer to give for a model's answer, and how it was made: {"answer": "model", "check": "ok"} (the
     model's words, cited with the passage they rest on) or {"answer": "extractive", "check": why} (the best
     sentence that holds what the question asks for, quoted and cited) or, given a decline text, that text when no
-    sentence holds the figure or amount the question asks for, or none holds MIN_MATCH of the question's weight
+    sentence holds the figure or amount the question asks for (answers_kind: of its unit, not a date or a version),
+    or none holds MIN_MATCH of the question's weight; a piece of a table is never quoted then
     ({"answer": "declined", "check": "no_answer"}).
     evidence: (passage number, sentence) pairs, best first; with none, the model's answer is given unchecked
     ({"answer": "model", "check": "none"})."""
@@ -529,9 +549,9 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     # one that matches the question nearly as well as the best, not only by its figure; the evidence may be ranked
     # by more than words (grounding.focus), so a sentence below MIN_MATCH is passed over, not an end
     for k, best in evidence:
-        if (decline is not None and best.match < MIN_MATCH) or (_bare(best) and any(not _bare(s) for _, s in evidence)):
+        if (decline is not None and (best.match < MIN_MATCH or _table(best))) or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue
-        if not kind or (fits(best.text, kind, question, lang) and best.match >= NEAR_BEST * top):
+        if not kind or (answers_kind(best.text, kind, question, lang) and best.match >= NEAR_BEST * top):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH), evidence[0])
     if kind == "code":  # one that writes a code name, however far below the best, before one without

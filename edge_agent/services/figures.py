@@ -1,0 +1,112 @@
+"""Which figure a "how many / how much" question asks for, and whether a sentence states one of that kind.
+
+A sentence answers "Hoeveel kernen heeft de Vera-processor?" only with a figure that could count cores: not the
+year of "in maart 2026", not the version of "Changed in version 3.5", not the "35 jaar" of a span of time. And
+"How much memory does ... use?" asks for an amount of data: a figure with a unit of data ("5,5 GB", "16 bytes"),
+not the "two" of "two kinds of floating point numbers". So the quantity a question asks for is put in a class by
+its noun ("hoeveel jaar", "how many bytes", "how much memory", "in watt"): time, data, power or percent; a
+figure counts when a unit of that class follows it, and, where the noun has no class ("kernen", "arguments",
+"lagen"), when no unit of another class follows it. Dates and versions never count.
+"""
+from __future__ import annotations
+
+import re
+
+from edge_agent.rag import language
+
+# units, by class (casefolded, as words of the text: "GB/s" is "gb" then "s")
+UNITS = {
+    "time": frozenset("jaar jaren year years maand maanden month months week weken weeks dag dagen day days uur uren hour hours "
+                      "minuut minuten minute minutes seconde seconden second seconds sec ms milliseconde milliseconden "
+                      "millisecond milliseconds".split()),
+    "data": frozenset("byte bytes kb mb gb tb kib mib gib bit bits".split()),
+    "power": frozenset("w watt watts kw kwh".split()),
+    "percent": frozenset("% procent percent".split()),
+}
+# nouns that ask for a quantity of a class besides the units themselves ("how much memory", "hoeveel vermogen")
+_ASKED_NOUNS = {
+    "time": frozenset("tijd time duur".split()),
+    "data": frozenset("geheugen werkgeheugen videogeheugen memory ram vram opslag storage schijfruimte".split()),
+    "power": frozenset("vermogen stroom stroomverbruik power".split()),
+    "percent": frozenset("percentage".split()),
+}
+# the question words after which the asked noun comes ("how many bytes", "hoeveel jaar")
+_ASKS = re.compile(r"\b(?:how\s+(?:many|much)|hoeveel|hoe\s+veel|wie\s+viele?|wieviele?|combien\s+de)\s+(?:(?:meer|more|extra)\s+)?(\w+)")
+# "... in watt?", "in GB": the unit is named
+_IN_UNIT = re.compile(r"\bin\s+(%|\w+)\s*\??\s*$")
+_FIGURE = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)*)(?:\s*(%|[^\W\d_]+))?")
+_YEAR = re.compile(r"(?:1[5-9]|20)\d\d")
+# a year after these words is a date ("in maart 2026", "tegen 2030", "Q1 2026"), a figure after these a version
+_DATE_BEFORE = frozenset(
+    "in tegen sinds since by van vanaf from until till tot eind begin end early late q1 q2 q3 q4 "
+    "januari februari maart april mei juni juli augustus september oktober november december "
+    "january february march may june july august october".split())
+_VERSION_BEFORE = frozenset("version versions versie versies python pep".split())
+NUMBER_WORD_REACH = 3  # a number word ("twee tot drie jaar") has its unit among this many words after it
+
+
+def names_unit(question: str) -> bool:
+    """Whether the question ends by naming a unit of a class ("Wat is het stroomverbruik in watt?")."""
+    m = _IN_UNIT.search(question.casefold())
+    return bool(m) and any(m.group(1) in units for units in UNITS.values())
+
+
+def asked_noun(question: str, lang: str) -> str | None:
+    """The noun after the question's "how many / how much / hoeveel" ("kernen", "bytes", "memory"), or the unit it
+    names last ("... in watt?"); None where a verb or a stop word follows ("how much does it cost", "hoeveel heeft")."""
+    low = question.casefold()
+    stops = language.stop_words(lang) | language.stop_words("en") | language.QUESTION_WORDS.get(lang, frozenset()) | language.QUESTION_WORDS["en"]
+    for m in (*_ASKS.finditer(low), *_IN_UNIT.finditer(low)):
+        if m.group(1) not in stops and not m.group(1).isdigit():
+            return m.group(1)
+    return None
+
+
+def asked_class(question: str, lang: str) -> str | None:
+    """The class of the quantity a question asks for (time, data, power, percent) by its asked_noun; None where
+    the noun has no class (a count of things: "kernen", "arguments") or there is none."""
+    noun = asked_noun(question, lang)
+    return next((cls for cls, units in UNITS.items() if noun in units or noun in _ASKED_NOUNS.get(cls, ())), None) if noun else None
+
+
+def _class_of(unit: str | None) -> str | None:
+    if not unit:
+        return None
+    unit = unit.casefold()
+    return next((cls for cls, units in UNITS.items() if unit in units), None)
+
+
+def figures(text: str) -> list[tuple[str, str | None]]:
+    """(figure, class of the unit right after it or None) for each figure of text, dates and versions left out
+    (a year without a unit after "in", "tegen", a month, "Q1"; a figure after "version", "versie", "PEP", "Python")."""
+    out = []
+    for m in _FIGURE.finditer(text):
+        before = text[: m.start()].split()
+        prev = before[-1].casefold().strip("(*\"'“:,") if before else ""
+        fig = m.group(1)
+        if prev in _VERSION_BEFORE or (_YEAR.fullmatch(fig) and prev in _DATE_BEFORE and _class_of(m.group(2)) is None):
+            continue
+        out.append((fig, _class_of(m.group(2))))
+    return out
+
+
+def states(text: str, question: str, lang: str, number_words: frozenset[str] = frozenset()) -> bool:
+    """Whether text states a figure the question does not, of the quantity it asks for: where the asked noun has a
+    class (asked_class), a figure followed by a unit of that class, or a number word (number_words) with one among
+    the NUMBER_WORD_REACH words after it ("twee tot drie jaar"); where it names a count of things ("kernen"), any
+    figure but a span of time ("35 jaar"); else any figure or number word. Dates and versions never count (figures)."""
+    noun = asked_noun(question, lang)
+    cls = asked_class(question, lang)
+    asked = {f for f, _ in figures(question)}
+    for fig, unit in figures(text):
+        if fig in asked:
+            continue
+        if unit == cls if cls else not (noun and unit == "time"):
+            return True
+    ws = language.words(text.casefold())
+    qws = set(language.words(question.casefold()))
+    for i, w in enumerate(ws):
+        if w in number_words and w not in qws:
+            if cls is None or any(_class_of(x) == cls for x in ws[i + 1 : i + 1 + NUMBER_WORD_REACH]):
+                return True
+    return False

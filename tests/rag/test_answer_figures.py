@@ -1,0 +1,102 @@
+"""What a "how many / how much" question asks for (services/figures.py), and the quotes and declines that follow
+from it in answers.settle; also the table rows and the "who" question words that are never quoted as an answer."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from edge_agent.services import answers as A
+from edge_agent.services import figures as F
+
+DECLINE = "Niet gevonden."
+
+
+def _evidence(question: str, texts: list[str], lang: str) -> list[tuple[int, A.Sentence]]:
+    chunks = [SimpleNamespace(text=t) for t in texts]
+    return [(s.chunk + 1, s) for s in A.rank_sentences(question, chunks, lang)[:3]]
+
+
+@pytest.mark.parametrize("question, lang, noun, cls", [
+    ("Hoeveel kernen heeft de processor?", "nl", "kernen", None),
+    ("How many bytes does a float take?", "en", "bytes", "data"),
+    ("How much memory does a list of a million integers use?", "en", "memory", "data"),
+    ("Over hoeveel jaar reken je de kosten?", "nl", "jaar", "time"),
+    ("Hoeveel meer vermogen vraagt de kaart?", "nl", "vermogen", "power"),
+    ("Wat is het stroomverbruik van de chip in watt?", "nl", "watt", "power"),
+    ("How much does the service cost?", "en", None, None),  # a verb after "how much": no noun
+    ("Hoeveel heeft het gekost?", "nl", None, None),
+])
+def test_the_quantity_a_question_asks_for(question, lang, noun, cls):
+    assert F.asked_noun(question, lang) == noun
+    assert F.asked_class(question, lang) == cls
+
+
+def test_dates_and_versions_are_no_figures():
+    assert F.figures("Lanceerde in maart 2026 de chip, de eerste in 35 jaar.") == [("35", "time")]
+    assert F.figures("Changed in version 3.5: calls accept any number of unpackings (PEP 448).") == []
+    assert F.figures("Tegen 2030 groeit de markt naar 60 miljard, 850W tot 1500W.") == [("60", None), ("850", "power"), ("1500", "power")]
+    assert F.figures("2048 tokens in 2026") == [("2048", None)]  # a year-like figure that is no date stays
+
+
+@pytest.mark.parametrize("text, question, lang, says", [
+    ("Lanceerde in maart 2026 de Vera CPU.", "Hoeveel kernen heeft de Vera-processor?", "nl", False),
+    ("Arm lanceerde de AGI CPU, de eerste in 35 jaar.", "Hoeveel kernen heeft de AGI CPU?", "nl", False),
+    ("Moderne CPU's hebben meestal 8 tot 24 kernen.", "Hoeveel kernen heeft een CPU?", "nl", True),
+    ("There is no reason to have two kinds of floating point numbers.", "How many bytes does a float occupy?", "en", False),
+    ("A float object takes 24 bytes.", "How many bytes does a float occupy?", "en", True),
+    ("Bekijk de kosten over twee tot drie jaar.", "Over hoeveel jaar bekijk je de kosten?", "nl", True),
+    ("Een model van 6 GB kan 12 tot 16 GB opeisen.", "Hoeveel geheugen vraagt een model van 6 GB?", "nl", True),
+    ("Een PCIe 4.0 x16 verbinding haalt 31,5 GB/s.", "Hoe snel is PCIe 4.0?", "nl", True),  # "hoe snel": any figure
+    ("De chip kwam uit in maart 2026.", "Wat is het stroomverbruik van de chip in watt?", "nl", False),
+    ("Function calls accept any number of unpackings since version 3.5.", "How many arguments can a function take?", "en", False),
+])
+def test_a_sentence_states_a_figure_of_the_quantity_asked(text, question, lang, says):
+    assert F.states(text, question, lang, A._NUMBER_WORDS) is says
+
+
+def test_a_unit_named_last_asks_for_a_figure():
+    assert A.answer_kind("Wat is het stroomverbruik van de Vera CPU in watt?", "nl") == "number"
+    assert A.answer_kind("In welke eenheid geef je de cache op?", "nl") is None
+
+
+def test_a_figure_question_answered_only_by_a_date_or_a_span_of_time_is_declined():
+    q = "Hoeveel kernen heeft de Vera-processor van NVIDIA?"
+    doc = ("NVIDIA lanceerde in maart 2026 de Vera-processor, de eerste processor voor agents. "
+           "Arm bracht de eerste eigen processor in 35 jaar uit.")
+    ev = _evidence(q, [doc], "nl")
+    assert A.fits(ev[0][1].text, "number", q, "nl")  # a figure, so the old rule quoted it
+    assert A.settle("De Vera heeft 36 kernen.", q, ev, "nl", DECLINE) == (DECLINE, {"answer": "declined", "check": "no_answer"})
+    # the figure the question asks for is quoted
+    doc2 = doc + " De Vera-processor van NVIDIA heeft 88 kernen."
+    text, how = A.settle("Veel.", q, _evidence(q, [doc2], "nl"), "nl", DECLINE)
+    assert "88 kernen" in text and how["answer"] == "extractive"
+
+
+def test_an_amount_of_memory_is_not_answered_by_a_count_of_kinds():
+    q = "How many bytes does a Python float object occupy in memory?"
+    doc = ("Python does not support single-precision floating point numbers; the savings in memory usage are dwarfed "
+           "by the overhead of objects in Python, so there is no reason to have two kinds of floating point numbers.")
+    assert A.settle("1024 bytes.", q, _evidence(q, [doc], "en"), "en", DECLINE)[0] == DECLINE
+    doc2 = doc + " A Python float object occupies 24 bytes of memory."
+    assert "24 bytes" in A.settle("Many.", q, _evidence(q, [doc2], "en"), "en", DECLINE)[0]
+
+
+def test_a_piece_of_a_table_is_not_quoted_but_declined():
+    q = "What is the time complexity of inserting at the front of a list?"
+    row = "inserts x at the front of the list, in time that grows with the list"
+    table = f'| "s.insert(0, x)" | {row} | |\n\nItems are referenced multiple times.'
+    ev = _evidence(q, [table], "en")
+    assert "|" in ev[0][1].text and ev[0][1].match >= A.MIN_MATCH
+    assert A.settle("It is fast.", q, ev, "en", DECLINE)[0] == DECLINE
+    assert A.settle("It is fast.", q, ev, "en")[1]["answer"] == "extractive"  # a caller that cannot decline still gets a quote
+    # the same words as a sentence are quoted
+    assert row in A.settle("It is fast.", q, _evidence(q, [f"The method {row}."], "en"), "en", DECLINE)[0]
+
+
+def test_a_question_word_after_a_code_line_is_no_name():
+    q = "Who wrote the pdb module?"
+    text = "python -m pdb myscript.py When invoked as a module, pdb will enter post-mortem debugging."
+    assert not A.fits(text, "name", q, "en")
+    assert A.fits("The pdb module was written by Guido van Rossum.", "name", q, "en")
+    assert A.settle("The author.", q, _evidence(q, [text], "en"), "en", DECLINE)[0] == DECLINE
