@@ -100,3 +100,14 @@ def test_a_question_word_after_a_code_line_is_no_name():
     assert not A.fits(text, "name", q, "en")
     assert A.fits("The pdb module was written by Guido van Rossum.", "name", q, "en")
     assert A.settle("The author.", q, _evidence(q, [text], "en"), "en", DECLINE)[0] == DECLINE
+
+
+def test_the_sentence_the_model_ranks_first_is_quoted_with_a_lower_share_of_the_question():
+    q = "Hoe heet de topman van Arm?"
+    haas = A.Sentence(0, 0, "Arm CEO Rene Haas schat dat het aantal kernen stijgt.", 0.17, 0.17)
+    other = A.Sentence(0, 1, "Arm voorspelt deze verschuiving nog sterker.", 0.1, 0.1)
+    assert A.FIRST_MIN_MATCH <= haas.match < A.MIN_MATCH
+    text, how = A.settle("De topman.", q, [(1, haas), (1, other)], "nl", DECLINE)
+    assert "Rene Haas" in text and how["answer"] == "extractive"
+    # the same sentence after another one (not the model's first) holds too little of the question: declined
+    assert A.settle("De topman.", q, [(1, other), (1, haas)], "nl", DECLINE)[0] == DECLINE
