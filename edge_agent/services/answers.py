@@ -509,6 +509,20 @@ def _table(sentence: Sentence) -> bool:
     return bool(_TABLE_ROW.search(sentence.text))
 
 
+# a question about a default ("the default recursion limit", "draait standaard"): a quote that never says "default"
+# gives some setting, not the default
+_DEFAULT = re.compile(r"\b(?:default|defaults|standaard|standaardwaarde|standardmäßig|voreingestellt|par défaut|por defecto)\b",
+                      re.IGNORECASE)
+
+
+def _may_answer(sentence: Sentence, question: str) -> bool:
+    """Whether the sentence may be quoted where the answer can decline instead: no piece of a table (_table), and
+    for a question about a default, one that speaks of a default (its own words or the next sentence's)."""
+    if _table(sentence):
+        return False
+    return not _DEFAULT.search(question) or bool(_DEFAULT.search(f"{sentence.text} {sentence.after}"))
+
+
 def _bare(sentence: Sentence) -> bool:
     """Whether the sentence is a heading or a signature left alone at the end of its chunk ("str.partition(sep)"):
     HEAD_WORDS words or fewer, no closing mark, nothing after it: it names what the text is about and answers nothing."""
@@ -538,7 +552,8 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     model's words, cited with the passage they rest on) or {"answer": "extractive", "check": why} (the best
     sentence that holds what the question asks for, quoted and cited) or, given a decline text, that text when no
     sentence holds the figure or amount the question asks for (answers_kind: of its unit, not a date or a version),
-    or none holds MIN_MATCH of the question's weight (the first, FIRST_MIN_MATCH); a piece of a table is never quoted then
+    or none holds MIN_MATCH of the question's weight (the first, FIRST_MIN_MATCH); a piece of a table, or for a question
+    about a default a sentence that never says "default", is never quoted then (_may_answer)
     ({"answer": "declined", "check": "no_answer"}).
     evidence: (passage number, sentence) pairs, best first; with none, the model's answer is given unchecked
     ({"answer": "model", "check": "none"})."""
@@ -553,14 +568,15 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     # one that matches the question nearly as well as the best, not only by its figure; the evidence may be ranked
     # by more than words (grounding.focus), so a sentence below MIN_MATCH is passed over, not an end
     for i, (k, best) in enumerate(evidence):
-        if (decline is not None and (best.match < (FIRST_MIN_MATCH if i == 0 else MIN_MATCH) or _table(best))) or (_bare(best) and any(not _bare(s) for _, s in evidence)):
+        if (decline is not None and (best.match < (FIRST_MIN_MATCH if i == 0 else MIN_MATCH) or not _may_answer(best, question))) \
+                or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue
         if not kind or (answers_kind(best.text, kind, question, lang) and best.match >= NEAR_BEST * top):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH), evidence[0])
     if kind == "code":  # one that writes a code name, however far below the best, before one without
         k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH and fits(s.text, kind, question, lang)), (k, best))
-    if kind == "code" and (decline is None or best.match >= MIN_MATCH):  # a name may be written as words: quote the best
+    if kind == "code" and (decline is None or (best.match >= MIN_MATCH and _may_answer(best, question))):  # a name may be written as words
         return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     if decline is not None:
         return decline, {"answer": "declined", "check": "no_answer"}

@@ -111,3 +111,16 @@ def test_the_sentence_the_model_ranks_first_is_quoted_with_a_lower_share_of_the_
     assert "Rene Haas" in text and how["answer"] == "extractive"
     # the same sentence after another one (not the model's first) holds too little of the question: declined
     assert A.settle("De topman.", q, [(1, other), (1, haas)], "nl", DECLINE)[0] == DECLINE
+
+
+def test_a_question_about_a_default_gets_a_sentence_that_says_default_or_a_decline():
+    q = "Hoeveel threads gebruikt llama-bench standaard als je geen -t opgeeft?"
+    cmd = "Een gestandaardiseerde meting met llama-bench gebruikt 16 threads: llama-bench -p 512 -n 128 -t 16."
+    ev = _evidence(q, [cmd], "nl")
+    assert A.answers_kind(ev[0][1].text, "number", q, "nl")  # a figure of threads, so only the default rule declines it
+    assert A.settle("Veel.", q, ev, "nl", DECLINE)[0] == DECLINE
+    said = cmd + " Zonder -t gebruikt llama-bench standaard 4 threads."
+    assert "standaard 4 threads" in A.settle("Veel.", q, _evidence(q, [said], "nl"), "nl", DECLINE)[0]
+    en = "What is the default tab size of str.expandtabs?"
+    text = "str.expandtabs(tabsize=8) Tab positions occur every tabsize characters (default is 8)."
+    assert "default is 8" in A.settle("Eight.", en, _evidence(en, [text], "en"), "en", DECLINE)[0]
