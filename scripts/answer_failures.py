@@ -17,6 +17,10 @@ model_kept 7 -> 3, absent answered 15 -> 15: the points left are in sentence cho
 Third round (names check, who/year kinds, the next sentence quoted, code names quoted first; same 162 questions, "shown"
 taken from the sentences actually in the prompt): retrieval 7 -> 7, declined 5 -> 3, not shown 11 -> 9, quote_wrong
 12 -> 7, model_kept 3 -> 3, absent answered 15 -> 11.
+Fifth round (figures of the asked unit, no dates or versions; no table rows; "default" questions; the likelihood-first
+sentence quoted from 0.15; dev + heldout + blind..blind4, 197 factual + 58 absent): retrieval 18 -> 18, declined 8 -> 5,
+sentence 15 -> 14, quote_wrong 9 -> 10, model_kept 11 -> 11, answered_quote 17 -> 7. On the fresh blind5 (39 + 15, measured
+once after): retrieval 8, declined 4, sentence 2, quote_wrong 3, model_kept 3, answered_quote 6.
 """
 from __future__ import annotations
 
