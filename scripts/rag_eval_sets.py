@@ -523,6 +523,9 @@ ABSENT_BLIND4 = [
 # choose a setting. Facts no earlier set asks about, phrased as users type them (informal, typos, Dutch words for the
 # articles' English loanwords, paraphrase); the absent questions sit next to the documents' topics so that retrieval
 # finds something related. (question, exact phrase of the answer passage, short fact); absent: (question, language).
+# On main's code (4dd9b65), default model, k=4: facts 0.487 (nl 0.478, en 0.50), absent declined 0.60; after the fifth
+# round (3122eac) exactly the same answers (its rules did not fire here). Its failures were read after that measurement
+# (answer_failures.py), so the next round needs a fresh set.
 NL_FACTS_BLIND5 = [
     ("waar is een cpu nou eigenlijk in gespecialiseerd, als een gpu om flops draait?", "CPU's specialiseren zich in instructie-latentie", "instructie-latentie"),
     ("Welke rol krijgt de processor in de ouderwetse inferentieopzet volgens de tussenkop?", "De traditionele inferentie-stack: de CPU als passagier", "passagier"),

@@ -31,7 +31,8 @@ _ASKED_NOUNS = {
     "percent": frozenset("percentage".split()),
 }
 # the question words after which the asked noun comes ("how many bytes", "hoeveel jaar")
-_ASKS = re.compile(r"\b(?:how\s+(?:many|much)|hoeveel|hoe\s+veel|wie\s+viele?|wieviele?|combien\s+de)\s+(?:(?:meer|more|extra)\s+)?(\w+)")
+_ASKS = re.compile(r"\b(?:how\s+(?:many|much)|hoeveel|hoe\s+veel|wie\s+viele?|wieviele?|combien\s+de)\s+"
+                   r"(?:(?:meer|more|extra)\s+)?(\w+)")
 # "... in watt?", "in GB": the unit is named
 _IN_UNIT = re.compile(r"\bin\s+(%|\w+)\s*\??\s*$")
 _FIGURE = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)*)(?:\s*(%|[^\W\d_]+))?")
@@ -55,7 +56,8 @@ def asked_noun(question: str, lang: str) -> str | None:
     """The noun after the question's "how many / how much / hoeveel" ("kernen", "bytes", "memory"), or the unit it
     names last ("... in watt?"); None where a verb or a stop word follows ("how much does it cost", "hoeveel heeft")."""
     low = question.casefold()
-    stops = language.stop_words(lang) | language.stop_words("en") | language.QUESTION_WORDS.get(lang, frozenset()) | language.QUESTION_WORDS["en"]
+    stops = (language.stop_words(lang) | language.stop_words("en")
+             | language.QUESTION_WORDS.get(lang, frozenset()) | language.QUESTION_WORDS["en"])
     for m in (*_ASKS.finditer(low), *_IN_UNIT.finditer(low)):
         if m.group(1) not in stops and not m.group(1).isdigit():
             return m.group(1)
