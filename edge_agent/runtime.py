@@ -33,6 +33,7 @@ def build_engine(settings: Settings, max_batch: int | None = None, **scheduler_k
         device=settings.device,
         spinning=settings.thread_spinning,
         int4_head_max_rows=settings.int4_head_max_rows,
+        prepacked_cache=settings.data_dir / "prepacked" if settings.prepacked_weights else None,
     )
     return BatchScheduler(
         engine, max_queue=settings.max_queue, prefill_chunk=settings.prefill_chunk,
