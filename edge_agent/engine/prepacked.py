@@ -7,7 +7,8 @@ take the int4 head). An optimised copy of the graph whose prepacked weights are 
 data file (`session.save_external_prepacked_constant_initializers`) is loaded by mapping that file:
 the weights become page-cache pages, resident only while mapped and touched. ensure() makes that copy
 once (in a child process, so the daemon's peak memory never holds two sessions) per graph,
-onnxruntime version and CPU (the packed layouts depend on the instruction set).
+onnxruntime version and CPU (the packed layouts depend on the instruction set), next to the bundle
+(cache_folder); it takes about as much disk as the bundle's model.onnx.data again.
 
 While a session loads, onnxruntime touches every page of those files; PageOut gives them back as it
 goes (MADV_PAGEOUT, which never discards data: a page read again comes back from the file), and
@@ -106,8 +107,13 @@ def ensure(model_file: Path, cache_dir: Path) -> Path | None:
             if done.returncode != 0 or not (tmp / GRAPH).is_file():
                 raise RuntimeError((done.stderr.strip().splitlines() or ["no output"])[-1][:300])
             for old in cache_dir.glob(f"{prefix}-*"):
-                shutil.rmtree(old, ignore_errors=True)
-            os.replace(tmp, target)
+                if old != target:
+                    shutil.rmtree(old, ignore_errors=True)
+            try:
+                os.replace(tmp, target)
+            except OSError:
+                if not (target / DATA).is_file():  # not a copy another process finished first
+                    raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         log.info("saved onnxruntime's prepacked weights of %s in %s", model_file, target)
@@ -115,6 +121,15 @@ def ensure(model_file: Path, cache_dir: Path) -> Path | None:
     except Exception as e:  # a read-only or full disk, a child that failed: the original graph still serves
         log.warning("could not save prepacked weights under %s (%s: %s); loading %s as it is", cache_dir, type(e).__name__, e, model_file)
         return None
+
+
+def cache_folder(bundle_path: Path) -> Path:
+    """Where ensure() keeps the copies of a bundle's graph: bundle_path/.prepacked when the bundle folder is writable,
+    else $XDG_CACHE_HOME/edge-agent/prepacked (one copy per graph, shared by every data_dir and command)."""
+    if os.access(bundle_path, os.W_OK):
+        return bundle_path / ".prepacked"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "edge-agent" / "prepacked"
 
 
 def weight_files(model_file: Path) -> set[str]:

@@ -70,3 +70,22 @@ def test_drop_clean_pages_gives_back_read_pages_and_keeps_written_ones(tmp_path)
     assert after[read.ctypes.data] < 100  # given back
     assert after[written.ctypes.data] >= 8000  # holds a written page: left alone
     assert written[0] == -1 and np.array_equal(read, data)  # the file's bytes read again
+
+
+def test_the_daemon_keeps_the_copy_next_to_the_bundle_unless_turned_off(tiny_bundles, tmp_path):
+    import shutil
+
+    from edge_agent.config import Settings
+    from edge_agent.runtime import build_engine
+
+    folder = tmp_path / "models" / "tiny"
+    shutil.copytree(tiny_bundles["qwen2"], folder)
+    common = dict(models_dir=folder.parent, model="tiny", device="cpu", max_batch=1, context_length=64, data_dir=tmp_path, index_dir=tmp_path / "i")
+    build_engine(Settings(**common, prepacked_weights=False)).stop()
+    assert not (folder / ".prepacked").exists()
+    scheduler = build_engine(Settings(**common))
+    try:
+        [made] = list((folder / ".prepacked").iterdir())
+        assert mapped_rss_kb(made / prepacked.DATA), "the daemon's session does not map the saved weights"
+    finally:
+        scheduler.stop()
