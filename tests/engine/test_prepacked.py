@@ -89,3 +89,14 @@ def test_the_daemon_keeps_the_copy_next_to_the_bundle_unless_turned_off(tiny_bun
         assert mapped_rss_kb(made / prepacked.DATA), "the daemon's session does not map the saved weights"
     finally:
         scheduler.stop()
+
+
+def test_the_benchs_memory_probe_loads_as_the_daemon_does(tiny_bundles, tmp_path):
+    import shutil
+
+    from edge_agent.bench.ours import peak_rss_mb
+
+    folder = tmp_path / "tiny"
+    shutil.copytree(tiny_bundles["llama"], folder)
+    assert peak_rss_mb(folder, threads=1, max_batch=2, streams=2, prompt_len=8, n_gen=4) > 0
+    assert [p.name for p in (folder / ".prepacked").iterdir()], "the probe did not use the saved prepacked weights"
