@@ -37,6 +37,7 @@ MADV_DONTNEED = 4
 MADV_PAGEOUT = 21
 PAGEOUT_PERIOD_S = 0.02
 BUILD_TIMEOUT_S = 600
+FREE_MARGIN = 256 << 20  # disk left free after the copy
 
 
 def _libc():
@@ -98,6 +99,9 @@ def ensure(model_file: Path, cache_dir: Path) -> Path | None:
         if (target / GRAPH).is_file() and (target / DATA).is_file():
             return target / GRAPH
         cache_dir.mkdir(parents=True, exist_ok=True)
+        need = 2 * sum(p.stat().st_size for p in model_file.parent.iterdir() if p.name.startswith(model_file.name)) + FREE_MARGIN
+        if shutil.disk_usage(cache_dir).free < need:  # the copy holds the original weights and their packed form
+            raise OSError(f"{need >> 20} MB of free disk needed")
         tmp = cache_dir / f".{target.name}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()

@@ -100,3 +100,13 @@ def test_the_benchs_memory_probe_loads_as_the_daemon_does(tiny_bundles, tmp_path
     shutil.copytree(tiny_bundles["llama"], folder)
     assert peak_rss_mb(folder, threads=1, max_batch=2, streams=2, prompt_len=8, n_gen=4) > 0
     assert [p.name for p in (folder / ".prepacked").iterdir()], "the probe did not use the saved prepacked weights"
+
+
+def test_no_copy_is_started_without_the_disk_space_for_it(tiny_bundles, tmp_path, monkeypatch):
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(prepacked.shutil, "disk_usage", lambda p: usage(1 << 30, (1 << 30) - (1 << 20), 1 << 20))
+    bundle = load_bundle(tiny_bundles["llama"])
+    assert prepacked.ensure(bundle.model_file, tmp_path / "c") is None
+    assert list((tmp_path / "c").iterdir()) == []  # nothing half-written left behind
