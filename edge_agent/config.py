@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     )
     prepacked_weights: bool = Field(
         True,
-        description="Save onnxruntime's prepacked CPU weights once next to the bundle (its .prepacked folder, or ~/.cache/edge-agent/prepacked when the bundle is read-only; about the bundle's model.onnx.data again on disk) and map them from there: weights no step reads stay out of memory (the int8 output head while only 1-4 rows decode).",
+        description="Save onnxruntime's prepacked CPU weights once next to the bundle (its .prepacked folder, or ~/.cache/edge-agent/prepacked when the bundle is read-only; about twice the bundle's model.onnx.data on disk) and map them from there: weights no step reads stay out of memory (the int8 output head while only 1-4 rows decode).",
     )
     prefill_chunk: int = Field(256, ge=16, description="Prompt tokens prefilled per step, so long prompts do not stall others.")
     prefix_cache_mb: int = Field(

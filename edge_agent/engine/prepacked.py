@@ -8,14 +8,16 @@ data file (`session.save_external_prepacked_constant_initializers`) is loaded by
 the weights become page-cache pages, resident only while mapped and touched. ensure() makes that copy
 once (in a child process, so the daemon's peak memory never holds two sessions) per graph,
 onnxruntime version and CPU (the packed layouts depend on the instruction set), next to the bundle
-(cache_folder); it takes about as much disk as the bundle's model.onnx.data again.
+(cache_folder); it takes about twice the bundle's model.onnx.data on disk (the original weights and their packed form).
 
 While a session loads, onnxruntime touches every page of those files; PageOut gives them back as it
 goes (MADV_PAGEOUT, which never discards data: a page read again comes back from the file), and
 drop_clean_pages gives back, once the session is made, the pages of those mappings that no step has
-read yet (MADV_DONTNEED on mappings never written to: they read the file's bytes again). Gemma 3
-270M, 16-slot engine, one stream of 512 + 20 tokens (/tmp probe, see the commit): peak RSS 664 ->
-437 MB; sixteen rows (every weight read): 705 -> 687 MB.
+read yet (MADV_DONTNEED on mappings never written to: they read the file's bytes again). As with
+llama.cpp's mapped weights, clean weight pages are the kernel's to reclaim under memory pressure.
+Gemma 3 270M, the daemon (scripts/bench_daemon_memory.py, 512 + 128 tokens a stream, load 6-9):
+one stream: peak RSS 698 -> 516 MB (idle 637 -> 238); sixteen: 1158 -> 1140 (every weight read);
+sixteen with int4_head_max_rows = 16 (the int8 head never read): 940.
 """
 from __future__ import annotations
 
