@@ -167,11 +167,7 @@ class OnnxEngine:
                 self.max_batch = max_batch
                 log.warning("GPU session failed (%s): falling back to the CPU", reason)
         if self.model is None:
-            model_file = (prepacked_cache and prepacked.ensure(bundle.model_file, prepacked_cache)) or bundle.model_file
-            files = prepacked.weight_files(model_file)
-            with prepacked.PageOut(files):  # onnxruntime touches every weight page while it loads
-                session = factory(model_file, self.threads, ["CPUExecutionProvider"])
-            prepacked.drop_clean_pages(files)
+            session = prepacked.load_session(bundle.model_file, prepacked_cache, lambda p: factory(p, self.threads, ["CPUExecutionProvider"]))
             self.model = OnnxModel(session, self._cache_shape(), self.vocab_size, embedding, int4_head_max_rows)
         release_free_heap()
         log.info(

@@ -29,7 +29,9 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +183,32 @@ def drop_clean_pages(files: set[str]) -> int:
         if anon == 0 and libc.madvise(start, end - start, MADV_DONTNEED) == 0:
             n += 1
     return n
+
+
+def load_session(model_file: Path, cache_dir: Path | None, open_session: Callable[[Path], Any]) -> Any:
+    """open_session(path) on the prepacked copy of model_file under cache_dir (made on first use), or on model_file
+    itself without a cache dir, without a copy, or when the copy does not load (it is then removed); the weight
+    pages are paged out while it loads and the unread ones given back after.
+
+    Raises what open_session raises for model_file itself.
+    """
+    packed = ensure(model_file, cache_dir) if cache_dir is not None else None
+    if packed is not None:
+        try:
+            return _open(packed, open_session)
+        except Exception as e:  # a damaged copy: the bundle's own graph still serves, the next start makes it again
+            log.warning("the saved prepacked weights in %s did not load (%s: %s); loading %s and removing them",
+                        packed.parent, type(e).__name__, str(e)[:300], model_file)
+            shutil.rmtree(packed.parent, ignore_errors=True)
+    return _open(model_file, open_session)
+
+
+def _open(path: Path, open_session: Callable[[Path], Any]) -> Any:
+    files = weight_files(path)
+    with PageOut(files):  # onnxruntime touches every weight page while it loads
+        session = open_session(path)
+    drop_clean_pages(files)
+    return session
 
 
 class PageOut:

@@ -110,3 +110,13 @@ def test_no_copy_is_started_without_the_disk_space_for_it(tiny_bundles, tmp_path
     bundle = load_bundle(tiny_bundles["llama"])
     assert prepacked.ensure(bundle.model_file, tmp_path / "c") is None
     assert list((tmp_path / "c").iterdir()) == []  # nothing half-written left behind
+
+
+def test_a_damaged_copy_is_removed_and_the_bundles_graph_serves(tiny_bundles, tmp_path):
+    bundle = load_bundle(tiny_bundles["gemma3"])
+    cache = tmp_path / "prepacked"
+    made = prepacked.ensure(bundle.model_file, cache)
+    made.write_bytes(b"not a graph")
+    engine = OnnxEngine(bundle, threads=1, max_batch=1, context_length=32, device="cpu", prepacked_cache=cache)
+    assert np.isfinite(engine.model.prefill(0, np.array([2, 7, 9], np.int64), 0)).all()
+    assert not made.parent.exists()
