@@ -84,6 +84,10 @@ class Settings(BaseSettings):
         None, ge=0, le=256,
         description="Bundles with both output heads: steps of at most this many rows use the int4 head (top logits re-scored exactly), larger ones the int8 head; 0 = always int8; unset = the engine's measured default.",
     )
+    prepacked_weights: bool = Field(
+        True,
+        description="Save onnxruntime's prepacked CPU weights once next to the bundle (its .prepacked folder, or ~/.cache/edge-agent/prepacked when the bundle is read-only; about twice the bundle's model.onnx.data on disk) and map them from there: weights no step reads stay out of memory (the int8 output head while only 1-4 rows decode).",
+    )
     prefill_chunk: int = Field(256, ge=16, description="Prompt tokens prefilled per step, so long prompts do not stall others.")
     prefix_cache_mb: int = Field(
         128, ge=0, description="Memory for the key/value cache of recent prompt prefixes (64-token blocks), reused when a prompt repeats them; 0 = off."

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edge_agent.config import Settings
+from edge_agent.engine import prepacked
 from edge_agent.engine.bundle import load_bundle
 from edge_agent.engine.engine import OnnxEngine, release_free_heap
 from edge_agent.engine.scheduler import BatchScheduler
@@ -33,6 +34,7 @@ def build_engine(settings: Settings, max_batch: int | None = None, **scheduler_k
         device=settings.device,
         spinning=settings.thread_spinning,
         int4_head_max_rows=settings.int4_head_max_rows,
+        prepacked_cache=prepacked.cache_folder(bundle.path) if settings.prepacked_weights else None,
     )
     return BatchScheduler(
         engine, max_queue=settings.max_queue, prefill_chunk=settings.prefill_chunk,

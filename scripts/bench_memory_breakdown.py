@@ -4,11 +4,12 @@ the rest (onnxruntime's arena, logits) while N sequences of P prompt tokens deco
 
 One fresh process, no scheduler and no prefix cache (bench_daemon_memory.py measures the daemon);
 RSS from /proc/self/status, the cache's own share from /proc/self/smaps (its buffers are mappings of
-their own), so nothing here relies on tracemalloc, which does not see onnxruntime. Prints one JSON object.
+their own; the weights mapped from the saved prepacked file: weights_mapped_mb), so nothing here relies on tracemalloc, which does not see onnxruntime. Prints one JSON object.
 
     python scripts/bench_memory_breakdown.py                       # models/default, 16 x (512 + 128)
     python scripts/bench_memory_breakdown.py --streams 1
     python scripts/bench_memory_breakdown.py --parts --streams 0   # the daemon's other parts, no decoding
+    python scripts/bench_memory_breakdown.py --prepacked-cache none  # weights prepacked at load (before engine/prepacked.py)
 
 --parts: also what the daemon's parts beside the engine cost, each an RSS delta after malloc_trim: the
 plain-encoding twin of the tokenizer, the tokenizer's live heap (glibc's in-use bytes: the rest of its
@@ -43,6 +44,25 @@ def resident_mb(starts: set[int]) -> float:
         if not parts[0].endswith(":") and "-" in parts[0]:
             current = int(parts[0].split("-")[0], 16)
         elif parts[0] == "Rss:" and current in starts:
+            total += int(parts[1])
+    return total / 1024
+
+
+def peak_mb() -> float:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def mapped_weights_mb() -> float:
+    """Resident MB of this process's mappings of graph weight files (*.data)."""
+    total, current = 0, False
+    for line in open("/proc/self/smaps"):
+        parts = line.split()
+        if not parts[0].endswith(":") and "-" in parts[0]:
+            current = len(parts) > 5 and parts[-1].endswith(".data")
+        elif parts[0] == "Rss:" and current:
             total += int(parts[1])
     return total / 1024
 
@@ -98,6 +118,8 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--parts", action="store_true", help="also the daemon's other parts (see above)")
+    ap.add_argument("--prepacked-cache", default=None,
+                    help="folder of the saved prepacked weights (default: the daemon's, engine/prepacked.py cache_folder; 'none': prepack at load)")
     ap.add_argument("--data-dir", default=None, help="data_dir with the prepared embedding model (default: the settings')")
     args = ap.parse_args()
     out: dict[str, float | str] = {"start_mb": rss_mb()}
@@ -124,11 +146,15 @@ def main() -> int:
         out["tokenizer_heap_in_use_mb"] = heap_in_use_mb() - heap_before
     del tok
     base = trim()
+    from edge_agent.engine.prepacked import cache_folder
+
+    cache = None if args.prepacked_cache == "none" else Path(args.prepacked_cache) if args.prepacked_cache else cache_folder(bundle.path)
     engine = OnnxEngine(bundle, threads=args.threads, max_batch=args.streams, context_length=args.prompt_tokens + args.max_tokens + 1,
-                        device="cpu")
+                        device="cpu", prepacked_cache=cache)
     loaded = trim()
     out["engine_loaded_mb"] = loaded
     out["weights_mb"] = loaded - base - out["tokenizer_mb"]  # the session's prepacked weights and what else it holds
+    out["load_peak_mb"] = peak_mb()  # loading the session can peak above where it settles
     if args.parts:
         out.update(parts(engine, Settings(model=args.model, **({"data_dir": args.data_dir} if args.data_dir else {})), trim))
     if args.streams < 1:
@@ -147,6 +173,8 @@ def main() -> int:
         model.decode(rng.integers(1000, engine.vocab_size - 1000, args.streams), lengths)
         lengths += 1
     peak = rss_mb()
+    out["weights_mapped_mb"] = mapped_weights_mb()  # saved prepacked weights (and graph data) the steps have read
+    out["peak_mb"] = peak_mb()
     kv = resident_mb({b.ctypes.data for b in model.keys + model.values})
     out.update(
         streams=args.streams, prompt_tokens=args.prompt_tokens, max_tokens=args.max_tokens, onnxruntime=ort.__version__,

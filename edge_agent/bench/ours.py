@@ -16,6 +16,7 @@ from pathlib import Path
 from edge_agent.bench.quality import reference_text
 from edge_agent.engine.bundle import load_bundle
 from edge_agent.engine.engine import OnnxEngine
+from edge_agent.engine.prepacked import cache_folder
 from edge_agent.engine.scheduler import BatchScheduler
 from edge_agent.engine.types import SamplingParams
 
@@ -117,7 +118,7 @@ def _rss_child(bundle_path: Path, threads: int, max_batch: int, streams: int, pr
                prefix_cache_mb: int = 0, int4_head_max_rows: int | None = None) -> None:
     sched = BatchScheduler(
         OnnxEngine(load_bundle(bundle_path, verify=False), threads=threads, max_batch=max_batch, context_length=2048,
-                   int4_head_max_rows=int4_head_max_rows),
+                   int4_head_max_rows=int4_head_max_rows, prepacked_cache=cache_folder(bundle_path)),  # as the daemon loads it
         prefill_chunk=256, prefix_cache_bytes=prefix_cache_mb << 20,
     ).start()
     handles = [sched.submit(prompt_ids(sched.engine, prompt_len, offset=29 * i), _greedy(n_gen)) for i in range(streams)]

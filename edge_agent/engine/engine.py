@@ -8,11 +8,13 @@ import gc
 import io
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer
 
+from edge_agent.engine import prepacked
 from edge_agent.engine.bundle import Bundle
 from edge_agent.engine.device_runner import DeviceOnnxModel
 from edge_agent.engine.runner import CacheShape, Embedding, OnnxModel, make_session
@@ -117,7 +119,8 @@ class OnnxEngine:
     gpu_device_type "cpu" runs the GPU path's graph and cache on host memory (tests and
     scripts/gpu-check's parity run on machines without a GPU). int4_head_max_rows: with a bundle that has
     both output heads, the most rows a step may have to take the int4 head (runner.INT4_HEAD_MAX_ROWS when
-    None; the GPU graph always runs the int8 one). Raises ValueError for a negative one.
+    None; the GPU graph always runs the int8 one). Raises ValueError for a negative one. prepacked_cache: a folder
+    for onnxruntime's prepacked CPU weights saved in a file (engine.prepacked; None: prepacked at each load).
     """
 
     def __init__(
@@ -131,6 +134,7 @@ class OnnxEngine:
         gpu_device_type: str = "cuda",
         spinning: bool = True,
         int4_head_max_rows: int | None = None,
+        prepacked_cache: Path | None = None,
     ):
         self.bundle = bundle
         arch = bundle.architecture
@@ -163,7 +167,7 @@ class OnnxEngine:
                 self.max_batch = max_batch
                 log.warning("GPU session failed (%s): falling back to the CPU", reason)
         if self.model is None:
-            session = factory(bundle.model_file, self.threads, ["CPUExecutionProvider"])
+            session = prepacked.load_session(bundle.model_file, prepacked_cache, lambda p: factory(p, self.threads, ["CPUExecutionProvider"]))
             self.model = OnnxModel(session, self._cache_shape(), self.vocab_size, embedding, int4_head_max_rows)
         release_free_heap()
         log.info(
