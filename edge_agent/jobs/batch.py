@@ -135,6 +135,8 @@ def _validation_message(e: ValidationError) -> tuple[str, str | None]:
         elif isinstance(item, str) and item.isidentifier() and not item[0].isupper() and item not in ("str", "int", "float", "bool", "list", "none"):
             param += f".{item}" if param else item
     msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":  # as the live route says it (api/errors.read_json)
+        msg = "unknown field: leave it out (GET /openapi.json lists the fields this server takes)"
     return (f"invalid value for {param!r}: {msg}" if param else msg), (param or None)
 
 
@@ -257,7 +259,7 @@ class BatchRequestRunner:
             raise RequestFailed(503, error_body("embedding model not loaded", "server_error", code="unavailable"))
         svc.check_model(req.model)
         texts = [req.input] if isinstance(req.input, str) else list(req.input)
-        vecs, tokens = svc.embed(texts)
+        vecs, tokens = svc.embed(texts, dimensions=req.dimensions)
         as_b64 = req.encoding_format == "base64"
         data = [p.EmbeddingData(index=i, embedding=base64.b64encode(v.astype("<f4").tobytes()).decode() if as_b64 else v.tolist())
                 for i, v in enumerate(vecs)]

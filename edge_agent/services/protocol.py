@@ -39,6 +39,20 @@ def _false_only(v: Any) -> Any:
     return v
 
 
+def _no_op_only(why: str, *no_ops: Any) -> Any:
+    """A validator for an OpenAI field this server does not implement: values that change nothing pass as None, others say why."""
+    def check(v: Any) -> Any:
+        if v is None or v == [] or v == {} or any(v == x and type(v) is type(x) for x in no_ops):
+            return None
+        raise ValueError(f"not supported: {why}")
+    return BeforeValidator(check)
+
+
+def Unsupported(why: str, *no_ops: Any) -> Any:
+    """An OpenAI field that is refused with `why` unless it is null, empty or one of no_ops (which are ignored)."""
+    return Annotated[Any, _no_op_only(why, *no_ops)]
+
+
 Float = Annotated[float, Field(allow_inf_nan=False)]
 StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(min_length=1, max_length=MAX_STOP)]
 
@@ -95,8 +109,16 @@ class _Sampling(_Request):
     top_k: Int(ge=0, le=MAX_TOP_K) | None = Field(None, description="Sample among the k most likely tokens (0 = off). Extension.")
     min_p: Float | None = Field(None, ge=0, le=1, description="Drop tokens below min_p x the top probability. Extension.")
     repetition_penalty: Float | None = Field(None, ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY, description="> 1 discourages repeats (CTRL style). Extension.")
-    presence_penalty: Float | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
-    frequency_penalty: Float | None = Field(None, ge=0, le=0, description="Not supported: only 0 is accepted.")
+    presence_penalty: Unsupported("only 0 is accepted (repetition_penalty, e.g. 1.1, discourages repeats)", 0, 0.0) = Field(
+        None, description="Not supported: only 0 is accepted.")
+    frequency_penalty: Unsupported("only 0 is accepted (repetition_penalty, e.g. 1.1, discourages repeats)", 0, 0.0) = Field(
+        None, description="Not supported: only 0 is accepted.")
+    logit_bias: Unsupported("leave `logit_bias` out (or send {})") = Field(None, description="Not supported: only null or {}.")
+    metadata: dict[str, str] | None = Field(None, max_length=16, description="Accepted and ignored (nothing is stored).")
+    store: bool | None = Field(None, description="Accepted and ignored (nothing is stored).")
+    service_tier: str | None = Field(None, max_length=32, description="Accepted and ignored.")
+    prompt_cache_key: str | None = Field(None, max_length=1024, description="Accepted and ignored (the prefix cache is automatic).")
+    safety_identifier: str | None = Field(None, max_length=256, description="Accepted and ignored.")
     seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = Field(None, description="Makes sampling repeatable; choice i uses seed + i.")
     stop: Annotated[str, Field(min_length=1, max_length=256)] | StopList | None = Field(
         None, description="Up to 4 strings; generation stops before any of them (not included in the output)."
@@ -127,11 +149,29 @@ class TextPart(_Request):
     type: Literal["text"]
     text: str
 
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("type"), str) and data["type"] != "text":
+            raise ValueError(f"content parts of type {data['type']!r} are not supported: this model reads text only "
+                             "(send parts of type 'text')")
+        return data
+
 
 class ChatMessage(_Request):
     role: Literal["system", "developer", "user", "assistant"]
     content: str | Annotated[list[TextPart], Field(max_length=256)] = Field(description="Text, or a list of text parts.")
     name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
+    # what the openai client's ChatCompletionMessage.model_dump() carries when a client replays an answer into the history
+    refusal: str | None = Field(None, description="Accepted and ignored.")
+    annotations: list | None = Field(None, description="Accepted and ignored.")
+    audio: Unsupported("this model reads text only: leave `audio` out") = Field(None, description="Not supported: only null.")
+    tool_calls: Unsupported("this model does not call tools (function calling): leave `tool_calls` out") = Field(
+        None, description="Not supported: only null or [].")
+    function_call: Unsupported("this model does not call tools (function calling): leave `function_call` out") = Field(
+        None, description="Not supported: only null.")
+    tool_call_id: Unsupported("this model does not call tools, so there are no tool results: leave `tool_call_id` out") = Field(
+        None, description="Not supported: only null.")
 
     def text(self) -> str:
         return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
@@ -171,7 +211,15 @@ class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1, description="The conversation so far, oldest first.")
     max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
     response_format: ResponseFormat | None = None
-    logprobs: Annotated[Literal[False], BeforeValidator(_false_only)] | None = Field(None, description="Not supported: only false is accepted.")
+    logprobs: Unsupported("log probabilities are not returned: leave `logprobs` out or send false", False) = Field(
+        None, description="Not supported: only false is accepted.")
+    top_logprobs: Unsupported("log probabilities are not returned: leave `top_logprobs` out", 0) = Field(
+        None, description="Not supported: only null or 0.")
+    tools: Unsupported("this model does not call tools (function calling): leave `tools` out") = Field(None, description="Not supported: only null or [].")
+    tool_choice: Unsupported("this model does not call tools (function calling): leave `tool_choice` out", "none", "auto") = Field(None, description="Not supported: only null, \"none\" or \"auto\".")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted and ignored (no tools are called).")
+    functions: Unsupported("this model does not call tools (function calling): leave `functions` out") = Field(None, description="Not supported (deprecated by OpenAI): only null or [].")
+    function_call: Unsupported("this model does not call tools (function calling): leave `function_call` out", "none", "auto") = Field(None, description="Not supported (deprecated by OpenAI).")
 
     @field_validator("messages")
     @classmethod
@@ -191,9 +239,11 @@ class CompletionRequest(_Sampling):
     ] = Field(description="Text, several texts, token ids, or several lists of token ids; no chat formatting is applied.")
     max_tokens: Int(ge=1) | None = Field(16, description="Most tokens to generate (default 16, as OpenAI's).")
     echo: bool | None = Field(None, description="Put the prompt in front of each completion.")
-    suffix: None = Field(None, description="Not supported.")
-    best_of: Int(ge=1, le=1) | None = Field(None, description="Only 1 is supported.")
-    logprobs: Int(ge=0, le=0) | None = Field(None, description="Not supported: only 0 is accepted.")
+    suffix: Unsupported("text after the insertion point (fill-in-the-middle) is not taken: leave `suffix` out", "") = Field(
+        None, description="Not supported.")
+    best_of: Unsupported("only 1 is accepted (n gives several choices)", 1) = Field(None, description="Only 1 is supported.")
+    logprobs: Unsupported("log probabilities are not returned: leave `logprobs` out or send 0", 0) = Field(
+        None, description="Not supported: only 0 is accepted.")
 
     def prompts(self) -> list[str | list[int]]:
         p = self.prompt
@@ -211,6 +261,15 @@ class EmbeddingRequest(_Request):
     ] = Field(description="Text or texts to embed; text beyond the model's window is truncated.")
     encoding_format: Literal["float", "base64"] | None = Field(None, description="base64: little-endian float32.")
     user: str | None = Field(None, max_length=256)
+    dimensions: Int(ge=1) | None = Field(None, description="Only the model's own dimension is accepted (it has no shortened form).")
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _text_not_token_ids(cls, v: Any) -> Any:
+        if isinstance(v, list) and v and (isinstance(v[0], list) or (isinstance(v[0], int) and not isinstance(v[0], bool))):
+            raise ValueError("token ids are not accepted, send the text itself: another tokenizer's ids mean nothing to this "
+                             "embedding model (with LangChain's OpenAIEmbeddings, set check_embedding_ctx_length=False)")
+        return v
 
 
 # --- responses ---------------------------------------------------------------------
