@@ -61,7 +61,7 @@ class OutputConstraint:
         """One JSON value that follows schema (raises InvalidRequestError for a schema that is not an object)."""
         if not isinstance(schema, dict):
             raise InvalidRequestError("the JSON schema must be an object", param="response_format")
-        schema = dict(schema)
+        schema = closed_objects(schema)
         guidance = dict(schema.get("x-guidance") or {}) if isinstance(schema.get("x-guidance"), dict) else {}
         guidance["whitespace_pattern"] = JSON_WHITESPACE
         schema["x-guidance"] = guidance
@@ -86,6 +86,41 @@ class OutputConstraint:
         import llguidance as llg
 
         return cls("choice", llg.LLMatcher.grammar_from_lark("start: " + " | ".join(json.dumps(o) for o in opts)))
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_ONE = ("items", "additionalProperties", "additionalItems", "unevaluatedProperties", "unevaluatedItems", "not", "if", "then",
+               "else", "contains", "propertyNames")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems", "items")
+_OPEN_KEYS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+
+
+def closed_objects(schema: Any, in_all_of: bool = False) -> Any:
+    """schema with additionalProperties: false on every object schema that lists `properties` and says nothing of extra keys.
+
+    JSON Schema allows extra keys unless told otherwise, and a small model then fills max_tokens with
+    invented ones and never closes the object ({"label": "factuur", "type": "object", "properties": ...}).
+    llama.cpp's JSON-schema grammars and vLLM's default (xgrammar's strict mode) close such objects, and
+    OpenAI's strict mode requires it; a schema that sets additionalProperties (or patternProperties,
+    unevaluatedProperties) keeps its own. Members of allOf are left open: each names only part of the keys.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _SCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: closed_objects(sub) for name, sub in out[key].items()}
+    for key in _SCHEMA_ONE:
+        if isinstance(out.get(key), dict):
+            out[key] = closed_objects(out[key])
+    for key in _SCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [closed_objects(sub) for sub in out[key]]
+    if isinstance(out.get("allOf"), list):
+        out["allOf"] = [closed_objects(sub, in_all_of=True) for sub in out["allOf"]]
+    if not in_all_of and isinstance(out.get("properties"), dict) and not any(k in out for k in _OPEN_KEYS) and "allOf" not in out:
+        out["additionalProperties"] = False
+    return out
 
 
 def grammar_tokenizer(tokenizer, vocab_size: int, stop_token_ids) -> Any:

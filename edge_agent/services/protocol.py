@@ -180,7 +180,7 @@ class ChatMessage(_Request):
 class JsonSchemaFormat(_Request):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="The format's name (letters, digits, _ and -).")
     description: str | None = Field(None, max_length=4096, description="What the format is for (accepted and ignored).")
-    schema_: dict[str, Any] = Field(alias="schema", description="The JSON Schema the answer must follow.")
+    schema_: dict[str, Any] = Field(alias="schema", description="The JSON Schema the answer must follow. An object that lists `properties` takes no other keys unless its additionalProperties says so (as llama.cpp, vLLM and OpenAI's strict mode).")
     strict: bool | None = Field(None, description="Accepted; the schema is always enforced (every token is masked by it).")
 
 
