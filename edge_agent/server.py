@@ -78,7 +78,8 @@ class ConnectionLimits:
 
 
 def _error_bytes(status: str, message: str, code: str, extra: str = "") -> bytes:
-    body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}).encode()
+    kind = "rate_limit_error" if status.startswith("429") else "invalid_request_error"  # as the app's 429s (BusyError)
+    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
     head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n"
     return head.encode() + body
 

@@ -54,7 +54,7 @@ def Unsupported(why: str, *no_ops: Any) -> Any:
 
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
-StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(min_length=1, max_length=MAX_STOP)]
+StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=MAX_STOP)]  # [] = no stop (as null)
 
 
 class _Request(BaseModel):

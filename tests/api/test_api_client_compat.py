@@ -16,9 +16,10 @@ def client(live):
 
 
 def _raw(live, data: bytes) -> tuple[int, dict, bytes]:
-    """Send raw bytes, read the whole answer (the server closes); (status, lower-cased headers, body)."""
+    """Send raw bytes (none: only listen), read the whole answer (the server closes); (status, lower-cased headers, body)."""
     with socket.create_connection((live.host, live.port), timeout=10) as s:
-        s.sendall(data)
+        if data:
+            s.sendall(data)
         out = b""
         while chunk := s.recv(65536):
             out += chunk
@@ -72,7 +73,7 @@ def test_openai_fields_that_change_nothing_are_accepted(client):
     r = client.chat.completions.create(
         model="llama", messages=MESSAGES, max_tokens=2, tools=[], tool_choice="none", parallel_tool_calls=False,
         logit_bias={}, presence_penalty=0, frequency_penalty=0.0, logprobs=False, top_logprobs=None, store=False,
-        metadata={"team": "zorg"}, service_tier="auto", user="u1", extra_body={"functions": None, "prompt_cache_key": "k"})
+        metadata={"team": "zorg"}, service_tier="auto", user="u1", stop=[], extra_body={"functions": None, "prompt_cache_key": "k"})
     assert r.choices[0].finish_reason in ("stop", "length") and r.object == "chat.completion"
     c = client.completions.create(model="llama", prompt="Een", max_tokens=2, logprobs=0, best_of=1, logit_bias={})
     assert c.choices[0].text is not None
@@ -144,3 +145,17 @@ def test_an_answer_replayed_into_the_history_as_a_dict(client):
         client.chat.completions.create(model="llama", max_tokens=3, messages=[
             *msgs, {**replay, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}])
     assert e.value.body["param"] == "messages[1].tool_calls" and "tools" in e.value.body["message"]
+
+
+def test_connection_cap_429_is_a_rate_limit_error(live):
+    """Over the per-address connection cap the answer is typed like the app's own 429s (rate_limit_error), with Retry-After."""
+    cap = live.srv.limits.per_client
+    held = [socket.create_connection((live.host, live.port), timeout=10) for _ in range(cap)]
+    try:
+        status, headers, body = _raw(live, b"")  # refused at accept, before it says anything
+    finally:
+        for s in held:
+            s.close()
+    assert status == 429 and headers.get("retry-after")
+    err = _openai_error(headers, body)
+    assert err["type"] == "rate_limit_error" and err["code"] == "too_many_connections"
