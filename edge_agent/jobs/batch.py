@@ -69,12 +69,16 @@ def error_body(message: str, type: str = "invalid_request_error", param: str | N
 def parse_batch(data: bytes, endpoint: str | None = None) -> list[Item]:
     """One item per non-blank line, in order; a line that is not a request gets its error in the payload.
 
+    UTF-16 with a byte-order mark (what Windows PowerShell 5's `>` and Out-File write) is read too.
     Raises InvalidJobError when the file is not UTF-8 text or has more than MAX_LINES lines.
     """
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise InvalidJobError("the batch file is not UTF-8 text (JSONL: one JSON request per line)", "input_file_id") from None
+        text = _utf16_jsonl(data)
+    if text is None:
+        raise InvalidJobError("the batch file is not UTF-8 text (JSONL: one JSON request per line; PowerShell: "
+                              "Out-File -Encoding utf8)", "input_file_id")
     lines = text.splitlines()
     if sum(1 for raw in lines if raw.strip()) > MAX_LINES:
         raise InvalidJobError(f"the batch file has more than {MAX_LINES} requests: split it into several batches", "input_file_id")
@@ -85,6 +89,17 @@ def parse_batch(data: bytes, endpoint: str | None = None) -> list[Item]:
             continue
         items.append(Item(key=f"line:{n}", payload=_parse_line(raw, n, endpoint, seen)))
     return items
+
+
+def _utf16_jsonl(data: bytes) -> str | None:
+    """The text of a UTF-16 file with a byte-order mark whose first request begins with "{", else None."""
+    if data[:2] not in (b"\xff\xfe", b"\xfe\xff"):
+        return None
+    try:
+        text = data.decode("utf-16")
+    except UnicodeDecodeError:
+        return None
+    return text if text.lstrip().startswith("{") else None
 
 
 def _parse_line(raw: str, n: int, endpoint: str | None, seen: set[str]) -> dict:
