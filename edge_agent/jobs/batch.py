@@ -286,7 +286,7 @@ def _options(req: p._Sampling, max_tokens: int | None) -> SamplingOptions:
     return SamplingOptions(
         max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
         repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
-        min_tokens=req.min_tokens or 0,
+        min_tokens=req.min_tokens or 0, presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
     )
 
 

@@ -83,7 +83,6 @@ def test_openai_fields_that_change_nothing_are_accepted(client):
     (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]), "tools", "tools"),
     (dict(tool_choice="required"), "tool_choice", "tool_choice"),
     (dict(logprobs=True, top_logprobs=2), "logprobs", "log probabilities"),
-    (dict(presence_penalty=0.6), "presence_penalty", "repetition_penalty"),
     (dict(logit_bias={"50256": -100}), "logit_bias", "logit_bias"),
     (dict(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]}]),
      "messages[0].content[0]", "text only"),
@@ -159,3 +158,28 @@ def test_connection_cap_429_is_a_rate_limit_error(live):
     assert status == 429 and headers.get("retry-after")
     err = _openai_error(headers, body)
     assert err["type"] == "rate_limit_error" and err["code"] == "too_many_connections"
+
+
+def test_presence_and_frequency_penalties(client):
+    """OpenAI's penalties (vLLM has them; chat UIs send them): they change a greedy answer, and count generated tokens only."""
+    import numpy as np
+
+    from edge_agent.services.chat import PenaltyProcessor
+
+    logits = np.zeros(10, np.float32)
+    out = PenaltyProcessor(0.5, 1.0)([5, 5, 7], logits)
+    assert out[5] == -2.5 and out[7] == -1.5 and out[0] == 0 and out[9] == 0
+    kw = dict(model="llama", prompt="de de de de", max_tokens=24, temperature=0)
+    plain = client.completions.create(**kw).choices[0].text
+    assert client.completions.create(**kw, presence_penalty=0, frequency_penalty=0).choices[0].text == plain
+    assert client.completions.create(**kw, frequency_penalty=2.0).choices[0].text != plain
+    assert client.completions.create(**kw, presence_penalty=2.0).choices[0].text != plain
+    r = client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=4, presence_penalty=0.6, frequency_penalty=-0.5)
+    assert r.choices[0].finish_reason in ("stop", "length")
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=4, frequency_penalty=2.5)
+    assert e.value.body["param"] == "frequency_penalty"
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
+    j = client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=60, frequency_penalty=1.5, presence_penalty=1.0,
+                                       response_format={"type": "json_schema", "json_schema": {"name": "ok", "schema": schema}})
+    assert j.choices[0].finish_reason == "stop" and set(json.loads(j.choices[0].message.content)) == {"ok"}  # after the mask
