@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, create_server
+from waitress.task import ErrorTask
 
 from edge_agent.api.app import create_app, is_loopback
 from edge_agent.config import Settings
@@ -77,9 +78,37 @@ class ConnectionLimits:
 
 
 def _error_bytes(status: str, message: str, code: str, extra: str = "") -> bytes:
-    body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}).encode()
+    kind = "rate_limit_error" if status.startswith("429") else "invalid_request_error"  # as the app's 429s (BusyError)
+    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
     head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n"
     return head.encode() + body
+
+
+_WAITRESS_ERRORS = {  # status -> (message, code) for the errors waitress answers itself, before the app runs
+    400: ("the request is not valid HTTP/1.1 ({detail}): check the client's headers and body framing", "bad_http_request"),
+    413: ("the request body is too large ({detail}): uploads may be at most max_file_bytes, JSON bodies max_body_bytes",
+          "body_too_large"),
+    431: ("the request headers are too large: send fewer or shorter headers", "headers_too_large"),
+    500: ("internal server error; the server log has the details", "internal_error"),
+}
+
+
+class JsonErrorTask(ErrorTask):
+    """waitress' own error answers (body over the cap, malformed HTTP, headers too large) in OpenAI's JSON error shape."""
+
+    def execute(self):
+        e = self.request.error
+        code = int(getattr(e, "code", 500) or 500)
+        message, err_code = _WAITRESS_ERRORS.get(code, _WAITRESS_ERRORS[400 if code < 500 else 500])
+        detail = " ".join(str(getattr(e, "body", "") or "").split())[:200] if code < 500 else ""
+        body = json.dumps({"error": {"message": message.format(detail=detail or "refused"),
+                                     "type": "invalid_request_error" if code < 500 else "server_error",
+                                     "param": None, "code": err_code}}).encode()
+        self.status = f"{code} {getattr(e, 'reason', 'Error')}"
+        self.response_headers.append(("Content-Type", "application/json"))
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
 
 
 class _Peers:
@@ -108,6 +137,7 @@ class GuardedChannel(HTTPChannel):
 
     limits = ConnectionLimits()
     peers: _Peers
+    error_task_class = JsonErrorTask
 
     def __init__(self, server, sock, addr, adj, map=None):
         self.request_started: float | None = time.monotonic()  # a new connection owes its first request's headers

@@ -164,4 +164,8 @@ def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = N
         err = max(errs, key=lambda x: (not (x["type"].endswith("_type") or x["type"] in _TYPE_ERRORS), len(x["loc"])))
         param = _param(tuple(err["loc"]))
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field: leave it out (GET /openapi.json lists the fields this server takes)"
+        elif err["type"] == "string_pattern_mismatch" and (err.get("ctx") or {}).get("pattern") == r"\S":
+            msg = "must not be empty or only whitespace"
         raise ApiError(400, f"invalid value for {param!r}: {msg}" if param else msg, param=param, code="invalid_value") from None

@@ -15,7 +15,7 @@ from edge_agent.api.errors import error_body, read_json
 from edge_agent.services import grounding
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.generation import ChoiceDelta, Generation
-from edge_agent.services.errors import ServiceError, UnavailableError
+from edge_agent.services.errors import ModelNotFoundError, ServiceError, UnavailableError
 
 bp = Blueprint("openai", __name__)
 
@@ -69,7 +69,7 @@ def _options(req: p._Sampling, max_tokens: int | None) -> SamplingOptions:
     return SamplingOptions(
         max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
         repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
-        min_tokens=req.min_tokens or 0,
+        min_tokens=req.min_tokens or 0, presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
     )
 
 
@@ -156,14 +156,28 @@ def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[
     return resp
 
 
-@bp.get("/v1/models")
-def list_models():
+def _model_cards() -> list[p.ModelCard]:
     rt = _runtime()
     cards = [p.ModelCard(id=rt.chat.model_name, created=rt.chat.created)]
     emb = rt.embeddings.model_name if rt.embeddings is not None else None
     if emb:
         cards.append(p.ModelCard(id=emb, created=0))
-    return _json(p.ModelList(data=cards))
+    return cards
+
+
+@bp.get("/v1/models")
+def list_models():
+    return _json(p.ModelList(data=_model_cards()))
+
+
+@bp.get("/v1/models/<path:model_id>")
+def get_model(model_id: str):
+    """One model (the openai client's models.retrieve); 404 model_not_found for any other id."""
+    cards = _model_cards()
+    for card in cards:
+        if card.id == model_id:
+            return _json(card)
+    raise ModelNotFoundError(model_id, [c.id for c in cards])
 
 
 @bp.post("/v1/chat/completions")
@@ -235,7 +249,7 @@ def embeddings():
     svc = rt.embeddings
     svc.check_model(req.model)
     texts = [req.input] if isinstance(req.input, str) else list(req.input)
-    vecs, tokens = svc.embed(texts)
+    vecs, tokens = svc.embed(texts, dimensions=req.dimensions)
     note_usage(tokens)
     as_b64 = req.encoding_format == "base64"
     data = [

@@ -29,7 +29,7 @@ def _schemas() -> tuple[dict, dict]:
     pairs = [
         (p.ChatCompletionRequest, "validation"), (p.CompletionRequest, "validation"), (p.EmbeddingRequest, "validation"),
         (p.ChatCompletion, "serialization"), (p.ChatCompletionChunk, "serialization"), (p.Completion, "serialization"),
-        (p.EmbeddingList, "serialization"), (p.ModelList, "serialization"), (p.ErrorResponse, "serialization"),
+        (p.EmbeddingList, "serialization"), (p.ModelList, "serialization"), (p.ModelCard, "serialization"), (p.ErrorResponse, "serialization"),
         (p.Health, "serialization"), (p.Readiness, "serialization"),
     ]
     keymap, top = models_json_schema(pairs, ref_template=_REF)
@@ -125,6 +125,8 @@ def build_openapi(runtime, extra_paths: dict | None = None, extra_schemas: dict 
     ready["get"]["responses"]["503"] = js(refs["Readiness"], "Not ready (starting or shutting down).")
     paths: dict[str, Any] = {
         "/v1/models": get("Models served", "listModels", js(refs["ModelList"], "The models.")),
+        "/v1/models/{model}": {**get("One model served (404 for any other id)", "retrieveModel", js(refs["ModelCard"], "The model."), (401, 403, 404, 500)),
+                               "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}]},
         "/v1/chat/completions": post("Chat completion (OpenAI-compatible)", "ChatCompletionRequest", chat_ok),
         "/v1/completions": post("Text completion (OpenAI-compatible)", "CompletionRequest", comp_ok),
         "/v1/embeddings": post("Embeddings (OpenAI-compatible)", "EmbeddingRequest", js(refs["EmbeddingList"], "The embeddings.")),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from edge_agent.config import Settings, load_settings
 
@@ -24,4 +25,13 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-p", type=float, default=0.0)
     p.add_argument("--repetition-penalty", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    p.add_argument("--stop", action="append", default=[], type=unescape,
+                   help="stop string (repeatable); \\n, \\t, \\r and \\\\ are read as in llama.cpp: --stop '\\n'")
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+
+
+def unescape(text: str) -> str:
+    """A command-line string with \\n, \\t, \\r and \\\\ turned into the characters (llama.cpp's escapes); others stay as typed."""
+    return re.sub(r"\\([ntr\\])", lambda m: _ESCAPES[m.group(1)], text)

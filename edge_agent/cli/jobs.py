@@ -102,7 +102,10 @@ def _service(args: argparse.Namespace, with_model: bool = False, kind: str | Non
     from edge_agent.services.embeddings import EmbeddingService
 
     embeddings = EmbeddingService(documents, lambda: documents.status)
-    return JobsService(settings, SqliteDatabase(default_db_path(settings)), chat, embeddings, documents, priority=BATCH_PRIORITY)
+    svc = JobsService(settings, SqliteDatabase(default_db_path(settings)), chat, embeddings, documents, priority=BATCH_PRIORITY)
+    if settings.jobs:  # the config's [[jobs]], as the daemon syncs them at start: a timer-driven `jobs run` needs them too
+        svc.sync_config_jobs()
+    return svc
 
 
 class _Documents:

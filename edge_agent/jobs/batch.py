@@ -69,12 +69,16 @@ def error_body(message: str, type: str = "invalid_request_error", param: str | N
 def parse_batch(data: bytes, endpoint: str | None = None) -> list[Item]:
     """One item per non-blank line, in order; a line that is not a request gets its error in the payload.
 
+    UTF-16 with a byte-order mark (what Windows PowerShell 5's `>` and Out-File write) is read too.
     Raises InvalidJobError when the file is not UTF-8 text or has more than MAX_LINES lines.
     """
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise InvalidJobError("the batch file is not UTF-8 text (JSONL: one JSON request per line)", "input_file_id") from None
+        text = _utf16_jsonl(data)
+    if text is None:
+        raise InvalidJobError("the batch file is not UTF-8 text (JSONL: one JSON request per line; PowerShell: "
+                              "Out-File -Encoding utf8)", "input_file_id")
     lines = text.splitlines()
     if sum(1 for raw in lines if raw.strip()) > MAX_LINES:
         raise InvalidJobError(f"the batch file has more than {MAX_LINES} requests: split it into several batches", "input_file_id")
@@ -85,6 +89,17 @@ def parse_batch(data: bytes, endpoint: str | None = None) -> list[Item]:
             continue
         items.append(Item(key=f"line:{n}", payload=_parse_line(raw, n, endpoint, seen)))
     return items
+
+
+def _utf16_jsonl(data: bytes) -> str | None:
+    """The text of a UTF-16 file with a byte-order mark whose first request begins with "{", else None."""
+    if data[:2] not in (b"\xff\xfe", b"\xfe\xff"):
+        return None
+    try:
+        text = data.decode("utf-16")
+    except UnicodeDecodeError:
+        return None
+    return text if text.lstrip().startswith("{") else None
 
 
 def _parse_line(raw: str, n: int, endpoint: str | None, seen: set[str]) -> dict:
@@ -135,6 +150,8 @@ def _validation_message(e: ValidationError) -> tuple[str, str | None]:
         elif isinstance(item, str) and item.isidentifier() and not item[0].isupper() and item not in ("str", "int", "float", "bool", "list", "none"):
             param += f".{item}" if param else item
     msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":  # as the live route says it (api/errors.read_json)
+        msg = "unknown field: leave it out (GET /openapi.json lists the fields this server takes)"
     return (f"invalid value for {param!r}: {msg}" if param else msg), (param or None)
 
 
@@ -257,7 +274,7 @@ class BatchRequestRunner:
             raise RequestFailed(503, error_body("embedding model not loaded", "server_error", code="unavailable"))
         svc.check_model(req.model)
         texts = [req.input] if isinstance(req.input, str) else list(req.input)
-        vecs, tokens = svc.embed(texts)
+        vecs, tokens = svc.embed(texts, dimensions=req.dimensions)
         as_b64 = req.encoding_format == "base64"
         data = [p.EmbeddingData(index=i, embedding=base64.b64encode(v.astype("<f4").tobytes()).decode() if as_b64 else v.tolist())
                 for i, v in enumerate(vecs)]
@@ -269,7 +286,7 @@ def _options(req: p._Sampling, max_tokens: int | None) -> SamplingOptions:
     return SamplingOptions(
         max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
         repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
-        min_tokens=req.min_tokens or 0,
+        min_tokens=req.min_tokens or 0, presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
     )
 
 

@@ -99,6 +99,15 @@ def detect_kind(filename: str, content_type: str | None = None) -> str | None:
     return kind
 
 
+# formats users bring from office suites, with the supported one to save them as
+_CONVERT = {
+    ".doc": "save it as .docx", ".rtf": "save it as .docx", ".odt": "save it as .docx", ".pages": "export it as .docx",
+    ".msg": "save the mail as .eml (Outlook: drag it to a folder, or File > Save As)",
+    ".xlsx": "export the sheet as .csv", ".xls": "export the sheet as .csv", ".ods": "export the sheet as .csv",
+    ".pptx": "export it as .pdf", ".ppt": "export it as .pdf", ".odp": "export it as .pdf",
+}
+
+
 def load_path(path: Path, limits: LoaderLimits | None = None) -> LoadedDocument:
     """Load a file from disk; raises LoaderError (too big, unsupported, broken...)."""
     limits = limits or LoaderLimits()
@@ -119,7 +128,9 @@ def load_bytes(data: bytes, filename: str, limits: LoaderLimits | None = None, d
     kind = detect_kind(filename)
     if kind is None:
         supported = ", ".join(sorted(KINDS))
-        raise UnsupportedTypeError(f"unsupported file type {Path(filename).suffix or '(none)'!r}: supported are {supported}")
+        suffix = Path(filename).suffix.lower()
+        hint = f" ({_CONVERT[suffix]})" if suffix in _CONVERT else ""
+        raise UnsupportedTypeError(f"unsupported file type {Path(filename).suffix or '(none)'!r}{hint}: supported are {supported}")
     if len(data) > limits.max_file_bytes:
         raise LoaderError(f"file is {len(data)} bytes, over the {limits.max_file_bytes}-byte limit (max_file_bytes)")
     if not data.strip():

@@ -9,6 +9,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from edge_agent.engine.types import (
     MIN_TEMPERATURE,
     ContextLengthError,
@@ -68,6 +70,24 @@ class SamplingOptions:
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
     min_tokens: int = 0  # vLLM's: no EOS, stop token or stop string ends the answer before this many tokens
+    presence_penalty: float = 0.0  # OpenAI's: minus this from the logit of every token already generated
+    frequency_penalty: float = 0.0  # OpenAI's: minus this times how often each token was generated
+
+
+class PenaltyProcessor:
+    """OpenAI's presence and frequency penalties over the generated tokens (not the prompt), after an optional inner processor."""
+
+    def __init__(self, presence: float, frequency: float, inner=None):
+        self.presence, self.frequency, self.inner = float(presence), float(frequency), inner
+
+    def __call__(self, token_ids: list[int], logits: np.ndarray) -> np.ndarray:
+        if self.inner is not None:
+            logits = self.inner(token_ids, logits)
+        if token_ids:
+            ids, counts = np.unique(np.asarray(token_ids, np.int64), return_counts=True)
+            ids, counts = ids[ids < logits.shape[-1]], counts[ids < logits.shape[-1]]
+            logits[ids] -= (self.frequency * counts + self.presence).astype(logits.dtype)
+        return logits
 
 
 class ChatService:
@@ -428,6 +448,8 @@ class ChatService:
             params = self._params(options, len(ids), index)
             if procs:
                 params.logits_processor = procs[j]  # masks natively for greedy and sampled choices alike
+            if options.presence_penalty or options.frequency_penalty:
+                params.logits_processor = PenaltyProcessor(options.presence_penalty, options.frequency_penalty, params.logits_processor)
             planned.append((ids, params, prefix, None, index))
         choices: list[_Choice] = []
         try:

@@ -61,7 +61,7 @@ class OutputConstraint:
         """One JSON value that follows schema (raises InvalidRequestError for a schema that is not an object)."""
         if not isinstance(schema, dict):
             raise InvalidRequestError("the JSON schema must be an object", param="response_format")
-        schema = dict(schema)
+        schema = tightened_schema(schema)
         guidance = dict(schema.get("x-guidance") or {}) if isinstance(schema.get("x-guidance"), dict) else {}
         guidance["whitespace_pattern"] = JSON_WHITESPACE
         schema["x-guidance"] = guidance
@@ -86,6 +86,54 @@ class OutputConstraint:
         import llguidance as llg
 
         return cls("choice", llg.LLMatcher.grammar_from_lark("start: " + " | ".join(json.dumps(o) for o in opts)))
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_ONE = ("items", "additionalProperties", "additionalItems", "unevaluatedProperties", "unevaluatedItems", "not", "if", "then",
+               "else", "contains", "propertyNames")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems", "items")
+_OPEN_KEYS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+
+
+# the bound of a number whose schema sets none: 15 digits (llama.cpp's JSON grammars allow 16; llguidance reads
+# bounds as doubles, which hold every integer only up to 2**53, so 10**16 - 1 would read as 10**16)
+MAX_JSON_NUMBER = 10**15 - 1
+
+
+def tightened_schema(schema: Any, in_all_of: bool = False) -> Any:
+    """schema with the two limits llama.cpp's JSON-schema grammars have and a small model needs.
+
+    Objects that list `properties` and say nothing of extra keys get additionalProperties: false: JSON
+    Schema allows extra keys unless told otherwise, and a small model then fills max_tokens with invented
+    ones ({"label": "factuur", "type": "object", "properties": ...}); llama.cpp, vLLM's default (xgrammar's
+    strict mode) and OpenAI's strict mode close them. A schema that sets additionalProperties (or
+    patternProperties, unevaluatedProperties) keeps its own; members of allOf stay open (each names
+    only part of the keys). Integers and numbers without a bound get +-MAX_JSON_NUMBER (15 digits; llama.cpp
+    allows 16), so digits cannot run on ("bedrag": 100000000...) until max_tokens cuts the JSON.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _SCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: tightened_schema(sub) for name, sub in out[key].items()}
+    for key in _SCHEMA_ONE:
+        if isinstance(out.get(key), dict):
+            out[key] = tightened_schema(out[key])
+    for key in _SCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [tightened_schema(sub) for sub in out[key]]
+    if isinstance(out.get("allOf"), list):
+        out["allOf"] = [tightened_schema(sub, in_all_of=True) for sub in out["allOf"]]
+    if not in_all_of and isinstance(out.get("properties"), dict) and not any(k in out for k in _OPEN_KEYS) and "allOf" not in out:
+        out["additionalProperties"] = False
+    types = out.get("type") if isinstance(out.get("type"), list) else [out.get("type")]
+    if {"integer", "number"} & set(t for t in types if isinstance(t, str)) and "enum" not in out and "const" not in out:
+        if "maximum" not in out and "exclusiveMaximum" not in out:
+            out["maximum"] = MAX_JSON_NUMBER
+        if "minimum" not in out and "exclusiveMinimum" not in out:
+            out["minimum"] = -MAX_JSON_NUMBER
+    return out
 
 
 def grammar_tokenizer(tokenizer, vocab_size: int, stop_token_ids) -> Any:

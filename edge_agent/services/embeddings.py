@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_agent.services.errors import ModelNotFoundError, UnavailableError
+from edge_agent.services.errors import InvalidRequestError, ModelNotFoundError, UnavailableError
 
 
 class EmbeddingService:
@@ -45,15 +45,19 @@ class EmbeddingService:
         why = self._status()
         return "embedding model not loaded" + (f": {why}" if why else "")
 
-    def embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
+    def embed(self, texts: list[str], dimensions: int | None = None) -> tuple[np.ndarray, int]:
         """Embeddings (one float32 row per text) and the input token count.
 
-        Raises UnavailableError when no embedding model is loaded.
+        Raises UnavailableError when no embedding model is loaded, InvalidRequestError when `dimensions`
+        (OpenAI's shortened vectors) is not the model's own dimension.
         """
         e = self._embedder()
         if e is None:
             raise UnavailableError(self._unavailable_message())
         vecs = np.asarray(e.embed(list(texts)), dtype=np.float32)
+        if dimensions is not None and dimensions != vecs.shape[1]:
+            raise InvalidRequestError(f"this embedding model gives {vecs.shape[1]}-dimensional vectors and cannot shorten them: "
+                                      f"leave `dimensions` out or send {vecs.shape[1]}", param="dimensions", code="invalid_value")
         return vecs, self._count_tokens(e, texts)
 
     @staticmethod
