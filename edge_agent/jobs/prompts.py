@@ -7,12 +7,22 @@ MODEL-NOTES.md); an instruction-tuned bundle (one with a chat template) gets a u
 """
 from __future__ import annotations
 
-PROMPT_VERSION = "summarize-2"
+PROMPT_VERSION = "summarize-3"
 
-# completion style (base models): {text} is the document or section; the answer stops at a newline
+# completion style (base models): {text} is the document or section; the answer stops at a newline.
+# The reduce step (the parts' summaries in order, as one article) uses the same frame.
 SUMMARY_COMPLETION = "Article: {text}\n\nOne-sentence summary:"
-# reduce step: the parts' summaries in order, as one article
-REDUCE_COMPLETION = "Article: {text}\n\nOne-sentence summary:"
+REDUCE_COMPLETION = SUMMARY_COMPLETION
+# The frame is in the document's language (the languages the grounded answers have scaffolds for): under
+# the English frame Gemma 3 270M base summarized 2 of the 3 Dutch articles of ../shared/corpus-nl in
+# English, under "Samenvatting in één zin:" all 3 in Dutch (/tmp/nlsum.py, 2026-12-01). de/fr/es unmeasured.
+COMPLETION_FRAMES = {
+    "en": SUMMARY_COMPLETION,
+    "nl": "Artikel: {text}\n\nSamenvatting in één zin:",
+    "de": "Artikel: {text}\n\nZusammenfassung in einem Satz:",
+    "fr": "Article : {text}\n\nRésumé en une phrase :",
+    "es": "Artículo: {text}\n\nResumen en una frase:",
+}
 COMPLETION_STOP = ["\n"]
 # Gemma 3 270M base begins many summaries (36 of 64 standard-library docstrings) with a blank line
 # (the one token "\n\n", then "* " or "1. " and the sentence), which the newline stop would end empty:
@@ -30,13 +40,19 @@ REDUCE_CHAT = (
     "The following are summaries of consecutive parts of one document. Write one summary of the whole "
     "document in two or three sentences. Answer with the summary only.\n\n{text}"
 )
+# an instruction-tuned model answers in the instruction's language: for a document in another language,
+# ask for the summary in the document's (English instructions otherwise)
+CHAT_LANGUAGE = {"nl": "Dutch", "de": "German", "fr": "French", "es": "Spanish"}
 
 
-def summary_prompt(kind: str, text: str, reduce: bool = False) -> str | list[dict[str, str]]:
-    """The prompt for a document or section (reduce: for the joined summaries of its parts).
+def summary_prompt(kind: str, text: str, reduce: bool = False, lang: str = "en") -> str | list[dict[str, str]]:
+    """The prompt for a document or section (reduce: for the joined summaries of its parts) in language lang.
 
     kind is the chat service's prompt_kind: "completion" gives a text prompt, "chat" messages.
     """
     if kind == "chat":
-        return [{"role": "user", "content": (REDUCE_CHAT if reduce else SUMMARY_CHAT).format(text=text)}]
-    return (REDUCE_COMPLETION if reduce else SUMMARY_COMPLETION).format(text=text)
+        ask = REDUCE_CHAT if reduce else SUMMARY_CHAT
+        if lang in CHAT_LANGUAGE:
+            ask = ask.replace("Answer with the summary only.", f"Write it in {CHAT_LANGUAGE[lang]}. Answer with the summary only.")
+        return [{"role": "user", "content": ask.format(text=text)}]
+    return COMPLETION_FRAMES.get(lang, SUMMARY_COMPLETION).format(text=text)

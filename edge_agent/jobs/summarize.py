@@ -131,6 +131,24 @@ def document_pieces(chunks: list[dict]) -> list[str]:
     return [p for p in pieces if p.strip()]
 
 
+LANGUAGE_SAMPLE_CHARS = 2000
+
+
+def document_language(chat, pieces: list[str]) -> str:
+    """The language of a document's first LANGUAGE_SAMPLE_CHARS characters, among those the chat service
+    has answer scaffolds for (English when unsure)."""
+    grounding = getattr(chat, "grounding", None)
+    if grounding is None:
+        return "en"
+    sample, used = [], 0
+    for p in pieces:
+        sample.append(p)
+        used += len(p)
+        if used >= LANGUAGE_SAMPLE_CHARS:
+            break
+    return grounding.language_of(" ".join(sample)[:LANGUAGE_SAMPLE_CHARS])
+
+
 class SummaryPending:
     """One document's summary in flight: a small state machine advanced by done() (never blocks)."""
 
@@ -149,13 +167,14 @@ class SummaryPending:
             raise ItemError(f"document {self.document_id} no longer exists")
         self.doc, chunks = found
         self.kind = getattr(self.chat, "prompt_kind", None) or self.chat.formatter.kind
+        pieces = document_pieces(chunks)
+        self.lang = document_language(self.chat, pieces)
         frame = self._prompt_tokens("")
         room = self.chat.context_length - self.max_tokens - frame - PROMPT_SLACK
         if room < 32:
             raise ItemError(f"the model's context ({self.chat.context_length} tokens) leaves no room for a document "
                             f"after {self.max_tokens} summary tokens; lower max_tokens")
         self.budget = min(room, int(params.get("section_tokens", room)))
-        pieces = document_pieces(chunks)
         if not pieces:
             raise ItemError("the document has no text to summarize")
         self.sections = self._group(pieces)
@@ -180,7 +199,7 @@ class SummaryPending:
         again: the completion frame followed by COMPLETION_RETRY, for a second try after an answer that is
         empty once cleaned (prompts.py says when that happens).
         """
-        prompt = summary_prompt(self.kind, text, reduce)
+        prompt = summary_prompt(self.kind, text, reduce, self.lang)
         if not isinstance(prompt, str):
             return prompt
         return data_ids(self.chat, prompt + (COMPLETION_RETRY if again else ""))
