@@ -1,5 +1,6 @@
 """What a "how many / how much" question asks for (services/figures.py), and the quotes and declines that follow
-from it in answers.settle; also the table rows and the "who" question words that are never quoted as an answer."""
+from it in answers.settle; also the table rows and the "who" question words that are never quoted as an answer, the
+money a "what does it cost" question asks for, and the person's name a who-question asks for (services/persons.py)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
