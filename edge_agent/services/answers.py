@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_agent.rag import language
-from edge_agent.services import figures
+from edge_agent.services import figures, persons
 
 # a sentence ends at . ! ? (and closing quotes or brackets) before whitespace; a paragraph at a blank line,
 # a list item at a line that starts with a bullet or a number: single line breaks inside a paragraph are wrapping
@@ -238,7 +238,8 @@ def missing_names(question: str, texts: Sequence[str]) -> set[str]:
     if not wanted:
         return set()
     held = {language.fold(w) for t in texts for w in _WORD.findall(t.casefold())}
-    return {n for n in wanted if n not in held and not (len(n) >= NAME_PREFIX_MIN and any(w.startswith(n) for w in held))}
+    return {n for n in wanted if n not in held and not (len(n) >= NAME_PREFIX_MIN and any(w.startswith(n) for w in held))
+            and not (len(n) > NAME_PREFIX_MIN and n.endswith("s") and n[:-1] in held)}  # "Intels": Intel's
 
 
 # questions that ask for one value of a named thing (a figure, an amount, a name, a year): its answer sits in a sentence
@@ -296,7 +297,6 @@ _NUMBER_ASKS = {
 }
 _MONEY_WORDS = {"cost", "costs", "price", "prices", "priced", "pay", "kost", "kosten", "prijs", "prijzen", "betaal", "betaalt",
                 "kostet", "kosten", "preis", "coûte", "prix", "cuesta", "precio"}
-_CURRENCY = re.compile(r"[$€£¥]|\b(?:euro|euros|dollar|dollars|usd|eur|gbp|cent|cents|pond)\b", re.IGNORECASE)
 _NUMBER_WORDS = frozenset(
     "one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand million "
     "billion trillion half twice double triple dozen zero none all entire whole every several few "
@@ -343,7 +343,7 @@ _YEAR = re.compile(r"(?<![\d.,])(?:1[5-9]|20)\d\d(?![\d.,]\d)")
 
 
 def answer_kind(question: str, lang: str) -> str | None:
-    """What the question asks for: "money" (a figure with a currency: "how much does it cost"), "number" (a
+    """What the question asks for: "money" (an amount: "how much does it cost", "wat kost", "how expensive"), "number" (a
     figure: "how many", "hoeveel", "how fast", or a unit named last: "... in watt?"), "code" (a name as code writes it: "which method", "welke
     omgevingsvariabele"), "name" (a name: "who", "wie"), "year" ("which year", "in welk jaar"), or None (anything:
     its words decide)."""
@@ -351,6 +351,8 @@ def answer_kind(question: str, lang: str) -> str | None:
         return "name"
     if _YEAR_ASKS.search(question.casefold()):
         return "year"
+    if figures.asks_money(question):  # "Wat kost X?", "What does X cost?", "How expensive is X?"
+        return "money"
     low = " ".join(language.words(question.casefold()))
     asks = _NUMBER_ASKS.get(lang, ()) + (_NUMBER_ASKS["en"] if lang != "en" else ())
     if not any(re.search(rf"\b{re.escape(a)}\b", low) for a in asks):
@@ -376,11 +378,14 @@ def answers_kind(text: str, kind: str, question: str, lang: str) -> bool:
 
 def fits(text: str, kind: str, question: str, lang: str) -> bool:
     """Whether text holds what a question of this kind asks for, beyond the question's own: a figure (digits or
-    a number word) for "number", a figure and a currency for "money", a name as code writes it for "code", a
-    capitalised word that is not the question's, a stop word, a question word ("When" after a code line) or (in a
-    text of more than NAME_ANSWER_WORDS words) the first word, for "name"; a year (1500-2099) the question does not name, for "year"."""
+    a number word, "duizenden" too) for "number", a figure and an amount of money (figures.states_money) for "money", a
+    name as code writes it for "code", a capitalised word that is not the question's, a stop word, a question word
+    ("When" after a code line) or (in a text of more than NAME_ANSWER_WORDS words) the first word, for "name" (for a
+    question about a person, a person's name: persons.names_person); a year (1500-2099) the question does not name, for "year"."""
     if kind == "year":
         return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)))
+    if kind == "name" and persons.asks_person(question, lang):  # a person's name, not "Intel" or "PEP"
+        return persons.names_person(text, question, lang)
     if kind == "name":
         asked = ({language.fold(w) for w in _WORD.findall(question.casefold())} | language.stop_words(lang)
                  | language.QUESTION_WORDS.get(lang, frozenset()) | language.QUESTION_WORDS["en"])
@@ -393,13 +398,13 @@ def fits(text: str, kind: str, question: str, lang: str) -> bool:
             return bool(set(_EXCEPTION.findall(text)) - set(_EXCEPTION.findall(question)))
         return bool(_identifiers(text) - _identifiers(question) - set(language.words(question.casefold())))
     asked = set(_DIGITS.findall(question))
-    figures = [d for d in _DIGITS.findall(text) if d not in asked]
-    if not figures:
+    said = [d for d in _DIGITS.findall(text) if d not in asked]
+    if not said:
         words = set(language.words(text.casefold())) - set(language.words(question.casefold()))
-        figures = sorted(words & _NUMBER_WORDS)
-    if not figures:
+        said = sorted(w for w in words if figures.is_number_word(w, _NUMBER_WORDS))
+    if not said:
         return False
-    return kind != "money" or bool(_CURRENCY.search(text))
+    return kind != "money" or figures.states_money(text)
 
 
 @dataclass
@@ -565,13 +570,14 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
         return with_citation(answer.strip(), number[verdict.support], set(number.values())), {"answer": "model", "check": "ok"}
     kind = answer_kind(question, lang)
     top = max(s.match for _, s in evidence)
-    # one that matches the question nearly as well as the best, not only by its figure; the evidence may be ranked
+    # one that matches the question nearly as well as the best, not only by its figure (the model's first: FIRST_MIN_MATCH
+    # is enough, as "bijna nul marginale hardwarekosten" under a sentence about servers); the evidence may be ranked
     # by more than words (grounding.focus), so a sentence below MIN_MATCH is passed over, not an end
     for i, (k, best) in enumerate(evidence):
         if (decline is not None and (best.match < (FIRST_MIN_MATCH if i == 0 else MIN_MATCH) or not _may_answer(best, question))) \
                 or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue
-        if not kind or (answers_kind(best.text, kind, question, lang) and best.match >= NEAR_BEST * top):
+        if not kind or (answers_kind(best.text, kind, question, lang) and (i == 0 or best.match >= NEAR_BEST * top)):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH), evidence[0])
     if kind == "code":  # one that writes a code name, however far below the best, before one without

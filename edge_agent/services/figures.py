@@ -92,6 +92,26 @@ def figures(text: str) -> list[tuple[str, str | None]]:
     return out
 
 
+_PLURAL = ("en", "s")  # "duizenden", "hundreds": an uncounted many of a number word
+_MAGNITUDES = ("hundred", "thousand", "million", "billion", "trillion", "dozen", "honderd", "duizend", "miljoen", "miljard", "biljoen")
+
+
+def is_number_word(word: str, number_words: frozenset[str]) -> bool:
+    """Whether word is one of number_words, or the plural of a magnitude ("duizenden", "thousands"), alone or after
+    number words ("honderdduizenden", "tienduizenden"): a figure written as a word."""
+    if word in number_words:
+        return True
+    stems = [word[: -len(p)] for p in _PLURAL if word.endswith(p)]
+    return any(stem.endswith(_MAGNITUDES) and _composed(stem, number_words) for stem in stems)
+
+
+def _composed(word: str, number_words: frozenset[str]) -> bool:
+    """Whether word is written as number words one after the other ("honderdduizend")."""
+    if word in number_words:
+        return True
+    return any(word.startswith(w) and len(w) >= 3 and _composed(word[len(w):], number_words) for w in number_words if word[len(w):])
+
+
 def states(text: str, question: str, lang: str, number_words: frozenset[str] = frozenset()) -> bool:
     """Whether text states a figure the question does not, of the quantity it asks for: where the asked noun has a
     class (asked_class), a figure followed by a unit of that class, or a number word (number_words) with one among
@@ -108,7 +128,32 @@ def states(text: str, question: str, lang: str, number_words: frozenset[str] = f
     ws = language.words(text.casefold())
     qws = set(language.words(question.casefold()))
     for i, w in enumerate(ws):
-        if w in number_words and w not in qws:
+        if w not in qws and is_number_word(w, number_words):
             if cls is None or any(_class_of(x) == cls for x in ws[i + 1 : i + 1 + NUMBER_WORD_REACH]):
                 return True
     return False
+
+
+# "Wat kost de AI300?", "What does X cost?", "How expensive is X?", "Wat is de prijs van X?": an amount of money is asked
+_MONEY_ASKS = re.compile(
+    r"\b(?:wat\s+(?:\w+\s+){0,4}?(?:kost|kosten|kostte|kostten|betaal|betaalt|betaalde)|what\s+(?:\w+\s+){0,5}?(?:cost|costs|charge|charges)|"
+    r"how\s+expensive|how\s+pricey|hoe\s+duur|hoe\s+prijzig|(?:wat|what)\s+(?:is|was|zijn|are)\s+(?:de|het|the)\s+(?:\w+\s+)?"
+    r"(?:prijs|prijzen|kosten|kostprijs|aanschafprijs|price|prices|cost|costs)|(?:wat|what)\s+(?:\w+\s+){0,3}?(?:costs?|prijs|price)\b)\b")
+# "what does it cost in runtime / in memory": a cost that is no money
+_COST_OF_OTHER = re.compile(r"\b(?:cost|costs|kost|kosten)\s+in\s+(?:terms\s+of\s+)?(?:runtime|time|memory|performance|speed|"
+                            r"complexity|tijd|geheugen|snelheid|rekentijd|prestaties)\b")
+# what says an amount of money: a currency, or a word about what something costs ("hardwarekosten", "gratis")
+_MONEY = re.compile(r"[$€£¥]|\b(?:euro|euros|dollar|dollars|usd|eur|gbp|cent|cents|pond|\w*kost(?:en|te|ten)?|costs?|costing|"
+                    r"gratis|free|prijs|prijzen|price|priced|prices)\b", re.IGNORECASE)
+
+
+def asks_money(question: str) -> bool:
+    """Whether the question asks what something costs ("Wat kost X?", "What does X cost?", "How expensive is X?")."""
+    low = question.casefold()
+    return bool(_MONEY_ASKS.search(low)) and not _COST_OF_OTHER.search(low)
+
+
+def states_money(text: str) -> bool:
+    """Whether text speaks of an amount of money: a currency sign or name, or a cost word ("kost", "hardwarekosten",
+    "price", "gratis")."""
+    return bool(_MONEY.search(text))

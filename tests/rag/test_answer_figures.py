@@ -1,5 +1,6 @@
 """What a "how many / how much" question asks for (services/figures.py), and the quotes and declines that follow
-from it in answers.settle; also the table rows and the "who" question words that are never quoted as an answer."""
+from it in answers.settle; also the table rows and the "who" question words that are never quoted as an answer, the
+money a "what does it cost" question asks for, and the person's name a who-question asks for (services/persons.py)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -8,6 +9,7 @@ import pytest
 
 from edge_agent.services import answers as A
 from edge_agent.services import figures as F
+from edge_agent.services import persons as P
 
 DECLINE = "Niet gevonden."
 
@@ -124,3 +126,88 @@ def test_a_question_about_a_default_gets_a_sentence_that_says_default_or_a_decli
     en = "What is the default tab size of str.expandtabs?"
     text = "str.expandtabs(tabsize=8) Tab positions occur every tabsize characters (default is 8)."
     assert "default is 8" in A.settle("Eight.", en, _evidence(en, [text], "en"), "en", DECLINE)[0]
+
+
+@pytest.mark.parametrize("question, money", [
+    ("Wat kost de AGI CPU van Arm?", True),
+    ("What does the Vera CPU cost?", True),
+    ("How expensive is an RTX 5090?", True),
+    ("Wat is de prijs van de AI300?", True),
+    ("What does repeated concatenation of immutable sequences cost in runtime?", False),  # a cost that is no money
+    ("Wat doet je hardware de hele tijd?", False),
+])
+def test_a_question_about_what_something_costs_asks_for_money(question, money):
+    assert (A.answer_kind(question, "en" if question.startswith(("What", "How")) else "nl") == "money") is money
+
+
+def test_a_cost_question_is_answered_by_an_amount_of_money_or_declined():
+    q = "Wat kost de AGI CPU van Arm?"
+    launch = "Arm lanceerde in maart de AGI CPU, hun eerste productie-silicon in 35 jaar."
+    assert A.settle("De AGI CPU.", q, _evidence(q, [launch], "nl"), "nl", DECLINE)[0] == DECLINE
+    priced = "De AGI CPU van Arm kost 450 euro per stuk."
+    assert "450 euro" in A.settle("De AGI CPU.", q, _evidence(q, [priced], "nl"), "nl", DECLINE)[0]
+    assert A.fits("bijna nul marginale hardwarekosten", "money", "Wat kost inferentie aan extra hardware?", "nl")  # a cost word
+
+
+@pytest.mark.parametrize("question, lang, person", [
+    ("Wie is de topman van AMD?", "nl", True),
+    ("Who proposed adding the match statement to Python?", "en", True),
+    ("Hoe heet de topman van Arm?", "nl", True),
+    ("What is the name of the CEO of Intel?", "en", True),
+    ("Wie maakt de AI300?", "nl", False),  # what makes a thing: a company
+    ("Which company makes the AI300?", "en", False),
+    ("Hoe heet het alternatief van AMD voor CUDA?", "nl", False),
+    ("Wie viele Seiten hat es?", "de", False),  # German "wie" asks how, not who
+])
+def test_which_questions_ask_for_a_person(question, lang, person):
+    assert P.asks_person(question, lang) is person
+
+
+@pytest.mark.parametrize("text, named", [
+    ("Lisa Su leidt AMD sinds 2014.", True),
+    ("Arm CEO Rene Haas schat dat het aantal kernen stijgt.", True),
+    ("Guido van Rossum created Python.", True),
+    ("Lip-Bu Tan, CEO van Intel, sprak op Computex.", True),
+    ("Onderzoekers van Georgia Tech en Intel ontdekten dat tool-verwerking de CPU belast.", False),  # the question's own name
+    ("Intel, Nvidia en AMD maken processors.", False),  # organisations in a list
+    ("**PEP 634** - Structural Pattern Matching The specification for the Python \"match\" statement.", False),
+])
+def test_a_person_is_two_capitalised_words_not_an_organisation_or_acronym(text, named):
+    assert P.names_person(text, "Wie leidde het onderzoek van Georgia Tech?", "nl") is named
+
+
+def test_a_who_question_about_a_person_is_not_answered_by_an_organisation():
+    q = "Who proposed adding the match statement to Python?"
+    pep = "**PEP 634** - Structural Pattern Matching The specification for the Python \"match\" statement."
+    assert A.settle("PEP.", q, _evidence(q, [pep], "en"), "en", DECLINE)[0] == DECLINE
+    nl = "Wie leidt Intel?"
+    assert not A.fits("Intel zag de vraag naar Xeon stijgen.", "name", nl, "nl")
+    assert A.fits("Lip-Bu Tan leidt Intel sinds maart.", "name", nl, "nl")
+    company = "Wie maakt de AI300?"  # a company is asked: one capitalised name does
+    assert A.fits("De AI300 wordt gemaakt door Corsair.", "name", company, "nl")
+
+
+def test_a_plural_of_a_magnitude_is_a_figure_written_as_a_word():
+    words = A._NUMBER_WORDS
+    assert all(F.is_number_word(w, words) for w in ("honderdduizenden", "tienduizenden", "duizenden", "thousands", "miljoenen"))
+    assert not any(F.is_number_word(w, words) for w in ("vieren", "tenen", "alles", "allen", "fives"))
+    q = "Tot hoeveel nvidia kaarten krijgt openai toegang?"
+    assert A.answers_kind("OpenAI krijgt toegang tot honderdduizenden NVIDIA GPU's.", "number", q, "nl")
+    assert not A.answers_kind("OpenAI krijgt toegang tot NVIDIA GPU's.", "number", q, "nl")
+
+
+def test_a_dutch_genitive_of_a_name_is_the_name():
+    q = "Wat gebeurt er volgens de conclusie met de vraag naar Intels Xeon-processors?"
+    assert A.missing_names(q, ["Intel ziet de vraag naar Xeon stijgen boven het aanbod."]) == set()
+    assert A.missing_names(q, ["AMD ziet de vraag naar Xeon stijgen."]) == {"intels"}
+
+
+def test_the_models_first_sentence_of_the_asked_kind_is_quoted_below_a_better_matching_one():
+    q = "Wat kost inferentie op servers die je al hebt staan aan extra hardware?"
+    first = A.Sentence(0, 0, "CPU-inferentie op reeds aanwezige serverinfrastructuur heeft bijna nul marginale hardwarekosten.", 0.12, 0.18)
+    other = A.Sentence(0, 1, "Waar de processor in elke bestaande server al aanwezig is, vereist een GPU aanpassingen.", 0.24, 0.26)
+    assert A.FIRST_MIN_MATCH <= first.match < A.NEAR_BEST * other.match
+    text, how = A.settle("Het hangt ervan af.", q, [(1, first), (1, other)], "nl", DECLINE)
+    assert "bijna nul" in text and how["answer"] == "extractive"
+    # below the first place the usual bars apply (MIN_MATCH, NEAR_BEST of the best)
+    assert A.settle("Het hangt ervan af.", q, [(1, other), (1, first)], "nl", DECLINE)[0] == DECLINE

@@ -1,0 +1,87 @@
+"""Whether a question asks for a person, and whether a text names one that the question does not.
+
+"Wie is de topman van AMD?", "Who proposed the match statement?", "Hoe heet de CEO van Arm?" ask for a person: a
+sentence that names only "Intel", "PEP 634" or "Structural Pattern Matching The" does not answer them. A person's
+name is read as two capitalised words in a row, not more, no punctuation between ("Rene Haas", "Lip-Bu Tan",
+"Guido van Rossum": a particle such as "van" may stand between them), none of them the question's, an acronym, a
+stop word, or a sentence's first word unless a name follows it; or one capitalised word after a title ("CEO Tan",
+"dr. Jansen"). A question about a company ("Wie maakt de AI300?", "Which company ...", "welk bedrijf") takes an
+organisation: it is no person question. (answers.answer_kind gives "name" to who-questions only, so "Hoe heet de
+topman" keeps its words-only path: its kind would make a passage that says "CEO" for "topman" be declined.)
+"""
+from __future__ import annotations
+
+import re
+
+from edge_agent.rag import language
+
+# "who" / "wie" first (after a preposition at most), or "hoe heet / what is the name of" + a person's role
+_WHO_WORDS = {"en": "who|whom|whose", "nl": "wie", "de": "wer|wem|wen|wessen", "fr": "qui", "es": "quién|quiénes"}
+_WHO = {lang: re.compile(rf"^\W*(?:\w+\s+)?(?:{w})\b") for lang, w in _WHO_WORDS.items()}
+_ROLES = ("ceo|cto|cfo|topman|topvrouw|baas|directeur|oprichter|medeoprichter|voorzitter|president|bestuurder|leider|"
+          "auteur|schrijver|uitvinder|ontwerper|bedenker|maker van|founder|co-founder|cofounder|chairman|chair|director|"
+          "head|chief|author|writer|inventor|creator|designer|lead|leader|boss|minister|premier|hoogleraar|professor")
+_ROLE_ASKS = re.compile(rf"\b(?:hoe\s+heet|hoe\s+heette|wat\s+is\s+de\s+naam\s+van|what\s+is\s+the\s+name\s+of|what's\s+the\s+name\s+of|"
+                        rf"wie\s+is|who\s+is)\s+(?:de|het|the|een|a|an)?\s*(?:{_ROLES})\b")
+# a who-question about a company: what makes, sells or ships something ("Wie maakt de AI300?")
+_ORGANISATION = re.compile(
+    r"\b(?:company|companies|firm|organisation|organization|vendor|manufacturer|supplier|bedrijf|bedrijven|firma|organisatie|"
+    r"fabrikant|leverancier|producent|makes|made|manufactures|manufactured|produces|produced|sells|sold|ships|supplies|"
+    r"maakt|maakte|produceert|produceerde|verkoopt|verkocht|levert|leverde|fabriceert|bouwt|bouwde)\b")
+_PARTICLES = frozenset("van de der den het ter ten von zu da di del della le la du dos bin ibn al el".split())
+_TITLES = frozenset("ceo cto cfo topman directeur oprichter voorzitter president founder chairman dr prof mr "
+                    "mrs ms sir dhr mevr meneer mevrouw".split())
+_EDGES = "\"'“”‘’()[]*•,;:!?."
+SHORT_ANSWER = 3  # a model's short answer may give one capitalised word ("Verhoeven.")
+PERSON_WORDS = (2, 2)  # capitalised words in a row that read as a person's name (particles not counted)
+
+
+def asks_person(question: str, lang: str) -> bool:
+    """Whether the question asks for a person: "who"/"wie" first, or "hoe heet / what is the name of" a role
+    ("de topman", "the CEO"); not where it asks about a company (a company noun, or what makes or sells a thing)."""
+    low = question.casefold()
+    if _ORGANISATION.search(low):
+        return False
+    return bool(_WHO.get(lang, _WHO["en"]).search(low) or _ROLE_ASKS.search(low))
+
+
+def _capitalised(word: str) -> bool:
+    """'Rene', 'Lip-Bu', "Haas": a capital first, lower case after it in every part (no acronym: 'PEP', 'AMD')."""
+    return bool(word) and all(len(p) > 1 and p[0].isupper() and p[1:].isalpha() and p[1:].islower() for p in word.split("-"))
+
+
+def names_person(text: str, question: str, lang: str) -> bool:
+    """Whether text names a person the question does not (see the module's docstring); a run of names ends at a
+    punctuation mark ("Intel, Nvidia en AMD" names no person). A text of SHORT_ANSWER words or fewer (a model's
+    "Verhoeven.") may give one capitalised word."""
+    asked = {language.fold(w) for w in language.words(question.casefold())} | language.stop_words(lang) \
+        | language.stop_words("en") | language.QUESTION_WORDS.get(lang, frozenset()) | language.QUESTION_WORDS["en"]
+    raw = text.split()
+    words = [w.strip(_EDGES) for w in raw]
+    ends = [w[-1] in ",;:!?.)]\"'”’" for w in raw]  # a run of names ends at the mark
+
+    def name(i: int) -> bool:
+        w = words[i]
+        if not _capitalised(w) or language.fold(w.casefold()) in asked:
+            return False
+        if i > 0 or len(words) <= 3:
+            return True
+        nxt = words[2] if len(words) > 2 and words[1].casefold() in _PARTICLES else words[1]
+        return not ends[0] and _capitalised(nxt)  # the first word of a sentence: only where a name follows it
+
+    run, longest_ok = 0, False
+    for i, w in enumerate(words):
+        if w.casefold() in _TITLES and i + 1 < len(words) and name(i + 1) and (not ends[i] or raw[i].endswith(".")):
+            return True  # "CEO Tan", "dr. Jansen"
+        if name(i):
+            run += 1
+        elif not (run and w.casefold() in _PARTICLES and not ends[i] and i + 1 < len(words) and name(i + 1)):
+            longest_ok |= PERSON_WORDS[0] <= run <= PERSON_WORDS[1]
+            run = 0
+            continue
+        if ends[i]:
+            longest_ok |= PERSON_WORDS[0] <= run <= PERSON_WORDS[1]
+            run = 0
+    if len(words) <= SHORT_ANSWER and any(name(i) for i in range(len(words))):
+        return True
+    return longest_ok or PERSON_WORDS[0] <= run <= PERSON_WORDS[1]
