@@ -57,21 +57,24 @@ HEAD_SELECT = "lm_head_int4"
 # through its blocks again for more rows where the int8 GEMM does not); where it barely wins, the int8
 # head's better perplexity (1.011x fp32 against 1.016x, both re-scored) decides.
 INT4_HEAD_MAX_ROWS = 4
+# The cache element types a graph may declare (onnxruntime's type strings)
+CACHE_TYPES = {"tensor(float)": np.float32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8}
 
 
-def _lazy_zeros(shape: tuple[int, ...], huge: bool = False) -> np.ndarray:
-    """A float32 zero array in its own private anonymous mapping: a page becomes resident only when
+def _lazy_zeros(shape: tuple[int, ...], huge: bool = False, dtype: np.dtype = np.dtype(np.float32)) -> np.ndarray:
+    """A zero array (float32 unless dtype says) in its own private anonymous mapping: a page becomes resident only when
     it is written (reading an unwritten or given-back page maps the shared zero page), and the whole
     mapping goes back to the system when the array is freed. Huge pages are refused, so one write
     makes 4 KB resident, not 2 MB. (np.zeros may reuse heap memory that calloc must clear, which
     makes every slot resident.) huge: huge pages asked for instead, as numpy asks for its own large
     arrays (for buffers written whole, such as the logits rows)."""
-    n = int(np.prod(shape)) * 4
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
     m = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE)
     advice = "MADV_HUGEPAGE" if huge else "MADV_NOHUGEPAGE"
     if hasattr(mmap, advice):
         m.madvise(getattr(mmap, advice))
-    return np.frombuffer(m, np.float32, count=n // 4).reshape(shape)
+    return np.frombuffer(m, dtype, count=n // dtype.itemsize).reshape(shape)
 
 
 def _drop_pages(arr: np.ndarray, start: int, stop: int) -> None:
@@ -209,6 +212,13 @@ class OnnxModel:
         self.keys: list[np.ndarray] = []
         self.values: list[np.ndarray] = []
         self._windowed = [i for i, w in enumerate(cache.windows) if w > 0]
+        # the cache's element type and values per position as the graph declares them: float32 [.., head_dim],
+        # int8 [.., head_dim] or int4 packed two a byte (uint8 [.., head_dim / 2]; models.onnx_builder's kv_cache)
+        past = next((i for i in session.get_inputs() if i.name == "past_key_0"), None)
+        self.cache_dtype = np.dtype(CACHE_TYPES.get(past.type if past is not None else "", np.float32))
+        last = past.shape[-1] if past is not None else None
+        self.cache_width = int(last) if isinstance(last, int) else cache.head_dim
+        self.position_bytes = self.cache_width * self.cache_dtype.itemsize  # one position of one kv head, one layer and kind
         self.trimmed = np.zeros(cache.slots, np.int64)  # per slot: windowed layers' positions below this are given back
         self._allocate(min(MIN_CAPACITY, cache.max_len), keep=0)
 
@@ -222,9 +232,9 @@ class OnnxModel:
         the default model: 36 MB more for a moment instead of 600 MB).
         """
         c = self.cache
-        shape = (c.slots, c.kv_heads, capacity, c.head_dim)
-        keys = [_lazy_zeros(shape) for _ in range(c.layers)]
-        values = [_lazy_zeros(shape) for _ in range(c.layers)]
+        shape = (c.slots, c.kv_heads, capacity, self.cache_width)
+        keys = [_lazy_zeros(shape, dtype=self.cache_dtype) for _ in range(c.layers)]
+        values = [_lazy_zeros(shape, dtype=self.cache_dtype) for _ in range(c.layers)]
         used = self.slots_used if keep and self.keys else 0
         self._decode_bindings.clear()  # they point at the old buffers
         trimmed = bool(self.trimmed[:used].any())
@@ -284,7 +294,7 @@ class OnnxModel:
     def _drop_positions(self, slot: int, lo: int, hi: int, layers: list[int]) -> None:
         """Give back positions lo..hi-1 of slot in the given layers (whole pages only)."""
         c = self.cache
-        row, pos = self.capacity * c.head_dim * 4, c.head_dim * 4
+        row, pos = self.capacity * self.position_bytes, self.position_bytes
         for i in layers:
             for buf in (self.keys[i], self.values[i]):
                 for h in range(c.kv_heads):
@@ -305,12 +315,11 @@ class OnnxModel:
     def host_position_bytes(self) -> int:
         """Host memory one cached position of one sequence takes (every layer's key and value)."""
         c = self.cache
-        return c.layers * 2 * c.kv_heads * c.head_dim * 4
+        return c.layers * 2 * c.kv_heads * self.position_bytes
 
     @property
     def slot_bytes(self) -> int:
-        c = self.cache
-        return c.kv_heads * self.capacity * c.head_dim * 4
+        return self.cache.kv_heads * self.capacity * self.position_bytes
 
     # -- output heads --------------------------------------------------------
     def uses_int4_head(self, rows: int) -> bool:
@@ -330,12 +339,12 @@ class OnnxModel:
     # -- binding helpers ---------------------------------------------------
     def _bind_cache(self, io: ort.IOBinding, first: int, count: int) -> None:
         c = self.cache
-        shape = [count, c.kv_heads, self.capacity, c.head_dim]
+        shape = [count, c.kv_heads, self.capacity, self.cache_width]
         for i in range(c.layers):
             for kind, bufs in (("key", self.keys), ("value", self.values)):
                 ptr = bufs[i].ctypes.data + first * self.slot_bytes
-                io.bind_input(f"past_{kind}_{i}", "cpu", 0, np.float32, shape, ptr)
-                io.bind_output(f"present_{kind}_{i}", "cpu", 0, np.float32, shape, ptr)
+                io.bind_input(f"past_{kind}_{i}", "cpu", 0, self.cache_dtype, shape, ptr)
+                io.bind_output(f"present_{kind}_{i}", "cpu", 0, self.cache_dtype, shape, ptr)
 
     def _bind_array(self, io: ort.IOBinding, name: str, arr: np.ndarray) -> None:
         io.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
@@ -433,7 +442,7 @@ class OnnxModel:
         self.trimmed[dst] = lo
 
     def copy_prefix(self, slot: int, keys: list[np.ndarray], values: list[np.ndarray]) -> None:
-        """Write saved key/value arrays [kv_heads, n, head_dim] per layer into positions 0..n-1 of slot."""
+        """Write saved key/value arrays [kv_heads, n, cache_width] per layer (the cache's dtype) into positions 0..n-1 of slot."""
         self.slots_used = max(self.slots_used, slot + 1)
         self.trimmed[slot] = 0
         for buf, saved in zip(self.keys, keys):
