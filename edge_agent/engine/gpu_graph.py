@@ -86,6 +86,17 @@ _KV_QUANT_ATTRS = ("k_quant_type", "v_quant_type", "kv_cache_bit_width")
 _KV_SCALE_INPUTS = (12, 13)
 
 
+def _inputs_of(nodes) -> set[str]:
+    """Every tensor name the nodes read, in their subgraphs too (the dual head's branches read outer initializers)."""
+    names = set()
+    for n in nodes:
+        names.update(n.input)
+        for a in n.attribute:
+            if a.g is not None and a.g.node:
+                names |= _inputs_of(a.g.node)
+    return names
+
+
 def float_cache(model) -> bool:
     """Make a graph with a quantized key/value cache (int8, or int4 packed two a byte) take an fp32 cache, in place:
     GroupQueryAttention loses its scales and quantization attributes, the cache inputs and outputs become float
@@ -119,7 +130,7 @@ def float_cache(model) -> bool:
             last = t.shape.dim[-1]
             if last.HasField("dim_value"):
                 last.dim_value *= per_byte
-    used = {i for n in g.node for i in n.input}
+    used = _inputs_of(g.node)
     keep = [t for t in g.initializer if t.name in used]
     del g.initializer[:]
     g.initializer.extend(keep)

@@ -111,9 +111,10 @@ def test_rope_pairs_get_one_scale_and_the_graph_carries_it(checkpoints, kv_bundl
 
 
 def test_failed_check_keeps_an_fp32_cache(checkpoints, tmp_path, monkeypatch):
-    """The build's safety net: a quantized cache above the perplexity bound is replaced by the fp32 one."""
+    """The build's safety net: a quantized cache above the perplexity bound is replaced by the fp32 one (a graph
+    with both output heads, whose branches read the outer graph's initializers)."""
     monkeypatch.setattr(importer, "KV_CHECK_MAX_RATIO", 0.5)
-    path = import_model(checkpoints["llama"], "strict", tmp_path, kv_cache="int8", **QUIET)
+    path = import_model(checkpoints["gemma3"], "strict", tmp_path, kv_cache="int8", lm_head="dual", **QUIET)
     b = load_bundle(path, verify=True)
     assert b.kv_cache == "fp32" and b.manifest["kv_cache"]["rejected"]["format"] == "int8"
     assert _cache_types(path) == {TensorProto.FLOAT} and not (path / "model.fp32-cache.onnx").exists()
