@@ -52,8 +52,8 @@ DEFAULT_KV_CACHE = "fp32"
 # the calibration's, KV_CHECK_TOKENS tokens each) with the quantized cache against the same graph with an fp32
 # cache; above KV_CHECK_MAX_RATIO the bundle keeps the fp32 cache and its manifest says why.
 KV_CHECK_MAX_RATIO = 1.01
-KV_CHECK_MODULES = ("difflib", "textwrap", "tarfile", "zipfile")
-KV_CHECK_TOKENS = 160
+KV_CHECK_MODULES = ("pdb", "cmd", "unittest", "doctest", "tempfile", "sched")
+KV_CHECK_TOKENS = 256
 
 DEFAULT_CONTEXT = 8192
 # Sampling defaults written into the default bundle: llama.cpp server's own defaults, which
@@ -337,18 +337,18 @@ def import_model(
         progress.stage("building the tokenizer")
         tok_info = build_tokenizer_files(src, tmp)
         progress.done()
-        kv = _kv_calibration(spec, torch_model, tmp / "tokenizer.json", kv_cache, echo=progress.echo) if kv_cache != "fp32" else None
+        unsmoothed, kv_absmax = state, None
+        if smooth_alpha is not None:  # (the cache's calibration rides along in the same pass)
+            state, kv_absmax = _smoothed(spec, state, torch_model, tmp / "tokenizer.json", smooth_alpha, kv_cache != "fp32")
+        kv = _kv_calibration(spec, torch_model, tmp / "tokenizer.json", kv_cache, progress.echo, kv_absmax) if kv_cache != "fp32" else None
         if smooth_alpha is not None:
-            unsmoothed = state
-            state = _smoothed(spec, state, torch_model, tmp / "tokenizer.json", smooth_alpha)
             if kv is not None:  # the graph's values are v_proj's smoothed outputs
                 from edge_agent.models import kv_cache as kvc
                 from edge_agent.models.onnx_builder import _weights_getter
 
                 divisor = kvc.value_divisor(spec, _weights_getter(unsmoothed), _weights_getter(state))
                 kv["scales"] = kvc.kv_scales(kv["absmax"], kv_cache, kvc.KV_MARGIN, divisor)
-            del unsmoothed
-        del torch_model
+        del unsmoothed, torch_model
 
         progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
         try:
@@ -423,23 +423,37 @@ def import_model(
 
 
 def _smoothed(spec: ArchSpec, state: dict[str, np.ndarray], model: Any, tokenizer_file: Path,
-              alpha: float | Mapping[str, float | None]) -> dict[str, np.ndarray]:
-    """state with SmoothQuant scales folded in, calibrated by model on the calibration texts."""
+              alpha: float | Mapping[str, float | None], kv: bool = False) -> tuple[dict[str, np.ndarray], list | None]:
+    """(state with SmoothQuant scales folded in, calibrated by model on the calibration texts; with kv, the
+    key/value maxima of the same pass (models.kv_cache.AbsmaxCollector), else None)."""
+    import contextlib
+
     from tokenizers import Tokenizer
 
+    from edge_agent.models import kv_cache as kvc
     from edge_agent.models import smoothing
 
     tok = Tokenizer.from_file(str(tokenizer_file))
     seqs = [[i for i in tok.encode(t).ids[: smoothing.CALIBRATION_TOKENS] if i < spec.vocab_size] for t in smoothing.calibration_texts()]
+    collect = kvc.AbsmaxCollector(spec) if kv else None
+    hooks = contextlib.ExitStack()
     try:
-        amax = smoothing.input_absmax(model, seqs)
-        return smoothing.smooth_state(spec, state, amax, alpha)
+        if collect:
+            hooks.enter_context(kvc.kv_hooks(model, spec, collect))
+    except ValueError as e:
+        raise ModelImportError(f"could not calibrate the key/value cache ({e}): import with --kv-cache fp32") from None
+    try:
+        with hooks:
+            amax = smoothing.input_absmax(model, seqs)
+        return smoothing.smooth_state(spec, state, amax, alpha), collect.result() if collect else None
     except (KeyError, ValueError) as e:
         raise ModelImportError(f"could not smooth the weights for int8 ({e}): import with smoothing off") from None
 
 
-def _kv_calibration(spec: ArchSpec, model: Any, tokenizer_file: Path, fmt: str, echo: Callable[[str], None]) -> dict[str, Any]:
-    """The quantized cache's calibration: {"absmax", "scales", "clip", "held_out"} (see models.kv_cache).
+def _kv_calibration(spec: ArchSpec, model: Any, tokenizer_file: Path, fmt: str, echo: Callable[[str], None],
+                    absmax: list | None = None) -> dict[str, Any]:
+    """The quantized cache's calibration: {"absmax", "scales", "clip", "held_out"} (see models.kv_cache);
+    absmax: the calibration text's maxima when already collected (_smoothed).
 
     Raises ModelImportError when the model's attention cannot be hooked."""
     from tokenizers import Tokenizer
@@ -452,15 +466,24 @@ def _kv_calibration(spec: ArchSpec, model: Any, tokenizer_file: Path, fmt: str, 
     def seqs(texts: list[str], n: int) -> list[list[int]]:
         return [[i for i in tok.encode(t).ids[:n] if i < spec.vocab_size] for t in texts]
 
-    held_out = seqs([importlib.import_module(m).__doc__ or "" for m in KV_CHECK_MODULES], KV_CHECK_TOKENS)
+    held_out = seqs([_docstring(m) for m in KV_CHECK_MODULES], KV_CHECK_TOKENS)
     try:
-        absmax = kvc.kv_absmax(model, spec, seqs(smoothing.calibration_texts(), smoothing.CALIBRATION_TOKENS))
+        if absmax is None:
+            absmax = kvc.kv_absmax(model, spec, seqs(smoothing.calibration_texts(), smoothing.CALIBRATION_TOKENS))
         scales = kvc.kv_scales(absmax, fmt)
         clip = kvc.clip_fraction(model, spec, held_out, scales, fmt)
     except ValueError as e:
         raise ModelImportError(f"could not calibrate the {fmt} key/value cache ({e}): import with --kv-cache fp32") from None
     echo(f"      {fmt} key/value cache: held-out text would clip {clip[0]:.2e} of keys, {clip[1]:.2e} of values")
     return {"absmax": absmax, "scales": scales, "clip": clip, "held_out": held_out}
+
+
+def _docstring(module: str) -> str:
+    """A standard-library module's docstring ("" where this install lacks the module)."""
+    try:
+        return importlib.import_module(module).__doc__ or ""
+    except ImportError:
+        return ""
 
 
 def _perplexity(folder: Path, model_file: Path, spec: ArchSpec, sequences: list[list[int]]) -> float:

@@ -28,7 +28,7 @@ KV_MARGIN = 1.25
 
 
 @contextmanager
-def _kv_hooks(model: Any, spec: ArchSpec, on_kv: Callable[[int, np.ndarray, np.ndarray], None]) -> Iterator[None]:
+def kv_hooks(model: Any, spec: ArchSpec, on_kv: Callable[[int, np.ndarray, np.ndarray], None]) -> Iterator[None]:
     """While open, every forward pass of the transformers model calls on_kv(layer, keys, values) with its keys
     (after the k norm, before RoPE) and values as float32 [tokens, kv_heads, head_dim].
 
@@ -96,21 +96,32 @@ def pair_norms(k: np.ndarray) -> np.ndarray:
     return out
 
 
+class AbsmaxCollector:
+    """kv_hooks' callback that keeps, per layer, the largest key pair norm and |value| ([kv_heads, head_dim] each)."""
+
+    def __init__(self, spec: ArchSpec):
+        self.layers = spec.num_layers
+        self._out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __call__(self, layer: int, k: np.ndarray, v: np.ndarray) -> None:
+        km, vm = pair_norms(k).max(0), np.abs(v).max(0)
+        old = self._out.get(layer)
+        self._out[layer] = (km, vm) if old is None else (np.maximum(old[0], km), np.maximum(old[1], vm))
+
+    def result(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per layer (key pair norm max, |value| max). Raises KeyError for a layer that never ran."""
+        return [self._out[i] for i in range(self.layers)]
+
+
 def kv_absmax(model: Any, spec: ArchSpec, sequences: list[list[int]]) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per layer (largest key pair norm, largest |value|), each [kv_heads, head_dim], over sequences.
 
     Raises ValueError when the model has no attention modules to hook.
     """
-    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    def on_kv(layer: int, k: np.ndarray, v: np.ndarray) -> None:
-        km, vm = pair_norms(k).max(0), np.abs(v).max(0)
-        old = out.get(layer)
-        out[layer] = (km, vm) if old is None else (np.maximum(old[0], km), np.maximum(old[1], vm))
-
-    with _kv_hooks(model, spec, on_kv):
+    collect = AbsmaxCollector(spec)
+    with kv_hooks(model, spec, collect):
         _run(model, sequences)
-    return [out[i] for i in range(spec.num_layers)]
+    return collect.result()
 
 
 def kv_scales(absmax: list[tuple[np.ndarray, np.ndarray]], fmt: str, margin: float = KV_MARGIN,
@@ -158,6 +169,6 @@ def clip_fraction(model: Any, spec: ArchSpec, sequences: list[list[int]], scales
         counts[1] += int((np.abs(v) > vs * q).sum())
         counts[2] += k.size
 
-    with _kv_hooks(model, spec, on_kv):
+    with kv_hooks(model, spec, on_kv):
         _run(model, sequences)
     return float(counts[0] / max(counts[2], 1)), float(counts[1] / max(counts[2], 1))
