@@ -487,20 +487,25 @@ def _docstring(module: str) -> str:
 
 
 def _perplexity(folder: Path, model_file: Path, spec: ArchSpec, sequences: list[list[int]]) -> float:
-    """Perplexity of the bundle's graph model_file over sequences, one token a step (as the bench's)."""
+    """Perplexity of the bundle's graph model_file over sequences (each at least 2 tokens), one token a step,
+    the sequences decoding side by side (a row's numbers do not depend on its batch)."""
     from edge_agent.engine.runner import CacheShape, Embedding, OnnxModel, make_session
 
-    longest = max(len(s) for s in sequences)
-    model = OnnxModel(make_session(model_file, 0), CacheShape(spec.num_layers, spec.num_kv_heads, spec.head_dim, 1, longest + 1),
+    seqs = sorted(sequences, key=len, reverse=True)  # the rows still running are always slots 0..rows-1
+    model = OnnxModel(make_session(model_file, 0), CacheShape(spec.num_layers, spec.num_kv_heads, spec.head_dim, len(seqs), len(seqs[0]) + 1),
                       spec.vocab_size, Embedding(folder))
-    nll, n = 0.0, 0
-    for ids in sequences:
-        for i in range(len(ids) - 1):
-            logits = model.prefill(0, np.array([ids[i]], np.int64), i).astype(np.float64)
-            m = logits.max()
-            nll += m + np.log(np.exp(logits - m).sum()) - logits[ids[i + 1]]
-            n += 1
-    return float(np.exp(nll / max(n, 1)))
+
+    def nll(logits: np.ndarray, targets: list[int]) -> float:
+        x = logits.astype(np.float64)
+        m = x.max(-1, keepdims=True)
+        return float((m[:, 0] + np.log(np.exp(x - m).sum(-1)) - x[np.arange(len(targets)), targets]).sum())
+
+    total = sum(nll(model.prefill(slot, np.array(s[:1], np.int64), 0)[None], [s[1]]) for slot, s in enumerate(seqs))
+    for pos in range(1, len(seqs[0]) - 1):
+        rows = sum(len(s) > pos + 1 for s in seqs)
+        logits = model.decode(np.array([s[pos] for s in seqs[:rows]], np.int64), np.full(rows, pos, np.int64))
+        total += nll(logits, [s[pos + 1] for s in seqs[:rows]])
+    return float(np.exp(total / sum(len(s) - 1 for s in seqs)))
 
 
 def _check_kv_cache(folder: Path, spec: ArchSpec, kv: dict[str, Any], echo: Callable[[str], None]) -> dict[str, Any]:
