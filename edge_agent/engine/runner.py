@@ -295,15 +295,20 @@ class OnnxModel:
         self.trimmed[keep:] = 0
         self.slots_used = keep
 
-    def _drop_positions(self, slot: int, lo: int, hi: int, layers: list[int]) -> None:
-        """Give back positions lo..hi-1 of slot in the given layers (whole pages only)."""
+    def _drop_positions(self, slot: int, lo: int, hi: int, layers: list[int], below_unused: bool = False) -> None:
+        """Give back positions lo..hi-1 of slot in the given layers (whole pages only). below_unused: positions
+        below lo are given back too, so the page lo starts in goes as well (else a trim every TRIM_STEP positions
+        would keep one partly trimmed page a step: half of what an int8 Gemma 3 cache trims)."""
         c = self.cache
         row, pos = self.capacity * self.position_bytes, self.position_bytes
         for i in layers:
             for buf in (self.keys[i], self.values[i]):
                 for h in range(c.kv_heads):
                     start = slot * self.slot_bytes + h * row
-                    _drop_pages(buf, start + lo * pos, start + hi * pos)
+                    first = start + lo * pos
+                    if below_unused:
+                        first = max(start, first // mmap.PAGESIZE * mmap.PAGESIZE)
+                    _drop_pages(buf, first, start + hi * pos)
 
     def trim_windows(self, lengths: np.ndarray) -> None:
         """Give back what the sliding-window layers of slots 0..B-1 (at lengths [B]) will never attend to again."""
@@ -312,7 +317,7 @@ class OnnxModel:
         for slot, n in enumerate(lengths.tolist()):
             cut = n - max(self.cache.windows[i] for i in self._windowed) - WINDOW_MARGIN
             if cut - int(self.trimmed[slot]) >= TRIM_STEP:
-                self._drop_positions(slot, int(self.trimmed[slot]), cut, self._windowed)
+                self._drop_positions(slot, int(self.trimmed[slot]), cut, self._windowed, below_unused=True)
                 self.trimmed[slot] = cut
 
     @property

