@@ -105,7 +105,9 @@ from edge_agent.engine.bundle import load_bundle
 from edge_agent.engine.engine import OnnxEngine
 def mb(key):
     return int([l for l in open('/proc/self/status') if l.startswith(key)][0].split()[1]) / 1024
-m = OnnxEngine(load_bundle(Path(sys.argv[1])), threads=1, max_batch=256, context_length=512).model
+bundle = load_bundle(Path(sys.argv[1]))
+slots = 256 if bundle.kv_cache == "fp32" else 1024  # an int8 cache takes a quarter of the bytes a position
+m = OnnxEngine(bundle, threads=1, max_batch=slots, context_length=512).model
 m.ensure_capacity(256)
 m.slots_used = m.cache.slots
 for b in m.keys + m.values:
