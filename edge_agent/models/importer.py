@@ -57,8 +57,10 @@ DEFAULT_SMOOTH_ALPHA: float | None = 0.8
 DEFAULT_KV_CACHE = "int8"
 # The build's safety net for a quantized cache: perplexity on held-out text (KV_CHECK_MODULES' docstrings, not
 # the calibration's, KV_CHECK_TOKENS tokens each) with the quantized cache against the same graph with an fp32
-# cache; above KV_CHECK_MAX_RATIO the bundle keeps the fp32 cache and its manifest says why.
-KV_CHECK_MAX_RATIO = 1.01
+# cache; above KV_CHECK_MAX_RATIO the bundle keeps the fp32 cache and its manifest says why. 1.015: the issue's 3%
+# perplexity budget less the int8 weights' 1.6% (Gemma 3 270M: held-out 1.0079x, the bench's 2048 tokens 1.0003x;
+# an int4 cache 2.44x, so it falls back).
+KV_CHECK_MAX_RATIO = 1.015
 KV_CHECK_MODULES = ("pdb", "cmd", "unittest", "doctest", "tempfile", "sched")
 KV_CHECK_TOKENS = 256
 
