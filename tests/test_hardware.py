@@ -166,6 +166,26 @@ def test_gpu_path_runs_a_bundle_with_the_int4_head(gpu_box, checkpoints, tmp_pat
     assert e.model.rescorer is not None and e.model.rescorer.rows > 0
 
 
+def test_gpu_path_runs_a_bundle_with_an_int8_cache(gpu_box, checkpoints, tmp_path):
+    """The converter makes a quantized key/value cache an fp16 one (the CUDA kernel's); the CPU keeps int8."""
+    import onnx
+    from onnx import TensorProto
+
+    from edge_agent.models.importer import import_model
+
+    path = import_model(checkpoints["llama"], "llama-kv8", tmp_path / "models", kv_cache="int8", echo=lambda s: None)
+    gpu_box()
+    e = OnnxEngine(load_bundle(path), threads=1, max_batch=2, context_length=128, gpu_device_type="cpu")
+    assert e.device == "cuda" and e.fallback_reason is None
+    g = onnx.load(str(path / "gpu" / "model.onnx"), load_external_data=False).graph
+    assert {v.type.tensor_type.elem_type for v in g.input if v.name.startswith("past_")} == {TensorProto.FLOAT16}
+    assert not [a for n in g.node if n.op_type == "GroupQueryAttention" for a in n.attribute if "quant" in a.name]
+    assert not any("k_scale" in t.name for t in g.initializer)
+    cpu = OnnxEngine(load_bundle(path), threads=1, max_batch=2, context_length=128, device="cpu")
+    assert cpu.model.keys[0].dtype == np.int8
+    assert greedy(e)[:4] == greedy(cpu)[:4]
+
+
 def test_damaged_gpu_graph_is_rebuilt(gpu_box, bundle_copy):
     gpu_box()
     OnnxEngine(bundle_copy, threads=1, max_batch=2, context_length=128, gpu_device_type="cpu")

@@ -10,6 +10,7 @@ from edge_agent.cli.common import settings_from
 
 
 ATTN_OUT_CHOICES = ("fp32", "int8-block32", "int8")  # onnx_builder.KEEP_FP32_FORMATS (not imported here: it loads onnx)
+KV_CACHE_CHOICES = ("fp32", "int8", "int4")  # onnx_builder.KV_CACHE_FORMATS
 
 
 def register(sub) -> None:
@@ -35,6 +36,10 @@ def register(sub) -> None:
         p.add_argument("--smooth-alpha", type=float, default=None, metavar="ALPHA",
                        help="SmoothQuant's alpha folded into the int8 weights (0..1; default 0.8; a negative value turns it off). "
                             "Gemma 3 270M perplexity 1.014x fp32 smoothed with an int8 o_proj, 1.024x unsmoothed with an fp32 one")
+        p.add_argument("--kv-cache", dest="kv_cache", choices=KV_CACHE_CHOICES, default=None,
+                       help="the key/value cache's format: int8 (a quarter of fp32's memory, static scales calibrated at build; "
+                            "the build keeps fp32 when held-out perplexity rises too much), int4 (an eighth) or fp32. "
+                            "Default: int8 (Gemma 3 270M: perplexity 1.0003x the fp32 cache's, 16 x 640 tokens 84 MB against 320)")
     ls = msub.add_parser("list", help="the bundles in the models folder")
     ls.add_argument("--json", action="store_true")
     msub.add_parser("verify", help="check the selected bundle against its manifest")
@@ -65,11 +70,13 @@ def cmd_model(args: argparse.Namespace) -> int:
     try:
         if args.model_cmd == "import":
             dest = import_model(Path(args.source), args.name, s.models_dir, context_length=args.context_length_import, force=args.force,
-                                **({"lm_head": args.lm_head} if args.lm_head else {}), **({"attn_out": args.attn_out} if args.attn_out else {}), **_smooth(args))
+                                **({"lm_head": args.lm_head} if args.lm_head else {}), **({"attn_out": args.attn_out} if args.attn_out else {}), **_smooth(args),
+                                **({"kv_cache": args.kv_cache} if args.kv_cache else {}))
             print(f"imported {args.source} as {dest}")
         elif args.model_cmd == "install-default":
             dest = install_default(s.models_dir, force=args.force, **({"lm_head": args.lm_head} if args.lm_head else {}),
-                                   **({"attn_out": args.attn_out} if args.attn_out else {}), **_smooth(args))
+                                   **({"attn_out": args.attn_out} if args.attn_out else {}), **_smooth(args),
+                                   **({"kv_cache": args.kv_cache} if args.kv_cache else {}))
             print(f"default model installed at {dest} (Gemma 3 270M; Gemma Terms of Use apply)")
         elif args.model_cmd == "list":
             rows = list_bundles(s.models_dir)

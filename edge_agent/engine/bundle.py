@@ -11,8 +11,9 @@ MANIFEST = "manifest.json"
 # 2: the graph may take inputs a format-1 engine does not bind (the dual head's lm_head_int4); the importer
 # writes 2 only for such bundles, so a bundle an older engine can run keeps 1, and one it cannot is refused
 # by its own format check ("re-import it") instead of failing inside onnxruntime.
-FORMAT_VERSION = 2
-FORMATS = (1, 2)
+# 3: the key/value cache is quantized (manifest kv_cache; the graph's cache inputs are int8 or packed int4).
+FORMAT_VERSION = 3
+FORMATS = (1, 2, 3)
 
 
 class BundleError(Exception):
@@ -78,6 +79,11 @@ class Bundle:
         if q.get("scheme") == "fp32":
             return "fp32"
         return str(q.get("lm_head", {}).get("format", "int8"))
+
+    @property
+    def kv_cache(self) -> str:
+        """The key/value cache's format: "fp32" (also every bundle from before the field), "int8" or "int4"."""
+        return str((self.manifest.get("kv_cache") or {}).get("format", "fp32"))
 
     @property
     def generation_defaults(self) -> dict[str, Any]:

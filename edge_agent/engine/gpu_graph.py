@@ -14,7 +14,8 @@ layers, has no CUDA kernel. So the GPU graph is built from the bundle's own grap
 2. every float tensor becomes fp16 with onnxruntime's own converter
    (onnxruntime.transformers.float16), keeping `inputs_embeds` and `logits` fp32 at the
    graph's edges (casts inside); the key/value cache inputs and outputs become fp16, so the
-   engine keeps the cache on the device in fp16.
+   engine keeps the cache on the device in fp16 (a bundle's quantized cache, int8 or int4, is
+   made a float one first: float_cache).
 
 It is written once to `<bundle>/gpu/` (through a temporary folder and os.replace) and
 recorded in the manifest under "derived" (its sha256, size, the source graph's sha256 and
@@ -78,6 +79,65 @@ def _float_tensors(model) -> set[str]:
         if is_float:
             floats.update(o for o in node.output if o)
     return floats
+
+
+# GroupQueryAttention's attributes and inputs of a quantized cache (models.onnx_builder's kv_cache)
+_KV_QUANT_ATTRS = ("k_quant_type", "v_quant_type", "kv_cache_bit_width")
+_KV_SCALE_INPUTS = (12, 13)
+
+
+def _inputs_of(nodes) -> set[str]:
+    """Every tensor name the nodes read, in their subgraphs too (the dual head's branches read outer initializers)."""
+    names = set()
+    for n in nodes:
+        names.update(n.input)
+        for a in n.attribute:
+            if a.g is not None and a.g.node:
+                names |= _inputs_of(a.g.node)
+    return names
+
+
+def float_cache(model) -> bool:
+    """Make a graph with a quantized key/value cache (int8, or int4 packed two a byte) take an fp32 cache, in place:
+    GroupQueryAttention loses its scales and quantization attributes, the cache inputs and outputs become float
+    with head_dim channels, the scales' initializers go. Returns whether anything changed."""
+    from onnx import TensorProto, helper
+
+    g = model.graph
+    changed, per_byte = False, 1
+    for node in g.node:
+        if node.op_type != "GroupQueryAttention":
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if not any(a in attrs for a in _KV_QUANT_ATTRS):
+            continue
+        changed = True
+        per_byte = 2 if attrs.get("kv_cache_bit_width") == 4 else per_byte
+        kept = [a for a in node.attribute if a.name not in _KV_QUANT_ATTRS]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        for k in _KV_SCALE_INPUTS:
+            if k < len(node.input):
+                node.input[k] = ""
+        while node.input and not node.input[-1]:
+            del node.input[-1]
+    if not changed:
+        return False
+    for v in list(g.input) + list(g.output):
+        if v.name.startswith(("past_", "present_")):
+            t = v.type.tensor_type
+            t.elem_type = TensorProto.FLOAT
+            last = t.shape.dim[-1]
+            if last.HasField("dim_value"):
+                last.dim_value *= per_byte
+    used = _inputs_of(g.node)
+    keep = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    for prop in model.metadata_props:
+        if prop.key == "edge_agent.kv_cache":
+            prop.value = "fp32"
+    return True
 
 
 def _int4_weight(node, inits) -> np.ndarray:
@@ -257,6 +317,7 @@ def convert(src_model: Path, dst_folder: Path, fp32_ops: tuple[str, ...] | None 
     import onnx
 
     model = onnx.load(str(src_model))  # external data loaded too
+    float_cache(model)
     _inline_int8_head(model)
     inits = {t.name: t for t in model.graph.initializer}
     dead: set[str] = set()

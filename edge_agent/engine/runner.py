@@ -11,9 +11,13 @@ sequences actually held; a slot no sequence holds gives its pages back
 (release_slots). Small input tensors live in
 preallocated arrays bound once; a decode step only writes into them and runs.
 
-The cache stays fp32: onnxruntime 1.32's CPU GroupQueryAttention accepts an fp16 cache (with
-fp16 q/k/v) but runs it 1.45x slower at 16 rows x 200 positions and ~4x at 600 (1.5 -> 5.8 ms a
-layer, 2 threads; x86 has no fp16 GEMM in MLAS). With local_window_size the kernel still reads
+The cache's element type is the graph's: fp32, or int8 / int4 (two a byte) quantized by
+onnxruntime 1.32's CPU GroupQueryAttention itself with static per-channel scales the bundle carries
+(models.onnx_builder's kv_cache, calibrated by models.kv_cache); the buffers, the prefix cache's
+copies and every byte count (capacity, trimming, released slots, host_position_bytes) follow it.
+One GQA layer of Gemma 3 270M, decode step, 2 threads: 16 rows x 600 positions 1.54 ms fp32 against
+1.01 ms int8, 1 x 600 0.129 against 0.068 ms. (An fp16 cache runs 1.45x slower than fp32 at
+16 x 200 and ~4x at 600: x86 has no fp16 GEMM in MLAS.) With local_window_size the kernel still reads
 every position from 0 but gives the ones outside the window no weight: the sliding-window layers'
 positions far behind a decoding sequence are given back (trim_windows), and reading them maps the
 system's zero page, which is not resident memory (so the mappings are private, not shared).
@@ -57,21 +61,24 @@ HEAD_SELECT = "lm_head_int4"
 # through its blocks again for more rows where the int8 GEMM does not); where it barely wins, the int8
 # head's better perplexity (1.011x fp32 against 1.016x, both re-scored) decides.
 INT4_HEAD_MAX_ROWS = 4
+# The cache element types a graph may declare (onnxruntime's type strings)
+CACHE_TYPES = {"tensor(float)": np.float32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8}
 
 
-def _lazy_zeros(shape: tuple[int, ...], huge: bool = False) -> np.ndarray:
-    """A float32 zero array in its own private anonymous mapping: a page becomes resident only when
+def _lazy_zeros(shape: tuple[int, ...], huge: bool = False, dtype: np.dtype = np.dtype(np.float32)) -> np.ndarray:
+    """A zero array (float32 unless dtype says) in its own private anonymous mapping: a page becomes resident only when
     it is written (reading an unwritten or given-back page maps the shared zero page), and the whole
     mapping goes back to the system when the array is freed. Huge pages are refused, so one write
     makes 4 KB resident, not 2 MB. (np.zeros may reuse heap memory that calloc must clear, which
     makes every slot resident.) huge: huge pages asked for instead, as numpy asks for its own large
     arrays (for buffers written whole, such as the logits rows)."""
-    n = int(np.prod(shape)) * 4
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
     m = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE)
     advice = "MADV_HUGEPAGE" if huge else "MADV_NOHUGEPAGE"
     if hasattr(mmap, advice):
         m.madvise(getattr(mmap, advice))
-    return np.frombuffer(m, np.float32, count=n // 4).reshape(shape)
+    return np.frombuffer(m, dtype, count=n // dtype.itemsize).reshape(shape)
 
 
 def _drop_pages(arr: np.ndarray, start: int, stop: int) -> None:
@@ -209,6 +216,13 @@ class OnnxModel:
         self.keys: list[np.ndarray] = []
         self.values: list[np.ndarray] = []
         self._windowed = [i for i, w in enumerate(cache.windows) if w > 0]
+        # the cache's element type and values per position as the graph declares them: float32 [.., head_dim],
+        # int8 [.., head_dim] or int4 packed two a byte (uint8 [.., head_dim / 2]; models.onnx_builder's kv_cache)
+        past = next((i for i in session.get_inputs() if i.name == "past_key_0"), None)
+        self.cache_dtype = np.dtype(CACHE_TYPES.get(past.type if past is not None else "", np.float32))
+        last = past.shape[-1] if past is not None else None
+        self.cache_width = int(last) if isinstance(last, int) else cache.head_dim
+        self.position_bytes = self.cache_width * self.cache_dtype.itemsize  # one position of one kv head, one layer and kind
         self.trimmed = np.zeros(cache.slots, np.int64)  # per slot: windowed layers' positions below this are given back
         self._allocate(min(MIN_CAPACITY, cache.max_len), keep=0)
 
@@ -222,9 +236,9 @@ class OnnxModel:
         the default model: 36 MB more for a moment instead of 600 MB).
         """
         c = self.cache
-        shape = (c.slots, c.kv_heads, capacity, c.head_dim)
-        keys = [_lazy_zeros(shape) for _ in range(c.layers)]
-        values = [_lazy_zeros(shape) for _ in range(c.layers)]
+        shape = (c.slots, c.kv_heads, capacity, self.cache_width)
+        keys = [_lazy_zeros(shape, dtype=self.cache_dtype) for _ in range(c.layers)]
+        values = [_lazy_zeros(shape, dtype=self.cache_dtype) for _ in range(c.layers)]
         used = self.slots_used if keep and self.keys else 0
         self._decode_bindings.clear()  # they point at the old buffers
         trimmed = bool(self.trimmed[:used].any())
@@ -281,15 +295,20 @@ class OnnxModel:
         self.trimmed[keep:] = 0
         self.slots_used = keep
 
-    def _drop_positions(self, slot: int, lo: int, hi: int, layers: list[int]) -> None:
-        """Give back positions lo..hi-1 of slot in the given layers (whole pages only)."""
+    def _drop_positions(self, slot: int, lo: int, hi: int, layers: list[int], below_unused: bool = False) -> None:
+        """Give back positions lo..hi-1 of slot in the given layers (whole pages only). below_unused: positions
+        below lo are given back too, so the page lo starts in goes as well (else a trim every TRIM_STEP positions
+        would keep one partly trimmed page a step: half of what an int8 Gemma 3 cache trims)."""
         c = self.cache
-        row, pos = self.capacity * c.head_dim * 4, c.head_dim * 4
+        row, pos = self.capacity * self.position_bytes, self.position_bytes
         for i in layers:
             for buf in (self.keys[i], self.values[i]):
                 for h in range(c.kv_heads):
                     start = slot * self.slot_bytes + h * row
-                    _drop_pages(buf, start + lo * pos, start + hi * pos)
+                    first = start + lo * pos
+                    if below_unused:
+                        first = max(start, first // mmap.PAGESIZE * mmap.PAGESIZE)
+                    _drop_pages(buf, first, start + hi * pos)
 
     def trim_windows(self, lengths: np.ndarray) -> None:
         """Give back what the sliding-window layers of slots 0..B-1 (at lengths [B]) will never attend to again."""
@@ -298,19 +317,18 @@ class OnnxModel:
         for slot, n in enumerate(lengths.tolist()):
             cut = n - max(self.cache.windows[i] for i in self._windowed) - WINDOW_MARGIN
             if cut - int(self.trimmed[slot]) >= TRIM_STEP:
-                self._drop_positions(slot, int(self.trimmed[slot]), cut, self._windowed)
+                self._drop_positions(slot, int(self.trimmed[slot]), cut, self._windowed, below_unused=True)
                 self.trimmed[slot] = cut
 
     @property
     def host_position_bytes(self) -> int:
         """Host memory one cached position of one sequence takes (every layer's key and value)."""
         c = self.cache
-        return c.layers * 2 * c.kv_heads * c.head_dim * 4
+        return c.layers * 2 * c.kv_heads * self.position_bytes
 
     @property
     def slot_bytes(self) -> int:
-        c = self.cache
-        return c.kv_heads * self.capacity * c.head_dim * 4
+        return self.cache.kv_heads * self.capacity * self.position_bytes
 
     # -- output heads --------------------------------------------------------
     def uses_int4_head(self, rows: int) -> bool:
@@ -330,12 +348,12 @@ class OnnxModel:
     # -- binding helpers ---------------------------------------------------
     def _bind_cache(self, io: ort.IOBinding, first: int, count: int) -> None:
         c = self.cache
-        shape = [count, c.kv_heads, self.capacity, c.head_dim]
+        shape = [count, c.kv_heads, self.capacity, self.cache_width]
         for i in range(c.layers):
             for kind, bufs in (("key", self.keys), ("value", self.values)):
                 ptr = bufs[i].ctypes.data + first * self.slot_bytes
-                io.bind_input(f"past_{kind}_{i}", "cpu", 0, np.float32, shape, ptr)
-                io.bind_output(f"present_{kind}_{i}", "cpu", 0, np.float32, shape, ptr)
+                io.bind_input(f"past_{kind}_{i}", "cpu", 0, self.cache_dtype, shape, ptr)
+                io.bind_output(f"present_{kind}_{i}", "cpu", 0, self.cache_dtype, shape, ptr)
 
     def _bind_array(self, io: ort.IOBinding, name: str, arr: np.ndarray) -> None:
         io.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
@@ -433,7 +451,7 @@ class OnnxModel:
         self.trimmed[dst] = lo
 
     def copy_prefix(self, slot: int, keys: list[np.ndarray], values: list[np.ndarray]) -> None:
-        """Write saved key/value arrays [kv_heads, n, head_dim] per layer into positions 0..n-1 of slot."""
+        """Write saved key/value arrays [kv_heads, n, cache_width] per layer (the cache's dtype) into positions 0..n-1 of slot."""
         self.slots_used = max(self.slots_used, slot + 1)
         self.trimmed[slot] = 0
         for buf, saved in zip(self.keys, keys):

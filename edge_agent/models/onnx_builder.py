@@ -95,6 +95,12 @@ HEAD_SELECT = "lm_head_int4"
 # (0.69-2.1), 16 rows 1.08x, prefill 512 1.36x (MatMulNBits is the slower kernel for many rows); o_proj int4
 # alone (9 rounds, load 5.4 -> 5.8): 1.06x, 1.13x, 1.29x.
 INT4_LAYERS = {"qkv": "self_attn.qkv", "o": "self_attn.o_proj", "gate_up": "mlp.gate_up", "down": "mlp.down_proj"}
+# The key/value cache's formats (build_model's kv_cache): "fp32", or quantized by GroupQueryAttention itself
+# (onnxruntime >= 1.32, CPU): "int8" one byte a value, "int4" two values a byte (uint8, low nibble first,
+# stored as value + 8), each with one static scale per kv head and channel (PER_CHANNEL, inputs k_scale and
+# v_scale) calibrated at build time (models.kv_cache). Element type and last dimension of the cache buffers:
+KV_CACHE_FORMATS = {"fp32": (TensorProto.FLOAT, 1), "int8": (TensorProto.INT8, 1), "int4": (TensorProto.UINT8, 2)}
+KV_CACHE_BITS = {"int8": 8, "int4": 4}
 
 
 class _Graph:
@@ -275,6 +281,8 @@ def build_model(
     keep_fp32_format: str = "fp32",
     rescore: dict[str, float] | None = None,
     int4_layers: tuple[str, ...] = (),
+    kv_cache: str = "fp32",
+    kv_scales: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> onnx.ModelProto:
     """Build the ONNX graph from HF-named weights (numpy, [out, in] linear layout).
 
@@ -296,11 +304,21 @@ def build_model(
     of each row's last position, [batch, hidden_size]) for the engine's re-scoring (engine.rescore);
     rescore ({"margin": .., "max_candidates": ..}) is written into the graph's metadata for it.
 
-    Raises KeyError naming the first weight the checkpoint lacks, ValueError for an unknown format or an
-    untied dual head.
+    kv_cache: the key/value cache's format (KV_CACHE_FORMATS); a quantized one takes kv_scales, per layer
+    (key scale, value scale), each [kv_heads, head_dim] float32 (a stored value times its scale is the key or
+    value; keys after RoPE, see models.kv_cache).
+
+    Raises KeyError naming the first weight the checkpoint lacks, ValueError for an unknown format, an
+    untied dual head or missing cache scales.
     """
     if lm_head not in LM_HEAD_FORMATS:
         raise ValueError(f"unknown output projection format {lm_head!r}: use one of {', '.join(LM_HEAD_FORMATS)}")
+    if kv_cache not in KV_CACHE_FORMATS:
+        raise ValueError(f"unknown key/value cache format {kv_cache!r}: use one of {', '.join(KV_CACHE_FORMATS)}")
+    cache_type, per_byte = KV_CACHE_FORMATS[kv_cache]
+    if kv_cache != "fp32" and (kv_scales is None or len(kv_scales) != spec.num_layers
+                               or any(np.shape(a) != (spec.num_kv_heads, spec.head_dim) for ks in kv_scales for a in ks)):
+        raise ValueError(f"a {kv_cache} key/value cache needs a key and a value scale [kv_heads, head_dim] for each of the {spec.num_layers} layers")
     g = _Graph(quantize, keep_fp32_format=keep_fp32_format, int4_layers=tuple(int4_layers), int4_block=int4_block, int4_symmetric=int4_symmetric)
     get = _weights_getter(state)
 
@@ -377,19 +395,24 @@ def build_model(
         k = g.op1("RotaryEmbedding", [k, "position_ids", cos, sin], domain=MS, num_heads=nkv, interleaved=0)
         pk, pv = f"past_key_{i}", f"past_value_{i}"
         for name in (pk, pv):
-            inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", nkv, "max_len", hd]))
+            inputs.append(helper.make_tensor_value_info(name, cache_type, ["batch", nkv, "max_len", hd // per_byte]))
         attrs = dict(num_heads=nh, kv_num_heads=nkv, scale=float(spec.attn_scale))
+        gqa_in = [q, k, v, pk, pv, "seqlens_k", "total_seq_len"]
+        if kv_cache != "fp32":
+            ks, vs = (np.asarray(a, np.float32).reshape(1, nkv, 1, hd) for a in kv_scales[i])
+            gqa_in += ["", "", "", "", "", g.init(f"{p}k_scale", ks), g.init(f"{p}v_scale", vs)]
+            attrs.update(k_quant_type="PER_CHANNEL", v_quant_type="PER_CHANNEL", kv_cache_bit_width=KV_CACHE_BITS[kv_cache])
         if local and spec.sliding_window:
             attrs["local_window_size"] = int(spec.sliding_window)
         if spec.attn_softcap:
             attrs["softcap"] = float(spec.attn_softcap)
         attn, present_k, present_v = g.op(
-            "GroupQueryAttention", [q, k, v, pk, pv, "seqlens_k", "total_seq_len"], 3, MS, **attrs
+            "GroupQueryAttention", gqa_in, 3, MS, **attrs
         )
         g.nodes[-1].output[1] = f"present_key_{i}"
         g.nodes[-1].output[2] = f"present_value_{i}"
         for name in (f"present_key_{i}", f"present_value_{i}"):
-            outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", nkv, "max_len", hd]))
+            outputs.append(helper.make_tensor_value_info(name, cache_type, ["batch", nkv, "max_len", hd // per_byte]))
         o = g.linear(attn, need(p + "self_attn.o_proj.weight").T, None, p + "self_attn.o_proj")
         if spec.sandwich_norm:
             o = g.rms(o, need(p + "post_attention_layernorm.weight") + off, spec.rms_eps, p + "post_attention_layernorm")
@@ -450,7 +473,8 @@ def build_model(
     int4_name = f"int4-b{int4_block}" + ("-sym" if int4_symmetric else "")
     # dual: the int8 head's guard row (the int4 head has none)
     props = {"edge_agent.logit_guard_row": "1" if quantize and not int4_head else "0",
-             "edge_agent.lm_head": int4_name if int4_head else f"dual:{int4_name}+int8" if dual else ("int8" if quantize else "fp32")}
+             "edge_agent.lm_head": int4_name if int4_head else f"dual:{int4_name}+int8" if dual else ("int8" if quantize else "fp32"),
+             "edge_agent.kv_cache": kv_cache}
     if quantize and int4_layers:
         props["edge_agent.int4_layers"] = f"{','.join(int4_layers)}:{int4_name}"
     if rescored:

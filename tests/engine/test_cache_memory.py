@@ -1,6 +1,7 @@
 """The key/value cache gives a slot's memory back once no sequence holds it."""
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -91,8 +92,9 @@ def test_sliding_window_layers_give_back_what_no_query_reaches(tiny_bundles, mon
         np.testing.assert_array_equal(a, b)
     m = trims.model
     local, full = m._windowed[0], [i for i, w in enumerate(m.cache.windows) if not w][0]
-    assert m.trimmed[0] >= 64
-    assert not m.keys[local][0, :, :32].any() and m.keys[full][0, :, :32].any()
+    page = mmap.PAGESIZE // m.position_bytes  # positions a page holds (the cache's dtype: 32 fp32, 128 int8)
+    assert m.trimmed[0] >= max(64, page)
+    assert not m.keys[local][0, :, :page].any() and m.keys[full][0, :, :page].any()
 
 
 _GROW = """
@@ -103,7 +105,9 @@ from edge_agent.engine.bundle import load_bundle
 from edge_agent.engine.engine import OnnxEngine
 def mb(key):
     return int([l for l in open('/proc/self/status') if l.startswith(key)][0].split()[1]) / 1024
-m = OnnxEngine(load_bundle(Path(sys.argv[1])), threads=1, max_batch=256, context_length=512).model
+bundle = load_bundle(Path(sys.argv[1]))
+slots = 256 if bundle.kv_cache == "fp32" else 1024  # an int8 cache takes a quarter of the bytes a position
+m = OnnxEngine(bundle, threads=1, max_batch=slots, context_length=512).model
 m.ensure_capacity(256)
 m.slots_used = m.cache.slots
 for b in m.keys + m.values:

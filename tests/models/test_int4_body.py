@@ -20,7 +20,7 @@ PROMPTS = ["Paris is the capital of", "def add(a, b):", "De snelle bruine vos ðŸ
 def mlp4(checkpoints, tmp_path_factory):
     """The tiny Gemma 3 with gate/up and down as int4 blocks (unsmoothed, so the blocks hold the checkpoint's weights)."""
     return import_model(checkpoints["gemma3"], "mlp4", tmp_path_factory.mktemp("mlp4"), int4_layers=("gate_up", "down"),
-                        smooth_alpha=None, **QUIET)
+                        smooth_alpha=None, kv_cache="fp32", **QUIET)  # (the int8 cache's own error is test_kv_cache's)
 
 
 def test_blocks_hold_the_checkpoint_weights_in_matmulnbits_layout(mlp4, checkpoints):
@@ -58,7 +58,7 @@ def test_int4_body_is_recorded_and_close_to_the_checkpoint(mlp4, checkpoints, tm
     assert meta["edge_agent.int4_layers"] == "gate_up,down:int4-b32"
     assert_last_logits_near_checkpoint(b, checkpoints["gemma3"], corr=0.95)
     # smoothed (the default alpha) with every projection int4: still close
-    all4 = import_model(checkpoints["gemma3"], "all4", tmp_path, int4_layers=("qkv", "o", "gate_up", "down"), **QUIET)
+    all4 = import_model(checkpoints["gemma3"], "all4", tmp_path, int4_layers=("qkv", "o", "gate_up", "down"), kv_cache="fp32", **QUIET)
     graph = onnx.load(str(all4 / "model.onnx"), load_external_data=False).graph
     int8 = [n.input[1] for n in graph.node if n.op_type == "DynamicQuantizeMatMul"]
     assert int8 and all("lm_head" in w for w in int8)  # only the head stays int8
