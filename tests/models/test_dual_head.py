@@ -143,10 +143,10 @@ def test_manifest_graph_and_refusals(heads, checkpoints, tmp_path):
     assert rec["format"] == "dual" and rec["int4"]["rescore"]["margin"] > 0 and rec["int8"]["format"] == "int8"
     assert load_bundle(heads["dual"]).lm_head == "dual"
     # format 2 only where a format-1 engine could not run the graph (it would not bind lm_head_int4); 3 for every
-    # bundle with a quantized key/value cache (the default), which a format-2 engine would bind as fp32
-    assert [load_bundle(heads[h]).manifest["format_version"] for h in ("int8", "int4", "dual")] == [3, 3, 3]
-    fp32_cache = import_model(checkpoints["gemma3"], "dual-f", tmp_path, lm_head="dual", kv_cache="fp32", **QUIET)
-    assert load_bundle(fp32_cache).manifest["format_version"] == 2
+    # bundle with a quantized key/value cache (`--kv-cache int8`), which a format-2 engine would bind as fp32
+    assert [load_bundle(heads[h]).manifest["format_version"] for h in ("int8", "int4", "dual")] == [1, 1, 2]
+    int8_cache = import_model(checkpoints["gemma3"], "dual-q", tmp_path, lm_head="dual", kv_cache="int8", **QUIET)
+    assert load_bundle(int8_cache).manifest["format_version"] == 3
     newer = tmp_path / "newer"
     shutil.copytree(heads["int8"], newer)
     mf = json.loads((newer / "manifest.json").read_text())
