@@ -3,19 +3,32 @@
 
     python scripts/bench_kv_steps.py models/default /tmp/kv-int8
 """
-import sys, time, json, statistics
+import json
+import statistics
+import sys
+import time
 from pathlib import Path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import numpy as np
-from edge_agent.engine.bundle import load_bundle
-from edge_agent.engine.engine import OnnxEngine
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from edge_agent.engine.bundle import load_bundle  # noqa: E402
+from edge_agent.engine.engine import OnnxEngine  # noqa: E402
+
 print("load before", open("/proc/loadavg").read().split()[:3], flush=True)
 engs = [OnnxEngine(load_bundle(p, verify=False), threads=2, max_batch=16, context_length=1024) for p in sys.argv[1:3]]
 rng = np.random.default_rng(0)
 ids = rng.integers(1000, 200000, (16, 512))
 res = {}
+
+
 def t(f):
-    s = time.perf_counter(); f(); return time.perf_counter() - s
+    s = time.perf_counter()
+    f()
+    return time.perf_counter() - s
+
+
+
 pre = {"prefill_chunk0": [], "prefill_chunk256": []}
 for slot in range(16):
     for key, at in (("prefill_chunk0", 0), ("prefill_chunk256", 256)):
@@ -30,7 +43,8 @@ for rows, key in ((16, "decode16_at512"), (1, "decode1_at512")):
         for e in (engs if step % 2 == 0 else engs[::-1]):
             pair.append(t(lambda e=e: e.model.decode(tok, lengths)))
         res[key].append(pair if step % 2 == 0 else pair[::-1])
-        if rows == 1 or step % 2: lengths = lengths + (1 if rows == 16 and step % 2 else 0)
+        if rows == 1 or step % 2:
+            lengths = lengths + (1 if rows == 16 and step % 2 else 0)
 out = {"load_after": open("/proc/loadavg").read().split()[:3]}
 for k, v in res.items():
     r = [b / a for a, b in v]
