@@ -110,6 +110,7 @@ slots = 256 if bundle.kv_cache == "fp32" else 1024  # an int8 cache takes a quar
 m = OnnxEngine(bundle, threads=1, max_batch=slots, context_length=512).model
 m.ensure_capacity(256)
 m.slots_used = m.cache.slots
+m.filled[:] = 256  # every slot wrote its 256 positions (as prefill and decode record)
 for b in m.keys + m.values:
     b[...] = 1.0
 buffer = m.keys[0].nbytes / 2**20
@@ -137,3 +138,30 @@ def test_growing_a_full_cache_holds_one_buffer_twice_not_the_whole_cache(tiny_bu
     assert got["ok"]
     assert got["cache_mb"] >= 40  # 6 buffers of 8 MB: a second copy of them all would show
     assert got["extra_mb"] < got["cache_mb"] / 2, got
+
+
+def test_growing_the_cache_copies_only_what_each_slot_wrote(tiny_bundles):
+    """Three short sequences, then one prompt longer than the first capacity: the reallocation copies each short
+    slot's few positions, not its whole old capacity (copied zeros would be resident memory), and every slot
+    still reads what it wrote."""
+    eng = OnnxEngine(load_bundle(tiny_bundles["llama"]), threads=1, max_batch=4, context_length=1024)
+    m = eng.model
+    assert m.capacity == runner.MIN_CAPACITY
+    row = m.capacity * m.position_bytes  # one slot's positions of one kv head
+    assert row >= 4 * mmap.PAGESIZE, "positions too small for this test to tell a copied capacity from a few pages"
+    for slot in (1, 2, 3):
+        m.prefill(slot, np.array(eng.encode(f"short {slot}")), 0)
+    short = [[b[slot, :, :8].copy() for b in m.keys + m.values] for slot in (1, 2, 3)]
+    long_prompt = np.array((eng.encode("a long prompt " * 200) * 2)[: runner.MIN_CAPACITY + 40])
+    m.prefill(0, long_prompt, 0)
+    assert m.capacity > runner.MIN_CAPACITY
+    assert list(m.filled[:4]) == [len(long_prompt), *(len(eng.encode(f"short {s}")) for s in (1, 2, 3))]
+    buffers = m.keys + m.values
+    heads = len(buffers) * m.cache.kv_heads
+    # slot 0's positions, plus for each short slot and head at most two pages (its few positions and a boundary)
+    long_kb = heads * (-(-len(long_prompt) * m.position_bytes // mmap.PAGESIZE) + 1) * mmap.PAGESIZE // 1024
+    bound = long_kb + heads * 3 * 2 * mmap.PAGESIZE // 1024
+    assert long_kb + heads * 3 * row // 1024 > bound  # copying the short slots' whole old capacity would break it
+    assert resident_kb(buffers) <= bound
+    for slot, kept in zip((1, 2, 3), short):
+        assert all(np.array_equal(b[slot, :, :8], k) for b, k in zip(buffers, kept))
