@@ -34,6 +34,7 @@ ALLOWED = {
 # without a reason here and a note in ARCHITECTURE.md.
 KNOWN = {
     "models/importer.py": {"engine"},  # writes the bundle format engine/bundle.py reads, and smoke-tests the result with the engine
+    "models/kv_check.py": {"engine"},  # the import's check of a quantized cache runs the built graph in the engine's runner
     "models/gguf_tokenizer.py": {"engine"},  # llama.cpp's parse_special=False mode is the engine's plain encoding (engine/tokens.py)
     # cli: error and parameter types (BundleError, SamplingParams, BATCH_PRIORITY) and bundle listing come from engine;
     # model/embedding import and setup call the importers (models, rag) directly: there is no service for them yet;

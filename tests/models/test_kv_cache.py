@@ -13,7 +13,7 @@ from onnx import TensorProto, numpy_helper
 from edge_agent.engine.bundle import MANIFEST, load_bundle
 from edge_agent.engine.engine import OnnxEngine
 from edge_agent.engine.prefix_cache import PrefixCache
-from edge_agent.models import importer, kv_cache
+from edge_agent.models import importer, kv_cache, kv_check
 from edge_agent.models.importer import import_model, inspect_source, load_checkpoint
 from edge_agent.models.spec import spec_from_config
 
@@ -69,7 +69,7 @@ def test_manifest_graph_and_engine_agree_on_the_cache_format(kv_bundles):
         assert m.host_position_bytes == b.architecture["num_layers"] * 2 * b.architecture["num_kv_heads"] * hd * itemsize // width
         if fmt != "fp32":
             check = b.manifest["kv_cache"]["check"]
-            assert b.manifest["format_version"] == 3 and check["ppl_ratio"] <= importer.KV_CHECK_MAX_RATIO and check["tokens"] > 100
+            assert b.manifest["format_version"] == 3 and check["ppl_ratio"] <= kv_check.KV_CHECK_MAX_RATIO and check["tokens"] > 100
 
 
 def test_prefix_cache_restores_int8_blocks_exactly(kv_bundles):
@@ -113,7 +113,7 @@ def test_rope_pairs_get_one_scale_and_the_graph_carries_it(checkpoints, kv_bundl
 def test_failed_check_keeps_an_fp32_cache(checkpoints, tmp_path, monkeypatch):
     """The build's safety net: a quantized cache above the perplexity bound is replaced by the fp32 one (a graph
     with both output heads, whose branches read the outer graph's initializers)."""
-    monkeypatch.setattr(importer, "KV_CHECK_MAX_RATIO", 0.5)
+    monkeypatch.setattr(kv_check, "KV_CHECK_MAX_RATIO", 0.5)
     path = import_model(checkpoints["gemma3"], "strict", tmp_path, kv_cache="int8", lm_head="dual", **QUIET)
     b = load_bundle(path, verify=True)
     assert b.kv_cache == "fp32" and b.manifest["kv_cache"]["rejected"]["format"] == "int8"
