@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 
 from edge_agent.services.errors import ServiceError
+from edge_agent.services.protocol import UNKNOWN_FIELD
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = N
         param = _param(tuple(err["loc"]))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown field: leave it out (GET /openapi.json lists the fields this server takes)"
+            msg = UNKNOWN_FIELD
         elif err["type"] == "string_pattern_mismatch" and (err.get("ctx") or {}).get("pattern") == r"\S":
             msg = "must not be empty or only whitespace"
         raise ApiError(400, f"invalid value for {param!r}: {msg}" if param else msg, param=param, code="invalid_value") from None

@@ -13,7 +13,7 @@ from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.access_log import note_usage
 from edge_agent.api.errors import error_body, read_json
 from edge_agent.services import grounding
-from edge_agent.services.chat import SamplingOptions
+from edge_agent.services.chat import sampling_options
 from edge_agent.services.generation import ChoiceDelta, Generation
 from edge_agent.services.errors import ModelNotFoundError, ServiceError, UnavailableError
 
@@ -63,14 +63,6 @@ def _with_sources(first: dict, gen: Generation) -> dict:
 def _disconnected() -> Callable[[], bool]:
     probe = request.environ.get("waitress.client_disconnected")
     return probe if callable(probe) else (lambda: False)
-
-
-def _options(req: p._Sampling, max_tokens: int | None) -> SamplingOptions:
-    return SamplingOptions(
-        max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
-        repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
-        min_tokens=req.min_tokens or 0, presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
-    )
 
 
 def _wait(gen: Generation, disconnected: Callable[[], bool]) -> tuple[dict[int, str], dict[int, str]]:
@@ -189,7 +181,7 @@ def chat_completions():
     messages = [{"role": m.role, "content": m.text()} for m in req.messages]
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     constraint = req.response_format.constraint() if req.response_format is not None else None
-    gen = svc.chat(messages, _options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0, rag=_rag(req))
+    gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0, rag=_rag(req))
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:
@@ -222,7 +214,7 @@ def completions():
     svc.check_model(req.model)
     n = req.n or 1
     prompts = req.prompts()
-    gen = svc.complete(prompts, _options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0, rag=_rag(req))
+    gen = svc.complete(prompts, sampling_options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0, rag=_rag(req))
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:

@@ -4,4 +4,4 @@ jobs/ (OpenAI batch files) validates each request line with the same models as t
 may not import api, so the models sit one layer down.
 """
 from edge_agent.services.protocol import *  # noqa: F401,F403
-from edge_agent.services.protocol import _Request, _Sampling, _false_only, _integral  # noqa: F401
+from edge_agent.services.protocol import _Request, _Sampling, _integral  # noqa: F401

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, RunInfo
 from edge_agent.services import grounding
 from edge_agent.services import protocol as p
-from edge_agent.services.chat import SamplingOptions
+from edge_agent.services.chat import sampling_options
 from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation
 from edge_agent.services.errors import BusyError, ServiceError, UnavailableError
 
@@ -151,7 +151,7 @@ def _validation_message(e: ValidationError) -> tuple[str, str | None]:
             param += f".{item}" if param else item
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":  # as the live route says it (api/errors.read_json)
-        msg = "unknown field: leave it out (GET /openapi.json lists the fields this server takes)"
+        msg = p.UNKNOWN_FIELD
     return (f"invalid value for {param!r}: {msg}" if param else msg), (param or None)
 
 
@@ -216,10 +216,10 @@ class BatchRequestRunner:
             messages = [{"role": m.role, "content": m.text()} for m in req.messages]
             max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
             constraint = req.response_format.constraint() if req.response_format is not None else None
-            start = lambda: self.chat.chat(messages, _options(req, max_tokens), n=req.n or 1, constraint=constraint,  # noqa: E731
+            start = lambda: self.chat.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint,  # noqa: E731
                                            priority=priority, rag=_rag(req))
         else:
-            start = lambda: self.chat.complete(req.prompts(), _options(req, req.max_tokens), n=req.n or 1,  # noqa: E731
+            start = lambda: self.chat.complete(req.prompts(), sampling_options(req, req.max_tokens), n=req.n or 1,  # noqa: E731
                                                echo=bool(req.echo), priority=priority, rag=_rag(req))
         gen = self._submit(start)
         texts, ends = self._wait(gen)
@@ -280,14 +280,6 @@ class BatchRequestRunner:
                 for i, v in enumerate(vecs)]
         out = p.EmbeddingList(data=data, model=svc.model_name or req.model, usage=p.EmbeddingUsage(prompt_tokens=tokens, total_tokens=tokens))
         return out.model_dump(mode="json")
-
-
-def _options(req: p._Sampling, max_tokens: int | None) -> SamplingOptions:
-    return SamplingOptions(
-        max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
-        repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
-        min_tokens=req.min_tokens or 0, presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
-    )
 
 
 def _rag(req: p._Sampling) -> grounding.RagOptions | None:

@@ -74,6 +74,15 @@ class SamplingOptions:
     frequency_penalty: float = 0.0  # OpenAI's: minus this times how often each token was generated
 
 
+def sampling_options(req, max_tokens: int | None) -> SamplingOptions:
+    """The options of an OpenAI chat/completions request (services.protocol._Sampling), for the live routes and batch files alike."""
+    return SamplingOptions(
+        max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
+        repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
+        min_tokens=req.min_tokens or 0, presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
+    )
+
+
 class PenaltyProcessor:
     """OpenAI's presence and frequency penalties over the generated tokens (not the prompt), after an optional inner processor."""
 

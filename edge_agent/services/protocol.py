@@ -33,10 +33,8 @@ def Int(**bounds: int) -> Any:
     return Annotated[int, Field(strict=True, **bounds), BeforeValidator(_integral)]
 
 
-def _false_only(v: Any) -> Any:
-    if v is not False:
-        raise ValueError("only false is supported")
-    return v
+# the message for a field the request models do not know (pydantic's extra_forbidden), on the live routes and in batch files
+UNKNOWN_FIELD = "unknown field: leave it out (GET /openapi.json lists the fields this server takes)"
 
 
 def _no_op_only(why: str, *no_ops: Any) -> Any:
