@@ -31,6 +31,7 @@ from waitress.server import BaseWSGIServer, create_server
 from waitress.task import ErrorTask
 
 from edge_agent.api.app import create_app, is_loopback
+from edge_agent.api.errors import error_body
 from edge_agent.config import Settings
 from edge_agent.sdnotify import ServiceNotifier, status_line
 
@@ -79,7 +80,7 @@ class ConnectionLimits:
 
 def _error_bytes(status: str, message: str, code: str, extra: str = "") -> bytes:
     kind = "rate_limit_error" if status.startswith("429") else "invalid_request_error"  # as the app's 429s (BusyError)
-    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+    body = json.dumps(error_body(message, kind, code=code)).encode()
     head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n"
     return head.encode() + body
 
@@ -101,9 +102,8 @@ class JsonErrorTask(ErrorTask):
         code = int(getattr(e, "code", 500) or 500)
         message, err_code = _WAITRESS_ERRORS.get(code, _WAITRESS_ERRORS[400 if code < 500 else 500])
         detail = " ".join(str(getattr(e, "body", "") or "").split())[:200] if code < 500 else ""
-        body = json.dumps({"error": {"message": message.format(detail=detail or "refused"),
-                                     "type": "invalid_request_error" if code < 500 else "server_error",
-                                     "param": None, "code": err_code}}).encode()
+        kind = "invalid_request_error" if code < 500 else "server_error"
+        body = json.dumps(error_body(message.format(detail=detail or "refused"), kind, code=err_code)).encode()
         self.status = f"{code} {getattr(e, 'reason', 'Error')}"
         self.response_headers.append(("Content-Type", "application/json"))
         self.set_close_on_finish()
