@@ -53,11 +53,13 @@ def register(sub) -> None:
     m.set_defaults(func=cmd_model)
 
 
-def _smooth(args: argparse.Namespace) -> dict:
-    """import_model's smooth_alpha from --smooth-alpha (absent: the importer's default; negative: off)."""
-    if args.smooth_alpha is None:
-        return {}
-    return {"smooth_alpha": None if args.smooth_alpha < 0 else args.smooth_alpha}
+def _build_options(args: argparse.Namespace) -> dict:
+    """import_model's / install_default's options from --lm-head, --attn-out, --kv-cache and --smooth-alpha; an
+    absent flag is left out (the importer's default), a negative --smooth-alpha turns smoothing off."""
+    out = {k: getattr(args, k) for k in ("lm_head", "attn_out", "kv_cache") if getattr(args, k)}
+    if args.smooth_alpha is not None:
+        out["smooth_alpha"] = None if args.smooth_alpha < 0 else args.smooth_alpha
+    return out
 
 
 def cmd_model(args: argparse.Namespace) -> int:
@@ -71,13 +73,10 @@ def cmd_model(args: argparse.Namespace) -> int:
     try:
         if args.model_cmd == "import":
             dest = import_model(Path(args.source), args.name, s.models_dir, context_length=args.context_length_import, force=args.force,
-                                **({"lm_head": args.lm_head} if args.lm_head else {}), **({"attn_out": args.attn_out} if args.attn_out else {}), **_smooth(args),
-                                **({"kv_cache": args.kv_cache} if args.kv_cache else {}))
+                                **_build_options(args))
             print(f"imported {args.source} as {dest}")
         elif args.model_cmd == "install-default":
-            dest = install_default(s.models_dir, force=args.force, **({"lm_head": args.lm_head} if args.lm_head else {}),
-                                   **({"attn_out": args.attn_out} if args.attn_out else {}), **_smooth(args),
-                                   **({"kv_cache": args.kv_cache} if args.kv_cache else {}))
+            dest = install_default(s.models_dir, force=args.force, **_build_options(args))
             print(f"default model installed at {dest} (Gemma 3 270M; Gemma Terms of Use apply)")
         elif args.model_cmd == "list":
             rows = list_bundles(s.models_dir)
