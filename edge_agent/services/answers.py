@@ -333,9 +333,7 @@ COMPOUND_MIN = 5  # shorter question words are not looked for inside compounds
 INFLECTION = 2  # letters a text's word may add to the part of a compound it matches ("prompts" for "prompt-lengte")
 
 
-# "who": a person's or an organisation's name is asked for (the question word first, after a preposition at most)
-_WHO_WORDS = {"en": "who|whom|whose", "nl": "wie", "de": "wer|wem|wen|wessen", "fr": "qui", "es": "quién|quiénes"}
-_WHO = {lang: re.compile(rf"^\W*(?:\w+\s+)?(?:{w})\b") for lang, w in _WHO_WORDS.items()}
+# "who" (persons.asks_who): a person's or an organisation's name is asked for
 NAME_ANSWER_WORDS = 3  # an answer this short may give the name as its first word ("Guido.")
 # "which year": a year is asked for
 _YEAR_ASKS = re.compile(r"\b(?:which|what|in welk|welk|in welchem|welches|quel|quelle|en qué|qué)\s+(?:year|jaar|jahr|année|año)\b")
@@ -347,7 +345,7 @@ def answer_kind(question: str, lang: str) -> str | None:
     figure: "how many", "hoeveel", "how fast", or a unit named last: "... in watt?"), "code" (a name as code writes it: "which method", "welke
     omgevingsvariabele"), "name" (a name: "who", "wie"), "year" ("which year", "in welk jaar"), or None (anything:
     its words decide)."""
-    if _WHO.get(lang, _WHO["en"]).search(question.casefold()):
+    if persons.asks_who(question, lang):
         return "name"
     if _YEAR_ASKS.search(question.casefold()):
         return "year"

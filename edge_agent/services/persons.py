@@ -36,13 +36,18 @@ SHORT_ANSWER = 3  # a model's short answer may give one capitalised word ("Verho
 PERSON_WORDS = (2, 2)  # capitalised words in a row that read as a person's name (particles not counted)
 
 
+def asks_who(question: str, lang: str) -> bool:
+    """Whether the question's word is "who" ("wie", "wer", ...): first, or after a preposition at most."""
+    return bool(_WHO.get(lang, _WHO["en"]).search(question.casefold()))
+
+
 def asks_person(question: str, lang: str) -> bool:
     """Whether the question asks for a person: "who"/"wie" first, or "hoe heet / what is the name of" a role
     ("de topman", "the CEO"); not where it asks about a company (a company noun, or what makes or sells a thing)."""
     low = question.casefold()
     if _ORGANISATION.search(low):
         return False
-    return bool(_WHO.get(lang, _WHO["en"]).search(low) or _ROLE_ASKS.search(low))
+    return asks_who(question, lang) or bool(_ROLE_ASKS.search(low))
 
 
 def _capitalised(word: str) -> bool:
