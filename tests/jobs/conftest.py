@@ -1,6 +1,7 @@
 """Fixtures for job tests: a runtime over the tiny real Llama with a real document index in tmp_path."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -37,3 +38,23 @@ def make_runtime(tiny_bundles, tmp_path, embedder):
     yield make
     for rt in made:
         rt.close()
+
+
+@pytest.fixture
+def cli(monkeypatch, tmp_path, tiny_bundles):
+    """cli(*argv) -> exit code: `edge-agent jobs ARGV` in this process, its settings (tmp_path, the tiny Llama) from the environment."""
+    from edge_agent.cli import build_parser
+
+    s = job_settings(tiny_bundles, tmp_path)
+    for key, value in (("DATA_DIR", s.data_dir), ("INDEX_DIR", s.index_dir), ("MODELS_DIR", s.models_dir), ("MODEL", s.model),
+                       ("THREADS", 1), ("CONTEXT_LENGTH", 512), ("INGEST_ROOTS", json.dumps([str(tmp_path / "docs")]))):
+        monkeypatch.setenv(f"EDGE_AGENT_{key}", str(value))
+
+    def run(*argv: str) -> int:
+        args = build_parser().parse_args(["jobs", *argv])
+        try:
+            return int(args.func(args) or 0)
+        except SystemExit as e:
+            return int(e.code or 0)
+
+    return run

@@ -34,3 +34,18 @@ def job_settings(tiny_bundles, tmp_path: Path, **overrides):
     )
     values.update(overrides)
     return Settings(**values)
+
+
+def patch_submit(rt, processor_for) -> list:
+    """Give the scheduler's i-th submission (from 0) the logits processor processor_for(i); returns the list that
+    records each submission's prompt ids."""
+    scheduler = rt.chat.scheduler
+    submitted, real_submit = [], scheduler.submit
+
+    def submit(ids, params, **kw):
+        params.logits_processor = processor_for(len(submitted))
+        submitted.append(list(ids))
+        return real_submit(ids, params, **kw)
+
+    scheduler.submit = submit
+    return submitted

@@ -3,28 +3,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from jobs_helpers import doc_text, job_settings
-
-
-@pytest.fixture
-def cli(monkeypatch, tmp_path, tiny_bundles):
-    from edge_agent.cli import build_parser
-
-    s = job_settings(tiny_bundles, tmp_path)
-    for key, value in (("DATA_DIR", s.data_dir), ("INDEX_DIR", s.index_dir), ("MODELS_DIR", s.models_dir), ("MODEL", s.model),
-                       ("THREADS", 1), ("CONTEXT_LENGTH", 512), ("INGEST_ROOTS", json.dumps([str(tmp_path / "docs")]))):
-        monkeypatch.setenv(f"EDGE_AGENT_{key}", str(value))
-
-    def run(*argv: str) -> int:
-        args = build_parser().parse_args(["jobs", *argv])
-        try:
-            return int(args.func(args) or 0)
-        except SystemExit as e:
-            return int(e.code or 0)
-
-    return run
+from jobs_helpers import doc_text
 
 
 def test_jobs_cli_round_trip(cli, capsys, tmp_path, embedder, monkeypatch):

@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from jobs_helpers import doc_text
+from jobs_helpers import doc_text, patch_submit
 
 
 def steer_first_token_to_newline(rt) -> list:
     """Make every answer begin with a line break and go on with text (the tiny random model would repeat the line
     break forever); returns the list that records each submission's prompt."""
-    scheduler = rt.chat.scheduler
     newline = rt.chat.engine.encode("\n", add_special_tokens=False)
     assert len(newline) == 1
     nl = int(newline[0])
     tok = rt.chat.engine.tokenizer
     breaks = [i for i in range(rt.chat.vocab_size) if "\n" in tok.decode([i])]
-    submitted, real_submit = [], scheduler.submit
 
     def blank_line_first(tokens, logits):
         if not tokens:
@@ -27,13 +25,7 @@ def steer_first_token_to_newline(rt) -> list:
             logits[breaks] = -np.inf
         return logits
 
-    def submit(ids, params, **kw):
-        submitted.append(list(ids))
-        params.logits_processor = blank_line_first
-        return real_submit(ids, params, **kw)
-
-    scheduler.submit = submit
-    return submitted
+    return patch_submit(rt, lambda i: blank_line_first)
 
 
 def test_a_blank_first_line_costs_no_second_generation(make_runtime):
@@ -65,12 +57,10 @@ def test_an_answer_empty_once_cleaned_is_asked_once_more(make_runtime):
     """A line of dashes (Gemma's answer for the pipes docstring) cleans to nothing: one second try, after a blank line."""
     rt = make_runtime()
     doc = rt.documents.add_text("pipes", doc_text(4, 3)).document_id
-    scheduler, real_submit = rt.chat.scheduler, rt.chat.scheduler.submit
     dash = rt.chat.engine.encode("-", add_special_tokens=False)
     assert len(dash) == 1
     tok = rt.chat.engine.tokenizer
     breaks = [i for i in range(rt.chat.vocab_size) if "\n" in tok.decode([i])]
-    submitted = []
 
     def dashes(tokens, logits):
         logits = np.full_like(logits, -np.inf)
@@ -82,12 +72,7 @@ def test_an_answer_empty_once_cleaned_is_asked_once_more(make_runtime):
             logits[breaks] = -np.inf
         return logits
 
-    def submit(ids, params, **kw):
-        submitted.append(list(ids))
-        params.logits_processor = dashes if len(submitted) == 1 else text_first
-        return real_submit(ids, params, **kw)
-
-    scheduler.submit = submit
+    submitted = patch_submit(rt, lambda i: dashes if i == 0 else text_first)
     rt.jobs.create_job("sum", "summarize", {"max_tokens": 12})
     run = rt.jobs.run_foreground("sum")
     (item,), _ = rt.jobs.results(run.id)
@@ -105,10 +90,8 @@ def test_a_chat_model_that_would_end_its_turn_at_once_still_answers(make_runtime
               "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     rt.chat.formatter = PromptFormatter({"type": "chat", "template": chatml}, rt.chat.engine.tokenizer, 1, 2)
     doc = rt.documents.add_text("one", doc_text(3, 3)).document_id
-    scheduler, real_submit = rt.chat.scheduler, rt.chat.scheduler.submit
     ends = sorted(rt.chat.engine.stop_token_ids)
     the = rt.chat.engine.encode("The", add_special_tokens=False)[0]
-    submitted = []
 
     def end_turn_first(tokens, logits):
         if not tokens:  # the likeliest first token ends the turn (empty), the next likeliest is "The"
@@ -116,12 +99,7 @@ def test_a_chat_model_that_would_end_its_turn_at_once_still_answers(make_runtime
             logits[the] = 1e3
         return logits
 
-    def submit(ids, params, **kw):
-        submitted.append(ids)
-        params.logits_processor = end_turn_first
-        return real_submit(ids, params, **kw)
-
-    scheduler.submit = submit
+    submitted = patch_submit(rt, lambda i: end_turn_first)
     rt.jobs.create_job("sum-chat", "summarize", {"max_tokens": 8})
     run = rt.jobs.run_foreground("sum-chat")
     (item,), _ = rt.jobs.results(run.id)

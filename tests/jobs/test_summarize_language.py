@@ -3,6 +3,8 @@ default model summarized Dutch articles in English), an English one the English 
 and the real scheduler, reading the prompts the engine was given."""
 from __future__ import annotations
 
+from jobs_helpers import patch_submit
+
 from edge_agent.jobs.prompts import COMPLETION_FRAMES, summary_prompt
 from edge_agent.jobs.summarize import document_language
 from edge_agent.services.grounding import GroundingPolicy
@@ -34,20 +36,14 @@ def test_a_dutch_document_is_summarized_under_the_dutch_frame(make_runtime):
     rt = make_runtime()
     nl = rt.documents.add_text("nl", DUTCH).document_id
     en = rt.documents.add_text("en", ENGLISH).document_id
-    scheduler = rt.chat.scheduler
-    seen, real_submit = [], scheduler.submit
-
-    def submit(ids, params, **kw):
-        seen.append(rt.chat.engine.tokenizer.decode(list(ids)))
-        return real_submit(ids, params, **kw)
-
-    scheduler.submit = submit
+    submitted = patch_submit(rt, lambda i: None)  # records the prompts (a base model's summaries take no processor)
     rt.jobs.create_job("sum", "summarize", {"max_tokens": 8})
     run = rt.jobs.run_foreground("sum")
     assert run.status == "succeeded", (run.counts, run.error)
     items, _ = rt.jobs.results(run.id)
     assert {i.result["document_id"] for i in items} == {nl, en}
     dutch_end, english_end = COMPLETION_FRAMES["nl"].split("{text}")[1], COMPLETION_FRAMES["en"].split("{text}")[1]
+    seen = [rt.chat.engine.tokenizer.decode(ids) for ids in submitted]
     by_text = {("nl" if "centrale processor" in p else "en"): p for p in seen}
     assert by_text["nl"].endswith(dutch_end) and "Artikel: " in by_text["nl"][:24]
     assert by_text["en"].endswith(english_end)
