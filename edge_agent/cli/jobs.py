@@ -21,6 +21,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="the jobs, with their schedules and next runs")
     ls.add_argument("--json", action="store_true")
+    ls.add_argument("--all", action="store_true", help="also the jobs behind OpenAI batches (POST /v1/batches), hidden by default")
     ls.set_defaults(func=cmd_list)
 
     a = sub.add_parser("add", help="define a job")
@@ -160,20 +161,29 @@ def _errors():
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from edge_agent.jobs.batch_files import is_openai_batch_job
+
     svc = _service(args)
     jobs = svc.list_jobs()
+    hidden = 0
+    if not args.all:
+        shown = [j for j in jobs if not is_openai_batch_job(j)]
+        hidden, jobs = len(jobs) - len(shown), shown
     if args.json:
         print(json.dumps([_job_dict(j) for j in jobs], indent=2))
         return 0
     if not jobs:
         print("no jobs; add one with `edge-agent jobs add NAME KIND`")
-        return 0
-    print(f"{'NAME':24} {'KIND':10} {'SCHEDULE':24} {'NEXT RUN':17} {'LAST SUCCESS':17}")
-    for j in jobs:
-        sched = f"{j.schedule_cron} {j.schedule_tz}" if j.schedule_cron else "-"
-        if not j.enabled:
-            sched += " (off)"
-        print(f"{j.name:24} {j.kind:10} {sched:24} {_when(j.next_run_at):17} {_when(j.last_success_at):17}")
+    else:
+        rows = [("NAME", "KIND", "SCHEDULE", "NEXT RUN", "LAST SUCCESS")]
+        for j in jobs:
+            sched = f"{j.schedule_cron} {j.schedule_tz}" if j.schedule_cron else "-"
+            rows.append((j.name, j.kind, sched + ("" if j.enabled else " (off)"), _when(j.next_run_at), _when(j.last_success_at)))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    if hidden:
+        print(f"({hidden} OpenAI batch job{'s' if hidden != 1 else ''} not shown; see `edge-agent jobs list --all` or GET /v1/batches)")
     return 0
 
 

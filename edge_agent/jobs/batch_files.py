@@ -29,6 +29,12 @@ from edge_agent.store.jobs import JobStore
 
 DB_FILE = "edge-agent.db"
 BATCH_WINDOW_S = 24 * 3600
+BATCH_SOURCE = "openai-batch"  # JobRecord.source of the job behind each POST /v1/batches
+
+
+def is_openai_batch_job(job) -> bool:
+    """True for the job behind an OpenAI batch (older ones were stored with source 'api' and a batch_id param)."""
+    return job.source == BATCH_SOURCE or (job.kind == "batch" and "batch_id" in (job.params or {}))
 
 
 class NotFoundError(ServiceError):
@@ -219,7 +225,7 @@ class BatchService:
         batch_id = new_id("batch_")
         params = {"input_file_id": input_file_id, "endpoint": endpoint, "completion_window": completion_window, "batch_id": batch_id}
         try:
-            job = self.jobs.create_job(name=batch_id, kind="batch", params=params)
+            job = self.jobs.create_job(name=batch_id, kind="batch", params=params, source=BATCH_SOURCE)
         except InvalidJobError as e:
             raise InvalidRequestError(str(e), param=e.param) from None
         rec = BatchRecord(batch_id, job.id, None, input_file_id, endpoint, completion_window, metadata, None, None, time.time())

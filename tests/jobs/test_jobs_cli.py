@@ -47,3 +47,27 @@ def test_jobs_cli_round_trip(cli, capsys, tmp_path, embedder, monkeypatch):
     assert cli("run", "ri", "--no-progress") == 0
     assert "1 succeeded" in capsys.readouterr().out
     assert cli("delete", "ri") == 0 and cli("runs", "ri") == 2
+
+
+def test_jobs_list_fits_long_names_and_hides_openai_batch_jobs(cli, capsys):
+    import argparse
+
+    from edge_agent.cli.common import settings_from
+    from edge_agent.cli.jobs import _service
+    from edge_agent.jobs.batch_files import BATCH_SOURCE, BatchService
+
+    long_name = "summaries-of-the-legal-department-contracts-folder-every-night"
+    assert cli("add", long_name, "summarize", "--schedule", "0 2 * * *") == 0
+    svc = _service(argparse.Namespace())
+    line = b'{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": []}}\n'
+    file_id = BatchService(settings_from(argparse.Namespace()), svc).upload("batch", "b.jsonl", [line])["id"]
+    svc.create_job("batch_abc123", "batch", {"input_file_id": file_id, "endpoint": "/v1/chat/completions",
+                                             "completion_window": "24h", "batch_id": "batch_abc123"}, source=BATCH_SOURCE)
+    capsys.readouterr()
+    assert cli("list") == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, row = lines[0], next(line for line in lines if line.startswith(long_name))
+    assert header.index("KIND") == row.index("summarize")  # the columns stay aligned past a 24-character name
+    assert "batch_abc123" not in "\n".join(lines) and "1 OpenAI batch job not shown" in lines[-1]
+    assert cli("list", "--all") == 0
+    assert "batch_abc123" in capsys.readouterr().out
