@@ -8,7 +8,8 @@ before and once after it: `--sets blind`; a dev set since) and "blind2" (written
 likelihood re-ranking of sentences: `--sets blind2`) and "blind3" (written before the third round, the
 answerability check and passage choice: `--sets blind3`) and "blind4" (written before the fourth round, rare-term
 retrieval and the decline on an unasked relation: `--sets blind4`) and "blind5" (written before the fifth round, declines
-instead of a quote that does not answer, and quote choice: `--sets blind5`; for the next round write a fresh one). Each answer also records which path made it (the
+instead of a quote that does not answer, and quote choice: `--sets blind5`) and "blind6" (scripts/rag_eval_blind6.py, written
+2026-12-01 after the fifth round, before anyone ran the system on it: `--sets blind6`; for the next round write a fresh one). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_BLIND2, ABSENT_BLIND3, ABSENT_BLIND4, ABSENT_BLIND5, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2,
                            EN_FACTS_BLIND, EN_FACTS_BLIND2, EN_FACTS_BLIND3, EN_FACTS_BLIND4, EN_FACTS_BLIND5, EN_FACTS_HELDOUT, NL_FACTS_BLIND,
                            NL_FACTS_BLIND2, NL_FACTS_BLIND3, NL_FACTS_BLIND4, NL_FACTS_BLIND5, NL_FACTS_HELDOUT, NL_QUESTIONS)
+from rag_eval_blind6 import ABSENT_BLIND6, EN_FACTS_BLIND6, NL_FACTS_BLIND6
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
@@ -29,6 +31,7 @@ SETS = {
     "blind3": (NL_FACTS_BLIND3, EN_FACTS_BLIND3, ABSENT_BLIND3),  # the third round's: answerability and passage choice
     "blind4": (NL_FACTS_BLIND4, EN_FACTS_BLIND4, ABSENT_BLIND4),  # the fourth round's: rare terms, unasked relations
     "blind5": (NL_FACTS_BLIND5, EN_FACTS_BLIND5, ABSENT_BLIND5),  # the fifth round's: declines instead of quotes that do not answer
+    "blind6": (NL_FACTS_BLIND6, EN_FACTS_BLIND6, ABSENT_BLIND6),  # written after the fifth round, measured once on its code
 }
 
 
