@@ -386,7 +386,7 @@ def _ref(name: str) -> dict[str, str]:
 _ERRORS = {
     400: "Invalid request.", 401: "Missing or wrong API key.", 403: "Host or CORS origin not allowed, or a path outside the ingest roots.",
     404: "No such document, or a path that does not exist.", 413: "Request body too large.", 415: "Body is neither JSON nor multipart.",
-    422: "The document could not be read (unsupported, encrypted, empty or broken).", 500: "Internal error.",
+    422: "The document could not be read (unsupported, encrypted, empty or broken); nothing of an upload is stored.", 500: "Internal error.",
     503: "The document index is still loading (see Retry-After) or failed to load.",
     429: "Too many folder ingestions are waiting (see Retry-After).",
     507: "Insufficient storage: nothing of the failing document was written (`data` lists earlier files of the request that were kept).",

@@ -260,10 +260,14 @@ class DocumentService(IndexUpkeep):
             raise DocumentError(f"text is over the {self.limits.max_file_bytes}-byte limit", param="text")
         meta = DocumentMeta(f"text:{title}", title, "txt", _sha256(data), len(data), mime="text/plain")
         doc = LoadedDocument(title, "txt", [Section(text.strip())])
-        return self._ingest(meta, lambda: doc)
+        return self._ingest(meta, lambda: doc, keep_failure=False)
 
     def add_upload(self, filename: str, data: bytes) -> IngestResult:
-        """Add or replace an uploaded file identified by its (base) file name."""
+        """Add or replace an uploaded file identified by its (base) file name.
+
+        One that cannot be read gives status "failed" and stores nothing (a document of that name stays as it was):
+        the client holds the bytes and gets the error, as OpenAI's files API refuses a bad file without keeping it.
+        """
         name = re.split(r"[\\/]", filename or "")[-1].strip()
         if not name or name in (".", ".."):
             raise DocumentError("upload needs a file name", param="file")
@@ -271,7 +275,7 @@ class DocumentService(IndexUpkeep):
             raise DocumentError(f"file is over the {self.limits.max_file_bytes}-byte limit", param="file")
         kind = detect_kind(name) or "unknown"
         meta = DocumentMeta(f"upload:{name}", Path(name).stem or name, kind, _sha256(data), len(data))
-        return self._ingest(meta, lambda: load_bytes(data, name, self.limits))
+        return self._ingest(meta, lambda: load_bytes(data, name, self.limits), keep_failure=False)
 
     def _resolve(self, path: str | os.PathLike, confined: bool) -> Path:
         try:
@@ -305,7 +309,10 @@ class DocumentService(IndexUpkeep):
         )
         return self._ingest(meta, lambda: load_bytes(data, real.name, self.limits))
 
-    def _ingest(self, meta: DocumentMeta, load: Callable[[], LoadedDocument]) -> IngestResult:
+    def _ingest(self, meta: DocumentMeta, load: Callable[[], LoadedDocument], keep_failure: bool = True) -> IngestResult:
+        """Load, chunk, embed and commit one document. A failure to read it is recorded (status "failed", its old
+        chunks removed) for a file the server reads from disk, which the record then mirrors (`keep_failure`);
+        for bytes a client sent it changes nothing and only the result says it failed."""
         existing = self.store.get_by_key(meta.source_key)
         if existing is not None and existing.status == "ready" and existing.content_hash == meta.content_hash:
             return IngestResult("unchanged", meta.source_key, existing.id, existing.title, existing.chunk_count)
@@ -319,6 +326,9 @@ class DocumentService(IndexUpkeep):
                 raise LoaderError("no text to index")
             vectors = self.embedder.embed([c.text for c in pieces])
         except LoaderError as exc:
+            if not keep_failure:
+                log.info("refused %s: %s", meta.source_key, exc)
+                return IngestResult("failed", meta.source_key, None, meta.title, 0, str(exc))
             return self._fail(meta, str(exc))
         records = [
             ChunkRecord(0, c.ordinal, c.text, c.char_start, c.char_end, c.token_count, c.page, c.heading, vector=v)
