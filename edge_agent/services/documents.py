@@ -39,6 +39,7 @@ from edge_agent.services.document_results import (
     make_snippet,
 )
 from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_files
+from edge_agent.services.upload_tasks import KeyedLocks
 from edge_agent.services.storage import (  # disk_status: for /ready and doctor
     InsufficientStorageError,
     disk_full_error,
@@ -95,6 +96,7 @@ class DocumentService(IndexUpkeep):
         self.limits = limits or LoaderLimits()
         self.ingest_roots = [Path(r) for r in ingest_roots]
         self._writing = threading.RLock()
+        self._by_key = KeyedLocks()  # one ingestion per source key at a time
         self.last_check: CheckResult | None = None
         self.min_free_bytes = int(min_free_bytes)
         self.data_dir = Path(store.db.path).parent
@@ -313,6 +315,10 @@ class DocumentService(IndexUpkeep):
         """Load, chunk, embed and commit one document. A failure to read it is recorded (status "failed", its old
         chunks removed) for a file the server reads from disk, which the record then mirrors (`keep_failure`);
         for bytes a client sent it changes nothing and only the result says it failed."""
+        with self._by_key.hold(meta.source_key):  # identical uploads at once: the first adds, the rest find it
+            return self._ingest_now(meta, load, keep_failure)
+
+    def _ingest_now(self, meta: DocumentMeta, load: Callable[[], LoadedDocument], keep_failure: bool) -> IngestResult:
         existing = self.store.get_by_key(meta.source_key)
         if existing is not None and existing.status == "ready" and existing.content_hash == meta.content_hash:
             return IngestResult("unchanged", meta.source_key, existing.id, existing.title, existing.chunk_count)

@@ -82,3 +82,34 @@ def test_a_refused_upload_stores_nothing_and_keeps_the_old_version(make_server):
     assert detail["content_hash"] == docs[0]["content_hash"] and len(detail["chunks"]) == good["chunks"]
     hits = json.loads(server.request("POST", "/v1/retrieve", {"query": "who services the boiler", "k": 1})[2])["data"]
     assert hits[0]["document_id"] == good["document_id"]
+
+
+def test_identical_uploads_at_once_index_the_content_once(make_server):
+    server = make_server()
+    svc = server.runtime.documents
+    data = ("Locker keys for the gym are kept at the front desk of building A. " * 30).encode()
+    n = 6
+    start = threading.Barrier(n)
+    answers: list[tuple[int, dict]] = []
+
+    def one():
+        start.wait()
+        status, _, body = upload(server, "lockers.txt", data)
+        answers.append((status, body))
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(answers) == n
+    assert sorted(s for s, _ in answers) == [200] * (n - 1) + [201], answers
+    added = [b for s, b in answers if s == 201][0]
+    assert added["status"] == "added"
+    assert all(b["status"] == "unchanged" and b["document_id"] == added["document_id"] and b["chunks"] == added["chunks"]
+               for s, b in answers if s == 200)
+    assert [d["title"] for d in _documents(server)] == ["lockers"]
+    stats = svc.stats()
+    assert stats["chunks"] == added["chunks"] == stats["index"]["vectors"] == stats["index"]["bm25_chunks"]
+    hits = json.loads(server.request("POST", "/v1/retrieve", {"query": "gym locker keys", "k": 5})[2])["data"]
+    assert len({h["text"] for h in hits}) == len(hits)  # no chunk found twice
