@@ -337,8 +337,7 @@ def add_documents():
     if len(results) == 1:
         res = results[0]
         if res.status == "failed":
-            return error_response(422, _scrub(res.error or "the document could not be read"), "invalid_request_error", "file",
-                                  "unreadable_document")
+            return _unreadable(res)
         if res.status == "processing":
             return _accepted(_json(_ingested(res, svc), 202), res.document_id)
         return _json(_ingested(res, svc), 201 if res.status in ("added", "updated") else 200)
@@ -347,6 +346,19 @@ def add_documents():
     if counts.processing:
         return _accepted(_json(out, 202), next(r.document_id for r in results if r.status == "processing"))
     return _json(out, 201 if counts.added + counts.updated else 200)
+
+
+def _unreadable(res: IngestResult) -> Response:
+    """422. An upload stored nothing; a file under an ingest root is recorded failed (the record mirrors the file on
+    disk, as a folder ingestion's are), and the error names that document (`document_id`)."""
+    message = _scrub(res.error or "the document could not be read")
+    param = "file" if res.source.startswith(("upload:", "text:")) else "path"
+    if res.document_id is None:
+        return error_response(422, message, "invalid_request_error", param, "unreadable_document")
+    body = error_body(f"{message} (listed as document {res.document_id} with status failed until the file is fixed "
+                      "and added again, or the document deleted)", "invalid_request_error", param, "unreadable_document")
+    body["error"]["document_id"] = res.document_id
+    return Response(json.dumps(body), status=422, mimetype="application/json")
 
 
 def _accepted(resp: Response, document_id: int | None) -> Response:

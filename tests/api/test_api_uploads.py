@@ -50,7 +50,8 @@ def make_server(tiny_bundles, tmp_path, embedder):
     def make(**overrides):
         while running:
             running.pop().close()
-        values = dict(data_dir=tmp_path / "var", index_dir=tmp_path / "index")
+        (tmp_path / "docs").mkdir(exist_ok=True)
+        values = dict(data_dir=tmp_path / "var", index_dir=tmp_path / "index", ingest_roots=[tmp_path / "docs"])
         values.update(overrides)
         svc = DocumentService.from_settings(Settings(**values), embedder=embedder)
         server = start_server(api_settings(tiny_bundles["llama"], tmp_path, max_batch=2, **overrides), documents=svc)
@@ -82,6 +83,18 @@ def test_a_refused_upload_stores_nothing_and_keeps_the_old_version(make_server):
     assert detail["content_hash"] == docs[0]["content_hash"] and len(detail["chunks"]) == good["chunks"]
     hits = json.loads(server.request("POST", "/v1/retrieve", {"query": "who services the boiler", "k": 1})[2])["data"]
     assert hits[0]["document_id"] == good["document_id"]
+
+
+def test_an_unreadable_file_under_an_ingest_root_is_listed_failed_and_the_422_says_which(make_server, tmp_path):
+    """A server-side file keeps its failed record on purpose (it mirrors the file, as a folder ingestion's do): the 422 names it."""
+    server = make_server()
+    (tmp_path / "docs" / "scan.pdf").write_bytes(b"%PDF-1.4 junk")
+    status, _, raw = server.request("POST", "/v1/documents", {"path": "scan.pdf"})
+    err = json.loads(raw)["error"]
+    assert status == 422 and err["code"] == "unreadable_document" and err["param"] == "path"
+    assert str(tmp_path) not in err["message"] and f"document {err['document_id']}" in err["message"]
+    doc = _get(server, err["document_id"])
+    assert doc["status"] == "failed" and doc["error"] and doc["path"] == "scan.pdf"
 
 
 def test_identical_uploads_at_once_index_the_content_once(make_server):
