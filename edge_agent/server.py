@@ -105,10 +105,21 @@ class JsonErrorTask(ErrorTask):
         kind = "invalid_request_error" if code < 500 else "server_error"
         body = json.dumps(error_body(message.format(detail=detail or "refused"), kind, code=err_code)).encode()
         self.status = f"{code} {getattr(e, 'reason', 'Error')}"
+        _count(self.channel, getattr(self.request, "command", None), code)
         self.response_headers.append(("Content-Type", "application/json"))
         self.set_close_on_finish()
         self.content_length = len(body)
         self.write(body)
+
+
+WAITRESS_ROUTE = "(waitress)"  # the route label of answers waitress gives before the app runs (no route matched)
+
+
+def _count(channel, method: str | None, status: int) -> None:
+    """Count an answer waitress gave itself (413, 400, 431, 408, 429) in /metrics, as the app counts its own."""
+    metrics = getattr(channel, "metrics", None)
+    if metrics is not None:
+        metrics.observe_request(WAITRESS_ROUTE, method or "-", status, 0.0)
 
 
 class _Peers:
@@ -137,6 +148,7 @@ class GuardedChannel(HTTPChannel):
 
     limits = ConnectionLimits()
     peers: _Peers
+    metrics = None  # the app's ServiceMetrics, when it has one
     error_task_class = JsonErrorTask
 
     def __init__(self, server, sock, addr, adj, map=None):
@@ -179,6 +191,7 @@ class GuardedChannel(HTTPChannel):
     def refuse(self, status: str, message: str, code: str, extra: str = "") -> None:
         """Answer with an error (event-loop thread only, no request running) and close once it is sent."""
         payload = _error_bytes(status, message, code, extra)
+        _count(self, getattr(self.request, "command", None), int(status.split()[0]))
         with self.outbuf_lock:
             self.outbufs[-1].append(payload)
             self.current_outbuf_count += len(payload)
@@ -194,9 +207,9 @@ class GuardedChannel(HTTPChannel):
         super().del_channel(map)
 
 
-def _guard(listener: BaseWSGIServer, limits: ConnectionLimits, peers: _Peers) -> None:
+def _guard(listener: BaseWSGIServer, limits: ConnectionLimits, peers: _Peers, metrics=None) -> None:
     """Make a waitress listener use GuardedChannel and check its deadlines in every maintenance pass."""
-    listener.channel_class = type("GuardedChannel", (GuardedChannel,), {"limits": limits, "peers": peers})
+    listener.channel_class = type("GuardedChannel", (GuardedChannel,), {"limits": limits, "peers": peers, "metrics": metrics})
     idle = BaseWSGIServer.maintenance
     last_log = [0.0]
 
@@ -236,7 +249,7 @@ class HttpServer:
         )
         self.peers = _Peers()
         for listener in self._listeners():
-            _guard(listener, self.limits, self.peers)
+            _guard(listener, self.limits, self.peers, getattr(self.tracker, "metrics", None))
         listen = getattr(self.server, "effective_listen", None) or [(self.server.effective_host, self.server.effective_port)]
         self.host, self.port = listen[0][0], int(listen[0][1])
         shown = f"[{self.host}]" if ":" in self.host else self.host

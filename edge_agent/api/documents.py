@@ -56,7 +56,7 @@ class RetrieveRequest(p._Request):
     group: Literal["chunk", "document"] = "chunk"  # document: the k best documents, each by its best chunk
 
 
-IngestStatus = Literal["added", "updated", "unchanged", "failed"]
+IngestStatus = Literal["added", "updated", "unchanged", "failed", "processing"]  # processing: 202, finished in the background
 
 
 class IngestedDocument(BaseModel):
@@ -74,6 +74,7 @@ class IngestCounts(BaseModel):
     updated: int
     unchanged: int
     failed: int
+    processing: int = 0
 
 
 class IngestList(BaseModel):
@@ -112,7 +113,7 @@ class Document(BaseModel):
     content_hash: str
     size: int
     mtime: float | None = None
-    status: str
+    status: str = Field(description="ready, failed (error says why) or processing (an upload finished in the background)")
     error: str | None = None
     chunk_count: int
     created_at: float
@@ -285,15 +286,41 @@ def _uploads() -> list:
     return files
 
 
+def _wait_param() -> bool | None:
+    """?wait=true / false (one of them, once), or None; raises ApiError (400) for anything else."""
+    values = request.args.getlist("wait")
+    if not values:
+        return None
+    if len(values) > 1 or values[0] not in ("true", "false"):
+        raise ApiError(400, "wait must be given once, as true or false", param="wait", code="invalid_value")
+    return values[0] == "true"
+
+
+def _in_background(svc, wait: bool | None, size: int) -> bool:
+    """Whether an upload of `size` bytes is processed in the background: ?wait=false or Prefer: respond-async
+    (RFC 7240) ask for it, ?wait=true refuses it, else uploads over upload_async_bytes do."""
+    if wait is not None:
+        return not wait
+    prefer = [x.strip().lower() for x in request.headers.get("Prefer", "").split(",")]
+    threshold = int(getattr(svc, "upload_async_bytes", 0) or 0)
+    return "respond-async" in prefer or (threshold > 0 and size > threshold)
+
+
 @bp.post("/v1/documents")
 def add_documents():
-    """Multipart upload (field `file`, repeatable), JSON {title, text}, or JSON {path} under an ingest root."""
+    """Multipart upload (field `file`, repeatable), JSON {title, text}, or JSON {path} under an ingest root.
+
+    An upload over upload_async_bytes, or any with Prefer: respond-async or ?wait=false, answers 202 with its
+    document id and status "processing" (Location: the document); the daemon finishes it in the background."""
+    wait = _wait_param()
     svc = _service()
     if (request.mimetype or "").lower() == "multipart/form-data":
         results: list[IngestResult] = []
         for f in _uploads():
+            data = f.read()
             try:
-                results.append(svc.add_upload(f.filename or "", f.read()))
+                add = svc.start_upload if _in_background(svc, wait, len(data)) else svc.add_upload
+                results.append(add(f.filename or "", data))
             except InsufficientStorageError as exc:  # the files before it are kept: say which
                 return _insufficient(exc, results, svc) if results else _insufficient(exc)
     else:
@@ -310,12 +337,36 @@ def add_documents():
     if len(results) == 1:
         res = results[0]
         if res.status == "failed":
-            return error_response(422, _scrub(res.error or "the document could not be read"), "invalid_request_error", "file",
-                                  "unreadable_document")
+            return _unreadable(res)
+        if res.status == "processing":
+            return _accepted(_json(_ingested(res, svc), 202), res.document_id)
         return _json(_ingested(res, svc), 201 if res.status in ("added", "updated") else 200)
-    counts = IngestCounts(**{s: sum(r.status == s for r in results) for s in ("added", "updated", "unchanged", "failed")})
+    counts = IngestCounts(**{s: sum(r.status == s for r in results) for s in ("added", "updated", "unchanged", "failed", "processing")})
     out = IngestList(data=[_ingested(r, svc) for r in results], counts=counts)
+    if counts.processing:
+        return _accepted(_json(out, 202), next(r.document_id for r in results if r.status == "processing"))
     return _json(out, 201 if counts.added + counts.updated else 200)
+
+
+def _unreadable(res: IngestResult) -> Response:
+    """422. An upload stored nothing; a file under an ingest root is recorded failed (the record mirrors the file on
+    disk, as a folder ingestion's are), and the error names that document (`document_id`)."""
+    message = _scrub(res.error or "the document could not be read")
+    param = "file" if res.source.startswith(("upload:", "text:")) else "path"
+    if res.document_id is None:
+        return error_response(422, message, "invalid_request_error", param, "unreadable_document")
+    body = error_body(f"{message} (listed as document {res.document_id} with status failed until the file is fixed "
+                      "and added again, or the document deleted)", "invalid_request_error", param, "unreadable_document")
+    body["error"]["document_id"] = res.document_id
+    return Response(json.dumps(body), status=422, mimetype="application/json")
+
+
+def _accepted(resp: Response, document_id: int | None) -> Response:
+    """A 202 for uploads finished in the background: Location names the (first) document to poll."""
+    resp.headers["Location"] = f"/v1/documents/{document_id}"
+    if "respond-async" in request.headers.get("Prefer", "").lower():
+        resp.headers["Preference-Applied"] = "respond-async"
+    return resp
 
 
 @bp.get("/v1/documents")
@@ -386,7 +437,7 @@ def _ref(name: str) -> dict[str, str]:
 _ERRORS = {
     400: "Invalid request.", 401: "Missing or wrong API key.", 403: "Host or CORS origin not allowed, or a path outside the ingest roots.",
     404: "No such document, or a path that does not exist.", 413: "Request body too large.", 415: "Body is neither JSON nor multipart.",
-    422: "The document could not be read (unsupported, encrypted, empty or broken).", 500: "Internal error.",
+    422: "The document could not be read (unsupported, encrypted, empty or broken); nothing of an upload is stored.", 500: "Internal error.",
     503: "The document index is still loading (see Retry-After) or failed to load.",
     429: "Too many folder ingestions are waiting (see Retry-After).",
     507: "Insufficient storage: nothing of the failing document was written (`data` lists earlier files of the request that were kept).",
@@ -416,8 +467,10 @@ def openapi_paths(runtime) -> dict[str, Any]:
         {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 50}},
     ]
     created = {"description": "Added or updated: one document, or a list for several uploads.", "content": {"application/json": {"schema": ingest_ok}}}
-    accepted = {"description": "A folder: its ingestion runs in the background; poll the task's `url` (also in Location).",
-                "content": {"application/json": {"schema": _ref("IngestTask")}}}
+    accepted = {"description": "A folder: its ingestion runs in the background; poll the task's `url` (also in Location). "
+                               "An upload over upload_async_bytes (or with Prefer: respond-async or ?wait=false): status "
+                               "processing and its document_id; poll GET /v1/documents/{id} (also in Location) until ready or failed.",
+                "content": {"application/json": {"schema": {"oneOf": [_ref("IngestTask"), ingest_ok]}}}}
     task_id = {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^ingest_[0-9a-f]{16}$"}}
     unchanged = {"description": "Already indexed with the same content (or, for a folder, nothing changed).",
                  "content": {"application/json": {"schema": ingest_ok}}}
@@ -426,6 +479,13 @@ def openapi_paths(runtime) -> dict[str, Any]:
             "post": {
                 "summary": "Add documents: a multipart upload, JSON {title, text}, or JSON {path} under an ingest root",
                 "operationId": "addDocuments",
+                "parameters": [
+                    {"name": "wait", "in": "query", "required": False, "schema": {"type": "string", "enum": ["true", "false"]},
+                     "description": "Uploads: false processes them in the background (202), true in the request; "
+                                    "by default those over upload_async_bytes go to the background."},
+                    {"name": "Prefer", "in": "header", "required": False, "schema": {"type": "string"},
+                     "description": "respond-async (RFC 7240): process uploads in the background (202)."},
+                ],
                 "requestBody": {"required": True, "content": {
                     "application/json": {"schema": {"oneOf": [_ref("AddTextRequest"), _ref("AddPathRequest")]}},
                     "multipart/form-data": {"schema": upload},

@@ -236,16 +236,22 @@ def completions():
 
 @bp.post("/v1/embeddings")
 def embeddings():
+    """OpenAI's embeddings. An input longer than the model's window (all-MiniLM-L6-v2: 256 tokens) is never cut
+    silently: with `truncate` (our extension, default true as in Ollama and TEI) its first tokens are embedded and
+    usage.truncated_inputs counts it; with truncate false the request is refused with 400 (OpenAI's error shape,
+    code context_length_exceeded) naming the input, its length and the limit. usage.prompt_tokens counts every
+    token sent, those past the window too (OpenAI counts the input, not what the model kept)."""
     rt = _runtime()
     req = read_json(p.EmbeddingRequest, rt.settings.max_body_bytes)
     svc = rt.embeddings
     svc.check_model(req.model)
     texts = [req.input] if isinstance(req.input, str) else list(req.input)
-    vecs, tokens = svc.embed(texts, dimensions=req.dimensions)
-    note_usage(tokens)
+    out = svc.embed_texts(texts, dimensions=req.dimensions, truncate=req.truncate)
+    note_usage(out.tokens)
     as_b64 = req.encoding_format == "base64"
     data = [
         p.EmbeddingData(index=i, embedding=base64.b64encode(v.astype("<f4").tobytes()).decode() if as_b64 else v.tolist())
-        for i, v in enumerate(vecs)
+        for i, v in enumerate(out.vectors)
     ]
-    return _json(p.EmbeddingList(data=data, model=svc.model_name or req.model, usage=p.EmbeddingUsage(prompt_tokens=tokens, total_tokens=tokens)))
+    usage = p.EmbeddingUsage(prompt_tokens=out.tokens, total_tokens=out.tokens, truncated_inputs=out.truncated)
+    return _json(p.EmbeddingList(data=data, model=svc.model_name or req.model, usage=usage))

@@ -274,11 +274,12 @@ class BatchRequestRunner:
             raise RequestFailed(503, error_body("embedding model not loaded", "server_error", code="unavailable"))
         svc.check_model(req.model)
         texts = [req.input] if isinstance(req.input, str) else list(req.input)
-        vecs, tokens = svc.embed(texts, dimensions=req.dimensions)
+        got = svc.embed_texts(texts, dimensions=req.dimensions, truncate=req.truncate)
         as_b64 = req.encoding_format == "base64"
         data = [p.EmbeddingData(index=i, embedding=base64.b64encode(v.astype("<f4").tobytes()).decode() if as_b64 else v.tolist())
-                for i, v in enumerate(vecs)]
-        out = p.EmbeddingList(data=data, model=svc.model_name or req.model, usage=p.EmbeddingUsage(prompt_tokens=tokens, total_tokens=tokens))
+                for i, v in enumerate(got.vectors)]
+        usage = p.EmbeddingUsage(prompt_tokens=got.tokens, total_tokens=got.tokens, truncated_inputs=got.truncated)
+        out = p.EmbeddingList(data=data, model=svc.model_name or req.model, usage=usage)
         return out.model_dump(mode="json")
 
 

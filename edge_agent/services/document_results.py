@@ -43,7 +43,7 @@ class PathRefusedError(DocumentError):
 
 @dataclass
 class IngestResult:
-    """What happened to one document: added, updated, unchanged or failed."""
+    """What happened to one document: added, updated, unchanged, failed, or processing (an upload finished in the background)."""
 
     status: str
     source: str

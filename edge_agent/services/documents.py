@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
 import threading
 import uuid
 from pathlib import Path
@@ -39,6 +38,7 @@ from edge_agent.services.document_results import (
     make_snippet,
 )
 from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_files
+from edge_agent.services.upload_tasks import UPLOAD_INTERRUPTED, KeyedLocks, UploadIngest
 from edge_agent.services.storage import (  # disk_status: for /ready and doctor
     InsufficientStorageError,
     disk_full_error,
@@ -63,7 +63,7 @@ def default_db_path(settings: Any) -> Path:
     return Path(settings.data_dir) / DB_FILE
 
 
-class DocumentService(IndexUpkeep):
+class DocumentService(IndexUpkeep, UploadIngest):
     """Private documents: ingestion into SQLite + FAISS + BM25, and hybrid retrieval.
 
     Every add/delete returns only after SQLite has committed (the FAISS file follows within
@@ -95,6 +95,7 @@ class DocumentService(IndexUpkeep):
         self.limits = limits or LoaderLimits()
         self.ingest_roots = [Path(r) for r in ingest_roots]
         self._writing = threading.RLock()
+        self._by_key = KeyedLocks()  # one ingestion per source key at a time
         self.last_check: CheckResult | None = None
         self.min_free_bytes = int(min_free_bytes)
         self.data_dir = Path(store.db.path).parent
@@ -105,6 +106,8 @@ class DocumentService(IndexUpkeep):
         self._stop = threading.Event()
         self._saver: threading.Thread | None = None
         self._tasks = None  # FolderTasks, made on first use
+        self._uploads = None  # UploadQueue, made on first use
+        self.upload_async_bytes = 0  # uploads larger than this are processed in the background (0: when asked)
         self.max_folder_files = 10_000
         self.cleaned: list[str] = []
         if read_only:
@@ -116,6 +119,9 @@ class DocumentService(IndexUpkeep):
             log.info("removed leftovers of interrupted writes in the index folder: %s", ", ".join(self.cleaned))
         if check_on_open:
             self.last_check = self.check()
+        stale = self.store.fail_processing(UPLOAD_INTERRUPTED)  # nothing works on them now: never "processing" forever
+        if stale:
+            log.warning("%d uploads were still processing when the daemon stopped: marked failed", stale)
         if save_interval_s > 0:
             self._saver = threading.Thread(target=self._save_loop, args=(save_interval_s,), name="faiss-saver", daemon=True)
             self._saver.start()
@@ -163,6 +169,7 @@ class DocumentService(IndexUpkeep):
                 save_interval_s=getattr(settings, "index_save_interval_s", 60.0),
             )
             svc.max_folder_files = getattr(settings, "max_folder_files", svc.max_folder_files)
+            svc.upload_async_bytes = getattr(settings, "upload_async_bytes", 0)
             if switch_to is not None and not read_only:
                 svc.reembed = BackgroundReembed(svc, switch_to).start()
             return svc
@@ -260,18 +267,7 @@ class DocumentService(IndexUpkeep):
             raise DocumentError(f"text is over the {self.limits.max_file_bytes}-byte limit", param="text")
         meta = DocumentMeta(f"text:{title}", title, "txt", _sha256(data), len(data), mime="text/plain")
         doc = LoadedDocument(title, "txt", [Section(text.strip())])
-        return self._ingest(meta, lambda: doc)
-
-    def add_upload(self, filename: str, data: bytes) -> IngestResult:
-        """Add or replace an uploaded file identified by its (base) file name."""
-        name = re.split(r"[\\/]", filename or "")[-1].strip()
-        if not name or name in (".", ".."):
-            raise DocumentError("upload needs a file name", param="file")
-        if len(data) > self.limits.max_file_bytes:
-            raise DocumentError(f"file is over the {self.limits.max_file_bytes}-byte limit", param="file")
-        kind = detect_kind(name) or "unknown"
-        meta = DocumentMeta(f"upload:{name}", Path(name).stem or name, kind, _sha256(data), len(data))
-        return self._ingest(meta, lambda: load_bytes(data, name, self.limits))
+        return self._ingest(meta, lambda: doc, keep_failure=False)
 
     def _resolve(self, path: str | os.PathLike, confined: bool) -> Path:
         try:
@@ -305,8 +301,19 @@ class DocumentService(IndexUpkeep):
         )
         return self._ingest(meta, lambda: load_bytes(data, real.name, self.limits))
 
-    def _ingest(self, meta: DocumentMeta, load: Callable[[], LoadedDocument]) -> IngestResult:
+    def _ingest(self, meta: DocumentMeta, load: Callable[[], LoadedDocument], keep_failure: bool = True,
+                only_processing: bool = False) -> IngestResult:
+        """Load, chunk, embed and commit one document. A failure to read it is recorded (status "failed", its old
+        chunks removed) for a file the server reads from disk, which the record then mirrors (`keep_failure`);
+        for bytes a client sent it changes nothing and only the result says it failed."""
+        with self._by_key.hold(meta.source_key):  # identical uploads at once: the first adds, the rest find it
+            return self._ingest_now(meta, load, keep_failure, only_processing)
+
+    def _ingest_now(self, meta: DocumentMeta, load: Callable[[], LoadedDocument], keep_failure: bool,
+                    only_processing: bool) -> IngestResult:
         existing = self.store.get_by_key(meta.source_key)
+        if only_processing and (existing is None or existing.status != "processing" or existing.content_hash != meta.content_hash):
+            return IngestResult("unchanged", meta.source_key, None, meta.title, 0)  # replaced or deleted meanwhile
         if existing is not None and existing.status == "ready" and existing.content_hash == meta.content_hash:
             return IngestResult("unchanged", meta.source_key, existing.id, existing.title, existing.chunk_count)
         try:
@@ -319,6 +326,9 @@ class DocumentService(IndexUpkeep):
                 raise LoaderError("no text to index")
             vectors = self.embedder.embed([c.text for c in pieces])
         except LoaderError as exc:
+            if not keep_failure:
+                log.info("refused %s: %s", meta.source_key, exc)
+                return IngestResult("failed", meta.source_key, None, meta.title, 0, str(exc))
             return self._fail(meta, str(exc))
         records = [
             ChunkRecord(0, c.ordinal, c.text, c.char_start, c.char_end, c.token_count, c.page, c.heading, vector=v)
@@ -554,6 +564,10 @@ class DocumentService(IndexUpkeep):
         try:
             if self._tasks is not None:
                 self._tasks.close()
+            if self._uploads is not None:
+                self._uploads.close()
+                if self.owner is not None and self.owner.held:
+                    self.store.fail_processing(UPLOAD_INTERRUPTED)  # still waiting (or still running): upload again
             if self._saver is not None:
                 self._saver.join(30)
             self.wait_background(30)

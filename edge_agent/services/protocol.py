@@ -256,10 +256,12 @@ class EmbeddingRequest(_Request):
     model: str = Field(min_length=1, max_length=256, description="The embedding model id from GET /v1/models (or \"default\").")
     input: Annotated[str, Field(min_length=1)] | Annotated[
         list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_EMBED_INPUTS)
-    ] = Field(description="Text or texts to embed; text beyond the model's window is truncated.")
+    ] = Field(description="Text or texts to embed; see `truncate` for text beyond the model's window.")
     encoding_format: Literal["float", "base64"] | None = Field(None, description="base64: little-endian float32.")
     user: str | None = Field(None, max_length=256)
     dimensions: Int(ge=1) | None = Field(None, description="Only the model's own dimension is accepted (it has no shortened form).")
+    truncate: bool = Field(True, description="Extension (as Ollama and TEI): true embeds the first tokens of an input longer than "
+                           "the model's window (usage.truncated_inputs counts them); false answers 400 instead.")
 
     @field_validator("input", mode="before")
     @classmethod
@@ -402,8 +404,9 @@ class EmbeddingData(BaseModel):
 
 
 class EmbeddingUsage(BaseModel):
-    prompt_tokens: int
+    prompt_tokens: int = Field(description="The inputs' tokens, all of them (also those past the window of a truncated input).")
     total_tokens: int
+    truncated_inputs: int = Field(0, description="Extension: inputs cut to the model's window (truncate: true).")
 
 
 class EmbeddingList(BaseModel):

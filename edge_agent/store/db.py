@@ -133,6 +133,14 @@ class SqliteDatabase:
         if len(set(versions)) != len(versions):
             raise MigrationError("duplicate migration version numbers")
         applied: list[int] = []
+        self._writer.execute("PRAGMA foreign_keys=OFF")  # a table rebuild (SQLite's 12 steps) must not cascade; checked below
+        try:
+            self._migrate(migrations, versions, applied)
+        finally:
+            self._writer.execute("PRAGMA foreign_keys=ON")
+        return applied
+
+    def _migrate(self, migrations: Sequence[Migration], versions: list[int], applied: list[int]) -> None:
         with self.write() as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -155,7 +163,8 @@ class SqliteDatabase:
                     (m.version, m.name, time.time()),
                 )
                 applied.append(m.version)
-        return applied
+            if applied and conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                raise MigrationError(f"migrations {applied} broke a foreign key in {self.path}: nothing was changed")
 
     def schema_versions(self) -> list[int]:
         """Versions recorded in `schema_migrations`, ascending."""

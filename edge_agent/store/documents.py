@@ -138,6 +138,19 @@ class DocumentStore:
         with self.db.write() as conn:
             return self._upsert(conn, meta, "failed", error, 0, time.time())
 
+    def mark_processing(self, meta: DocumentMeta) -> tuple[int, list[int]]:
+        """Record a document whose upload is being processed in the background (an older version's chunks are
+        removed: it is being replaced); returns (id, removed chunk ids)."""
+        with self.db.write() as conn:
+            return self._upsert(conn, meta, "processing", None, 0, time.time())
+
+    def fail_processing(self, reason: str) -> int:
+        """Mark every document still "processing" failed with `reason` (at start: no process works on them); returns how many."""
+        with self.db.write() as conn:
+            cur = conn.execute("UPDATE documents SET status = 'failed', error = ?, updated_at = ? WHERE status = 'processing'",
+                               (reason, time.time()))
+            return cur.rowcount
+
     def _upsert(
         self, conn: sqlite3.Connection, meta: DocumentMeta, status: str, error: str | None, n: int, now: float
     ) -> tuple[int, list[int]]:

@@ -180,10 +180,38 @@ ITEM_STARTS_V5 = """
 ALTER TABLE run_items ADD COLUMN unfinished_starts INTEGER NOT NULL DEFAULT 0;
 """
 
+# A CHECK constraint cannot be altered: the table is rebuilt as SQLite's ALTER TABLE page says (migrate() runs with
+# foreign_keys off, so dropping the old table leaves the chunks, summaries and labels that reference it alone).
+DOCUMENT_PROCESSING_V6 = """
+CREATE TABLE documents_new (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    source_key   TEXT NOT NULL UNIQUE,          -- absolute path, upload:<name> or text:<title>
+    title        TEXT NOT NULL,
+    path         TEXT,                          -- resolved file path for server-side files, else NULL
+    kind         TEXT NOT NULL,                 -- txt, md, html, pdf, docx, eml, csv or unknown
+    mime         TEXT,
+    content_hash TEXT NOT NULL,
+    size         INTEGER NOT NULL,
+    mtime        REAL,
+    status       TEXT NOT NULL CHECK (status IN ('ready', 'failed', 'processing')),  -- processing: a background upload
+    error        TEXT,
+    chunk_count  INTEGER NOT NULL DEFAULT 0,
+    created_at   REAL NOT NULL,
+    updated_at   REAL NOT NULL
+);
+INSERT INTO documents_new SELECT * FROM documents;
+UPDATE sqlite_sequence SET seq = (SELECT seq FROM sqlite_sequence WHERE name = 'documents') WHERE name = 'documents_new';
+DROP TABLE documents;
+ALTER TABLE documents_new RENAME TO documents;
+CREATE INDEX documents_path ON documents(path);
+CREATE INDEX documents_kind ON documents(kind);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "documents, chunks and their vectors", DOCUMENTS_V1),
     Migration(2, "jobs, their runs and run items; document summaries", JOBS_V2),
     Migration(3, "uploaded and batch output files, OpenAI batches, document labels", FILES_V3),
     Migration(4, "vectors of a new embedding model, staged while the index re-embeds", REEMBED_V4),
     Migration(5, "run items count the starts a dying process left unfinished", ITEM_STARTS_V5),
+    Migration(6, "documents may be processing (an upload finished in the background)", DOCUMENT_PROCESSING_V6),
 ]

@@ -168,3 +168,31 @@ def test_embeddings_with_real_embedder(tiny_bundles, api_tmp):
         np.testing.assert_allclose(f.data[0].embedding, embedder.embed(["a fox"])[0], atol=1e-5)
     finally:
         server.close()
+
+
+def test_embeddings_never_truncate_silently(tiny_bundles, api_tmp):
+    """Over the window: truncate (default true) embeds the first tokens and says so; truncate false is a 400 with the limit."""
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+    server = start_server(api_settings(tiny_bundles["llama"], api_tmp), documents=embedder)
+    long = " ".join(f"word{i}" for i in range(300))
+    real = len(embedder.tokenizer.encode(long).ids)
+    assert real > embedder.max_tokens  # the input really is over the window
+    try:
+        c = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0)
+        r = c.embeddings.create(model="default", input=[long, "a fox"], encoding_format="float")
+        assert r.usage.prompt_tokens == real + len(embedder.tokenizer.encode("a fox").ids)  # every token sent, not 256
+        assert r.usage.model_extra["truncated_inputs"] == 1
+        np.testing.assert_allclose(r.data[0].embedding, embedder.embed([long, "a fox"])[0], atol=1e-5)
+        with pytest.raises(openai.BadRequestError) as e:
+            c.embeddings.create(model="default", input=["a fox", long], extra_body={"truncate": False})
+        err = e.value.body
+        assert err["code"] == "context_length_exceeded" and err["param"] == "input"
+        assert f"input[1] is {real} tokens" in err["message"] and str(embedder.max_tokens) in err["message"]
+        ok = c.embeddings.create(model="default", input="a fox", extra_body={"truncate": False})
+        assert ok.usage.model_extra["truncated_inputs"] == 0 and len(ok.data) == 1
+        status, _, body = server.request("POST", "/v1/embeddings", {"model": "default", "input": "x", "truncate": "no"})
+        assert status == 400 and json.loads(body)["error"]["param"] == "truncate"
+    finally:
+        server.close()

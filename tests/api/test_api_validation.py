@@ -186,6 +186,27 @@ def test_body_limit_with_and_without_content_length(live):
     conn.close()
 
 
+def test_waitress_own_413_is_counted_in_metrics(live):
+    """A body over waitress' cap is refused before Flask runs; /metrics still counts it (route "(waitress)")."""
+    import socket
+
+    from edge_agent.server import WAITRESS_ROUTE
+
+    labels = f'method="POST",route="{WAITRESS_ROUTE}",status="413"'
+    before = live.metric("edge_agent_http_requests_total", labels)
+    cap = live.srv.server.adj.max_request_body_size
+    with socket.create_connection((live.host, live.port), timeout=10) as s:
+        s.sendall(f"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
+                  f"Content-Type: multipart/form-data; boundary=x\r\nContent-Length: {cap + 1}\r\n\r\n".encode())
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert json.loads(body)["error"]["code"] == "body_too_large"
+    assert live.metric("edge_agent_http_requests_total", labels) == before + 1
+
+
 def test_server_still_answers_after_all_that(live):
     assert live.request("GET", "/health", key=None)[0] == 200
     status, _, body = live.request("POST", "/v1/chat/completions", CHAT)

@@ -157,7 +157,7 @@ def test_a_folder_is_ingested_in_the_background(client, service, docs_root):
     assert resp.headers["Location"] == first["url"] and first["path"] == "a"
     task = _wait_task(client, first["url"])
     assert task["status"] == "succeeded" and task["files_total"] == 4 and task["files_done"] == 4
-    assert task["counts"] == {"added": 3, "updated": 0, "unchanged": 0, "failed": 1}
+    assert task["counts"] == {"added": 3, "updated": 0, "unchanged": 0, "failed": 1, "processing": 0}
     assert sorted(d["source"] for d in task["data"]) == ["file:a/bad.pdf"] + [f"file:a/note{i}.txt" for i in range(3)]
     assert str(docs_root) not in client.get(first["url"]).get_data(as_text=True)
     assert service.retrieve("kx2q", k=1, mode="bm25")[0].title == "note2"

@@ -60,6 +60,35 @@ def test_failed_migration_rolls_back(tmp_path):
         assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
 
 
+def test_processing_migration_keeps_chunks_labels_and_ids(tmp_path):
+    """Migration 6 rebuilds `documents` (a wider CHECK): what references it stays, deletes still cascade, ids are not reused."""
+    before = [m for m in MIGRATIONS if m.version < 6]
+    db = SqliteDatabase(tmp_path / "old.db", before)
+    store = DocumentStore(db)
+    doc_id, _, _ = store.replace(DocumentMeta("text:a", "a", "txt", "h1", 1), _chunks(2))
+    gone, _, _ = store.replace(DocumentMeta("text:gone", "gone", "txt", "h0", 1), _chunks(1))
+    store.delete(gone)
+    with db.write() as conn:
+        conn.execute("INSERT INTO document_labels(document_id, label_set, label, score, method, created_at) VALUES (?, 's', 'l', 1, 'm', 0)",
+                     (doc_id,))
+    db.close()
+    db = SqliteDatabase(tmp_path / "old.db")
+    store = DocumentStore(db)
+    assert db.schema_versions() == [m.version for m in MIGRATIONS]
+    assert [c.ordinal for c in store.chunks_of(doc_id)] == [0, 1] and store.get(doc_id).status == "ready"
+    pid, _ = store.mark_processing(DocumentMeta("upload:b.pdf", "b", "pdf", "h2", 9))
+    assert pid > gone > doc_id  # AUTOINCREMENT's high-water mark survived the rebuild
+    assert store.fail_processing("stopped") == 1 and store.get(pid).status == "failed" and store.get(pid).error == "stopped"
+    with db.read() as conn:
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM document_labels").fetchone()[0] == 1
+    store.delete(doc_id)
+    with db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM document_labels").fetchone()[0] == 0  # the cascade still points at documents
+        assert conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0] == 0
+    db.close()
+
+
 def _chunks(n: int) -> list[ChunkRecord]:
     return [ChunkRecord(0, i, f"text {i}", 0, 6, 2, vector=np.full(4, i, np.float32)) for i in range(n)]
 
