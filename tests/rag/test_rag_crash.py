@@ -23,11 +23,21 @@ def _run_and_kill(mode: str, data_dir: Path, index_dir: Path, start: int, rng: r
     try:
         line = proc.stdout.readline()
         assert line.strip() == "READY", "worker did not start"
-        deadline = time.monotonic() + rng.uniform(0.2, 2.0)
         import selectors
 
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
+        # the random kill point counts from the first ack, so a slow (loaded) machine still kills mid-run
+        # after some work was acknowledged, not before the first document got through
+        deadline = time.monotonic() + 120
+        while not acked and time.monotonic() < deadline and sel.select(timeout=max(0.0, deadline - time.monotonic())):
+            line = proc.stdout.readline()
+            if not line:  # the worker ended
+                break
+            if line.startswith("ACK"):
+                _, i, doc_id = line.split()
+                acked[int(i)] = int(doc_id)
+        deadline = time.monotonic() + rng.uniform(0.2, 2.0)
         while time.monotonic() < deadline:
             if sel.select(timeout=max(0.0, deadline - time.monotonic())):
                 line = proc.stdout.readline()
