@@ -210,6 +210,9 @@ class BatchRequestRunner:
         if req.stream:
             raise RequestFailed(400, error_body("stream is not supported in a batch: leave it out or set it to false", param="stream",
                                                 code="invalid_value"))
+        if req.logprob_count() is not None:
+            raise RequestFailed(400, error_body("logprobs are not returned in a batch file: leave logprobs out (the live "
+                                                f"{url} route returns them)", param="logprobs", code="invalid_value"))
         self.chat.check_model(req.model)
         priority = max(self.priority, req.priority or 0)
         if isinstance(req, p.ChatCompletionRequest):

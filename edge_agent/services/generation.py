@@ -28,6 +28,9 @@ HEARTBEAT_S = 0.25
 class ChoiceDelta:
     index: int
     text: str
+    logprobs: list | None = None  # when asked for: engine.types.TokenLogprob of the tokens whose text ends in this delta
+
+
 
 
 @dataclass
@@ -35,6 +38,7 @@ class ChoiceEnd:
     index: int
     finish_reason: str  # "stop" | "length"
     completion_tokens: int
+    logprobs: list | None = None  # when asked for: the TokenLogprob no delta carried (text held back, then cut or never sent)
 
 
 @dataclass
@@ -62,6 +66,7 @@ class _Choice:
         self.guard = guard
         self.cut = False  # we stopped it (JSON complete or broken): report "stop"
         self.done = False
+        self.logprobs_sent = 0
 
 
 class Generation:
@@ -164,8 +169,10 @@ class Generation:
                             c.handle.cancel()
                     elif c.cut:
                         text = ""
+                    lps = getattr(ev, "logprobs", None)
                     if text:
-                        yield ChoiceDelta(c.index, text)
+                        c.logprobs_sent += len(lps or ())
+                        yield ChoiceDelta(c.index, text, lps)
                     continue
                 c.done = True
                 left -= 1
@@ -192,7 +199,8 @@ class Generation:
             tail = c.guard.closing()
             if tail:
                 yield ChoiceDelta(c.index, tail)
-        yield ChoiceEnd(c.index, reason, fin.usage.completion_tokens)
+        rest = None if fin.logprobs is None else fin.logprobs[c.logprobs_sent:]
+        yield ChoiceEnd(c.index, reason, fin.usage.completion_tokens, rest)
 
     def note_citations(self, texts) -> None:
         """Where nobody checked the answers yet (a chat model, a raw prompt) and they cite sources ("[n]"): mark the
