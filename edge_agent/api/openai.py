@@ -15,7 +15,7 @@ from edge_agent.api.errors import error_body, read_json
 from edge_agent.services import grounding
 from edge_agent.services.chat import sampling_options
 from edge_agent.services.generation import ChoiceDelta, Generation
-from edge_agent.services.logprobs import chat_content, completion_logprobs
+from edge_agent.services.logprobs import TextOffsets, chat_content, completion_logprobs
 from edge_agent.services.errors import ModelNotFoundError, ServiceError, UnavailableError
 
 bp = Blueprint("openai", __name__)
@@ -227,12 +227,13 @@ def completions():
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:
-        offsets: dict[int, int] = {}  # per choice: where the next token's text starts
+        offsets: dict[int, TextOffsets] = {}  # per choice: where the next token's text starts
 
         def chunk(index: int, text: str | None, finish: str | None, lps: list | None) -> dict:
             logprobs = None
             if lps is not None:
-                logprobs, offsets[index] = completion_logprobs(lps, svc.token_texts(), offsets.get(index, 0))
+                tt = svc.token_texts()
+                logprobs = completion_logprobs(lps, tt, offsets.setdefault(index, TextOffsets(tt)))
             return {"object": "text_completion", "choices": [{"index": index, "text": text or "", "finish_reason": finish, "logprobs": logprobs}]}
 
         include = bool(req.stream_options and req.stream_options.include_usage)
@@ -243,7 +244,7 @@ def completions():
     finally:
         gen.cancel()
     choices = [p.CompletionChoice(index=i, text=texts[i], finish_reason=ends[i],
-                                  logprobs=None if lps[i] is None else completion_logprobs(lps[i], svc.token_texts(), 0)[0])
+                                  logprobs=None if lps[i] is None else completion_logprobs(lps[i], svc.token_texts(), TextOffsets(svc.token_texts())))
                for i in sorted(texts)]
     gen.note_citations(texts.values())
     return _json(p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen),

@@ -160,7 +160,7 @@ class TokenLogprob:
     """One generated token's log-probability under the model, and the `top` most likely tokens' as (id, logprob), best first."""
 
     token_id: int
-    logprob: float
+    logprob: float | None  # None: no value (the first token of a prompt scored by services.logprobs.PromptScores)
     top: list[tuple[int, float]] = field(default_factory=list)
 
 

@@ -213,10 +213,6 @@ class ChatService:
         if n * len(prompts) > capacity:
             raise InvalidRequestError(f"n x number of prompts must be at most {capacity} on this server", param="n")
         _no_logprobs_with_rag(options, rag)
-        if echo and options.logprobs is not None:
-            raise InvalidRequestError("echo with logprobs (the prompt's log-probabilities) is not supported: the engine scores a "
-                                      "prompt one decode step per token; leave echo out (or logprobs), or score a continuation "
-                                      "with the classify job", param="echo")
         shown = list(prompts)
         sources = None
         if rag is not None:
@@ -240,6 +236,14 @@ class ChatService:
             lengths.append(len(ids))
             jobs += [(ids, text if echo else "", p * n + j) for j in range(n)]
         gen = self._start(jobs, lengths, options, priority, constraint)
+        try:
+            scores = self._score_prompts([jobs[k * n][0] for k in range(len(prompts))], options.logprobs, priority) \
+                if echo and options.logprobs is not None else []
+        except BaseException:
+            gen.cancel()
+            raise
+        for c in gen.choices if scores else ():
+            c.scores = scores[c.index // n]
         gen.sources = sources
         if rag is not None:
             query = strip_labels(shown[0], self.formatter.labels["user"], self.formatter.labels["assistant"])  # type: ignore[arg-type]
@@ -449,6 +453,32 @@ class ChatService:
             return params.validate()
         except ValueError as e:
             raise InvalidRequestError(str(e)) from None
+
+    def _score_prompts(self, prompts: list[list[int]], top: int, priority: int) -> list:
+        """Start scoring each prompt's tokens (echo with logprobs: services.logprobs.PromptScores, one decode step a token).
+
+        Raises BusyError, ContextLengthExceededError, UnavailableError as _start does.
+        """
+        from edge_agent.services.logprobs import ForcedTokens, PromptScores
+
+        out: list[PromptScores] = []
+        try:
+            for ids in prompts:
+                handle = None
+                if len(ids) > 1:
+                    params = SamplingParams(max_tokens=len(ids) - 1, temperature=0.0, ignore_eos=True, logprobs=top,
+                                            logits_processor=ForcedTokens(list(ids[1:])))
+                    handle = self.scheduler.submit(list(ids[:1]), params, priority=priority, timeout_s=self.request_timeout_s)
+                out.append(PromptScores(list(ids), handle))
+        except BaseException as e:
+            for sc in out:
+                sc.cancel()
+            if isinstance(e, QueueFullError):
+                raise BusyError(str(e), e.retry_after) from None
+            if isinstance(e, EngineError):
+                raise UnavailableError(str(e)) from None
+            raise
+        return out
 
     def _start(self, jobs, prompt_lengths: list[int], options: SamplingOptions, priority: int,
                constraint: OutputConstraint | None) -> Generation:

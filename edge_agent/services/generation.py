@@ -67,6 +67,7 @@ class _Choice:
         self.cut = False  # we stopped it (JSON complete or broken): report "stop"
         self.done = False
         self.logprobs_sent = 0
+        self.scores = None  # echo with logprobs: the prompt's services.logprobs.PromptScores, sent with the prefix
 
 
 class Generation:
@@ -94,6 +95,8 @@ class Generation:
         for c in self.choices:
             if not c.done:
                 c.handle.cancel()
+            if c.scores is not None:
+                c.scores.cancel()
 
     def expire_unread(self, after_s: float) -> None:
         """Cancel every choice unless events() has started within after_s seconds (a response body nobody reads)."""
@@ -149,7 +152,13 @@ class Generation:
         try:
             next_event = self._next_event()
             for c in self.choices:
-                if c.prefix:
+                if c.scores is not None:
+                    while (entries := c.scores.wait(HEARTBEAT_S)) is None:
+                        if time.monotonic() > self._deadline:
+                            raise GenerationTimeoutError("scoring the prompt ran past the request time limit")
+                        yield None
+                    yield ChoiceDelta(c.index, c.prefix, entries)
+                elif c.prefix:
                     yield ChoiceDelta(c.index, c.prefix)
             left = len(self.choices)
             while left:

@@ -9,11 +9,16 @@ vocabularies), `token` its text, with U+FFFD where the bytes are not whole chara
 """
 from __future__ import annotations
 
+import codecs
 import functools
 import re
 import threading
 
+import numpy as np
+
 from edge_agent.engine.tokens import byte_level_table
+from edge_agent.engine.types import TokenLogprob
+from edge_agent.services.errors import GenerationFailedError, UnavailableError
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -29,6 +34,8 @@ class TokenTexts:
         self.anchor = anchor[:1]
         self.anchor_text = tokenizer.decode(self.anchor, skip_special_tokens=False) if self.anchor else ""
         self.info = functools.lru_cache(maxsize=65536)(self._info)
+        # control tokens (BOS, EOS ...): the answer's and the echoed prompt's text leave them out
+        self.special = frozenset(i for i, a in tokenizer.get_added_tokens_decoder().items() if a.special)
 
     def _info(self, token_id: int) -> tuple[str, list[int]]:
         """(text, bytes) of one token id."""
@@ -73,20 +80,88 @@ def chat_content(entries, texts: TokenTexts) -> list[dict]:
     return out
 
 
-def completion_logprobs(entries, texts: TokenTexts, offset: int) -> tuple[dict, int]:
-    """Legacy completions' `logprobs` {tokens, token_logprobs, top_logprobs, text_offset} for entries whose text starts
-    at character `offset` of the choice's text, and the offset after them. Each top_logprobs dict holds the N most
-    likely tokens and the chosen one (N + 1 at most, as OpenAI says); texts that coincide keep the likelier."""
-    tokens, lps, tops, offsets = [], [], [], []
+class TextOffsets:
+    """Where each token's text starts in a choice's text (characters): whole characters of the bytes so far, control tokens
+    taking no room (the text leaves them out), so a character split over tokens counts once, at the token that ends it."""
+
+    def __init__(self, texts: TokenTexts):
+        self.texts = texts
+        self.chars = 0
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")  # holds an incomplete character's bytes
+
+    def add(self, token_id: int) -> int:
+        """The offset of token_id's text, then count it."""
+        at = self.chars
+        if token_id not in self.texts.special:
+            self.chars += len(self._utf8.decode(bytes(self.texts.info(token_id)[1])))
+        return at
+
+
+def completion_logprobs(entries, texts: TokenTexts, offsets: TextOffsets) -> dict:
+    """Legacy completions' `logprobs` {tokens, token_logprobs, top_logprobs, text_offset} for entries (offsets: the choice's
+    counter, carried from chunk to chunk). Each top_logprobs dict holds the N most likely tokens and the chosen one
+    (N + 1 at most, as OpenAI says); texts that coincide keep the likelier. An entry without a logprob (the first
+    token of an echoed prompt, which nothing precedes) gives null in token_logprobs and top_logprobs."""
+    tokens, lps, tops, where = [], [], [], []
     for e in entries:
         text, _ = texts.info(e.token_id)
         tokens.append(text)
         lps.append(e.logprob)
-        offsets.append(offset)
-        offset += len(text)
+        where.append(offsets.add(e.token_id))
+        if e.logprob is None:
+            tops.append(None)
+            continue
         d: dict[str, float] = {}
         for i, lp in e.top:
             d.setdefault(texts.info(i)[0], lp)
         d.setdefault(text, e.logprob)
         tops.append(d)
-    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}, offset
+    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": where}
+
+
+class ForcedTokens:
+    """Logits processor that allows only target[i] at step i (teacher forcing); the engine takes logprobs before it."""
+
+    def __init__(self, target: list[int]):
+        self.target = target
+
+    def __call__(self, generated: list[int], logits: np.ndarray) -> np.ndarray:
+        out = np.full(logits.shape, -np.inf, np.float32)
+        out[self.target[min(len(generated), len(self.target) - 1)]] = 0.0
+        return out
+
+
+class PromptScores:
+    """An echoed prompt's logprobs: each token's after the ones before it, from a forced generation of ids[1:] after ids[0]
+    (one decode step per token, batched with the rest: the graph gives logits of a prefill's last position only).
+
+    handle: that generation's engine handle (None for a one-token prompt). Shared by the n choices of a prompt.
+    """
+
+    def __init__(self, ids: list[int], handle):
+        self.ids = ids
+        self.handle = handle
+        self._lock = threading.Lock()
+        self._entries: list[TokenLogprob] | None = None if handle is not None else [TokenLogprob(ids[0], None, [])]
+
+    def wait(self, timeout: float) -> list[TokenLogprob] | None:
+        """The entries (the first with logprob None), or None while they are not done within timeout seconds.
+
+        Raises GenerationFailedError when the scoring failed, UnavailableError when it was cancelled.
+        """
+        with self._lock:
+            if self._entries is None:
+                try:
+                    fin = self.handle.result(timeout)
+                except TimeoutError:
+                    return None
+                if fin.finish_reason == "cancelled":
+                    raise UnavailableError("scoring the prompt was cancelled: the server is shutting down")
+                if fin.finish_reason != "length" or fin.logprobs is None or len(fin.logprobs) != len(self.ids) - 1:
+                    raise GenerationFailedError("scoring the prompt failed; retry, and report it if it persists")
+                self._entries = [TokenLogprob(self.ids[0], None, []), *fin.logprobs]
+            return self._entries
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()

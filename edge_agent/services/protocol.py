@@ -256,7 +256,8 @@ class CompletionRequest(_Sampling):
         None, description=f"Return `choices[].logprobs` (tokens, token_logprobs, top_logprobs, text_offset): each token's "
                           f"log-probability and this many most likely tokens' (0..{MAX_LOGPROBS}; the chosen token is added "
                           "to top_logprobs, so it holds up to N + 1), from the log-softmax of the model's raw logits (before "
-                          "penalties, temperature and top-k/top-p/min-p, as vLLM's default). Not with echo.")
+                          "penalties, temperature and top-k/top-p/min-p, as vLLM's default). With echo, the prompt's tokens come first (the "
+                          "first with null): scoring a prompt costs one batched decode step per token.")
 
     def logprob_count(self) -> int | None:
         """None, or how many alternatives each token's logprobs carry."""
@@ -411,8 +412,8 @@ class ChatCompletionChunk(BaseModel):
 
 class CompletionLogprobs(BaseModel):
     tokens: list[str]
-    token_logprobs: list[float]
-    top_logprobs: list[dict[str, float]] | None
+    token_logprobs: list[float | None] = Field(description="null for the first token of an echoed prompt (nothing precedes it).")
+    top_logprobs: list[dict[str, float] | None] | None
     text_offset: list[int] = Field(description="Where each token's text starts in the choice's text (characters).")
 
 

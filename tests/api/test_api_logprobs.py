@@ -139,6 +139,33 @@ def test_completions_logprobs_legacy_shape(client, ref, texts):
     assert streamed == list(zip(lp.tokens, lp.token_logprobs, lp.text_offset))
 
 
+def test_echo_scores_the_prompt_as_lm_eval_asks(client, ref, texts):
+    """lm-eval's local-completions loglikelihood: token-id prompts, echo, logprobs 1, max_tokens 1; the prompt's tokens
+    come first (the first with null), each scored after the ones before it, then the generated token."""
+    prompts = [[1, 17, 42, 99, 250, 3], [1, 5, 6]]
+    r = client.completions.create(model="llama", prompt=prompts, max_tokens=1, temperature=0, echo=True, logprobs=1,
+                                  extra_body={"ignore_eos": True})
+    assert [c.index for c in r.choices] == [0, 1]
+    for c, prompt in zip(r.choices, prompts):
+        lp = c.logprobs
+        assert len(lp.tokens) == len(prompt) + 1 and lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+        markers = {texts.info(i)[0] for i in texts.special}  # control tokens (BOS ...): not in the text, they take no room
+        shown = [t if t not in markers else "" for t in lp.tokens]
+        assert "".join(shown) == c.text and lp.text_offset == [sum(len(t) for t in shown[:k]) for k in range(len(shown))]
+        assert [texts.info(i)[0] for i in prompt] == lp.tokens[:len(prompt)]
+        for k in range(1, len(prompt)):
+            want = ref(prompt[:k])
+            assert abs(lp.token_logprobs[k] - want[prompt[k]]) < TOL
+            best = texts.info(int(np.argmax(want)))[0]
+            assert best in lp.top_logprobs[k] and abs(lp.top_logprobs[k][best] - want.max()) < TOL
+        assert abs(lp.token_logprobs[-1] - ref(prompt).max()) < TOL  # greedy
+    streamed = list(client.completions.create(model="llama", prompt=prompts[0], max_tokens=1, temperature=0, echo=True, logprobs=1,
+                                              stream=True, extra_body={"ignore_eos": True}))
+    tokens = [t for ch in streamed if ch.choices and ch.choices[0].logprobs for t in ch.choices[0].logprobs.tokens]
+    values = [v for ch in streamed if ch.choices and ch.choices[0].logprobs for v in ch.choices[0].logprobs.token_logprobs]
+    assert tokens == r.choices[0].logprobs.tokens and values == r.choices[0].logprobs.token_logprobs
+
+
 def test_logprobs_with_json_mode_and_stop_strings(client):
     schema = {"type": "object", "properties": {"color": {"enum": ["red", "brown"]}}, "required": ["color"], "additionalProperties": False}
     fmt = {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}
@@ -177,7 +204,7 @@ def test_n_choices_each_get_logprobs(client):
     ("/v1/completions", {"logprobs": 21}, "logprobs"),
     ("/v1/completions", {"logprobs": -1}, "logprobs"),
     ("/v1/completions", {"logprobs": True}, "logprobs"),
-    ("/v1/completions", {"logprobs": 2, "echo": True}, "echo"),
+    ("/v1/completions", {"logprobs": 2, "rag": {"k": 2}}, "logprobs"),
 ])
 def test_bad_logprobs_values_are_clear_400s(live, path, body, param):
     base = {"model": "llama", "max_tokens": 2}
