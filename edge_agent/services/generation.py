@@ -31,8 +31,6 @@ class ChoiceDelta:
     logprobs: list | None = None  # when asked for: engine.types.TokenLogprob of the tokens whose text ends in this delta
 
 
-
-
 @dataclass
 class ChoiceEnd:
     index: int

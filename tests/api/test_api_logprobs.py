@@ -57,12 +57,12 @@ def texts(live):
 def _ids(entries, texts: TokenTexts) -> list[int]:
     """The token ids of logprobs entries, from their bytes (unique in the tiny byte-level vocabulary)."""
     by_bytes = {}
-    for i in range(live_vocab(texts)):
+    for i in range(_vocab(texts)):
         by_bytes.setdefault(bytes(texts.info(i)[1]), i)
     return [by_bytes[bytes(e.bytes if hasattr(e, "bytes") else e["bytes"])] for e in entries]
 
 
-def live_vocab(texts: TokenTexts) -> int:
+def _vocab(texts: TokenTexts) -> int:
     return texts.tok.get_vocab_size()
 
 
