@@ -235,7 +235,14 @@ class ChatService:
                 ids, text = list(prompt), self.engine.decode(prompt) if echo else ""
             lengths.append(len(ids))
             jobs += [(ids, text if echo else "", p * n + j) for j in range(n)]
-        gen = self._start(jobs, lengths, options, priority, constraint)
+        if options.max_tokens == 0:  # OpenAI's and vLLM's prompt scoring: echo alone, nothing generated
+            if not echo:
+                raise InvalidRequestError("max_tokens must be at least 1 (0 only with echo, to return or score the prompt alone)",
+                                          param="max_tokens")
+            gen = Generation(self.model_name, [_Choice(index, CannedHandle("", 0, "length"), prefix) for _, prefix, index in jobs],
+                             sum(lengths), self.request_timeout_s + 5.0)
+        else:
+            gen = self._start(jobs, lengths, options, priority, constraint)
         try:
             scores = self._score_prompts([jobs[k * n][0] for k in range(len(prompts))], options.logprobs, priority) \
                 if echo and options.logprobs is not None else []
@@ -475,6 +482,8 @@ class ChatService:
                 sc.cancel()
             if isinstance(e, QueueFullError):
                 raise BusyError(str(e), e.retry_after) from None
+            if isinstance(e, ContextLengthError):
+                raise ContextLengthExceededError(str(e), e.prompt_tokens, e.max_tokens, e.context_length) from None
             if isinstance(e, EngineError):
                 raise UnavailableError(str(e)) from None
             raise

@@ -247,7 +247,8 @@ class CompletionRequest(_Sampling):
     prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)] | TokenIds | Annotated[
         list[TokenIds], Field(min_length=1, max_length=MAX_PROMPTS)
     ] = Field(description="Text, several texts, token ids, or several lists of token ids; no chat formatting is applied.")
-    max_tokens: Int(ge=1) | None = Field(16, description="Most tokens to generate (default 16, as OpenAI's).")
+    max_tokens: Int(ge=0) | None = Field(16, description="Most tokens to generate (default 16, as OpenAI's); 0 only with echo "
+                                                   "(the prompt is returned, with logprobs scored, and nothing generated).")
     echo: bool | None = Field(None, description="Put the prompt in front of each completion.")
     suffix: Unsupported("text after the insertion point (fill-in-the-middle) is not taken: leave `suffix` out", "") = Field(
         None, description="Not supported.")

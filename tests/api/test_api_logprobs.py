@@ -166,6 +166,21 @@ def test_echo_scores_the_prompt_as_lm_eval_asks(client, ref, texts):
     assert tokens == r.choices[0].logprobs.tokens and values == r.choices[0].logprobs.token_logprobs
 
 
+def test_max_tokens_0_with_echo_scores_the_prompt_alone(client, live, ref):
+    """OpenAI's and vLLM's prompt scoring: echo, logprobs, max_tokens 0: the prompt's tokens and nothing generated."""
+    prompt = [1, 17, 42, 99]
+    r = client.completions.create(model="llama", prompt=prompt, max_tokens=0, echo=True, logprobs=0)
+    c = r.choices[0]
+    assert c.finish_reason == "length" and r.usage.completion_tokens == 0 and len(c.logprobs.tokens) == len(prompt)
+    assert all(abs(c.logprobs.token_logprobs[k] - ref(prompt[:k])[prompt[k]]) < TOL for k in range(1, len(prompt)))
+    status, _, raw = live.request("POST", "/v1/completions", {"model": "llama", "prompt": "hi", "max_tokens": 0})
+    assert status == 400 and json.loads(raw)["error"]["param"] == "max_tokens"
+    long = [5 + k % 300 for k in range(600)]  # past the 512-token context: a 400 that says so, not a 503
+    status, _, raw = live.request("POST", "/v1/completions", {"model": "llama", "prompt": long, "max_tokens": 0, "echo": True,
+                                                              "logprobs": 1})
+    assert status == 400 and "context" in json.loads(raw)["error"]["message"], raw
+
+
 def test_logprobs_with_json_mode_and_stop_strings(client):
     schema = {"type": "object", "properties": {"color": {"enum": ["red", "brown"]}}, "required": ["color"], "additionalProperties": False}
     fmt = {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}
