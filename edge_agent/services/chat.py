@@ -462,21 +462,15 @@ class ChatService:
             raise InvalidRequestError(str(e)) from None
 
     def _score_prompts(self, prompts: list[list[int]], top: int, priority: int) -> list:
-        """Start scoring each prompt's tokens (echo with logprobs: services.logprobs.PromptScores, one decode step a token).
+        """Start scoring each prompt's tokens (echo with logprobs: services.logprobs.PromptScores, one decode step a token,
+        in up to 8 segments side by side). Raises BusyError, ContextLengthExceededError, UnavailableError as _start does."""
+        from edge_agent.services.logprobs import start_prompt_scores
 
-        Raises BusyError, ContextLengthExceededError, UnavailableError as _start does.
-        """
-        from edge_agent.services.logprobs import ForcedTokens, PromptScores
-
-        out: list[PromptScores] = []
+        out: list = []
+        most = max(1, self.scheduler.max_queue // 2 // max(1, len(prompts)))  # half the queue at most: room for the choices
         try:
             for ids in prompts:
-                handle = None
-                if len(ids) > 1:
-                    params = SamplingParams(max_tokens=len(ids) - 1, temperature=0.0, ignore_eos=True, logprobs=top,
-                                            logits_processor=ForcedTokens(list(ids[1:])))
-                    handle = self.scheduler.submit(list(ids[:1]), params, priority=priority, timeout_s=self.request_timeout_s)
-                out.append(PromptScores(list(ids), handle))
+                out.append(start_prompt_scores(self.scheduler, ids, top, priority, self.request_timeout_s, min(8, most)))
         except BaseException as e:
             for sc in out:
                 sc.cancel()

@@ -13,11 +13,12 @@ import codecs
 import functools
 import re
 import threading
+import time
 
 import numpy as np
 
 from edge_agent.engine.tokens import byte_level_table
-from edge_agent.engine.types import TokenLogprob
+from edge_agent.engine.types import SamplingParams, TokenLogprob
 from edge_agent.services.errors import GenerationFailedError, UnavailableError
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -131,18 +132,36 @@ class ForcedTokens:
         return out
 
 
-class PromptScores:
-    """An echoed prompt's logprobs: each token's after the ones before it, from a forced generation of ids[1:] after ids[0]
-    (one decode step per token, batched with the rest: the graph gives logits of a prefill's last position only).
+# A scored prompt is split into at most this many segments of at least MIN_SEGMENT tokens, each its own forced
+# generation after the prompt's tokens before it (a prefill): they decode side by side in the batch, so a
+# 128-token prompt takes ~16 steps of 8 rows instead of 127 steps of one (scripts/bench_logprobs.py).
+MAX_SEGMENTS = 8
+MIN_SEGMENT = 16
 
-    handle: that generation's engine handle (None for a one-token prompt). Shared by the n choices of a prompt.
+
+def segments(n: int, most: int = MAX_SEGMENTS) -> list[tuple[int, int]]:
+    """(start, end) of the forced segments (at most `most`) that score tokens 1..n-1 of an n-token prompt (none for n < 2)."""
+    if n < 2:
+        return []
+    size = max(MIN_SEGMENT, -(-(n - 1) // max(1, most)))
+    return [(a, min(a + size, n)) for a in range(1, n, size)]
+
+
+class PromptScores:
+    """An echoed prompt's logprobs: each token's after the ones before it (the first has none).
+
+    The graph gives logits of a prefill's last position only, so each segment (start, end) of the prompt is a forced
+    generation of ids[start:end] after ids[:start]: one decode step per token, the segments batched side by side.
+    handles: one engine handle per segment of parts (services.logprobs.segments). Shared by the n choices of a prompt.
     """
 
-    def __init__(self, ids: list[int], handle):
+    def __init__(self, ids: list[int], handles: list, parts: list[tuple[int, int]]):
         self.ids = ids
-        self.handle = handle
+        self.handles = handles
+        self.parts = parts
         self._lock = threading.Lock()
-        self._entries: list[TokenLogprob] | None = None if handle is not None else [TokenLogprob(ids[0], None, [])]
+        self._done: list = [None] * len(handles)
+        self._entries: list[TokenLogprob] | None = None
 
     def wait(self, timeout: float) -> list[TokenLogprob] | None:
         """The entries (the first with logprob None), or None while they are not done within timeout seconds.
@@ -151,17 +170,43 @@ class PromptScores:
         """
         with self._lock:
             if self._entries is None:
-                try:
-                    fin = self.handle.result(timeout)
-                except TimeoutError:
-                    return None
-                if fin.finish_reason == "cancelled":
-                    raise UnavailableError("scoring the prompt was cancelled: the server is shutting down")
-                if fin.finish_reason != "length" or fin.logprobs is None or len(fin.logprobs) != len(self.ids) - 1:
-                    raise GenerationFailedError("scoring the prompt failed; retry, and report it if it persists")
-                self._entries = [TokenLogprob(self.ids[0], None, []), *fin.logprobs]
+                end = time.monotonic() + timeout
+                for k, h in enumerate(self.handles):
+                    if self._done[k] is None:
+                        try:
+                            self._done[k] = h.result(max(0.0, end - time.monotonic()))
+                        except TimeoutError:
+                            return None
+                entries = [TokenLogprob(self.ids[0], None, [])]
+                for (a, b), fin in zip(self.parts, self._done):
+                    if fin.finish_reason == "cancelled":
+                        raise UnavailableError("scoring the prompt was cancelled: the server is shutting down")
+                    if fin.finish_reason != "length" or fin.logprobs is None or len(fin.logprobs) != b - a:
+                        raise GenerationFailedError("scoring the prompt failed; retry, and report it if it persists")
+                    entries += fin.logprobs
+                self._entries = entries
             return self._entries
 
     def cancel(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
+        for h in self.handles:
+            h.cancel()
+
+
+def start_prompt_scores(scheduler, ids: list[int], top: int, priority: int = 0, timeout_s: float | None = None,
+                        most: int = MAX_SEGMENTS) -> PromptScores:
+    """Submit the forced generations (at most `most`) that score ids (top: alternatives per token); returns at once.
+
+    Raises the scheduler's QueueFullError, ContextLengthError, EngineError (what was submitted is cancelled).
+    """
+    handles = []
+    parts = segments(len(ids), most)
+    try:
+        for a, b in parts:
+            params = SamplingParams(max_tokens=b - a, temperature=0.0, ignore_eos=True, logprobs=top,
+                                    logits_processor=ForcedTokens(list(ids[a:b])))
+            handles.append(scheduler.submit(list(ids[:a]), params, priority=priority, timeout_s=timeout_s))
+    except BaseException:
+        for h in handles:
+            h.cancel()
+        raise
+    return PromptScores(list(ids), handles, parts)

@@ -168,7 +168,7 @@ def test_echo_scores_the_prompt_as_lm_eval_asks(client, ref, texts):
 
 def test_max_tokens_0_with_echo_scores_the_prompt_alone(client, live, ref):
     """OpenAI's and vLLM's prompt scoring: echo, logprobs, max_tokens 0: the prompt's tokens and nothing generated."""
-    prompt = [1, 17, 42, 99]
+    prompt = [1] + [5 + (k * 37) % 390 for k in range(39)]  # 40 tokens: scored in three segments (1-16, 17-32, 33-39)
     r = client.completions.create(model="llama", prompt=prompt, max_tokens=0, echo=True, logprobs=0)
     c = r.choices[0]
     assert c.finish_reason == "length" and r.usage.completion_tokens == 0 and len(c.logprobs.tokens) == len(prompt)
