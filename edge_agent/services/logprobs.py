@@ -6,6 +6,7 @@ penalty, logits processor (a response format's grammar), temperature or top-k / 
 returns them by default. This module turns ids into the token's text and bytes: `bytes` is the token's
 raw UTF-8 bytes (one byte of a character split over several tokens, for byte-fallback and byte-level
 vocabularies), `token` its text, with U+FFFD where the bytes are not whole characters (as OpenAI does).
+It also scores an echoed prompt (PromptScores): forced generations, since the graph gives a prefill's last logits only.
 """
 from __future__ import annotations
 
