@@ -7,6 +7,12 @@ returns them by default. This module turns ids into the token's text and bytes: 
 raw UTF-8 bytes (one byte of a character split over several tokens, for byte-fallback and byte-level
 vocabularies), `token` its text, with U+FFFD where the bytes are not whole characters (as OpenAI does).
 It also scores an echoed prompt (PromptScores): forced generations, since the graph gives a prefill's last logits only.
+
+On a bundle whose head is re-scored (engine.rescore: the default model's dual head), the logits within 7 of a row's top
+are exact and the rest keep the head's approximation, which depends on how many rows the step had (int4 head up to 4,
+int8 above): the default model, one sequence alone against the same one beside 7 others (/tmp probe, 16 greedy tokens,
+top 5), gave the same tokens, chosen-token logprobs within 0.005 (median 0.0008: the normaliser's tail) and
+alternatives more than 7 below the top off by up to 0.6; the candidates themselves are equal.
 """
 from __future__ import annotations
 
