@@ -15,6 +15,7 @@ from edge_agent.api.errors import error_body, read_json
 from edge_agent.services import grounding
 from edge_agent.services.chat import sampling_options
 from edge_agent.services.generation import ChoiceDelta, Generation
+from edge_agent.services.logprobs import TextOffsets, chat_content, completion_logprobs
 from edge_agent.services.errors import ModelNotFoundError, ServiceError, UnavailableError
 
 bp = Blueprint("openai", __name__)
@@ -65,10 +66,11 @@ def _disconnected() -> Callable[[], bool]:
     return probe if callable(probe) else (lambda: False)
 
 
-def _wait(gen: Generation, disconnected: Callable[[], bool]) -> tuple[dict[int, str], dict[int, str]]:
-    """Collect every choice's text and finish reason; give up (cancelling) if the client goes away."""
+def _wait(gen: Generation, disconnected: Callable[[], bool]) -> tuple[dict[int, str], dict[int, str], dict[int, list | None]]:
+    """Collect every choice's text, finish reason and logprobs (None unless asked for); give up (cancelling) if the client goes away."""
     texts: dict[int, list[str]] = {c.index: [] for c in gen.choices}
     ends: dict[int, str] = {}
+    lps: dict[int, list | None] = {c.index: None for c in gen.choices}
     events = gen.events()
     probe = time.monotonic() + PROBE_S
     try:
@@ -84,9 +86,11 @@ def _wait(gen: Generation, disconnected: Callable[[], bool]) -> tuple[dict[int, 
                 texts[ev.index].append(ev.text)
             else:
                 ends[ev.index] = ev.finish_reason
+            if ev.logprobs is not None:
+                lps[ev.index] = (lps[ev.index] or []) + ev.logprobs
     finally:
         events.close()
-    return {i: "".join(t) for i, t in texts.items()}, ends
+    return {i: "".join(t) for i, t in texts.items()}, ends, lps
 
 
 def _usage(gen: Generation) -> p.Usage:
@@ -98,9 +102,11 @@ def _sse(data: dict | str) -> bytes:
     return b"data: " + (data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))).encode() + b"\n\n"
 
 
-def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[int, str | None, str | None], dict], include_usage: bool,
+def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[int, str | None, str | None, list | None], dict], include_usage: bool,
             disconnected: Callable[[], bool]) -> Response:
     """Server-Sent Events: head chunks, one chunk per delta and per end, optional usage, [DONE].
+
+    chunk(index, text, finish_reason, logprobs) makes a chunk; logprobs are the TokenLogprob of its tokens (None unless asked for).
 
     A client that goes away (a failed write closes this generator; waitress' disconnect probe
     is polled between events) cancels the generation.
@@ -124,15 +130,15 @@ def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[
                     continue
                 last = time.monotonic()
                 if isinstance(ev, ChoiceDelta):
-                    out = chunk(ev.index, ev.text, None)
+                    out = chunk(ev.index, ev.text, None, ev.logprobs)
                 else:
-                    out = chunk(ev.index, None, ev.finish_reason)
+                    out = chunk(ev.index, None, ev.finish_reason, ev.logprobs)
                 out.update(base)
                 if include_usage:
                     out["usage"] = None
                 yield _sse(out)
             if include_usage:
-                last_chunk = chunk(0, None, None)
+                last_chunk = chunk(0, None, None, None)
                 yield _sse({**last_chunk, **base, "choices": [], "usage": _usage(gen).model_dump()})
             yield _sse("[DONE]")
         except ServiceError as e:
@@ -190,17 +196,20 @@ def chat_completions():
                 for c in gen.choices]
         _with_sources(head[0], gen)
 
-        def chunk(index: int, text: str | None, finish: str | None) -> dict:
+        def chunk(index: int, text: str | None, finish: str | None, lps: list | None) -> dict:
             delta = {"content": text} if text is not None else {}
-            return {"object": obj, "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+            logprobs = None if lps is None else {"content": chat_content(lps, svc.token_texts()), "refusal": None}
+            return {"object": obj, "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
 
         include = bool(req.stream_options and req.stream_options.include_usage)
         return _stream(gen, "chatcmpl-", head, chunk, include, disconnected)
     try:
-        texts, ends = _wait(gen, disconnected)
+        texts, ends, lps = _wait(gen, disconnected)
     finally:
         gen.cancel()
-    choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i]) for i in sorted(texts)]
+    choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i],
+                            logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], svc.token_texts())))
+               for i in sorted(texts)]
     gen.note_citations(texts.values())
     return _json(p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen),
                                   sources=_sources(gen), grounding=_grounding(gen)))
@@ -218,17 +227,25 @@ def completions():
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:
-        def chunk(index: int, text: str | None, finish: str | None) -> dict:
-            return {"object": "text_completion", "choices": [{"index": index, "text": text or "", "finish_reason": finish, "logprobs": None}]}
+        offsets: dict[int, TextOffsets] = {}  # per choice: where the next token's text starts
+
+        def chunk(index: int, text: str | None, finish: str | None, lps: list | None) -> dict:
+            logprobs = None
+            if lps is not None:
+                tt = svc.token_texts()
+                logprobs = completion_logprobs(lps, tt, offsets.setdefault(index, TextOffsets(tt)))
+            return {"object": "text_completion", "choices": [{"index": index, "text": text or "", "finish_reason": finish, "logprobs": logprobs}]}
 
         include = bool(req.stream_options and req.stream_options.include_usage)
-        head = [] if gen.sources is None else [_with_sources(chunk(gen.choices[0].index, "", None), gen)]
+        head = [] if gen.sources is None else [_with_sources(chunk(gen.choices[0].index, "", None, None), gen)]
         return _stream(gen, "cmpl-", head, chunk, include, disconnected)
     try:
-        texts, ends = _wait(gen, disconnected)
+        texts, ends, lps = _wait(gen, disconnected)
     finally:
         gen.cancel()
-    choices = [p.CompletionChoice(index=i, text=texts[i], finish_reason=ends[i]) for i in sorted(texts)]
+    choices = [p.CompletionChoice(index=i, text=texts[i], finish_reason=ends[i],
+                                  logprobs=None if lps[i] is None else completion_logprobs(lps[i], svc.token_texts(), TextOffsets(svc.token_texts())))
+               for i in sorted(texts)]
     gen.note_citations(texts.values())
     return _json(p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen),
                               sources=_sources(gen), grounding=_grounding(gen)))

@@ -15,6 +15,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from edge_agent.engine.sequence import Sequence
 
@@ -75,6 +77,31 @@ class Admission:
         except Exception:
             log.exception("prefix cache lookup failed; prefilling the whole prompt")
             seq.prefilled = 0
+        try:
+            self._fork(seq)
+        except Exception:
+            log.exception("copying a sibling's prompt cache failed; prefilling the whole prompt")
+            seq.prefilled = seq.cached = 0
+
+    def _fork(self, seq: Sequence) -> None:
+        """Start seq from the cache of a decoding sequence with the same prompt (n > 1 choices, continuations scored after
+        one prompt, identical requests): its first len - 1 positions are copied, so only the prompt's last token is
+        prefilled (the prefix cache holds whole 64-token blocks only: a 150-token prompt's 2nd..4th choices re-prefilled
+        22 tokens each, a prompt under 65 tokens all of it). Not from a sibling whose sliding-window layers have
+        given positions back."""
+        m = len(seq.feed) - 1
+        if seq.tokens or m <= seq.prefilled:
+            return
+        trimmed = getattr(self.model, "trimmed", None)
+        for d in self._decoding:
+            if (d.length >= m and len(d.prompt) >= m and (trimmed is None or int(trimmed[d.slot]) == 0)
+                    and np.array_equal(d.prompt[:m], seq.feed[:m])):
+                self.model.ensure_capacity(m + 1)
+                self.model.move_slot(d.slot, seq.slot, m)
+                seq.prefilled = m
+                if not seq.preempted:
+                    seq.cached = m
+                return
 
     def _keep_prefix(self, s: Sequence) -> None:
         """Store the block-aligned part of s's cache (prefilling or decoding) in the prefix cache, so that it resumes by a copy."""

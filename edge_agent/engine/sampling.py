@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_agent.engine.types import SamplingParams
+from edge_agent.engine.types import SamplingParams, TokenLogprob
 
 # Candidates ranked first when no top_k limits them (more only when top_p / min_p / the draw need them).
 _CANDIDATES = 2048
@@ -50,6 +50,26 @@ def top_candidates(logits: np.ndarray, k: int) -> np.ndarray:
         if k <= cand.shape[0] < vocab // 4:
             return cand[np.argpartition(logits[cand], cand.shape[0] - k)[cand.shape[0] - k :]]
     return np.argpartition(logits, vocab - k)[vocab - k :]  # no negated copy of the vocabulary
+
+
+def token_logprob(logits: np.ndarray, token: int, top: int) -> TokenLogprob:
+    """token's log-probability under log_softmax(logits [vocab]) and the `top` most likely tokens' (best first, ties by id).
+
+    The raw logits of the step: what vLLM returns by default (no temperature, penalty or processor applied).
+    Cost: one max, exp and sum over the vocabulary (float32 exp, float64 sum: ~0.2 ms for 262,144 logits).
+    Raises ValueError when the logits are not finite.
+    """
+    m = float(logits.max())
+    lse = m + float(np.log(np.exp(logits - np.float32(m)).sum(dtype=np.float64)))
+    if not np.isfinite(lse):
+        raise ValueError("the logits are not finite")
+    best: list[tuple[int, float]] = []
+    if top > 0:
+        k = min(top, logits.shape[0])
+        ids = top_candidates(logits, k)
+        ids = ids[np.lexsort((ids, -logits[ids]))]
+        best = [(int(i), float(logits[i]) - lse) for i in ids]
+    return TokenLogprob(int(token), float(logits[token]) - lse, best)
 
 
 def _ranked(logits: np.ndarray, cand: np.ndarray, temperature: float, top: float) -> tuple[np.ndarray, np.ndarray]:

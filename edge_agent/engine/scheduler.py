@@ -54,7 +54,7 @@ from edge_agent.engine.admission import Admission
 from edge_agent.engine.detokenize import IncrementalDecoder
 from edge_agent.engine.engine import OnnxEngine
 from edge_agent.engine.prefix_cache import PrefixCache
-from edge_agent.engine.sampling import is_greedy, sample, suppress
+from edge_agent.engine.sampling import is_greedy, sample, suppress, token_logprob
 from edge_agent.engine.sequence import Event, GenerationHandle, Sequence
 from edge_agent.engine.step_gate import StepGate
 from edge_agent.engine.types import (
@@ -422,7 +422,7 @@ class BatchScheduler(Admission):
                 self._choose_and_accept(s, logits[i])
                 continue
             try:
-                self._accept(s, tok)
+                self._accept(s, tok, None if s.logprobs is None else token_logprob(logits[i], tok, s.params.logprobs))
             except Exception as e:
                 log.exception("accepting a token failed")
                 self._finish(s, "error", error=f"generation failed: {type(e).__name__}")
@@ -466,14 +466,17 @@ class BatchScheduler(Admission):
         self._finish(seqs[hi - 1], "error", error=f"the model step failed: {type(e).__name__}")
 
     def _choose_and_accept(self, s: Sequence, logits: np.ndarray) -> None:
+        # logprobs come from the raw row; only a repetition penalty changes it in place (processors get a copy)
+        raw = logits.copy() if s.logprobs is not None and s.params.repetition_penalty != 1.0 else logits
         try:
             tok = self._choose(s, logits)
+            lp = None if s.logprobs is None else token_logprob(raw, tok, s.params.logprobs)
         except Exception as e:  # a bad processor or distribution ends this sequence, not the batch
             log.warning("sampling failed for one sequence: %s", e)
             self._finish(s, "error", error=f"sampling failed: {e}")
             return
         try:
-            self._accept(s, tok)
+            self._accept(s, tok, lp)
         except Exception as e:
             log.exception("accepting a token failed")
             self._finish(s, "error", error=f"generation failed: {type(e).__name__}")
@@ -493,8 +496,8 @@ class BatchScheduler(Admission):
             return int(np.argmax(logits))
         return sample(logits, p, s.rng, s.history())
 
-    def _accept(self, s: Sequence, tok: int) -> None:
-        """Record one new token of s: emit its text, check every way to finish."""
+    def _accept(self, s: Sequence, tok: int, lp=None) -> None:
+        """Record one new token of s (lp: its TokenLogprob when asked for): emit its text, check every way to finish."""
         if s.first_token == 0.0:
             s.first_token = time.monotonic()
         p = s.params
@@ -503,6 +506,8 @@ class BatchScheduler(Admission):
             self._finish(s, "stop")
             return
         s.tokens.append(tok)
+        if lp is not None:
+            s.logprobs.append(lp)
         s.next_token = tok
         self.tokens_generated += 1
         piece = s.detok.add(tok)
@@ -540,7 +545,8 @@ class BatchScheduler(Admission):
             total_s=now - s.submitted,
             waited_for=s.waited_for,
         )
-        fin = Finished(text=s.text, finish_reason=reason, usage=usage, token_ids=list(s.tokens), error=error)
+        fin = Finished(text=s.text, finish_reason=reason, usage=usage, token_ids=list(s.tokens), error=error,
+                       logprobs=None if s.logprobs is None else list(s.logprobs))
         if not s.batch:
             self._last_interactive = now
         if s.handle._end(fin) and self.on_finish:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge_agent.engine.detokenize import IncrementalDecoder
-from edge_agent.engine.types import BATCH_PRIORITY, Finished, SamplingParams, TextDelta
+from edge_agent.engine.types import BATCH_PRIORITY, Finished, SamplingParams, TextDelta, TokenLogprob
 
 Event = TextDelta | Finished
 
@@ -108,6 +108,12 @@ class Sequence:
     prefill_failures: int = 0
     preempted: int = 0
     waited_for: str = ""  # the model step in flight when it was submitted (interactive requests)
+    logprobs: list[TokenLogprob] | None = None  # with params.logprobs: one per token of .tokens
+    logprobs_sent: int = 0  # how many of them went out with a TextDelta
+
+    def __post_init__(self) -> None:
+        if self.params.logprobs is not None and self.logprobs is None:
+            self.logprobs = []
 
     @property
     def batch(self) -> bool:
@@ -120,7 +126,10 @@ class Sequence:
         """Send text to the handle (and keep it in .text)."""
         if text:
             self.text += text
-            self.handle._events.put(TextDelta(text))
+            lps = None
+            if self.logprobs is not None:  # the tokens whose text ends here
+                lps, self.logprobs_sent = self.logprobs[self.logprobs_sent:], len(self.logprobs)
+            self.handle._events.put(TextDelta(text, lps))
 
     def emit_until_stop(self, piece: str) -> bool:
         """Emit text up to a stop string; hold back a tail that may begin one. True when a stop string was found."""

@@ -53,6 +53,7 @@ MIN_TEMPERATURE = 1e-3  # below this sampling is greedy (and logits / T could ov
 MAX_TEMPERATURE = 2.0
 MIN_REPETITION_PENALTY, MAX_REPETITION_PENALTY = 0.01, 10.0
 MAX_TOP_K = 1_000_000
+MAX_LOGPROBS = 20  # most alternatives per token (OpenAI's top_logprobs limit; vLLM's default max)
 
 
 @dataclass
@@ -77,6 +78,9 @@ class SamplingParams:
     min_tokens: int = 0
     # Called as f(generated_ids, logits) -> logits before each choice (e.g. constrained JSON).
     logits_processor: Callable[[list[int], Any], Any] | None = field(default=None, repr=False, compare=False)
+    # None: none; N (0..MAX_LOGPROBS): each generated token's log-probability and the N most likely tokens' (TokenLogprob),
+    # from the log-softmax of the model's raw logits of that step (before penalties, processors, temperature, top-k/p)
+    logprobs: int | None = None
 
     def validate(self) -> "SamplingParams":
         def finite(name: str, v: float) -> None:
@@ -106,6 +110,9 @@ class SamplingParams:
             raise ValueError(f"top_k must be an integer between 0 and {MAX_TOP_K}")
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
             raise ValueError("seed must be an integer")
+        if self.logprobs is not None and (not isinstance(self.logprobs, int) or isinstance(self.logprobs, bool)
+                                          or not 0 <= self.logprobs <= MAX_LOGPROBS):
+            raise ValueError(f"logprobs must be an integer between 0 and {MAX_LOGPROBS}")
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError("stop must be non-empty strings")
         return self
@@ -149,10 +156,24 @@ class Usage:
 
 
 @dataclass
+class TokenLogprob:
+    """One generated token's log-probability under the model, and the `top` most likely tokens' as (id, logprob), best first."""
+
+    token_id: int
+    logprob: float | None  # None: no value (the first token of a prompt scored by services.logprobs.PromptScores)
+    top: list[tuple[int, float]] = field(default_factory=list)
+
+
+@dataclass
 class TextDelta:
-    """A piece of generated text: always whole UTF-8 characters."""
+    """A piece of generated text: always whole UTF-8 characters.
+
+    logprobs (when asked for): the tokens generated since the last TextDelta, whose text ends in this one
+    (a token that ends inside a character or a held-back stop-string prefix waits for the next).
+    """
 
     text: str
+    logprobs: list[TokenLogprob] | None = None
 
 
 @dataclass
@@ -164,3 +185,4 @@ class Finished:
     usage: Usage
     token_ids: list[int]
     error: str | None = None
+    logprobs: list[TokenLogprob] | None = None  # when asked for: one per token of token_ids

@@ -33,6 +33,7 @@ from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, 
 from edge_agent.services import grounding
 from edge_agent.services import protocol as p
 from edge_agent.services.chat import sampling_options
+from edge_agent.services.logprobs import TextOffsets, chat_content, completion_logprobs
 from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation
 from edge_agent.services.errors import BusyError, ServiceError, UnavailableError
 
@@ -222,18 +223,23 @@ class BatchRequestRunner:
             start = lambda: self.chat.complete(req.prompts(), sampling_options(req, req.max_tokens), n=req.n or 1,  # noqa: E731
                                                echo=bool(req.echo), priority=priority, rag=_rag(req))
         gen = self._submit(start)
-        texts, ends = self._wait(gen)
+        texts, ends, lps = self._wait(gen)
         usage = p.Usage(prompt_tokens=gen.usage.prompt_tokens, completion_tokens=gen.usage.completion_tokens,
                         total_tokens=gen.usage.total_tokens)
         gen.note_citations(texts.values())
         sources = None if gen.sources is None else [p.Source.model_validate(s.to_dict()) for s in gen.sources]
         grounding = None if gen.grounding is None else p.GroundingReport.model_validate(gen.grounding)
         if isinstance(req, p.ChatCompletionRequest):
-            choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i]) for i in sorted(texts)]
+            choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i],
+                                    logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], self.chat.token_texts())))
+                       for i in sorted(texts)]
             out = p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=usage,
                                    sources=sources, grounding=grounding)
         else:
-            choices = [p.CompletionChoice(index=i, text=texts[i], finish_reason=ends[i]) for i in sorted(texts)]
+            tt = self.chat.token_texts()
+            choices = [p.CompletionChoice(index=i, text=texts[i], finish_reason=ends[i],
+                                          logprobs=None if lps[i] is None else completion_logprobs(lps[i], tt, TextOffsets(tt)))
+                       for i in sorted(texts)]
             out = p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=usage, sources=sources,
                                grounding=grounding)
         absent = {f for f, v in (("sources", sources), ("grounding", grounding)) if v is None}
@@ -249,9 +255,11 @@ class BatchRequestRunner:
                     raise RequestFailed(503, error_body("the batch was cancelled", "server_error", code="cancelled")) from None
                 time.sleep(BUSY_RETRY_S)
 
-    def _wait(self, gen: Generation) -> tuple[dict[int, str], dict[int, str]]:
+    def _wait(self, gen: Generation) -> tuple[dict[int, str], dict[int, str], dict[int, list | None]]:
+        """Every choice's text, finish reason and logprobs (None unless asked for); raises RequestFailed when the batch is cancelled."""
         texts: dict[int, list[str]] = {c.index: [] for c in gen.choices}
         ends: dict[int, str] = {}
+        lps: dict[int, list | None] = {c.index: None for c in gen.choices}
         events = gen.events()
         try:
             for ev in events:
@@ -259,13 +267,16 @@ class BatchRequestRunner:
                     if self.cancelled():
                         gen.cancel()
                         raise RequestFailed(503, error_body("the batch was cancelled", "server_error", code="cancelled"))
-                elif isinstance(ev, ChoiceDelta):
+                    continue
+                if isinstance(ev, ChoiceDelta):
                     texts[ev.index].append(ev.text)
                 elif isinstance(ev, ChoiceEnd):
                     ends[ev.index] = ev.finish_reason
+                if ev.logprobs is not None:
+                    lps[ev.index] = (lps[ev.index] or []) + ev.logprobs
         finally:
             events.close()
-        return {i: "".join(t) for i, t in texts.items()}, ends
+        return {i: "".join(t) for i, t in texts.items()}, ends, lps
 
     def _embeddings(self, body: dict) -> dict:
         req = p.EmbeddingRequest.model_validate(body)

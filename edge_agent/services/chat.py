@@ -72,6 +72,7 @@ class SamplingOptions:
     min_tokens: int = 0  # vLLM's: no EOS, stop token or stop string ends the answer before this many tokens
     presence_penalty: float = 0.0  # OpenAI's: minus this from the logit of every token already generated
     frequency_penalty: float = 0.0  # OpenAI's: minus this times how often each token was generated
+    logprobs: int | None = None  # None: none; N: each token's log-probability and the N most likely (SamplingParams.logprobs)
 
 
 def sampling_options(req, max_tokens: int | None) -> SamplingOptions:
@@ -80,6 +81,7 @@ def sampling_options(req, max_tokens: int | None) -> SamplingOptions:
         max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
         repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
         min_tokens=req.min_tokens or 0, presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
+        logprobs=req.logprob_count(),
     )
 
 
@@ -158,6 +160,12 @@ class ChatService:
     def ready(self) -> bool:
         return self.accepting
 
+    def token_texts(self):
+        """Token ids to their text and bytes for logprobs (services.logprobs.TokenTexts of this model's tokenizer)."""
+        from edge_agent.services.logprobs import token_texts
+
+        return token_texts(self.engine.tokenizer)
+
     def check_model(self, name: str) -> None:
         """Raise ModelNotFoundError unless name is this model (or "default")."""
         if name not in (self.model_name, "default"):
@@ -174,6 +182,7 @@ class ChatService:
         """
         if constraint is None and json_object:
             constraint = OutputConstraint.json_object()
+        _no_logprobs_with_rag(options, rag)
         instruction = constraint.instruction if constraint is not None else ""
         sources = None
         if rag is not None:
@@ -203,6 +212,7 @@ class ChatService:
         capacity = self.scheduler.max_queue + self.scheduler.max_batch
         if n * len(prompts) > capacity:
             raise InvalidRequestError(f"n x number of prompts must be at most {capacity} on this server", param="n")
+        _no_logprobs_with_rag(options, rag)
         shown = list(prompts)
         sources = None
         if rag is not None:
@@ -225,7 +235,22 @@ class ChatService:
                 ids, text = list(prompt), self.engine.decode(prompt) if echo else ""
             lengths.append(len(ids))
             jobs += [(ids, text if echo else "", p * n + j) for j in range(n)]
-        gen = self._start(jobs, lengths, options, priority, constraint)
+        if options.max_tokens == 0:  # OpenAI's and vLLM's prompt scoring: echo alone, nothing generated
+            if not echo:
+                raise InvalidRequestError("max_tokens must be at least 1 (0 only with echo, to return or score the prompt alone)",
+                                          param="max_tokens")
+            gen = Generation(self.model_name, [_Choice(index, CannedHandle("", 0, "length"), prefix) for _, prefix, index in jobs],
+                             sum(lengths), self.request_timeout_s + 5.0)
+        else:
+            gen = self._start(jobs, lengths, options, priority, constraint)
+        try:
+            scores = self._score_prompts([jobs[k * n][0] for k in range(len(prompts))], options.logprobs, priority) \
+                if echo and options.logprobs is not None else []
+        except BaseException:
+            gen.cancel()
+            raise
+        for c in gen.choices if scores else ():
+            c.scores = scores[c.index // n]
         gen.sources = sources
         if rag is not None:
             query = strip_labels(shown[0], self.formatter.labels["user"], self.formatter.labels["assistant"])  # type: ignore[arg-type]
@@ -429,12 +454,34 @@ class ChatService:
         params = SamplingParams(
             max_tokens=max_tokens, temperature=float(temperature), top_k=int(pick("top_k", 0)), top_p=float(top_p),
             min_p=float(pick("min_p", 0.0)), repetition_penalty=float(pick("repetition_penalty", 1.0)), seed=seed,
-            stop=list(options.stop), ignore_eos=options.ignore_eos, min_tokens=options.min_tokens,
+            stop=list(options.stop), ignore_eos=options.ignore_eos, min_tokens=options.min_tokens, logprobs=options.logprobs,
         )
         try:
             return params.validate()
         except ValueError as e:
             raise InvalidRequestError(str(e)) from None
+
+    def _score_prompts(self, prompts: list[list[int]], top: int, priority: int) -> list:
+        """Start scoring each prompt's tokens (echo with logprobs: services.logprobs.PromptScores, one decode step a token,
+        in up to 8 segments side by side). Raises BusyError, ContextLengthExceededError, UnavailableError as _start does."""
+        from edge_agent.services.logprobs import start_prompt_scores
+
+        out: list = []
+        most = max(1, self.scheduler.max_queue // 2 // max(1, len(prompts)))  # half the queue at most: room for the choices
+        try:
+            for ids in prompts:
+                out.append(start_prompt_scores(self.scheduler, ids, top, priority, self.request_timeout_s, min(8, most)))
+        except BaseException as e:
+            for sc in out:
+                sc.cancel()
+            if isinstance(e, QueueFullError):
+                raise BusyError(str(e), e.retry_after) from None
+            if isinstance(e, ContextLengthError):
+                raise ContextLengthExceededError(str(e), e.prompt_tokens, e.max_tokens, e.context_length) from None
+            if isinstance(e, EngineError):
+                raise UnavailableError(str(e)) from None
+            raise
+        return out
 
     def _start(self, jobs, prompt_lengths: list[int], options: SamplingOptions, priority: int,
                constraint: OutputConstraint | None) -> Generation:
@@ -479,6 +526,13 @@ class ChatService:
             raise
         choices.sort(key=lambda c: c.index)
         return Generation(self.model_name, choices, sum(prompt_lengths), self.request_timeout_s + 5.0)
+
+
+def _no_logprobs_with_rag(options: SamplingOptions, rag: RagOptions | None) -> None:
+    """Raise InvalidRequestError for logprobs with rag: a grounded answer may be quoted from the passages, not generated."""
+    if rag is not None and options.logprobs is not None:
+        raise InvalidRequestError("logprobs cannot be combined with rag (a grounded answer may be quoted from the passages, "
+                                  "which has no log-probabilities): leave one of them out", param="logprobs")
 
 
 def _created(stamp) -> int:

@@ -28,6 +28,7 @@ HEARTBEAT_S = 0.25
 class ChoiceDelta:
     index: int
     text: str
+    logprobs: list | None = None  # when asked for: engine.types.TokenLogprob of the tokens whose text ends in this delta
 
 
 @dataclass
@@ -35,6 +36,7 @@ class ChoiceEnd:
     index: int
     finish_reason: str  # "stop" | "length"
     completion_tokens: int
+    logprobs: list | None = None  # when asked for: the TokenLogprob no delta carried (text held back, then cut or never sent)
 
 
 @dataclass
@@ -62,6 +64,8 @@ class _Choice:
         self.guard = guard
         self.cut = False  # we stopped it (JSON complete or broken): report "stop"
         self.done = False
+        self.logprobs_sent = 0
+        self.scores = None  # echo with logprobs: the prompt's services.logprobs.PromptScores, sent with the prefix
 
 
 class Generation:
@@ -89,6 +93,8 @@ class Generation:
         for c in self.choices:
             if not c.done:
                 c.handle.cancel()
+            if c.scores is not None:
+                c.scores.cancel()
 
     def expire_unread(self, after_s: float) -> None:
         """Cancel every choice unless events() has started within after_s seconds (a response body nobody reads)."""
@@ -144,7 +150,13 @@ class Generation:
         try:
             next_event = self._next_event()
             for c in self.choices:
-                if c.prefix:
+                if c.scores is not None:
+                    while (entries := c.scores.wait(HEARTBEAT_S)) is None:
+                        if time.monotonic() > self._deadline:
+                            raise GenerationTimeoutError("scoring the prompt ran past the request time limit")
+                        yield None
+                    yield ChoiceDelta(c.index, c.prefix, entries)
+                elif c.prefix:
                     yield ChoiceDelta(c.index, c.prefix)
             left = len(self.choices)
             while left:
@@ -164,8 +176,10 @@ class Generation:
                             c.handle.cancel()
                     elif c.cut:
                         text = ""
+                    lps = getattr(ev, "logprobs", None)
                     if text:
-                        yield ChoiceDelta(c.index, text)
+                        c.logprobs_sent += len(lps or ())
+                        yield ChoiceDelta(c.index, text, lps)
                     continue
                 c.done = True
                 left -= 1
@@ -192,7 +206,8 @@ class Generation:
             tail = c.guard.closing()
             if tail:
                 yield ChoiceDelta(c.index, tail)
-        yield ChoiceEnd(c.index, reason, fin.usage.completion_tokens)
+        rest = None if fin.logprobs is None else fin.logprobs[c.logprobs_sent:]
+        yield ChoiceEnd(c.index, reason, fin.usage.completion_tokens, rest)
 
     def note_citations(self, texts) -> None:
         """Where nobody checked the answers yet (a chat model, a raw prompt) and they cite sources ("[n]"): mark the

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from edge_agent.engine.types import MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
+from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 MAX_CHOICES = 8
@@ -209,15 +209,27 @@ class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1, description="The conversation so far, oldest first.")
     max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
     response_format: ResponseFormat | None = None
-    logprobs: Unsupported("log probabilities are not returned: leave `logprobs` out or send false", False) = Field(
-        None, description="Not supported: only false is accepted.")
-    top_logprobs: Unsupported("log probabilities are not returned: leave `top_logprobs` out", 0) = Field(
-        None, description="Not supported: only null or 0.")
+    logprobs: bool | None = Field(None, description="Return each answer token's log-probability in `choices[].logprobs.content` "
+                                  "(streamed: in each chunk, for its tokens): the log-softmax of the model's raw logits of that step, "
+                                  "before penalties, response_format, temperature and top-k/top-p/min-p (as vLLM's default).")
+    top_logprobs: Int(ge=0, le=MAX_LOGPROBS) | None = Field(
+        None, description=f"With logprobs true: also this many most likely tokens at each position (0..{MAX_LOGPROBS}).")
     tools: Unsupported("this model does not call tools (function calling): leave `tools` out") = Field(None, description="Not supported: only null or [].")
     tool_choice: Unsupported("this model does not call tools (function calling): leave `tool_choice` out", "none", "auto") = Field(None, description="Not supported: only null, \"none\" or \"auto\".")
     parallel_tool_calls: bool | None = Field(None, description="Accepted and ignored (no tools are called).")
     functions: Unsupported("this model does not call tools (function calling): leave `functions` out") = Field(None, description="Not supported (deprecated by OpenAI): only null or [].")
     function_call: Unsupported("this model does not call tools (function calling): leave `function_call` out", "none", "auto") = Field(None, description="Not supported (deprecated by OpenAI).")
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_needs_logprobs(cls, v: int | None, info: ValidationInfo) -> int | None:
+        if v and not info.data.get("logprobs"):
+            raise ValueError("top_logprobs needs logprobs: true (as OpenAI's): send both, or leave top_logprobs out")
+        return v
+
+    def logprob_count(self) -> int | None:
+        """None, or how many alternatives each token's logprobs carry."""
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     @field_validator("messages")
     @classmethod
@@ -235,13 +247,23 @@ class CompletionRequest(_Sampling):
     prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)] | TokenIds | Annotated[
         list[TokenIds], Field(min_length=1, max_length=MAX_PROMPTS)
     ] = Field(description="Text, several texts, token ids, or several lists of token ids; no chat formatting is applied.")
-    max_tokens: Int(ge=1) | None = Field(16, description="Most tokens to generate (default 16, as OpenAI's).")
+    max_tokens: Int(ge=0) | None = Field(16, description="Most tokens to generate (default 16, as OpenAI's); 0 only with echo "
+                                                   "(the prompt is returned, with logprobs scored, and nothing generated).")
     echo: bool | None = Field(None, description="Put the prompt in front of each completion.")
     suffix: Unsupported("text after the insertion point (fill-in-the-middle) is not taken: leave `suffix` out", "") = Field(
         None, description="Not supported.")
     best_of: Unsupported("only 1 is accepted (n gives several choices)", 1) = Field(None, description="Only 1 is supported.")
-    logprobs: Unsupported("log probabilities are not returned: leave `logprobs` out or send 0", 0) = Field(
-        None, description="Not supported: only 0 is accepted.")
+    logprobs: Int(ge=0, le=MAX_LOGPROBS) | None = Field(
+        None, description=f"Return `choices[].logprobs` (tokens, token_logprobs, top_logprobs, text_offset): each token's "
+                          f"log-probability and this many most likely tokens' (0..{MAX_LOGPROBS}; the chosen token is added "
+                          "to top_logprobs, so it holds up to N + 1), from the log-softmax of the model's raw logits (before "
+                          "penalties, temperature and top-k/top-p/min-p, as vLLM's default). With echo, the prompt's tokens come "
+                          "first (the first with null): scoring a prompt costs a decode step per token, in up to 8 segments side "
+                          "by side (a 128-token prompt took ~11x its prefill).")
+
+    def logprob_count(self) -> int | None:
+        """None, or how many alternatives each token's logprobs carry."""
+        return self.logprobs
 
     def prompts(self) -> list[str | list[int]]:
         p = self.prompt
@@ -334,11 +356,26 @@ class AssistantMessage(BaseModel):
     content: str
 
 
+class TopLogprob(BaseModel):
+    token: str = Field(description="The token's text (U+FFFD where it is part of a character: see bytes).")
+    logprob: float
+    bytes: list[int] | None = Field(description="The token's UTF-8 bytes.")
+
+
+class TokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob] = Field(description="The top_logprobs most likely tokens at this position, best first.")
+
+
+class ChatLogprobs(BaseModel):
+    content: list[TokenLogprob] | None
+    refusal: list[TokenLogprob] | None = None
+
+
 class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
     finish_reason: FinishReason
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = None
 
 
 class ChatCompletion(BaseModel):
@@ -361,7 +398,7 @@ class ChatChunkChoice(BaseModel):
     index: int
     delta: ChatDelta
     finish_reason: FinishReason | None = None
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = Field(None, description="With logprobs: this chunk's tokens.")
 
 
 class ChatCompletionChunk(BaseModel):
@@ -377,11 +414,18 @@ class ChatCompletionChunk(BaseModel):
     grounding: GroundingReport | None = Field(None, description=_GROUNDING + " In the first chunk only.")
 
 
+class CompletionLogprobs(BaseModel):
+    tokens: list[str]
+    token_logprobs: list[float | None] = Field(description="null for the first token of an echoed prompt (nothing precedes it).")
+    top_logprobs: list[dict[str, float] | None] | None
+    text_offset: list[int] = Field(description="Where each token's text starts in the choice's text (characters).")
+
+
 class CompletionChoice(BaseModel):
     index: int
     text: str
     finish_reason: FinishReason | None = None
-    logprobs: None = None
+    logprobs: CompletionLogprobs | None = Field(None, description="With logprobs (streamed: this chunk's tokens).")
 
 
 class Completion(BaseModel):

@@ -64,7 +64,8 @@ BAD = [
     ("/v1/chat/completions", with_(CHAT, stop=""), 400, "stop"),
     ("/v1/chat/completions", with_(CHAT, seed="x"), 400, "seed"),
     ("/v1/chat/completions", with_(CHAT, seed=2**65), 400, "seed"),
-    ("/v1/chat/completions", with_(CHAT, logprobs=True), 400, "logprobs"),
+    ("/v1/chat/completions", with_(CHAT, logprobs=True, top_logprobs=21), 400, "top_logprobs"),
+    ("/v1/completions", with_(COMP, logprobs=-1), 400, "logprobs"),
     ("/v1/chat/completions", with_(CHAT, response_format={"type": "json_schema"}), 400, "response_format"),  # no schema
     ("/v1/chat/completions", with_(CHAT, response_format={"type": "yaml"}), 400, "response_format.type"),
     ("/v1/chat/completions", with_(CHAT, presence_penalty=2.5), 400, "presence_penalty"),  # OpenAI's range: -2..2

@@ -242,3 +242,27 @@ def test_a_batch_interrupted_by_a_shutdown_resumes_and_answers_every_line_once(t
         assert rt2.jobs.get_run(svc2._batch(b["id"]).run_id).resumes >= 1
     finally:
         rt2.close()
+
+
+def test_batch_lines_with_logprobs_get_them(tiny_bundles, tmp_path):
+    """logprobs in a batch line come back in the live routes' shapes (chat's content list, completions' legacy object)."""
+    from edge_agent.cli import main
+
+    lines = [
+        {"custom_id": "chat", "method": "POST", "url": "/v1/chat/completions",
+         "body": {**CHAT, "logprobs": True, "top_logprobs": 3, "ignore_eos": True}},
+        {"custom_id": "echo", "method": "POST", "url": "/v1/completions",
+         "body": {"model": "llama", "prompt": [1, 17, 42], "max_tokens": 2, "temperature": 0, "echo": True, "logprobs": 2,
+                  "ignore_eos": True}},
+    ]
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
+               "batch", "run", str(src), "-o", str(out), "--quiet"])
+    assert rc == 0
+    chat, echo = (o["response"]["body"] for o in read_jsonl(out))
+    content = p.ChatCompletion.model_validate(chat).choices[0].logprobs.content
+    assert len(content) == 6 and all(len(e.top_logprobs) == 3 and e.logprob <= 0 for e in content)
+    assert "".join(e.token for e in content) == chat["choices"][0]["message"]["content"]
+    lp = p.Completion.model_validate(echo).choices[0].logprobs
+    assert len(lp.tokens) == 3 + 2 and lp.token_logprobs[0] is None and all(v <= 0 for v in lp.token_logprobs[1:])
