@@ -339,11 +339,14 @@ def strip_labels(prompt: str, user_label: str, answer_label: str) -> str:
 def completion_question(prompt: str, labels: dict[str, str]) -> str | None:
     """The question a grounded text completion asks: the prompt without a leading question label or a trailing
     answer label (the transcript's, labels, or any scaffold's: "Vraag: ...\nAntwoord:"), when what is left is one
-    line; None for a longer prompt (the caller's own template, a few-shot text), which is completed as written."""
+    line and either had a label or ends with a question mark; None for any other prompt (the caller's own template,
+    a few-shot text, a sentence to continue: "De toegangscode is"), which is completed as written."""
     q = strip_labels(prompt, labels.get("user", ""), labels.get("assistant", ""))
     for sc in SCAFFOLDS.values():
         q = strip_labels(q, sc.question, sc.answer)
-    return q if q and "\n" not in q else None
+    if not q or "\n" in q:
+        return None
+    return q if q != prompt.strip() or q.endswith(("?", "？", "؟")) else None
 
 
 @dataclass

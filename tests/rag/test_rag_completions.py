@@ -1,6 +1,7 @@
 """Grounded text completions (/v1/completions with rag) of a base model: a one-line question is answered as a chat
 question is (the question in its language's scaffold, the checked answer or a decline), never continued as raw text;
-a longer prompt is completed as written, and a question-and-answer transcript stops before a new question line.
+any other prompt (a longer one, a sentence to continue) is completed as written, and a question-and-answer transcript
+stops before a new question line.
 
 Real parts: the tiny real Llama bundle (random weights), a real DocumentService (SQLite, FAISS, BM25, the packaged
 embedding model) in a tmp dir.
@@ -25,6 +26,8 @@ LABELS = {"user": "Question: ", "assistant": "Answer:"}
     (f"Vraag: {NL_Q}\nAntwoord:", NL_Q),  # a scaffold's labels
     (f"Answer this.\nQuestion: {NL_Q}\nAnswer:", None),  # the caller's own template: completed as written
     ("Question: \nAnswer:", None),  # nothing asked
+    ("De toegangscode van het Zeeuwse archief is", None),  # a sentence to continue, not a question
+    ("Question: Name the access code\nAnswer:", "Name the access code"),  # labelled: asked, question mark or not
 ])
 def test_the_question_of_a_completion_prompt(prompt, question):
     assert completion_question(prompt, LABELS) == question
