@@ -41,6 +41,7 @@ from edge_agent.services.grounding import (
     GroundingPolicy,
     RagOptions,
     Source,
+    completion_question,
     fit_sources,
     focus,
     question_of,
@@ -205,7 +206,10 @@ class ChatService:
 
         A text prompt is the caller's raw prompt: control-token markers in it count (as in
         llama.cpp's server and vLLM). With rag (one text prompt), the sources (data: never
-        control tokens) are put in front of the prompt; echo shows the prompt as given.
+        control tokens) are put in front of the prompt; echo shows the prompt as given. A base model asked one line
+        (a question, bare or as "Question: ...\nAnswer:") answers it as chat() does: passages, the question in its
+        language's scaffold, the checked answer or a decline (after the passages, a bare question made the default
+        model repeat it or stop at once); a longer prompt (the caller's own template) is completed as written.
         constraint makes every choice follow a grammar (e.g. OutputConstraint.choice(labels)).
         Raises InvalidRequestError, ContextLengthExceededError, BusyError, UnavailableError.
         """
@@ -218,6 +222,15 @@ class ChatService:
         if rag is not None:
             if len(prompts) != 1 or not isinstance(prompts[0], str):
                 raise InvalidRequestError("rag needs exactly one prompt, as text", param="rag")
+            asked = completion_question(prompts[0], self.formatter.labels) \
+                if self.formatter.kind == "completion" and constraint is None else None
+            if asked:  # a question to a base model: answered as a chat question is (a bare one was echoed, run on)
+                gp = self._ground_chat([{"role": "user", "content": asked}], options, "", rag)
+                if isinstance(gp, GroundedPrompt):
+                    gen = self._start_grounded(gp, options, n, priority, None)
+                    for c in gen.choices:
+                        c.prefix = prompts[0] if echo else ""
+                    return gen
             grounded, sources = self._ground_prompt(prompts[0], options, rag)
             prompts = [grounded]
         jobs, lengths = [], []
@@ -421,7 +434,9 @@ class ChatService:
                       "" if self.formatter.kind == "completion" else sc.instruction)
         if not g.sources:
             return prompt, []
-        options.stop = list(dict.fromkeys([*options.stop, "\n" + sc.passage + " [", "\nSource ["]))
+        # a question-and-answer transcript: a new question line is a turn the caller did not ask for
+        turn = [f"\n{lab}" for lab in (labels["user"].strip(), sc.question.strip()) if lab and lab in prompt]
+        options.stop = list(dict.fromkeys([*options.stop, "\n" + sc.passage + " [", "\nSource [", *turn]))
         return [g.block, prompt], g.sources
 
     def _params(self, options: SamplingOptions, prompt_tokens: int, index: int) -> SamplingParams:

@@ -336,6 +336,19 @@ def strip_labels(prompt: str, user_label: str, answer_label: str) -> str:
     return q.strip()
 
 
+def completion_question(prompt: str, labels: dict[str, str]) -> str | None:
+    """The question a grounded text completion asks: the prompt without a leading question label or a trailing
+    answer label (the transcript's, labels, or any scaffold's: "Vraag: ...\nAntwoord:"), when what is left is one
+    line and either had a label or ends with a question mark; None for any other prompt (the caller's own template,
+    a few-shot text, a sentence to continue: "De toegangscode is"), which is completed as written."""
+    q = strip_labels(prompt, labels.get("user", ""), labels.get("assistant", ""))
+    for sc in SCAFFOLDS.values():
+        q = strip_labels(q, sc.question, sc.answer)
+    if not q or "\n" in q:
+        return None
+    return q if q != prompt.strip() or q.endswith(("?", "？", "؟")) else None
+
+
 @dataclass
 class GroundedPrompt:
     """A base model's grounded completion (ids of passages + question + answer label, with its stops),
