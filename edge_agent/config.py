@@ -42,6 +42,8 @@ class _CheckedToml(TomlConfigSettingsSource):
             data = super()._read_file(file_path)
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{file_path} is not valid TOML ({e}): fix the file") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{file_path} is not UTF-8 text (byte {e.start}): save it as UTF-8") from None
         except OSError as e:
             raise ConfigError(f"{file_path} cannot be read ({e.strerror or e}): check its permissions") from None
         for key in data:
@@ -224,6 +226,8 @@ class Settings(BaseSettings):
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if path.is_file():
             sources.append(_CheckedToml(settings_cls, toml_file=path))
+        elif path.is_dir():  # read as "no file", every setting would silently fall back to its default
+            raise ConfigError(f"{path} is a folder, not a config file: point EDGE_AGENT_CONFIG at the TOML file itself")
         return tuple(sources)
 
     def bundle_path(self) -> Path:
@@ -269,7 +273,7 @@ def _file_keys() -> set[str]:
     try:
         with open(path, "rb") as f:
             return set(tomllib.load(f))
-    except (OSError, tomllib.TOMLDecodeError):
+    except (OSError, ValueError):  # unreadable, not TOML, not UTF-8
         return set()
 
 

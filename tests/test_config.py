@@ -44,6 +44,19 @@ def test_unparsable_file(config_file):
         load_settings()
 
 
+def test_a_file_not_utf8_or_a_folder_stops_the_daemon_with_one_line(config_file, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config_file.write_bytes(b"port = 9000\n# caf\xe9 (saved as Latin-1)\n")  # was a UnicodeDecodeError traceback
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {config_file} is not UTF-8") and "Traceback" not in err
+    config_file.unlink()
+    config_file.mkdir()  # was silently read as "no file": the daemon started on defaults
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {config_file} is a folder") and "Traceback" not in err
+
+
 @pytest.mark.parametrize("argv", [["config", "show"], ["doctor", "--no-index"], ["serve"], ["index", "stats"], ["generate", "hi"], ["model", "list"]])
 def test_every_command_reports_a_bad_file_without_traceback(config_file, argv, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
