@@ -194,11 +194,15 @@ class GuardedChannel(HTTPChannel):
         super().del_channel(map)
 
 
+SLOW_CLIENT_LOG_S = 10.0  # at most one "slow or greedy clients" line this often, and only when its counts changed
+
+
 def _guard(listener: BaseWSGIServer, limits: ConnectionLimits, peers: _Peers) -> None:
     """Make a waitress listener use GuardedChannel and check its deadlines in every maintenance pass."""
     listener.channel_class = type("GuardedChannel", (GuardedChannel,), {"limits": limits, "peers": peers})
     idle = BaseWSGIServer.maintenance
     last_log = [0.0]
+    last_counts = [(0, 0)]
 
     def maintenance(now: float) -> None:
         idle(listener, now)
@@ -211,8 +215,9 @@ def _guard(listener: BaseWSGIServer, limits: ConnectionLimits, peers: _Peers) ->
                               f"{limits.header_timeout_s:g} s and the body at {limits.body_min_rate} bytes/s or faster", "request_timeout")
                 else:
                     ch.will_close = True  # connected and said nothing: just close
-        if (peers.refused or peers.timed_out) and mono - last_log[0] > 10:
-            last_log[0] = mono
+        counts = (peers.timed_out, peers.refused)
+        if counts != last_counts[0] and mono - last_log[0] > SLOW_CLIENT_LOG_S:  # only news: not the same line forever
+            last_log[0], last_counts[0] = mono, counts
             log.warning("slow or greedy clients: %d connections closed past their deadline, %d refused over the per-address cap "
                         "(since start)", peers.timed_out, peers.refused)
 
