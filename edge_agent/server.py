@@ -16,9 +16,11 @@ that hangs up is noticed (waitress.client_disconnected) even while no token is w
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import signal
+import socket
 import sys
 import threading
 import time
@@ -54,6 +56,21 @@ def check_bind(settings: Settings) -> list[str]:
             "set api_keys (EDGE_AGENT_API_KEYS='[\"...\"]') or api_key_file, or bind 127.0.0.1"
         )
     return keys
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise OSError (EADDRINUSE, EADDRNOTAVAIL) now if host:port cannot be bound, before the model loads.
+
+    A taken port was found only after the model and the embedding model had loaded (seconds on a
+    CPU, minutes on a first GPU start). Binding with SO_REUSEADDR, as waitress does, so a port in
+    TIME_WAIT is not "taken"; Linux still refuses it while another socket listens there.
+    """
+    if port == 0:
+        return
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(addr)
 
 
 def server_threads(settings: Settings, max_batch: int) -> int:
@@ -327,9 +344,15 @@ def raise_fd_limit(wanted: int) -> int:
 def serve(settings: Settings, runtime=None) -> int:
     """Run the daemon until SIGTERM/SIGINT, then shut down gracefully; returns the exit status.
 
-    Raises ServeError (bind without key) and BundleError (model missing) before listening.
+    Raises ServeError (bind without key, port taken) and BundleError (model missing) before listening.
     """
     check_bind(settings)
+    try:
+        check_port(settings.host, settings.port)
+    except OSError as e:
+        fix = ("stop the process that holds it (`ss -ltnp`) or choose another port (--port, EDGE_AGENT_PORT)"
+               if e.errno == errno.EADDRINUSE else "bind an address of this machine (--host, EDGE_AGENT_HOST)")
+        raise ServeError(f"cannot listen on {settings.host}:{settings.port}: {e.strerror or e}: {fix}") from None
     if runtime is None:
         from edge_agent.runtime import build_runtime
 
