@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -341,6 +342,19 @@ def raise_fd_limit(wanted: int) -> int:
     return soft
 
 
+def _exit_now(left: int) -> None:
+    """End the process at once: `left` requests still run in worker threads, inside native code (an embedding, a PDF parse).
+
+    Interpreter teardown under such a thread aborts ("terminate called without an active exception",
+    SIGABRT, exit 134: a failed stop and a core dump under systemd). What they were writing is safe:
+    SQLite commits and index files are atomic, as after a kill -9; their clients see the connection close.
+    """
+    print(f"edge-agent: {left} request(s) still running were abandoned (nothing half-written)", file=sys.stderr, flush=True)
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def serve(settings: Settings, runtime=None) -> int:
     """Run the daemon until SIGTERM/SIGINT, then shut down gracefully; returns the exit status.
 
@@ -399,6 +413,8 @@ def serve(settings: Settings, runtime=None) -> int:
             srv.drain(3.0)
         srv.close()
         print(f"edge-agent: stopped ({'all requests finished' if finished else 'unfinished requests were cancelled'})", file=sys.stderr, flush=True)
+        if srv.in_flight:
+            _exit_now(srv.in_flight)
         return 0
     finally:
         for s, h in previous.items():
