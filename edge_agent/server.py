@@ -382,9 +382,9 @@ def serve(settings: Settings, runtime=None) -> int:
     stop = threading.Event()
 
     def on_signal(signum, frame):
-        if stop.is_set():
+        if stop.is_set():  # not SystemExit: teardown under a thread inside onnxruntime aborts (SIGABRT, exit 134)
             print("edge-agent: second signal, exiting now", file=sys.stderr, flush=True)
-            raise SystemExit(1)
+            os._exit(1)
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}

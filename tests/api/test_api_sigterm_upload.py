@@ -15,6 +15,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from api_helpers import REPO
 
 EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
@@ -56,7 +58,8 @@ def _start(bundle: Path, tmp_path: Path, data: Path) -> tuple[subprocess.Popen, 
     raise AssertionError("".join(lines))
 
 
-def test_sigterm_during_an_upload_exits_cleanly(tiny_bundles, tmp_path):
+@pytest.mark.parametrize("signals, exit_code", [(1, 0), (2, 1)])  # a second signal: "exiting now", status 1
+def test_sigterm_during_an_upload_exits_cleanly(tiny_bundles, tmp_path, signals, exit_code):
     rng = random.Random(1)
     text = "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(120)) + "." for _ in range(2500)).encode()  # ~2 MB: tens of s
     proc, port, lines = _start(tiny_bundles["llama"], tmp_path, _data_dir(tmp_path))
@@ -68,7 +71,9 @@ def test_sigterm_during_an_upload_exits_cleanly(tiny_bundles, tmp_path):
         s.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                   + f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
         time.sleep(1.5)  # the upload is being chunked and embedded
-        proc.send_signal(signal.SIGTERM)
+        for _ in range(signals):
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
         rc = proc.wait(60)
         answer = s.recv(65536)
         s.close()
@@ -77,8 +82,8 @@ def test_sigterm_during_an_upload_exits_cleanly(tiny_bundles, tmp_path):
             proc.kill()
     log = "".join(lines)
     assert not answer.startswith(b"HTTP/1.1 201"), "the upload finished before the shutdown: make the text longer"
-    assert rc == 0 and "terminate called" not in log, (rc, log[-2000:])  # was -6 (SIGABRT)
-    assert "abandoned" in log
+    assert rc == exit_code and "terminate called" not in log, (rc, log[-2000:])  # was -6 (SIGABRT) both ways
+    assert ("abandoned" if signals == 1 else "second signal") in log
     with sqlite3.connect(tmp_path / "var" / "edge-agent.db") as db:  # the abandoned upload left no row and no chunk
         assert db.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
         assert db.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
