@@ -52,6 +52,7 @@ from edge_agent.store.jobs import SummaryStore
 from edge_agent.store.labels import LabelStore
 
 log = logging.getLogger(__name__)
+MAX_UPLOAD_NAME = 255  # characters of an uploaded file's name (NAME_MAX)
 
 DB_FILE = "edge-agent.db"
 GROUPS = ("chunk", "document")
@@ -267,6 +268,8 @@ class DocumentService(IndexUpkeep):
         name = re.split(r"[\\/]", filename or "")[-1].strip()
         if not name or name in (".", ".."):
             raise DocumentError("upload needs a file name", param="file")
+        if len(name) > MAX_UPLOAD_NAME:  # no file system names a file so; the title would ride along with every chunk
+            raise DocumentError(f"the file name is longer than {MAX_UPLOAD_NAME} characters: rename the file", param="file")
         if len(data) > self.limits.max_file_bytes:
             raise DocumentError(f"file is over the {self.limits.max_file_bytes}-byte limit", param="file")
         kind = detect_kind(name) or "unknown"
