@@ -238,10 +238,18 @@ class Settings(BaseSettings):
         return self.models_dir / self.model
 
     def accepted_keys(self) -> list[str]:
-        """API keys from the config and the key file (blank lines and # comments skipped)."""
+        """API keys from the config and the key file (blank lines and # comments skipped).
+
+        Raises OSError (the file cannot be read) and ConfigError (it is not UTF-8 text).
+        """
         keys = [k for k in self.api_keys if k]
         if self.api_key_file is not None:
-            for line in self.api_key_file.read_text(encoding="utf-8").splitlines():
+            try:
+                text = self.api_key_file.read_text(encoding="utf-8-sig")  # Notepad's BOM is not part of the first key
+            except UnicodeDecodeError as e:  # was a traceback from `serve` and `doctor`
+                raise ConfigError(f"api_key_file {self.api_key_file} is not UTF-8 text (byte {e.start}): "
+                                  "save it as UTF-8, one key per line") from None
+            for line in text.splitlines():
                 line = line.strip()
                 if line and not line.startswith("#"):
                     keys.append(line)

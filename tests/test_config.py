@@ -92,3 +92,15 @@ def test_config_show_lists_values_and_sources(config_file, capsys):
     line = next(x for x in out.splitlines() if x.strip().startswith("port "))
     assert "9001" in line and f"[file {config_file}]" in line
     assert Settings().port == 9001
+
+
+def test_an_api_key_file_not_utf8_is_one_line_and_a_bom_is_not_part_of_the_key(config_file, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    keys = tmp_path / "keys"
+    keys.write_bytes(b"\xff\xfesk-one\n")  # UTF-16: was a UnicodeDecodeError traceback from serve and doctor
+    monkeypatch.setenv("EDGE_AGENT_API_KEY_FILE", str(keys))
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: api_key_file {keys} is not UTF-8") and "Traceback" not in err
+    keys.write_bytes(b"\xef\xbb\xbfsk-one\n# comment\nsk-two\n")  # Notepad's UTF-8 with a BOM
+    assert load_settings().accepted_keys() == ["sk-one", "sk-two"]
