@@ -34,12 +34,17 @@ def _did_you_mean(name: str) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _load_toml(path: Path) -> dict[str, Any]:
+    """The TOML file's table; a UTF-8 byte-order mark (Notepad's) is skipped. Raises OSError, UnicodeDecodeError, TOMLDecodeError."""
+    return tomllib.loads(Path(path).read_bytes().decode("utf-8-sig"))
+
+
 class _CheckedToml(TomlConfigSettingsSource):
     """The TOML file, refused whole when it does not parse or names a setting that does not exist."""
 
     def _read_file(self, file_path: Path) -> dict[str, Any]:
         try:
-            data = super()._read_file(file_path)
+            data = _load_toml(file_path)
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{file_path} is not valid TOML ({e}): fix the file") from None
         except UnicodeDecodeError as e:
@@ -279,8 +284,7 @@ def _env_names() -> dict[str, str]:
 def _file_keys() -> set[str]:
     path = _config_file()
     try:
-        with open(path, "rb") as f:
-            return set(tomllib.load(f))
+        return set(_load_toml(path))
     except (OSError, ValueError):  # unreadable, not TOML, not UTF-8
         return set()
 

@@ -104,3 +104,9 @@ def test_an_api_key_file_not_utf8_is_one_line_and_a_bom_is_not_part_of_the_key(c
     assert err.startswith(f"error: api_key_file {keys} is not UTF-8") and "Traceback" not in err
     keys.write_bytes(b"\xef\xbb\xbfsk-one\n# comment\nsk-two\n")  # Notepad's UTF-8 with a BOM
     assert load_settings().accepted_keys() == ["sk-one", "sk-two"]
+
+
+def test_a_config_file_saved_with_a_bom_is_read(config_file):
+    config_file.write_bytes(b"\xef\xbb\xbfport = 9001\r\nthreads = 1\r\n")  # Notepad: BOM and CRLF (was 'Invalid statement' at 1:1)
+    s = load_settings()
+    assert (s.port, s.threads) == (9001, 1) and s.source_of("port") == f"file {config_file}"
