@@ -61,7 +61,8 @@ def _start(bundle: Path, tmp_path: Path, data: Path) -> tuple[subprocess.Popen, 
 @pytest.mark.parametrize("signals, exit_code", [(1, 0), (2, 1)])  # a second signal: "exiting now", status 1
 def test_sigterm_during_an_upload_exits_cleanly(tiny_bundles, tmp_path, signals, exit_code):
     rng = random.Random(1)
-    text = "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(120)) + "." for _ in range(2500)).encode()  # ~2 MB: tens of s
+    # ~17 MB: minutes of embedding even on many cores, so the upload is still running when the shutdown ends
+    text = "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(120)) + "." for _ in range(20000)).encode()
     proc, port, lines = _start(tiny_bundles["llama"], tmp_path, _data_dir(tmp_path))
     try:
         boundary = uuid.uuid4().hex
