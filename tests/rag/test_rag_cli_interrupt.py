@@ -27,8 +27,8 @@ def test_ctrl_c_during_index_add_is_one_line(tmp_path):
         (mine / "onnx" / p.name).symlink_to(p)
     rng = random.Random(3)
     words = "river harbour engine ledger window orchard signal market bridge lantern".split()
-    doc = tmp_path / "long.txt"  # ~1 MB: many seconds of embedding
-    doc.write_text("\n\n".join(" ".join(rng.choice(words) for _ in range(120)) + "." for _ in range(1200)))
+    doc = tmp_path / "long.txt"  # ~25 MB: still being chunked or embedded 6 s in, even on many cores
+    doc.write_text("\n\n".join(" ".join(rng.choice(words) for _ in range(120)) + "." for _ in range(30000)))
     env = dict(os.environ, EDGE_AGENT_CONFIG="/nonexistent/edge-agent-test.toml", EDGE_AGENT_THREADS="1",
                EDGE_AGENT_DATA_DIR=str(tmp_path / "var"), EDGE_AGENT_INDEX_DIR=str(tmp_path / "index"))
     proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "index", "add", str(doc)], cwd=REPO, env=env,
