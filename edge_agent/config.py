@@ -34,14 +34,21 @@ def _did_you_mean(name: str) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _load_toml(path: Path) -> dict[str, Any]:
+    """The TOML file's table; a UTF-8 byte-order mark (Notepad's) is skipped. Raises OSError, UnicodeDecodeError, TOMLDecodeError."""
+    return tomllib.loads(Path(path).read_bytes().decode("utf-8-sig"))
+
+
 class _CheckedToml(TomlConfigSettingsSource):
     """The TOML file, refused whole when it does not parse or names a setting that does not exist."""
 
     def _read_file(self, file_path: Path) -> dict[str, Any]:
         try:
-            data = super()._read_file(file_path)
+            data = _load_toml(file_path)
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{file_path} is not valid TOML ({e}): fix the file") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{file_path} is not UTF-8 text (byte {e.start}): save it as UTF-8") from None
         except OSError as e:
             raise ConfigError(f"{file_path} cannot be read ({e.strerror or e}): check its permissions") from None
         for key in data:
@@ -229,6 +236,8 @@ class Settings(BaseSettings):
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if path.is_file():
             sources.append(_CheckedToml(settings_cls, toml_file=path))
+        elif path.is_dir():  # read as "no file", every setting would silently fall back to its default
+            raise ConfigError(f"{path} is a folder, not a config file: point EDGE_AGENT_CONFIG at the TOML file itself")
         return tuple(sources)
 
     def bundle_path(self) -> Path:
@@ -239,10 +248,18 @@ class Settings(BaseSettings):
         return self.models_dir / self.model
 
     def accepted_keys(self) -> list[str]:
-        """API keys from the config and the key file (blank lines and # comments skipped)."""
+        """API keys from the config and the key file (blank lines and # comments skipped).
+
+        Raises OSError (the file cannot be read) and ConfigError (it is not UTF-8 text).
+        """
         keys = [k for k in self.api_keys if k]
         if self.api_key_file is not None:
-            for line in self.api_key_file.read_text(encoding="utf-8").splitlines():
+            try:
+                text = self.api_key_file.read_text(encoding="utf-8-sig")  # Notepad's BOM is not part of the first key
+            except UnicodeDecodeError as e:  # was a traceback from `serve` and `doctor`
+                raise ConfigError(f"api_key_file {self.api_key_file} is not UTF-8 text (byte {e.start}): "
+                                  "save it as UTF-8, one key per line") from None
+            for line in text.splitlines():
                 line = line.strip()
                 if line and not line.startswith("#"):
                     keys.append(line)
@@ -272,9 +289,8 @@ def _env_names() -> dict[str, str]:
 def _file_keys() -> set[str]:
     path = _config_file()
     try:
-        with open(path, "rb") as f:
-            return set(tomllib.load(f))
-    except (OSError, tomllib.TOMLDecodeError):
+        return set(_load_toml(path))
+    except (OSError, ValueError):  # unreadable, not TOML, not UTF-8
         return set()
 
 

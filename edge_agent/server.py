@@ -16,9 +16,12 @@ that hangs up is noticed (waitress.client_disconnected) even while no token is w
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -54,6 +57,21 @@ def check_bind(settings: Settings) -> list[str]:
             "set api_keys (EDGE_AGENT_API_KEYS='[\"...\"]') or api_key_file, or bind 127.0.0.1"
         )
     return keys
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise OSError (EADDRINUSE, EADDRNOTAVAIL) now if host:port cannot be bound, before the model loads.
+
+    A taken port was found only after the model and the embedding model had loaded (seconds on a
+    CPU, minutes on a first GPU start). Binding with SO_REUSEADDR, as waitress does, so a port in
+    TIME_WAIT is not "taken"; Linux still refuses it while another socket listens there.
+    """
+    if port == 0:
+        return
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(addr)
 
 
 def server_threads(settings: Settings, max_batch: int) -> int:
@@ -207,11 +225,15 @@ class GuardedChannel(HTTPChannel):
         super().del_channel(map)
 
 
+SLOW_CLIENT_LOG_S = 10.0  # at most one "slow or greedy clients" line this often, and only when its counts changed
+
+
 def _guard(listener: BaseWSGIServer, limits: ConnectionLimits, peers: _Peers, metrics=None) -> None:
     """Make a waitress listener use GuardedChannel and check its deadlines in every maintenance pass."""
     listener.channel_class = type("GuardedChannel", (GuardedChannel,), {"limits": limits, "peers": peers, "metrics": metrics})
     idle = BaseWSGIServer.maintenance
     last_log = [0.0]
+    last_counts = [(0, 0)]
 
     def maintenance(now: float) -> None:
         idle(listener, now)
@@ -224,8 +246,9 @@ def _guard(listener: BaseWSGIServer, limits: ConnectionLimits, peers: _Peers, me
                               f"{limits.header_timeout_s:g} s and the body at {limits.body_min_rate} bytes/s or faster", "request_timeout")
                 else:
                     ch.will_close = True  # connected and said nothing: just close
-        if (peers.refused or peers.timed_out) and mono - last_log[0] > 10:
-            last_log[0] = mono
+        counts = (peers.timed_out, peers.refused)
+        if counts != last_counts[0] and mono - last_log[0] > SLOW_CLIENT_LOG_S:  # only news: not the same line forever
+            last_log[0], last_counts[0] = mono, counts
             log.warning("slow or greedy clients: %d connections closed past their deadline, %d refused over the per-address cap "
                         "(since start)", peers.timed_out, peers.refused)
 
@@ -332,12 +355,31 @@ def raise_fd_limit(wanted: int) -> int:
     return soft
 
 
+def _exit_now(left: int) -> None:
+    """End the process at once: `left` requests still run in worker threads, inside native code (an embedding, a PDF parse).
+
+    Interpreter teardown under such a thread aborts ("terminate called without an active exception",
+    SIGABRT, exit 134: a failed stop and a core dump under systemd). What they were writing is safe:
+    SQLite commits and index files are atomic, as after a kill -9; their clients see the connection close.
+    """
+    print(f"edge-agent: {left} request(s) still running were abandoned (nothing half-written)", file=sys.stderr, flush=True)
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def serve(settings: Settings, runtime=None) -> int:
     """Run the daemon until SIGTERM/SIGINT, then shut down gracefully; returns the exit status.
 
-    Raises ServeError (bind without key) and BundleError (model missing) before listening.
+    Raises ServeError (bind without key, port taken) and BundleError (model missing) before listening.
     """
     check_bind(settings)
+    try:
+        check_port(settings.host, settings.port)
+    except OSError as e:
+        fix = ("stop the process that holds it (`ss -ltnp`) or choose another port (--port, EDGE_AGENT_PORT)"
+               if e.errno == errno.EADDRINUSE else "bind an address of this machine (--host, EDGE_AGENT_HOST)")
+        raise ServeError(f"cannot listen on {settings.host}:{settings.port}: {e.strerror or e}: {fix}") from None
     if runtime is None:
         from edge_agent.runtime import build_runtime
 
@@ -353,9 +395,9 @@ def serve(settings: Settings, runtime=None) -> int:
     stop = threading.Event()
 
     def on_signal(signum, frame):
-        if stop.is_set():
+        if stop.is_set():  # not SystemExit: teardown under a thread inside onnxruntime aborts (SIGABRT, exit 134)
             print("edge-agent: second signal, exiting now", file=sys.stderr, flush=True)
-            raise SystemExit(1)
+            os._exit(1)
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -384,6 +426,8 @@ def serve(settings: Settings, runtime=None) -> int:
             srv.drain(3.0)
         srv.close()
         print(f"edge-agent: stopped ({'all requests finished' if finished else 'unfinished requests were cancelled'})", file=sys.stderr, flush=True)
+        if srv.in_flight:
+            _exit_now(srv.in_flight)
         return 0
     finally:
         for s, h in previous.items():

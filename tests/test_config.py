@@ -44,6 +44,19 @@ def test_unparsable_file(config_file):
         load_settings()
 
 
+def test_a_file_not_utf8_or_a_folder_stops_the_daemon_with_one_line(config_file, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config_file.write_bytes(b"port = 9000\n# caf\xe9 (saved as Latin-1)\n")  # was a UnicodeDecodeError traceback
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {config_file} is not UTF-8") and "Traceback" not in err
+    config_file.unlink()
+    config_file.mkdir()  # was silently read as "no file": the daemon started on defaults
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {config_file} is a folder") and "Traceback" not in err
+
+
 @pytest.mark.parametrize("argv", [["config", "show"], ["doctor", "--no-index"], ["serve"], ["index", "stats"], ["generate", "hi"], ["model", "list"]])
 def test_every_command_reports_a_bad_file_without_traceback(config_file, argv, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -79,3 +92,21 @@ def test_config_show_lists_values_and_sources(config_file, capsys):
     line = next(x for x in out.splitlines() if x.strip().startswith("port "))
     assert "9001" in line and f"[file {config_file}]" in line
     assert Settings().port == 9001
+
+
+def test_an_api_key_file_not_utf8_is_one_line_and_a_bom_is_not_part_of_the_key(config_file, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    keys = tmp_path / "keys"
+    keys.write_bytes(b"\xff\xfesk-one\n")  # UTF-16: was a UnicodeDecodeError traceback from serve and doctor
+    monkeypatch.setenv("EDGE_AGENT_API_KEY_FILE", str(keys))
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: api_key_file {keys} is not UTF-8") and "Traceback" not in err
+    keys.write_bytes(b"\xef\xbb\xbfsk-one\n# comment\nsk-two\n")  # Notepad's UTF-8 with a BOM
+    assert load_settings().accepted_keys() == ["sk-one", "sk-two"]
+
+
+def test_a_config_file_saved_with_a_bom_is_read(config_file):
+    config_file.write_bytes(b"\xef\xbb\xbfport = 9001\r\nthreads = 1\r\n")  # Notepad: BOM and CRLF (was 'Invalid statement' at 1:1)
+    s = load_settings()
+    assert (s.port, s.threads) == (9001, 1) and s.source_of("port") == f"file {config_file}"

@@ -20,6 +20,8 @@ CORS_METHODS = "GET, POST, DELETE, OPTIONS"
 CORS_HEADERS = "Authorization, Content-Type"
 CORS_MAX_AGE = "600"
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+METRIC_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})  # any other is "other": a label per
+# made-up method ("AAAA", "AAAB", ...) would let any client grow /metrics and the process without bound
 DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
@@ -139,7 +141,8 @@ class SecurityGuard:
         resp.headers.setdefault("Cache-Control", "no-store")
         t0 = g.get("edge_agent_t0")
         route = request.url_rule.rule if request.url_rule is not None else "unmatched"
-        self.metrics.observe_request(route, request.method, resp.status_code, time.perf_counter() - t0 if t0 else 0.0)
+        method = request.method if request.method in METRIC_METHODS else "other"
+        self.metrics.observe_request(route, method, resp.status_code, time.perf_counter() - t0 if t0 else 0.0)
         rec = request.environ.get(access_log.ENVIRON_KEY)
         if rec is not None:
             rec.update(route=route, status=resp.status_code)

@@ -323,6 +323,12 @@ def add_documents():
                 results.append(add(f.filename or "", data))
             except InsufficientStorageError as exc:  # the files before it are kept: say which
                 return _insufficient(exc, results, svc) if results else _insufficient(exc)
+            except DocumentError as exc:  # a later file refused (its name, its size): the earlier ones are kept, say which
+                if not results:
+                    raise
+                body = error_body(_scrub(str(exc)), "invalid_request_error", exc.param, exc.code)
+                body["data"] = [_ingested(r, svc).model_dump() for r in results]
+                return Response(json.dumps(body), status=400, mimetype="application/json")
     else:
         body = read_json(AddDocumentRequest, _max_body()).root
         if isinstance(body, AddPathRequest):

@@ -144,7 +144,7 @@ def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = N
         raise ApiError(415, "the request body must be JSON: send Content-Type: application/json (UTF-8)", code="unsupported_media_type")
     raw = read_body(max_bytes)
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8").removeprefix("\ufeff")  # a byte-order mark (PowerShell, .NET), which RFC 8259 lets us ignore
     except UnicodeDecodeError:
         raise ApiError(400, "the request body is not valid UTF-8", code="invalid_encoding") from None
     try:

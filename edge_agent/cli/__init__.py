@@ -39,3 +39,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as e:  # Settings() built directly by a command
         print(f"error: {explain(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback through onnxruntime; writes are whole or not at all
+        print("interrupted", file=sys.stderr)
+        return 130

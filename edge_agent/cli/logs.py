@@ -50,8 +50,12 @@ def configure(verbose: bool, daemon: bool = False) -> None:
 
 
 def warn_unknown_env() -> None:
-    """Log each EDGE_AGENT_* variable that is no setting (warned, not refused: see config.unknown_env)."""
+    """Log each EDGE_AGENT_* variable that is no setting (warned, not refused: see config.unknown_env), and a missing EDGE_AGENT_CONFIG file."""
     from edge_agent.config import unknown_env
 
     for line in unknown_env():
         logging.getLogger("edge_agent.config").warning("%s; it is ignored", line)
+    named = os.environ.get("EDGE_AGENT_CONFIG")
+    if named and not os.path.exists(named):  # a typo in a unit file's path would otherwise go unnoticed
+        logging.getLogger("edge_agent.config").warning(
+            "EDGE_AGENT_CONFIG names %s, which does not exist: only defaults, EDGE_AGENT_* variables and flags apply", named)

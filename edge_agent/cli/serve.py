@@ -32,6 +32,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                        ("models_dir", getattr(args, "models_dir", None)), ("threads", getattr(args, "threads", None))):
         if value is not None:
             overrides[key] = value
+    settings = None
     try:
         settings = load_settings(**overrides)
         return serve(settings)
@@ -42,7 +43,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: invalid setting: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}", file=sys.stderr)
         return 2
     except OSError as e:  # e.g. the port is taken
-        print(f"error: cannot listen on {overrides.get('host', '127.0.0.1')}:{overrides.get('port', 8080)}: {e.strerror or e}", file=sys.stderr)
+        where = f"{settings.host}:{settings.port}" if settings is not None else "the configured address"  # env or file may set them
+        print(f"error: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
         return 2
 
 

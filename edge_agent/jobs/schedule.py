@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from edge_agent.jobs.kinds import InvalidJobError
 
@@ -46,7 +46,11 @@ def check_cron(expr: str, tz: str | None) -> tuple[str, str]:
     if not croniter.is_valid(expr):
         raise InvalidJobError(f"bad cron expression {expr!r}: e.g. '0 2 * * *' is 02:00 every day, "
                               "'*/15 * * * *' every quarter hour", param="schedule.cron")
-    zone(tz)
+    try:  # valid fields that never meet (the 31st of February): croniter gives up searching with an error
+        croniter(expr, dt.datetime.now(zone(tz))).get_next(dt.datetime)
+    except CroniterBadDateError:
+        raise InvalidJobError(f"bad cron expression {expr!r}: it matches no date (such as the 31st of February); "
+                              "e.g. '0 2 * * *' is 02:00 every day", param="schedule.cron") from None
     return expr, tz or "UTC"
 
 

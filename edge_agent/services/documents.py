@@ -349,6 +349,11 @@ class DocumentService(IndexUpkeep, UploadIngest):
         return IngestResult(status, meta.source_key, out["id"], meta.title, len(records))
 
     def _fail(self, meta: DocumentMeta, error: str) -> IngestResult:
+        existing = self.store.get_by_key(meta.source_key)
+        if existing is not None and existing.status == "ready":  # a damaged new version must not erase the searchable one
+            log.info("could not ingest %s: %s; the version already indexed is kept", meta.source_key, error)
+            return IngestResult("failed", meta.source_key, existing.id, existing.title, 0,
+                                f"{error} (the version already stored is kept)")
         out: dict[str, Any] = {}
 
         def commit() -> IndexUpdate:

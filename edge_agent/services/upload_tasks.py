@@ -29,6 +29,7 @@ from edge_agent.store.documents import DocumentMeta
 from edge_agent.services.ingest_tasks import TooManyTasksError
 
 log = logging.getLogger(__name__)
+MAX_UPLOAD_NAME = 255  # characters of an uploaded file's name (NAME_MAX)
 
 
 class KeyedLocks:
@@ -116,6 +117,8 @@ class UploadIngest:
         name = re.split(r"[\\/]", filename or "")[-1].strip()
         if not name or name in (".", ".."):
             raise DocumentError("upload needs a file name", param="file")
+        if len(name) > MAX_UPLOAD_NAME:  # no file system names a file so; the title would ride along with every chunk
+            raise DocumentError(f"the file name is longer than {MAX_UPLOAD_NAME} characters: rename the file", param="file")
         if len(data) > self.limits.max_file_bytes:
             raise DocumentError(f"file is over the {self.limits.max_file_bytes}-byte limit", param="file")
         kind = detect_kind(name) or "unknown"

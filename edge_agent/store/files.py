@@ -6,6 +6,7 @@ leaves at most a temp or unreferenced file, removed by `sweep()` at start; a row
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import secrets
@@ -19,7 +20,8 @@ from typing import Any
 from edge_agent.fsutil import write_atomic
 from edge_agent.store.db import SqliteDatabase
 
-FREE_SPACE_MARGIN = 64 << 20  # keep this much free after a write
+FREE_SPACE_MARGIN = 64 << 20  # keep this much free after a client's upload (the SQLite database needs room too)
+ROOM_CHECK_BYTES = 8 << 20  # an upload of unknown length checks the free space again after every this many bytes
 
 
 class FileTooLargeError(ValueError):
@@ -86,24 +88,35 @@ class FileStore:
         """Store data durably and record it; returns the record.
 
         Raises FileTooLargeError beyond max_bytes (nothing kept), StorageFullError when the disk
-        has too little room, OSError for other write failures (nothing kept).
+        is full or, for an upload (max_bytes or expected_bytes given), would keep less than
+        FREE_SPACE_MARGIN free (nothing kept), OSError for other write failures (nothing kept).
         """
-        if expected_bytes is not None:
-            self._check_room(expected_bytes)
+        upload = max_bytes is not None or expected_bytes is not None  # a client's file: keep the margin free
+        if upload:
+            self._check_room(expected_bytes or 0)
         file_id = new_id("file-")
         final = self.path(file_id)
         digest, size = hashlib.sha256(), 0
+        next_check = ROOM_CHECK_BYTES
 
         def blocks():
-            nonlocal size
+            nonlocal size, next_check
             for block in [data] if isinstance(data, (bytes, bytearray)) else data:
                 size += len(block)
                 if max_bytes is not None and size > max_bytes:
                     raise FileTooLargeError(max_bytes)
+                if upload and size >= next_check:  # a streamed upload's size is known only at its end
+                    next_check = size + ROOM_CHECK_BYTES
+                    self._check_room(0)
                 digest.update(block)
                 yield block
 
-        write_atomic(final, blocks())  # whole or not at all; a refusal mid-way leaves nothing
+        try:
+            write_atomic(final, blocks())  # whole or not at all; a refusal mid-way leaves nothing
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageFullError(f"the disk is full ({e.strerror}); nothing was stored: free some space and retry") from None
+            raise
         rec = FileRecord(file_id, purpose, filename, size, digest.hexdigest(), time.time())
         try:
             with self.db.write() as conn:
@@ -117,7 +130,8 @@ class FileStore:
     def _check_room(self, size: int) -> None:
         free = shutil.disk_usage(self.folder).free
         if free < size + FREE_SPACE_MARGIN:
-            raise StorageFullError(f"not enough free disk space for {size} bytes; free some space and retry")
+            raise StorageFullError(f"not enough free disk space ({free >> 20} MiB free; a file must leave {FREE_SPACE_MARGIN >> 20} MiB "
+                                   "free): nothing was stored; free some space and retry")
 
     def get(self, file_id: str) -> FileRecord | None:
         with self.db.read() as conn:

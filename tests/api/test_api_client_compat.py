@@ -183,3 +183,13 @@ def test_presence_and_frequency_penalties(client):
     j = client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=60, frequency_penalty=1.5, presence_penalty=1.0,
                                        response_format={"type": "json_schema", "json_schema": {"name": "ok", "schema": schema}})
     assert j.choices[0].finish_reason == "stop" and set(json.loads(j.choices[0].message.content)) == {"ok"}  # after the mask
+
+
+def test_a_body_that_starts_with_a_utf8_byte_order_mark_is_read(live):
+    """PowerShell's and .NET's UTF-8 writers put a BOM first; RFC 8259 lets a parser ignore it (was: 'not valid JSON')."""
+    body = b"\xef\xbb\xbf" + json.dumps({"model": "llama", "prompt": "The fox", "max_tokens": 2}).encode()
+    status, _, out = live.request("POST", "/v1/completions", body)
+    assert status == 200, out
+    assert json.loads(out)["usage"]["completion_tokens"] <= 2
+    status, _, out = live.request("POST", "/v1/completions", b"\xef\xbb\xbf\xef\xbb\xbf{}")  # one BOM only, then JSON
+    assert status == 400 and json.loads(out)["error"]["code"] == "invalid_json"

@@ -124,3 +124,16 @@ def test_non_loopback_bind_without_key_is_refused(tmp_path):
     with pytest.raises(ServeError, match="cannot read api_key_file"):
         check_bind(Settings(api_key_file=tmp_path / "missing"))
     assert main(["--host", "0.0.0.0", "--models-dir", str(tmp_path)]) == 2  # refused before loading any model
+
+
+def test_made_up_methods_do_not_grow_the_metrics(live):
+    """A label per request method would let any client, key or not, add series to /metrics without bound."""
+    import re
+
+    for i in range(40):
+        status, _, body = live.request(f"X{i:04d}", "/v1/models", key=None)
+        assert status in (401, 405) and b'"error"' in body
+    status, _, body = live.request("GET", "/metrics")
+    methods = set(re.findall(r'edge_agent_http_requests_total\{method="([^"]*)"', body.decode()))
+    assert methods <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}, methods
+    assert live.metric("edge_agent_http_requests_total", 'method="other",route="unmatched",status="401"') >= 40

@@ -212,3 +212,22 @@ def test_slow_body_and_silent_socket_are_closed(guarded):
         body.close()
         silent.close()
     assert _normal_request(srv.port)[0] == 200
+
+
+def test_the_slow_client_warning_says_news_once_not_the_same_line_forever(guarded, caplog, monkeypatch):
+    import logging
+
+    from edge_agent import server
+
+    monkeypatch.setattr(server, "SLOW_CLIENT_LOG_S", 0.2)  # the daemon's 10 s, shortened to fit a test
+    srv = guarded(header_timeout_s=0.5)
+    lines = lambda: [r for r in caplog.records if "slow or greedy clients" in r.getMessage()]  # noqa: E731
+    with caplog.at_level(logging.WARNING, logger="edge_agent.server"):
+        silent = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        try:
+            assert silent.recv(100) == b""  # closed at its header deadline
+        finally:
+            silent.close()
+        time.sleep(2.5)  # a dozen maintenance passes later: the count has not changed, so no new line
+        assert len(lines()) == 1 and "1 connections closed past their deadline" in lines()[0].getMessage()
+    assert _normal_request(srv.port)[0] == 200

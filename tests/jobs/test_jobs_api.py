@@ -107,6 +107,7 @@ def test_cancel_through_the_api(live):
 @pytest.mark.parametrize("body, param, words", [
     ({"name": "x", "kind": "translate"}, "kind", "unknown job kind"),
     ({"name": "x", "kind": "summarize", "schedule": {"cron": "0 2 * *"}}, "schedule.cron", "bad cron"),
+    ({"name": "x", "kind": "summarize", "schedule": {"cron": "0 0 31 2 *"}}, "schedule.cron", "matches no date"),  # was a 500
     ({"name": "x", "kind": "summarize", "schedule": {"cron": "0 2 * * *", "timezone": "Mars/Olympus"}}, "schedule.timezone",
      "unknown time zone"),
     ({"name": "x", "kind": "reindex", "params": {"folders": ["/etc"]}}, "params.folders", "outside the configured ingest roots"),
