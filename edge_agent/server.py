@@ -33,7 +33,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, create_server
 from waitress.task import ErrorTask
 
-from edge_agent.api.app import create_app, is_loopback
+from edge_agent.api.app import METRIC_METHODS, create_app, is_loopback
 from edge_agent.api.errors import error_body
 from edge_agent.config import Settings
 from edge_agent.sdnotify import ServiceNotifier, status_line
@@ -137,7 +137,7 @@ def _count(channel, method: str | None, status: int) -> None:
     """Count an answer waitress gave itself (413, 400, 431, 408, 429) in /metrics, as the app counts its own."""
     metrics = getattr(channel, "metrics", None)
     if metrics is not None:
-        metrics.observe_request(WAITRESS_ROUTE, method or "-", status, 0.0)
+        metrics.observe_request(WAITRESS_ROUTE, method if method in METRIC_METHODS else "other", status, 0.0)
 
 
 class _Peers:
@@ -355,14 +355,24 @@ def raise_fd_limit(wanted: int) -> int:
     return soft
 
 
-def _exit_now(left: int) -> None:
-    """End the process at once: `left` requests still run in worker threads, inside native code (an embedding, a PDF parse).
+# threads that may still be inside native code (onnxruntime, a PDF parser) after the documents closed
+BACKGROUND_THREADS = frozenset({"upload-ingest", "folder-ingest", "edge-agent-reembed", "hnsw-build", "bm25-merge", "faiss-saver"})
+
+
+def _exit_now(left: int, background: list[str]) -> None:
+    """End the process at once: `left` requests still run in worker threads, or `background` threads (a background
+    upload's embedding) still work, inside native code (an embedding, a PDF parse).
 
     Interpreter teardown under such a thread aborts ("terminate called without an active exception",
     SIGABRT, exit 134: a failed stop and a core dump under systemd). What they were writing is safe:
-    SQLite commits and index files are atomic, as after a kill -9; their clients see the connection close.
+    SQLite commits and index files are atomic, as after a kill -9; their clients see the connection close, and
+    a background upload was marked failed ("upload the file again") when the documents closed.
     """
-    print(f"edge-agent: {left} request(s) still running were abandoned (nothing half-written)", file=sys.stderr, flush=True)
+    if left:
+        print(f"edge-agent: {left} request(s) still running were abandoned (nothing half-written)", file=sys.stderr, flush=True)
+    if background:
+        print(f"edge-agent: background work still running was abandoned ({', '.join(sorted(set(background)))}; "
+              "nothing half-written)", file=sys.stderr, flush=True)
     logging.shutdown()
     sys.stdout.flush()
     os._exit(0)
@@ -426,8 +436,10 @@ def serve(settings: Settings, runtime=None) -> int:
             srv.drain(3.0)
         srv.close()
         print(f"edge-agent: stopped ({'all requests finished' if finished else 'unfinished requests were cancelled'})", file=sys.stderr, flush=True)
-        if srv.in_flight:
-            _exit_now(srv.in_flight)
+        background = [t.name for t in threading.enumerate() if t is not threading.current_thread() and t.is_alive()
+                      and t.name in BACKGROUND_THREADS]
+        if srv.in_flight or background:
+            _exit_now(srv.in_flight, background)
         return 0
     finally:
         for s, h in previous.items():

@@ -58,24 +58,36 @@ def _start(bundle: Path, tmp_path: Path, data: Path) -> tuple[subprocess.Popen, 
     raise AssertionError("".join(lines))
 
 
-@pytest.mark.parametrize("signals, exit_code", [(1, 0), (2, 1)])  # a second signal: "exiting now", status 1
-def test_sigterm_during_an_upload_exits_cleanly(tiny_bundles, tmp_path, signals, exit_code):
+def _upload(port: int, text: bytes, query: str) -> socket.socket:
+    boundary = uuid.uuid4().hex
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"long.txt\"\r\n"
+            "Content-Type: text/plain\r\n\r\n").encode() + text + f"\r\n--{boundary}--\r\n".encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(f"POST /v1/documents{query} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+              + f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    return s
+
+
+def _long_text() -> bytes:
     rng = random.Random(1)
     # ~17 MB: minutes of embedding even on many cores, so the upload is still running when the shutdown ends
-    text = "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(120)) + "." for _ in range(20000)).encode()
+    return "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(120)) + "." for _ in range(20000)).encode()
+
+
+def _shut_down(proc: subprocess.Popen, signals: int) -> int:
+    time.sleep(1.5)  # the upload is being chunked and embedded
+    for _ in range(signals):
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+    return proc.wait(60)
+
+
+@pytest.mark.parametrize("signals, exit_code", [(1, 0), (2, 1)])  # a second signal: "exiting now", status 1
+def test_sigterm_during_an_upload_exits_cleanly(tiny_bundles, tmp_path, signals, exit_code):
     proc, port, lines = _start(tiny_bundles["llama"], tmp_path, _data_dir(tmp_path))
     try:
-        boundary = uuid.uuid4().hex
-        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"long.txt\"\r\n"
-                "Content-Type: text/plain\r\n\r\n").encode() + text + f"\r\n--{boundary}--\r\n".encode()
-        s = socket.create_connection(("127.0.0.1", port), timeout=60)
-        s.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                  + f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-        time.sleep(1.5)  # the upload is being chunked and embedded
-        for _ in range(signals):
-            proc.send_signal(signal.SIGTERM)
-            time.sleep(0.5)
-        rc = proc.wait(60)
+        s = _upload(port, _long_text(), "?wait=true")  # the client waits for the whole ingestion
+        rc = _shut_down(proc, signals)
         answer = s.recv(65536)
         s.close()
     finally:
@@ -87,4 +99,26 @@ def test_sigterm_during_an_upload_exits_cleanly(tiny_bundles, tmp_path, signals,
     assert ("abandoned" if signals == 1 else "second signal") in log
     with sqlite3.connect(tmp_path / "var" / "edge-agent.db") as db:  # the abandoned upload left no row and no chunk
         assert db.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
+        assert db.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+
+
+def test_sigterm_during_a_background_upload_exits_cleanly_and_marks_it_failed(tiny_bundles, tmp_path):
+    """A large upload answered 202 is embedded by a background thread, not a request: the shutdown ends with no request in
+    flight, yet that thread is still inside onnxruntime (was: exit -6, "terminate called without an active exception")."""
+    proc, port, lines = _start(tiny_bundles["llama"], tmp_path, _data_dir(tmp_path))
+    try:
+        s = _upload(port, _long_text(), "")  # over upload_async_bytes: 202 at once
+        answer = s.recv(65536)
+        rc = _shut_down(proc, 1)
+        s.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = "".join(lines)
+    assert answer.startswith(b"HTTP/1.1 202"), answer[:200]
+    assert rc == 0 and "terminate called" not in log, (rc, log[-2000:])
+    assert "background work still running was abandoned" in log, log[-2000:]
+    with sqlite3.connect(tmp_path / "var" / "edge-agent.db") as db:  # "failed" with the reason, never "processing"; no chunk
+        rows = db.execute("SELECT status, error FROM documents").fetchall()
+        assert len(rows) == 1 and rows[0][0] == "failed" and "upload the file again" in rows[0][1], rows
         assert db.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
