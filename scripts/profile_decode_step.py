@@ -4,14 +4,15 @@
 Runs the engine's own runner (engine.runner.OnnxModel, the daemon's 16 slots) over a bundle: for each
 case (rows x context) it prefills `rows` slots to `context` tokens, then times --steps decode steps
 (real text: the bench's reference text, greedy continuations; lengths growing by one a step, as the daemon's).
-With --threads 1 the wall times are the thread's CPU time and onnxruntime's node times are CPU time too,
-so the shares hold on a busy machine. Two sessions: one with onnxruntime's profiler (its per-node
+With --threads 1 the unprofiled parts are the calling thread's CPU time (onnxruntime runs on it), steady
+on a busy machine; the profiler's node times stay wall time, so read their shares, not their sums. Two sessions: one with onnxruntime's profiler (its per-node
 times, grouped by what they are for; the profiler adds its own cost per node), one without (the wall
 time of each part of a step: the embedding lookup, the session run, the re-scoring of the head's top
 logits, trimming the windowed layers, the scheduler's greedy argmax row by row, and sample() with the
 bundle's default sampling for every row). Medians over the steps, min and max beside them.
 
 Usage: python -m scripts.profile_decode_step [models/default] [--cases 16x256,16x512,1x512] [--steps 20] [--threads 2]
+       [--json out.json]
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from edge_agent.engine.types import SamplingParams  # noqa: E402
 # wall time; with --threads 1 onnxruntime runs on the calling thread and this becomes its CPU time (steadier on a busy machine)
 CLOCK = time.perf_counter
 # the nodes of the graph's per-row activation scaling around each int8 matmul (models.onnx_builder)
-ROW_SCALING = {"Abs", "ReduceMax", "Max", "Div", "Concat", "Slice"}
+ROW_SCALING = {"Abs", "ReduceMax", "Max", "Div", "QuantizeLinear", "Concat", "Slice"}
 
 
 def group(op: str, name: str, shapes: str, vocab: int) -> str:
@@ -54,7 +55,7 @@ def group(op: str, name: str, shapes: str, vocab: int) -> str:
     if op == "FastGelu":
         return "activation (FastGelu)"
     if op in ROW_SCALING:
-        return "per-row activation scaling (Abs, ReduceMax, Max, Div, Concat guard, Slice)"
+        return "per-row activation scaling (Abs, ReduceMax, Max, Div, QuantizeLinear; builder 1: Concat guard, Slice)"
     if op == "Mul":
         return "Mul (row scale back, gelu * up)"
     if op in ("Reshape", "Squeeze", "Shape", "Identity", "Unsqueeze"):
