@@ -35,7 +35,7 @@ def graphs(w: np.ndarray, specs: list[str]) -> dict[str, ob._Graph]:
     blocks = np.array_split(np.arange(v), max(1, -(-q.nbytes // ob.LM_HEAD_PART_BYTES)))
     ws = [g.init(f"w{i}", np.ascontiguousarray(q[:, b])) for i, b in enumerate(blocks)]
     ss = [g.init(f"s{i}", s[b]) for i, b in enumerate(blocks)]
-    g.nodes.append(helper.make_node("Identity", [g.int8_matmul("inputs_embeds", ws, ss, d, v, keep_guard=True)], ["logits"]))
+    g.nodes.append(helper.make_node("Identity", [g.int8_matmul("inputs_embeds", ws, ss, d, v)], ["logits"]))
     out["int8"] = g
     for spec in specs:
         blk, sym, acc, parts = spec.split(":")

@@ -4,10 +4,12 @@ onnxruntime's CUDA GroupQueryAttention takes only fp16/bf16 (its kernel is regis
 MLFloat16 and BFloat16), and DynamicQuantizeMatMul, which carries the bundle's int8 linear
 layers, has no CUDA kernel. So the GPU graph is built from the bundle's own graph:
 
-1. every DynamicQuantizeMatMul(x, qweight int8 [k, n], scale [n]) becomes MatMul(x, qweight *
-   scale): the same int8 weights the CPU uses, de-quantized, so no new quantization error; the
-   per-row normalisation around it stays (x / amax @ W * amax = x @ W) and the guard row too,
-   so the engine reads the logits the same way; a MatMulNBits becomes a MatMul of its
+1. every int8 matmul becomes MatMul(x, qweight * scale): the same int8 weights the CPU uses,
+   de-quantized, so no new quantization error; the per-row normalisation around it stays
+   (x / amax @ W * amax = x @ W). Builder 2's QuantizeLinear + MatMulIntegerToFloat(xq, qweight,
+   a_scale, scale, a_zero) lose the QuantizeLinear (an Identity of its float input); builder 1's
+   DynamicQuantizeMatMul(x, qweight int8 [k, n], scale [n]) keeps its guard row, so the engine
+   reads the logits the same way; a MatMulNBits becomes a MatMul of its
    de-quantized weights the same way (4-bit blocks: onnx_builder's lm_head "int4"; 8-bit
    blocks: the int8-block32 attention output); of a graph with both output heads only the int8
    one is kept (_inline_int8_head);
@@ -72,7 +74,7 @@ def _float_tensors(model) -> set[str]:
             continue
         if node.op_type == "Cast":
             is_float = next(a.i for a in node.attribute if a.name == "to") == TensorProto.FLOAT
-        elif node.op_type in ("DynamicQuantizeMatMul", "MatMulNBits"):
+        elif node.op_type in ("DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulNBits"):
             is_float = True
         else:
             is_float = bool(node.input) and node.input[0] in floats
@@ -255,13 +257,16 @@ def _block8_weight(node, inits: dict) -> np.ndarray:
 
 
 def _int8_weight(node, inits: dict) -> np.ndarray:
-    """The fp16 W [K, N] of a DynamicQuantizeMatMul(x, int8 weight, scale) node."""
+    """The fp16 W [K, N] of a DynamicQuantizeMatMul(x, int8 weight, scale) or
+    MatMulIntegerToFloat(xq, int8 weight, a_scale, scale, a_zero) node."""
     from onnx import numpy_helper
 
-    if len(node.input) != 3 or node.input[1] not in inits or node.input[2] not in inits:
-        raise GpuGraphError(f"node {node.name}: expected DynamicQuantizeMatMul(x, int8 weight, scale)")
+    at = 3 if node.op_type == "MatMulIntegerToFloat" else 2
+    if len(node.input) != at + (2 if at == 3 else 1) or node.input[1] not in inits or node.input[at] not in inits:
+        raise GpuGraphError(f"node {node.name}: expected DynamicQuantizeMatMul(x, int8 weight, scale) or "
+                            "MatMulIntegerToFloat(xq, int8 weight, a_scale, scale, a_zero)")
     q = numpy_helper.to_array(inits[node.input[1]])
-    scale = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32)
+    scale = numpy_helper.to_array(inits[node.input[at]]).astype(np.float32)
     w = np.empty(q.shape, np.float16)
     for c in range(0, q.shape[1], 8192):  # in column blocks: a 640 x 262,144 head in fp32 would be 671 MB
         w[:, c : c + 8192] = q[:, c : c + 8192].astype(np.float32) * scale[c : c + 8192]
@@ -325,8 +330,13 @@ def convert(src_model: Path, dst_folder: Path, fp32_ops: tuple[str, ...] | None 
         if node.op_type == "MatMulNBits":
             bits = {a.name: a.i for a in node.attribute}.get("bits")
             _as_matmul(model, node, _block8_weight(node, inits) if bits == 8 else _int4_weight(node, inits), dead)
-        elif node.op_type == "DynamicQuantizeMatMul":
+        elif node.op_type in ("DynamicQuantizeMatMul", "MatMulIntegerToFloat"):
             _as_matmul(model, node, _int8_weight(node, inits), dead)
+        elif node.op_type == "QuantizeLinear":  # builder 2's activations: the MatMul takes them in float
+            dead.update(n for n in node.input[1:] if n)
+            node.op_type = "Identity"
+            del node.input[1:]
+            del node.attribute[:]
     keep = [t for t in model.graph.initializer if t.name not in dead]
     del model.graph.initializer[:]
     model.graph.initializer.extend(keep)

@@ -190,7 +190,7 @@ class OnnxModel:
         self.embedding = embedding
         self.cache = cache
         self.vocab_size = vocab_size
-        # int8 graphs return one extra (guard) row of logits after the batch's rows
+        # int8 graphs of builder 1 (models.onnx_builder.A_SCALE) return one extra (guard) row of logits after the batch's rows
         meta = session.get_modelmeta().custom_metadata_map
         self.extra_rows = int(meta.get("edge_agent.logit_guard_row", "0"))
         self.logits = _lazy_zeros((cache.slots + self.extra_rows, vocab_size), huge=True)  # 17 MB at 16 slots: given back when idle

@@ -60,7 +60,7 @@ def test_int4_body_is_recorded_and_close_to_the_checkpoint(mlp4, checkpoints, tm
     # smoothed (the default alpha) with every projection int4: still close
     all4 = import_model(checkpoints["gemma3"], "all4", tmp_path, int4_layers=("qkv", "o", "gate_up", "down"), kv_cache="fp32", **QUIET)
     graph = onnx.load(str(all4 / "model.onnx"), load_external_data=False).graph
-    int8 = [n.input[1] for n in graph.node if n.op_type == "DynamicQuantizeMatMul"]
+    int8 = [n.input[1] for n in graph.node if n.op_type == "MatMulIntegerToFloat"]
     assert int8 and all("lm_head" in w for w in int8)  # only the head stays int8
     assert_last_logits_near_checkpoint(load_bundle(all4), checkpoints["gemma3"], corr=0.85)
 

@@ -62,7 +62,7 @@ def test_default_int8_bundle_has_an_int8_attention_output(tiny_bundles, checkpoi
     layers = int(b.architecture["num_layers"])
     assert all(f"layers.{i}.self_attn.o_proj.qweight" in names for i in range(layers))
     assert not any(n.endswith("o_proj.weight") for n in names)
-    assert not any(n.op_type == "MatMul" for n in graph.node)  # every linear layer is int8 (DynamicQuantizeMatMul)
+    assert not any(n.op_type == "MatMul" for n in graph.node)  # every linear layer is int8 (MatMulIntegerToFloat)
     assert_last_logits_near_checkpoint(b, checkpoints["gemma3"])
 
 
