@@ -25,7 +25,9 @@
    slowdownX (new, paced at X).
 
 Usage: .venv/bin/python scripts/bench_jobs.py [--model default] [--docs 64] [--max-tokens 48] [--rounds 3] [--json]
-       [--policies unpaced,new --answer-tokens 100] [--compare-unpaced]
+       [--policies unpaced,new --interleave --answer-tokens 100] (completion time and time per token, the
+       policies alternating request by request in each busy window) [--compare-unpaced] (also a batched run
+       with pacing off: with no interactive traffic it should run the same steps)
        [--compare-chunk 64] (a batched run in the chunks batch prompts get while users are served)
        [--max-batch 40 --compare-concurrency 30] (also a batched run with more items in flight, on the
        same engine as the others: a step binds only the slots in use, so a larger max_batch does not
@@ -94,14 +96,20 @@ def store_documents(db, texts: list[tuple[str, str]]) -> None:
 
 
 def ttft(chat, question: str, priority: int = 0, detail: list | None = None, tokens: int = 4) -> float:
-    """Seconds to the first streamed text of a `tokens`-token chat answer (ignore_eos when more than 4); detail gets
-    the server's split of it, the completion's seconds and its time per output token after the first."""
+    """Seconds to the first streamed text of a 4-token chat answer, or of a `tokens`-token completion of the same question
+    (more than 4: "Question: ...\nAnswer:", ignore_eos and no stop strings, so it is that long idle and busy: the chat
+    template's stop strings end the base model's answers after ~10 tokens); detail gets the server's split of it, the
+    completion's seconds and its time per output token after the first."""
     from edge_agent.services.chat import SamplingOptions
     from edge_agent.services.generation import ChoiceDelta
 
     t0 = time.perf_counter()
-    gen = chat.chat([{"role": "user", "content": question}], SamplingOptions(max_tokens=tokens, temperature=0.0,
-                                                                             ignore_eos=tokens > 4), priority=priority)
+    if tokens > 4:
+        gen = chat.complete([f"Question: {question}\nAnswer:"], SamplingOptions(max_tokens=tokens, temperature=0.0, ignore_eos=True),
+                            priority=priority)
+    else:
+        gen = chat.chat([{"role": "user", "content": question}], SamplingOptions(max_tokens=tokens, temperature=0.0),
+                        priority=priority)
     first = None
     for ev in gen.events():
         if isinstance(ev, ChoiceDelta) and first is None:
