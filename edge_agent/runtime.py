@@ -39,7 +39,7 @@ def build_engine(settings: Settings, max_batch: int | None = None, **scheduler_k
     return BatchScheduler(
         engine, max_queue=settings.max_queue, prefill_chunk=settings.prefill_chunk,
         prefix_cache_bytes=settings.prefix_cache_mb << 20, reserved_interactive_slots=settings.reserved_interactive_slots,
-        prefix_cache_gives_way=settings.prefix_cache_gives_way, **scheduler_kw,
+        prefix_cache_gives_way=settings.prefix_cache_gives_way, interactive_slowdown=settings.interactive_slowdown, **scheduler_kw,
     ).start()
 
 

@@ -17,8 +17,17 @@
    step in flight), its own prefill and the rest, with the step that was in flight. The batch run's
    generated tok/s during the busy window shows what the policy costs it.
    Target: busy p95 <= 2x idle p95.
+   Each request asks for `--answer-tokens` tokens (ignore_eos: the same length idle and busy), so a round
+   also gives the whole completion's time and the time per output token after the first (p50, p95, busy/idle):
+   what a user waiting for the whole answer sees. Policies: new (user first, paced at the
+   interactive_slowdown setting), unpaced (user first, interactive_slowdown 0: every step carries every
+   row, the scheduler before pacing), old (users wait for the batch step in flight, unpaced),
+   slowdownX (new, paced at X).
 
 Usage: .venv/bin/python scripts/bench_jobs.py [--model default] [--docs 64] [--max-tokens 48] [--rounds 3] [--json]
+       [--policies unpaced,new --interleave --answer-tokens 100] (completion time and time per token, the
+       policies alternating request by request in each busy window) [--compare-unpaced] (also a batched run
+       with pacing off: with no interactive traffic it should run the same steps)
        [--compare-chunk 64] (a batched run in the chunks batch prompts get while users are served)
        [--max-batch 40 --compare-concurrency 30] (also a batched run with more items in flight, on the
        same engine as the others: a step binds only the slots in use, so a larger max_batch does not
@@ -86,25 +95,37 @@ def store_documents(db, texts: list[tuple[str, str]]) -> None:
         store.replace(meta, [ChunkRecord(0, 0, text, 0, len(text), len(text.split()), vector=np.zeros(4, np.float32))])
 
 
-def ttft(chat, question: str, priority: int = 0, detail: list | None = None) -> float:
-    """Seconds to the first streamed text of a 4-token chat answer; detail gets the server's split of it."""
+def ttft(chat, question: str, priority: int = 0, detail: list | None = None, tokens: int = 4) -> float:
+    """Seconds to the first streamed text of a 4-token chat answer, or of a `tokens`-token completion of the same question
+    (more than 4: "Question: ...\nAnswer:", ignore_eos and no stop strings, so it is that long idle and busy: the chat
+    template's stop strings end the base model's answers after ~10 tokens); detail gets the server's split of it, the
+    completion's seconds and its time per output token after the first."""
     from edge_agent.services.chat import SamplingOptions
     from edge_agent.services.generation import ChoiceDelta
 
     t0 = time.perf_counter()
-    gen = chat.chat([{"role": "user", "content": question}], SamplingOptions(max_tokens=4, temperature=0.0), priority=priority)
+    if tokens > 4:
+        gen = chat.complete([f"Question: {question}\nAnswer:"], SamplingOptions(max_tokens=tokens, temperature=0.0, ignore_eos=True),
+                            priority=priority)
+    else:
+        gen = chat.chat([{"role": "user", "content": question}], SamplingOptions(max_tokens=tokens, temperature=0.0),
+                        priority=priority)
     first = None
     for ev in gen.events():
         if isinstance(ev, ChoiceDelta) and first is None:
             first = time.perf_counter() - t0
-    first = first if first is not None else time.perf_counter() - t0
+    total = time.perf_counter() - t0
+    first = first if first is not None else total
     fin = gen.choices[0].handle.finished
     if detail is not None and fin is not None:
         u = fin.usage
+        n = u.completion_tokens
         detail.append({"ttft_ms": round(first * 1000, 1), "queue_ms": round(u.queue_s * 1000, 1),
                        "prefill_ms": round(u.prefill_s * 1000, 1),
                        "rest_ms": round((first - u.queue_s - u.prefill_s) * 1000, 1),
-                       "prompt_tokens": u.prompt_tokens, "waited_for": getattr(u, "waited_for", "")})
+                       "prompt_tokens": u.prompt_tokens, "waited_for": getattr(u, "waited_for", ""),
+                       "completion_tokens": n, "total_ms": round(total * 1000, 1),
+                       "tpot_ms": round((total - first) * 1000 / max(1, n - 1), 2)})
     return first
 
 
@@ -171,7 +192,14 @@ def main() -> int:
                     "in flight (at most the engine's batch slots: raise --max-batch), against the same sequential runs")
     ap.add_argument("--skip-sequential", action="store_true", help="no sequential runs (with --compare-*: batched variants only)")
     ap.add_argument("--policies", default="new,old", help="latency rounds alternate these scheduler policies "
-                    "(new: user_first, old: users wait for the batch step in flight)")
+                    "(new: user_first, paced; unpaced: user_first, interactive_slowdown 0; old: users wait for the batch "
+                    "step in flight, unpaced; slowdownX: new at interactive_slowdown X)")
+    ap.add_argument("--answer-tokens", type=int, default=4, help="tokens each interactive request asks for (ignore_eos "
+                    "above 4): its completion time and time per output token are reported beside its TTFT")
+    ap.add_argument("--interleave", action="store_true", help="the policies alternate request by request within each busy "
+                    "window, against one idle baseline measured half before and half after it (pairs them under the same load)")
+    ap.add_argument("--compare-unpaced", action="store_true", help="also a batched run per round with interactive_slowdown 0 "
+                    "(no interactive traffic: pacing should change nothing)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -206,14 +234,21 @@ def main() -> int:
                     "prefix_cache_mb": settings.prefix_cache_mb,
                     "loadavg_before": load_before}
 
-    def one_run(c: int) -> dict:
+    def one_run(c: int, slowdown: float | None = None) -> dict:
         # every run starts with an empty prefix cache: a large one would otherwise hand the next run
         # every prompt of this one (the same documents), and the prefill would not be measured
         scheduler.prefix_cache = type(scheduler.prefix_cache)(scheduler.prefix_cache.max_bytes)
         st0 = dict(getattr(scheduler, "step_stats", {}))
         hits0 = scheduler.prefix_cache.hits
+        paced = getattr(scheduler, "interactive_slowdown", None)
+        if slowdown is not None and paced is not None:
+            scheduler.interactive_slowdown = slowdown
         t0, c0 = time.perf_counter(), time.process_time()
-        run = jobs.run_foreground("bench", overrides={"concurrency": c})
+        try:
+            run = jobs.run_foreground("bench", overrides={"concurrency": c})
+        finally:
+            if paced is not None:
+                scheduler.interactive_slowdown = paced
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert run.status == "succeeded", (run.status, run.counts, run.error)
         errors = sorted({i.error for i in jobs.results(run.id, status="failed")[0]})
@@ -232,10 +267,16 @@ def main() -> int:
         # at batch priority: an interactive warm-up would put the first run in the scheduler's
         # "users are being served" window (short batch prefill chunks) for interactive_window_s
         ttft(chat, "Warm up.", priority=BATCH_PRIORITY)
-        batched, sequential, small, wide = [], [], [], []
-        for _ in range(args.rounds):
+        batched, sequential, small, wide, unpaced = [], [], [], [], []
+        for r in range(args.rounds):
+            if args.compare_unpaced and r % 2:  # alternate which goes first
+                unpaced.append(one_run(concurrency, slowdown=0.0))
+                print(f"batched    (unpaced): {unpaced[-1]}", file=sys.stderr)
             batched.append(one_run(concurrency))
             print(f"batched    (concurrency {concurrency}): {batched[-1]}", file=sys.stderr)
+            if args.compare_unpaced and not r % 2:
+                unpaced.append(one_run(concurrency, slowdown=0.0))
+                print(f"batched    (unpaced): {unpaced[-1]}", file=sys.stderr)
             if args.compare_chunk:
                 full, scheduler.prefill_chunk = scheduler.prefill_chunk, args.compare_chunk
                 try:
@@ -267,6 +308,9 @@ def main() -> int:
             if all(r["steps"] for r in wide):
                 report[f"time_split_{name}"] = {k: statistics.median(r[k] for r in wide) for k in (
                     "prefill_share", "decode_share", "other_share", "prefill_tok_s", "rows_per_decode_step", "decode_s_per_token")}
+        if unpaced:
+            report.update(batched_unpaced=unpaced, batched_vs_unpaced=round(b / statistics.median(r["tok_s"] for r in unpaced), 3))
+            report.update(paired_ratios(batched, unpaced, "paced_vs_unpaced"))
         if small:
             for r in small:
                 r.update(time_split(r))
@@ -301,32 +345,54 @@ def main() -> int:
     return 0
 
 
+def set_policy(scheduler, policy: str, paced: float | None) -> None:
+    """Apply a --policies name: new, unpaced, old or slowdownX (the pacing names change nothing on a scheduler without pacing)."""
+    scheduler.user_first = policy != "old"
+    if paced is not None:
+        scheduler.interactive_slowdown = (float(policy[len("slowdown"):]) if policy.startswith("slowdown")
+                                          else paced if policy == "new" else 0.0)
+
+
 def latency(args, report: dict, scheduler, chat, jobs, concurrency: int) -> None:
-    """Interactive TTFT idle and while a run keeps the engine busy, alternating the policies round by round."""
+    """Interactive latency idle and while a run keeps the engine busy, alternating the policies round by round
+    (--interleave: request by request within each busy window, beside one shared idle baseline)."""
     jobs.update_job("bench", {"params": {"max_tokens": 256, "force": True}})
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     rounds: dict[str, list[dict]] = {p: [] for p in policies}
+    paced = getattr(scheduler, "interactive_slowdown", None)
     for r in range(max(1, args.rounds)):
-        for policy in policies if r % 2 == 0 else policies[::-1]:
-            scheduler.user_first = policy == "new"
-            one = latency_round(args, scheduler, chat, jobs, concurrency)
-            one["round"] = r
-            rounds[policy].append(one)
-            print(f"latency [{policy}] round {r}: idle p95 {one['ttft_idle_ms']['p95']} ms, busy p95 "
-                  f"{one['ttft_busy_ms']['p95']} ms ({one['ttft_p95_ratio']}x), batch {one['batch_gen_tok_s']} gen tok/s",
-                  file=sys.stderr)
-    scheduler.user_first = True
+        order = policies if r % 2 == 0 else policies[::-1]
+        groups = [order] if args.interleave else [[p] for p in order]
+        for group in groups:
+            for policy, one in latency_round(args, scheduler, chat, jobs, concurrency, group, paced).items():
+                one["round"] = r
+                one["loadavg"] = Path("/proc/loadavg").read_text().split()[:3]
+                rounds[policy].append(one)
+                print(f"latency [{policy}] round {r}: idle p95 {one['ttft_idle_ms']['p95']} ms, busy p95 "
+                      f"{one['ttft_busy_ms']['p95']} ms ({one['ttft_p95_ratio']}x), completion p95 {one['total_p95_ratio']}x, "
+                      f"time per token p50 {one['tpot_p50_ratio']}x, batch {one['batch_gen_tok_s']} gen tok/s, "
+                      f"load {' '.join(one['loadavg'])}", file=sys.stderr)
+    set_policy(scheduler, "new", paced)
     summary = {}
+    med = lambda rs, f: round(statistics.median(f(x) for x in rs), 2)  # noqa: E731
     for policy, rs in rounds.items():
         summary[policy] = {
-            "ttft_p95_ratio": statistics.median(x["ttft_p95_ratio"] for x in rs),
-            "ttft_idle_p50_ms": statistics.median(x["ttft_idle_ms"]["p50"] for x in rs),
-            "ttft_idle_p95_ms": statistics.median(x["ttft_idle_ms"]["p95"] for x in rs),
-            "ttft_busy_p95_ms": statistics.median(x["ttft_busy_ms"]["p95"] for x in rs),
-            "ttft_busy_p50_ms": statistics.median(x["ttft_busy_ms"]["p50"] for x in rs),
-            "busy_queue_p50_ms": statistics.median(x["busy_split_p50_ms"]["queue_ms"] for x in rs),
-            "busy_prefill_p50_ms": statistics.median(x["busy_split_p50_ms"]["prefill_ms"] for x in rs),
-            "batch_gen_tok_s_while_busy": statistics.median(x["batch_gen_tok_s"] for x in rs),
+            "total_p95_ratio": med(rs, lambda x: x["total_p95_ratio"]),
+            "total_p50_ratio": med(rs, lambda x: x["total_p50_ratio"]),
+            "tpot_p50_ratio": med(rs, lambda x: x["tpot_p50_ratio"]),
+            "tpot_p95_ratio": med(rs, lambda x: x["tpot_p95_ratio"]),
+            "total_idle_p95_ms": med(rs, lambda x: x["total_idle_ms"]["p95"]),
+            "total_busy_p95_ms": med(rs, lambda x: x["total_busy_ms"]["p95"]),
+            "tpot_idle_p50_ms": med(rs, lambda x: x["tpot_idle_ms"]["p50"]),
+            "tpot_busy_p50_ms": med(rs, lambda x: x["tpot_busy_ms"]["p50"]),
+            "ttft_p95_ratio": med(rs, lambda x: x["ttft_p95_ratio"]),
+            "ttft_idle_p50_ms": med(rs, lambda x: x["ttft_idle_ms"]["p50"]),
+            "ttft_idle_p95_ms": med(rs, lambda x: x["ttft_idle_ms"]["p95"]),
+            "ttft_busy_p95_ms": med(rs, lambda x: x["ttft_busy_ms"]["p95"]),
+            "ttft_busy_p50_ms": med(rs, lambda x: x["ttft_busy_ms"]["p50"]),
+            "busy_queue_p50_ms": med(rs, lambda x: x["busy_split_p50_ms"]["queue_ms"]),
+            "busy_prefill_p50_ms": med(rs, lambda x: x["busy_split_p50_ms"]["prefill_ms"]),
+            "batch_gen_tok_s_while_busy": med(rs, lambda x: x["batch_gen_tok_s"]),
         }
     report.update(latency_rounds=rounds, latency=summary)
     main_policy = "new" if "new" in summary else policies[0]
@@ -335,17 +401,26 @@ def latency(args, report: dict, scheduler, chat, jobs, concurrency: int) -> None
                   ttft_busy_ms={"p50": summary[main_policy]["ttft_busy_p50_ms"], "p95": summary[main_policy]["ttft_busy_p95_ms"]})
 
 
-def latency_round(args, scheduler, chat, jobs, concurrency: int) -> dict:
+def idle_requests(args, scheduler, chat, questions: list[str], detail: list) -> list[float]:
     end = time.monotonic() + 30
-    while scheduler.busy and time.monotonic() < end:  # the previous round's cancelled run may still hold a step
+    while scheduler.busy and time.monotonic() < end:  # a cancelled run may still hold a step
         time.sleep(0.05)
+    return [ttft(chat, q, detail=detail, tokens=args.answer_tokens) for q in questions]
+
+
+def latency_round(args, scheduler, chat, jobs, concurrency: int, policies: list[str], paced: float | None) -> dict[str, dict]:
+    """One idle phase and one busy window; in the window each request runs under the next of `policies` in turn.
+    With --interleave half the idle requests come before the busy window and half after it."""
+    questions = QUESTIONS[: args.requests]
     idle_detail: list = []
-    idle = [ttft(chat, q, detail=idle_detail) for q in QUESTIONS[: args.requests]]
-    done = threading.Event()
+    before = questions[: len(questions) // 2] if args.interleave else questions
+    idle = idle_requests(args, scheduler, chat, before, idle_detail)
+    done, stop = threading.Event(), threading.Event()
 
     def background() -> None:
         try:
-            jobs.run_foreground("bench", overrides={"concurrency": concurrency})
+            while not stop.is_set():  # a run that ends before the busy window does is started again
+                jobs.run_foreground("bench", overrides={"concurrency": concurrency})
         finally:
             done.set()
 
@@ -353,32 +428,61 @@ def latency_round(args, scheduler, chat, jobs, concurrency: int) -> dict:
     end = time.monotonic() + 60
     while scheduler.active < min(concurrency, getattr(scheduler, "batch_slots", concurrency)) and time.monotonic() < end:
         time.sleep(0.05)
-    busy, busy_active, detail = [], [], []
+    busy = {p: [] for p in policies}
+    busy_active = {p: [] for p in policies}
+    detail = {p: [] for p in policies}
+    batch = {p: [0, 0.0] for p in policies}  # batch tokens generated and seconds, while a request of this policy ran
     st0 = dict(getattr(scheduler, "step_stats", {}))
-    tok0, t0 = scheduler.tokens_generated, time.perf_counter()
-    for q in QUESTIONS[: args.requests]:
-        busy_active.append(scheduler.active)
-        busy.append(ttft(chat, q, detail=detail))
-        time.sleep(0.1)
-    window = time.perf_counter() - t0
-    batch_tokens = scheduler.tokens_generated - tok0 - sum(4 for _ in busy)  # each user answer is at most 4 tokens
+    for i, q in enumerate(questions):
+        for policy in policies if i % 2 == 0 else policies[::-1]:
+            set_policy(scheduler, policy, paced)
+            busy_active[policy].append(scheduler.active)
+            tok0, t0 = scheduler.tokens_generated, time.perf_counter()
+            busy[policy].append(ttft(chat, q, detail=detail[policy], tokens=args.answer_tokens))
+            batch[policy][0] += scheduler.tokens_generated - tok0 - detail[policy][-1]["completion_tokens"]
+            batch[policy][1] += time.perf_counter() - t0
+            time.sleep(0.1)
     steps = stats_delta(scheduler, st0)
+    alone_ms = round((getattr(scheduler, "_alone_s", None) or 0.0) * 1000, 1)  # users-only step (moving average)
+    stop.set()
     for run in jobs.list_runs("bench", 0, 1)[0]:
         jobs.cancel_run(run.id)
     done.wait(120)
-    split = {k: round(statistics.median(d[k] for d in detail), 1) for k in ("queue_ms", "prefill_ms", "rest_ms")} if detail else {}
-    return {
-        "ttft_idle_ms": {"p50": round(pct(idle, 0.5) * 1000, 1), "p95": round(pct(idle, 0.95) * 1000, 1)},
-        "ttft_busy_ms": {"p50": round(pct(busy, 0.5) * 1000, 1), "p95": round(pct(busy, 0.95) * 1000, 1)},
-        "ttft_p95_ratio": round(pct(busy, 0.95) / pct(idle, 0.95), 2),
-        "busy_active_sequences": int(statistics.median(busy_active)),
-        "idle_split_p50_ms": {k: round(statistics.median(d[k] for d in idle_detail), 1)
-                              for k in ("queue_ms", "prefill_ms", "rest_ms")} if idle_detail else {},
-        "busy_split_p50_ms": split,
-        "busy_requests": detail,
-        "batch_gen_tok_s": round(max(0, batch_tokens) / window, 1),
-        "busy_steps": steps,
-    }
+    set_policy(scheduler, "new", paced)
+    if args.interleave:
+        idle += idle_requests(args, scheduler, chat, questions[len(before):], idle_detail)
+
+    def p(ds: list[dict], key: str) -> dict:
+        v = [d[key] for d in ds]
+        return {"p50": round(pct(v, 0.5), 1), "p95": round(pct(v, 0.95), 1)} if v else {"p50": 0.0, "p95": 0.0}
+
+    def ratio(a: dict, b: dict, q: str) -> float:
+        return round(a[q] / b[q], 2) if b[q] else 0.0
+
+    split3 = lambda ds: {k: round(statistics.median(d[k] for d in ds), 1) for k in ("queue_ms", "prefill_ms", "rest_ms")} if ds else {}  # noqa: E731
+    total_i, tpot_i = p(idle_detail, "total_ms"), p(idle_detail, "tpot_ms")
+    out = {}
+    for policy in policies:
+        d, b = detail[policy], busy[policy]
+        total_b, tpot_b = p(d, "total_ms"), p(d, "tpot_ms")
+        out[policy] = {
+            "total_idle_ms": total_i, "total_busy_ms": total_b,
+            "total_p50_ratio": ratio(total_b, total_i, "p50"), "total_p95_ratio": ratio(total_b, total_i, "p95"),
+            "tpot_idle_ms": tpot_i, "tpot_busy_ms": tpot_b,
+            "tpot_p50_ratio": ratio(tpot_b, tpot_i, "p50"), "tpot_p95_ratio": ratio(tpot_b, tpot_i, "p95"),
+            "busy_completion_tokens": [x["completion_tokens"] for x in d],
+            "ttft_idle_ms": {"p50": round(pct(idle, 0.5) * 1000, 1), "p95": round(pct(idle, 0.95) * 1000, 1)},
+            "ttft_busy_ms": {"p50": round(pct(b, 0.5) * 1000, 1), "p95": round(pct(b, 0.95) * 1000, 1)},
+            "ttft_p95_ratio": round(pct(b, 0.95) / pct(idle, 0.95), 2),
+            "busy_active_sequences": int(statistics.median(busy_active[policy])),
+            "idle_split_p50_ms": split3(idle_detail),
+            "busy_split_p50_ms": split3(d),
+            "busy_requests": d,
+            "batch_gen_tok_s": round(max(0, batch[policy][0]) / max(1e-9, batch[policy][1]), 1),
+            "busy_steps": steps,
+            "alone_step_ms": alone_ms,
+        }
+    return out
 
 
 if __name__ == "__main__":

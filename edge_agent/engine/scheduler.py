@@ -12,7 +12,9 @@ interactive_window_s); its slots and preemption are engine/admission.py's. A use
 batch work in flight: an interactive submit() interrupts a batch-only model call
 (StepGate: a batch prefill chunk, a decode step of batch rows only; it is redone
 later), a user who arrives during a prefill chunk starts before the decode step
-that would follow it, and its prompt is prefilled next.
+that would follow it, and its prompt is prefilled next. While users decode beside batch work, batch work gets a
+bounded share of the model's time (interactive_slowdown; engine/pacing.py): their rows move to the lowest slots
+and steps over them alone run between the batch steps, so their tokens, not only their first, keep their pace.
 
 Slot invariants (check_invariants() asserts them; they hold between steps):
 
@@ -53,6 +55,7 @@ import numpy as np
 from edge_agent.engine.admission import Admission
 from edge_agent.engine.detokenize import IncrementalDecoder
 from edge_agent.engine.engine import OnnxEngine
+from edge_agent.engine.pacing import Pacing
 from edge_agent.engine.prefix_cache import PrefixCache
 from edge_agent.engine.sampling import is_greedy, sample, suppress, token_logprob
 from edge_agent.engine.sequence import Event, GenerationHandle, Sequence
@@ -78,7 +81,7 @@ class _EngineBroken(Exception):
     """The model fails step after step: the scheduler gives up."""
 
 
-class BatchScheduler(Admission):
+class BatchScheduler(Admission, Pacing):
     """Runs every generation through one continuously batched decode loop.
 
     submit() raises QueueFullError when max_queue requests of its kind (interactive or
@@ -101,6 +104,7 @@ class BatchScheduler(Admission):
         interactive_window_s: float = 30.0,
         user_first: bool = True,
         prefix_cache_gives_way: bool = False,
+        interactive_slowdown: float = 2.0,
     ):
         self.engine = engine
         self.model = engine.model
@@ -138,6 +142,11 @@ class BatchScheduler(Admission):
         # False: users wait for the batch step in flight, and a preempted batch prompt's cache is dropped
         # (the policy before; scripts/bench_jobs.py compares the two)
         self.user_first = user_first
+        # while users decode beside batch work, one of their tokens takes about this many times a step over
+        # their rows alone, batch work the rest (0: off, every step carries every row; engine/pacing.py)
+        self.interactive_slowdown = interactive_slowdown
+        self._credit = 0.0
+        self._alone_s: float | None = None
 
     @property
     def step_stats(self) -> dict:
@@ -312,12 +321,25 @@ class BatchScheduler(Admission):
         self._reap()
         self._admit()
         self._give_way()
-        if self._prefilling is not None:
+        paced = self._paced()
+        batch_turn = not paced or self._batch_may_run()  # a step as unpaced (a batch chunk, all rows) or the users alone
+        p = self._prefilling
+        if p is not None and (batch_turn or not p.batch):
+            t = time.perf_counter()
             self._prefill_chunk()
+            if paced and p.batch:
+                self._charge(time.perf_counter() - t, user_token=False, alone=False)
             if self._user_can_start():  # a user came during the chunk, or a user's prompt is not done:
                 return  # their prefill goes before a decode step of batch rows
         if self._decoding:
-            self._decode_step()
+            paced = self._paced()  # the chunk may have ended a user's prompt
+            if paced:
+                self._front_users()
+            k = len(self._decoding) if batch_turn or not paced else self._user_rows()
+            t = time.perf_counter()
+            alone = self._decode_step(k)
+            if paced:
+                self._charge(time.perf_counter() - t, user_token=True, alone=alone)
 
     def _give_way(self, leaving: Sequence | None = None) -> None:
         """With prefix_cache_gives_way: cached prefixes keep what the live sequences' cache (all but `leaving`,
@@ -398,16 +420,18 @@ class BatchScheduler(Admission):
                 np.fromiter((s.length for s in seqs[:k]), np.int64, k),
             )
 
-    def _decode_step(self) -> None:
-        seqs = list(self._decoding)
+    def _decode_step(self, k: int | None = None) -> bool:
+        """One decode step over slots 0..k-1 (all decoding rows when None); True when they were all interactive."""
+        seqs = self._decoding[:k]
+        alone = all(not s.batch for s in seqs)
         t = time.monotonic()
         try:
             logits = self._feed(len(seqs), interruptible=all(s.batch for s in seqs))
         except StepInterrupted:
-            return  # an interactive request arrived: its prefill goes first, this step is redone after it
+            return False  # an interactive request arrived: its prefill goes first, this step is redone after it
         except Exception as e:
             self._isolate_step_failure(e)
-            return
+            return False
         self._bad_steps = 0
         for s in seqs:
             s.length += 1
@@ -431,6 +455,7 @@ class BatchScheduler(Admission):
                 self.on_step(len(seqs), time.monotonic() - t)
             except Exception:
                 log.exception("on_step failed")
+        return alone
 
     def _model_failed(self) -> None:
         """Count a failed model step; raise _EngineBroken when they keep failing."""
