@@ -328,6 +328,9 @@ class DocumentService(IndexUpkeep, UploadIngest):
         except LoaderError as exc:
             if not keep_failure:
                 log.info("refused %s: %s", meta.source_key, exc)
+                if existing is not None and existing.status == "ready":  # say so: the client may fear it erased the old one
+                    return IngestResult("failed", meta.source_key, existing.id, existing.title, 0,
+                                        f"{exc} (the version already stored is kept)")
                 return IngestResult("failed", meta.source_key, None, meta.title, 0, str(exc))
             return self._fail(meta, str(exc))
         records = [
