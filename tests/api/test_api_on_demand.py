@@ -4,7 +4,6 @@ concurrent first requests) and is served correctly, /ready stays honest, and idl
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from pathlib import Path
@@ -12,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from api_helpers import REPO, LiveServer, api_settings, wait_until
+from api_helpers import LiveServer, api_settings, wait_until
+from embed_cache import link_embedding_cache
 
-EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
 JSON_CHAT = {"model": "default", "messages": [{"role": "user", "content": "A fox as JSON."}], "max_tokens": 40,
              "temperature": 0, "response_format": {"type": "json_object"}}
 
@@ -56,16 +55,7 @@ def _together(n: int, call) -> list:
 def prepared_data(tmp_path):
     """A data folder whose embedding cache links to the tests' shared, already exported model (exported here if
     missing); its onnx/ folder holds links of its own, so a test may replace the model file without touching the share."""
-    from edge_agent.rag.embedder import OnnxEmbedder
-
-    shared = OnnxEmbedder(cache_dir=EMBED_CACHE).folder
-    mine = tmp_path / "var" / "embedding-cache" / shared.name
-    (mine / "onnx").mkdir(parents=True)
-    for p in shared.iterdir():
-        if p.name != "onnx":
-            (mine / p.name).symlink_to(p)
-    for p in (shared / "onnx").iterdir():
-        (mine / "onnx" / p.name).symlink_to(p)
+    link_embedding_cache(tmp_path / "var")
     return tmp_path
 
 

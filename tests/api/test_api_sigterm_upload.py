@@ -18,24 +18,14 @@ from pathlib import Path
 import pytest
 
 from api_helpers import REPO
+from embed_cache import link_embedding_cache
 
-EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
 WORDS = "river harbour engine ledger window orchard signal market bridge lantern copper meadow archive council".split()
 
 
 def _data_dir(tmp_path: Path) -> Path:
     """A data folder whose embedding cache links to the tests' shared, already exported model."""
-    from edge_agent.rag.embedder import OnnxEmbedder
-
-    shared = OnnxEmbedder(cache_dir=EMBED_CACHE).folder
-    mine = tmp_path / "var" / "embedding-cache" / shared.name
-    (mine / "onnx").mkdir(parents=True)
-    for p in shared.iterdir():
-        if p.name != "onnx":
-            (mine / p.name).symlink_to(p)
-    for p in (shared / "onnx").iterdir():
-        (mine / "onnx" / p.name).symlink_to(p)
-    return tmp_path / "var"
+    return link_embedding_cache(tmp_path / "var")
 
 
 def _start(bundle: Path, tmp_path: Path, data: Path) -> tuple[subprocess.Popen, int, list[str]]:

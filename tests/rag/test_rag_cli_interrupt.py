@@ -9,22 +9,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from embed_cache import link_embedding_cache
 
 REPO = Path(__file__).resolve().parents[2]
-EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
 
 
 def test_ctrl_c_during_index_add_is_one_line(tmp_path):
-    from edge_agent.rag.embedder import OnnxEmbedder
-
-    shared = OnnxEmbedder(cache_dir=EMBED_CACHE).folder  # the tests' exported model, linked into this data folder
-    mine = tmp_path / "var" / "embedding-cache" / shared.name
-    (mine / "onnx").mkdir(parents=True)
-    for p in shared.iterdir():
-        if p.name != "onnx":
-            (mine / p.name).symlink_to(p)
-    for p in (shared / "onnx").iterdir():
-        (mine / "onnx" / p.name).symlink_to(p)
+    link_embedding_cache(tmp_path / "var")  # the tests' exported model, linked into this data folder
     rng = random.Random(3)
     words = "river harbour engine ledger window orchard signal market bridge lantern".split()
     doc = tmp_path / "long.txt"  # ~25 MB: still being chunked or embedded 6 s in, even on many cores
