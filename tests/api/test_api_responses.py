@@ -279,3 +279,25 @@ def test_a_failure_mid_stream_ends_with_response_failed(live, monkeypatch):
     assert "boom" not in raw and "/secret" not in raw and "server log" in raw
     monkeypatch.undo()
     assert live.request("POST", "/v1/responses", {"model": "default", "input": Q, "max_output_tokens": 1})[0] == 200
+
+
+def test_a_stream_client_that_hangs_up_frees_its_slot(small_live):
+    """As chat's streams: the socket going away mid-stream cancels the generation (the tiny model never stops by itself)."""
+    import socket
+
+    from api_helpers import wait_until
+
+    server = small_live
+    cancelled = lambda: server.metric("edge_agent_generations_total", 'reason="cancelled"')  # noqa: E731
+    before = cancelled()
+    raw = json.dumps({"model": "default", "input": "hello", "max_output_tokens": 4000, "temperature": 0, "stream": True}).encode()
+    s = socket.create_connection((server.host, server.port), timeout=30)
+    s.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(raw)}\r\n\r\n".encode() + raw)
+    buf = b""
+    while b"response.output_text.delta" not in buf:
+        buf += s.recv(4096)
+    assert server.runtime.scheduler.active == 1
+    s.close()
+    assert wait_until(lambda: cancelled() > before, 5)
+    assert wait_until(lambda: server.metric("edge_agent_active_sequences") == 0, 5)
