@@ -206,7 +206,7 @@ class _ClosingIterable:
 
 def create_app(runtime) -> Flask:
     """The WSGI app over a runtime (its .settings, .chat, .embeddings, .documents, .metrics)."""
-    from edge_agent.api import documents, health, openai
+    from edge_agent.api import documents, health, openai, responses
 
     app = Flask("edge_agent.api")
     app.config["MAX_CONTENT_LENGTH"] = None  # bodies are read with our own cap (chunked bodies too)
@@ -216,6 +216,7 @@ def create_app(runtime) -> Flask:
     app.before_request(guard.before)
     app.after_request(guard.after)
     app.register_blueprint(openai.bp)
+    app.register_blueprint(responses.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(documents.bp)
     app.extensions["edge_agent.extra_paths"] = documents.openapi_paths(runtime)

@@ -28,6 +28,7 @@ _GET_ERRORS = (401, 403, 500)
 def _schemas() -> tuple[dict, dict]:
     pairs = [
         (p.ChatCompletionRequest, "validation"), (p.CompletionRequest, "validation"), (p.EmbeddingRequest, "validation"),
+        (p.ResponseCreateRequest, "validation"), (p.ResponseObject, "serialization"),
         (p.ChatCompletion, "serialization"), (p.ChatCompletionChunk, "serialization"), (p.Completion, "serialization"),
         (p.EmbeddingList, "serialization"), (p.ModelList, "serialization"), (p.ModelCard, "serialization"), (p.ErrorResponse, "serialization"),
         (p.Health, "serialization"), (p.Readiness, "serialization"),
@@ -61,13 +62,16 @@ def _walk_ints(schema: Any, **bounds: int) -> None:
 
 def _patch_limits(defs: dict, runtime) -> None:
     s = runtime.settings
-    for name in ("ChatCompletionRequest", "CompletionRequest"):
+    for name in ("ChatCompletionRequest", "CompletionRequest", "ResponseCreateRequest"):
         props = defs[name]["properties"]
-        for field in ("max_tokens", "max_completion_tokens", "min_tokens"):
+        for field in ("max_tokens", "max_completion_tokens", "min_tokens", "max_output_tokens"):
             if field in props:
                 _walk_ints(props[field], maximum=s.max_tokens_limit)
         props["model"]["enum"] = [runtime.chat.model_name, "default"]
     defs["ChatCompletionRequest"]["properties"]["messages"]["maxItems"] = s.max_messages
+    for variant in defs["ResponseCreateRequest"]["properties"]["input"]["anyOf"]:
+        if variant.get("type") == "array":
+            variant["maxItems"] = s.max_messages
     _walk_ints(defs["CompletionRequest"]["properties"]["prompt"], maximum=runtime.chat.vocab_size - 1)
     emb = runtime.embeddings.model_name if runtime.embeddings is not None else None
     if emb:
@@ -121,6 +125,21 @@ def build_openapi(runtime, extra_paths: dict | None = None, extra_schemas: dict 
                "content": {"application/json": {"schema": refs["ChatCompletion"]}, "text/event-stream": {"schema": stream_schema}}}
     comp_ok = {"description": "The completion, or a stream of Completion chunks.",
                "content": {"application/json": {"schema": refs["Completion"]}, "text/event-stream": {"schema": stream_schema}}}
+    resp_sse = ("One Server-Sent Event: `event` is its type and `data` its JSON (with `type` and `sequence_number`), in OpenAI's "
+                "order: response.created, response.in_progress, response.output_item.added, response.content_part.added, "
+                "response.output_text.delta (one per piece of text), response.output_text.done, response.content_part.done, "
+                "response.output_item.done, then response.completed, or response.incomplete when max_output_tokens cut the "
+                "answer; a failure after the first event ends the stream with response.failed (its `response.error` says why). "
+                "The lifecycle events' `response` is a ResponseObject.")
+    resp_ok = {"description": "The response (stream false) or its typed events (stream true).",
+               "content": {"application/json": {"schema": refs["ResponseObject"]},
+                           "text/event-stream": {"schema": {**stream_schema, "description": resp_sse}}}}
+    not_stored = {"404": {"description": "Always: responses are not stored, so no id is ever found.",
+                          "content": {"application/json": {"schema": err}}}}
+    for code in (401, 403):
+        if code != 401 or secured:
+            not_stored[str(code)] = {"description": _ERROR_TEXT[code], "content": {"application/json": {"schema": err}}}
+    id_param = [{"name": "response_id", "in": "path", "required": True, "schema": {"type": "string"}}]
     ready = get("Readiness: the model is loaded and requests are accepted", "ready", js(refs["Readiness"], "Ready."))
     ready["get"]["responses"]["503"] = js(refs["Readiness"], "Not ready (starting or shutting down).")
     paths: dict[str, Any] = {
@@ -129,6 +148,14 @@ def build_openapi(runtime, extra_paths: dict | None = None, extra_schemas: dict 
                                "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}]},
         "/v1/chat/completions": post("Chat completion (OpenAI-compatible)", "ChatCompletionRequest", chat_ok),
         "/v1/completions": post("Text completion (OpenAI-compatible)", "CompletionRequest", comp_ok),
+        "/v1/responses": post("Response (OpenAI's Responses API, served by the chat path; nothing is stored)", "ResponseCreateRequest",
+                              resp_ok),
+        "/v1/responses/{response_id}": {
+            "get": {"summary": "Not available: responses are not stored (always 404)", "operationId": "retrieveResponse",
+                    "responses": not_stored},
+            "delete": {"summary": "Not available: responses are not stored (always 404)", "operationId": "deleteResponse",
+                       "responses": not_stored},
+            "parameters": id_param},
         "/v1/embeddings": post("Embeddings (OpenAI-compatible)", "EmbeddingRequest", js(refs["EmbeddingList"], "The embeddings.")),
         "/health": get("Liveness (no API key needed)", "health", js(refs["Health"], "Alive."), (), public=True),
         "/ready": ready,

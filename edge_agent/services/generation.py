@@ -50,6 +50,7 @@ class ChoiceResult:
 class TokenUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt's, the most any choice found in the prefix cache
 
     @property
     def total_tokens(self) -> int:
@@ -191,6 +192,7 @@ class Generation:
         if fin is None:
             raise GenerationFailedError("the generation failed")
         self.usage.completion_tokens += fin.usage.completion_tokens
+        self.usage.cached_tokens = max(self.usage.cached_tokens, fin.usage.cached_tokens)
         reason = fin.finish_reason
         if c.cut:
             reason = "stop"

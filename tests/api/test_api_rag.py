@@ -67,6 +67,18 @@ def test_streams_send_sources_first(client, rag_server):
     assert chunks[0].choices[0].text == "" and all("sources" not in (c.model_extra or {}) for c in chunks[1:])
 
 
+def test_responses_api_with_rag_carries_the_chat_sources(client, rag_server):
+    """POST /v1/responses takes `rag` as chat does: the same sources and answer, in the response and in response.created."""
+    kw = dict(model="llama", max_output_tokens=4, temperature=0, extra_body={"rag": {"k": 2}})
+    r = client.responses.create(input=QUESTION, **kw)
+    chat = client.chat.completions.create(model="llama", messages=[{"role": "user", "content": QUESTION}], max_tokens=4,
+                                          temperature=0, extra_body={"rag": {"k": 2}})
+    assert _sources(r) == _sources(chat) and _sources(r)[0]["document_id"] == rag_server.ids["archive"]
+    assert r.output_text == chat.choices[0].message.content and r.model_extra["grounding"] == chat.model_extra["grounding"]
+    events = list(client.responses.create(input=QUESTION, stream=True, **kw))
+    assert _sources(events[0].response) == _sources(r) and events[-1].response.output_text == r.output_text
+
+
 def test_filters_restrict_sources(client, rag_server):
     ids = rag_server.ids
 

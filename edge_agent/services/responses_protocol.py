@@ -1,0 +1,362 @@
+"""OpenAI's Responses API (POST /v1/responses) as a translation onto chat: its request and response models, and the mapping.
+
+A Responses request becomes the chat request it means: `instructions` a system message first, the `input` items the
+messages after it, max_output_tokens the max_tokens, text.format the response_format constraint. ChatService.chat serves
+it as it serves /v1/chat/completions (one generation path). What would change the answer and cannot be honoured is
+refused with a 400 naming the field, never dropped: nothing is stored (previous_response_id, background, conversation,
+stored prompts), the model calls no tools (tools, tool-call items) and reads text only (image, file and audio parts).
+Fields that change nothing here (metadata, user, store, service_tier, ...) are accepted.
+
+edge_agent.api.protocol re-exports the models, as it does those of services.protocol.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+
+from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
+from edge_agent.services.protocol import (
+    INT64_MIN,
+    UINT64_MAX,
+    Float,
+    GroundingReport,
+    Int,
+    JsonSchemaFormat,
+    RagOptions,
+    ResponseFormat,
+    Source,
+    TokenLogprob,
+    Unsupported,
+    _Request,
+)
+
+NOT_STORED = "responses are not stored on this server"
+_NO_TOOLS = "this model does not call tools (function calling)"
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+_INCLUDABLE = Literal["message.output_text.logprobs", "reasoning.encrypted_content", "file_search_call.results", "web_search_call.results",
+                      "web_search_call.action.sources", "message.input_image.image_url", "computer_call_output.output.image_url",
+                      "code_interpreter_call.outputs"]
+
+# why an input item of another type than "message" is refused
+_ITEM_REFUSALS = {
+    "function_call": f"{_NO_TOOLS}, so there are no function calls to send back: send the conversation as messages",
+    "function_call_output": f"{_NO_TOOLS}, so there are no tool results: send the conversation as messages",
+    "item_reference": f"{NOT_STORED}, so an item cannot be referenced by id: send the item itself",
+    "reasoning": "this model does not reason in separate items: leave reasoning items out",
+}
+_TOOL_REFUSALS = {
+    "function": f"{_NO_TOOLS}: leave `tools` out",
+    "web_search": "web search is not available: the server is offline; leave `tools` out (for the private documents use `rag`)",
+    "web_search_preview": "web search is not available: the server is offline; leave `tools` out (for the private documents use `rag`)",
+    "file_search": "file_search is not available: leave `tools` out and send `rag` to answer from the documents uploaded here",
+}
+
+
+def _no_tools(v: Any) -> Any:
+    """tools: null or [] pass (as None); any tool is refused, saying why for its type."""
+    if v is None or v == []:
+        return None
+    first = v[0] if isinstance(v, list) and v else v
+    kind = first.get("type") if isinstance(first, dict) else None
+    raise ValueError("not supported: " + _TOOL_REFUSALS.get(kind, f"tools of type {kind!r} are not available here: leave `tools` out"
+                                                             if isinstance(kind, str) else f"{_NO_TOOLS}: leave `tools` out"))
+
+
+def _not_stored(v: Any) -> Any:
+    if v is None:
+        return None
+    raise ValueError(f"not supported: {NOT_STORED}, so a previous response cannot be continued: send the whole conversation in "
+                     "`input` (the earlier output items too) and leave previous_response_id out")
+
+
+class ContentPart(_Request):
+    """A text part of a message: input_text, or output_text (an earlier answer sent back)."""
+
+    type: Literal["input_text", "output_text"]
+    text: str
+    annotations: list | None = Field(None, description="Accepted and ignored (an output_text sent back).")
+    logprobs: list | None = Field(None, description="Accepted and ignored (an output_text sent back).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        kind = data.get("type") if isinstance(data, dict) else None
+        if isinstance(kind, str) and kind not in ("input_text", "output_text"):
+            why = "this model reads text only" if kind.startswith("input_") else "only text parts are taken"
+            raise ValueError(f"content parts of type {kind!r} are not supported: {why} (send parts of type 'input_text')")
+        return data
+
+
+class InputMessage(_Request):
+    """One message of the conversation (an EasyInputMessage, or a message item such as an earlier response's output)."""
+
+    type: Literal["message"] | None = Field(None, description="\"message\" (or left out); no other item type is taken here.")
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | Annotated[list[ContentPart], Field(max_length=256)] = Field(description="Text, or a list of text parts.")
+    id: str | None = Field(None, max_length=256, description="Accepted and ignored (an output item sent back).")
+    status: Literal["in_progress", "completed", "incomplete"] | None = Field(None, description="Accepted and ignored.")
+    phase: Literal["commentary", "final_answer"] | None = Field(None, description="Accepted and ignored.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _messages_only(cls, data: Any) -> Any:
+        kind = data.get("type") if isinstance(data, dict) else None
+        if isinstance(kind, str) and kind != "message":
+            raise ValueError(_ITEM_REFUSALS.get(kind, f"input items of type {kind!r} are not supported: send messages (role and content)"))
+        return data
+
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class TextFormat(_Request):
+    """text.format: plain text (the default), one JSON object, or JSON that follows a schema."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    name: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="With json_schema: its name.")
+    schema_: dict[str, Any] | None = Field(None, alias="schema", description="With json_schema: the JSON Schema the answer must follow.")
+    description: str | None = Field(None, max_length=4096, description="Accepted and ignored.")
+    strict: bool | None = Field(None, description="Accepted; the schema is always enforced (every token is masked by it).")
+
+    @model_validator(mode="after")
+    def _schema_with_its_type(self) -> "TextFormat":
+        if self.type == "json_schema" and (self.name is None or self.schema_ is None):
+            raise ValueError("type json_schema needs `name` and `schema`")
+        if self.type != "json_schema" and (self.name is not None or self.schema_ is not None):
+            raise ValueError("`name` and `schema` go only with type json_schema")
+        return self
+
+    def response_format(self) -> ResponseFormat:
+        """The same format as chat's response_format (whose constraint() the chat path enforces)."""
+        schema = None if self.type != "json_schema" else JsonSchemaFormat.model_validate(
+            {"name": self.name, "schema": self.schema_, "strict": self.strict})
+        return ResponseFormat(type=self.type, json_schema=schema)
+
+    def echo(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type}
+        if self.type == "json_schema":
+            out.update(name=self.name, schema=self.schema_, description=self.description, strict=self.strict)
+        return out
+
+
+class TextConfig(_Request):
+    format: TextFormat | None = None
+    verbosity: Unsupported("only 'medium' (the default) is taken: the length of the answer is not steered here", "medium") = Field(
+        None, description="Only null or \"medium\".")
+
+
+class ResponsesStreamOptions(_Request):
+    include_obfuscation: bool | None = Field(None, description="Accepted and ignored: stream events carry no obfuscation padding.")
+
+
+class ResponseCreateRequest(_Request):
+    """POST /v1/responses."""
+
+    model: str = Field(min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\").")
+    input: str | Annotated[list[InputMessage], Field(min_length=1)] = Field(
+        description="Text (one user message), or the conversation as message items, oldest first.")
+    instructions: str | None = Field(None, description="A system message put before the input.")
+    max_output_tokens: Int(ge=1) | None = Field(None, description="Most tokens to generate; a response cut there is `incomplete`.")
+    temperature: Float | None = Field(None, ge=0, le=MAX_TEMPERATURE, description="0 = greedy; default: the model's, else 1.")
+    top_p: Float | None = Field(None, ge=0, le=1, description="Nucleus sampling mass; 0 = only the most likely token.")
+    include: Annotated[list[_INCLUDABLE], Field(max_length=8)] | None = Field(
+        None, description=f"\"{LOGPROBS_INCLUDE}\" returns each answer token's log-probability (as chat's logprobs); the others "
+                          "name items this server never makes, so they add nothing.")  # before top_logprobs, whose check reads it
+    top_logprobs: Int(ge=0, le=MAX_LOGPROBS) | None = Field(
+        None, description=f"With include [\"{LOGPROBS_INCLUDE}\"]: this many most likely tokens at each position (0..{MAX_LOGPROBS}).")
+    text: TextConfig | None = Field(None, description="The output format (text.format), as chat's response_format.")
+    stream: bool | None = Field(None, description="Send typed Server-Sent Events (response.created ... response.completed).")
+    stream_options: ResponsesStreamOptions | None = None
+    tools: Annotated[Any, BeforeValidator(_no_tools)] = Field(None, description="Not supported (no function calling): only null or [].")
+    tool_choice: Unsupported(f"{_NO_TOOLS}: leave `tool_choice` out", "none", "auto") = Field(
+        None, description="Not supported: only null, \"none\" or \"auto\".")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted and ignored (no tools are called).")
+    max_tool_calls: Int(ge=0) | None = Field(None, description="Accepted and ignored (no tools are called).")
+    previous_response_id: Annotated[Any, BeforeValidator(_not_stored)] = Field(
+        None, description="Not supported (responses are not stored): only null.")
+    conversation: Unsupported(f"{NOT_STORED} (nor conversations): send the whole conversation in `input`") = Field(
+        None, description="Not supported: only null.")
+    background: Unsupported(f"{NOT_STORED}, so a background response could never be fetched: leave `background` out", False) = Field(
+        None, description="Not supported: only null or false.")
+    prompt: Unsupported("stored prompt templates are not available here: send the text in `instructions` and `input`") = Field(
+        None, description="Not supported: only null.")
+    reasoning: Unsupported("this model does not reason in separate steps: leave `reasoning` out") = Field(
+        None, description="Not supported: only null or {}.")
+    truncation: Unsupported("'auto' (dropping input items to fit) is not done here: an input too long for the model is refused",
+                            "disabled") = Field(None, description="Only null or \"disabled\".")
+    store: bool | None = Field(None, description="Accepted and ignored: nothing is stored (the response says store: false).")
+    metadata: dict[str, Annotated[str, Field(max_length=512)]] | None = Field(
+        None, max_length=16, description="Returned in the response; not stored.")
+    user: str | None = Field(None, max_length=256, description="Accepted and ignored.")
+    safety_identifier: str | None = Field(None, max_length=256, description="Accepted and ignored.")
+    prompt_cache_key: str | None = Field(None, max_length=1024, description="Accepted and ignored (the prefix cache is automatic).")
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = Field(None, description="Accepted and ignored.")
+    service_tier: str | None = Field(None, max_length=32, description="Accepted and ignored.")
+    # extensions, as on /v1/chat/completions
+    seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = Field(None, description="Makes sampling repeatable. Extension.")
+    top_k: Int(ge=-1, le=MAX_TOP_K) | None = Field(None, description="Sample among the k most likely tokens (0 or -1 = off). Extension.")
+    min_p: Float | None = Field(None, ge=0, le=1, description="Drop tokens below min_p x the top probability. Extension.")
+    repetition_penalty: Float | None = Field(None, ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY,
+                                             description="> 1 discourages repeats (CTRL style). Extension.")
+    priority: Int(ge=0, le=9) | None = Field(None, description="Lower runs first (0, the default, is interactive). Extension.")
+    rag: RagOptions | None = Field(None, description="Answer from the private documents: the response gets `sources` and "
+                                                     "`grounding` (a stream: in response.created and after). Extension.")
+
+    @field_validator("max_output_tokens")
+    @classmethod
+    def _max_output_tokens_limit(cls, v: int | None, info: ValidationInfo) -> int | None:
+        limit = (info.context or {}).get("max_tokens_limit")
+        if v is not None and limit is not None and v > limit:
+            raise ValueError(f"must be at most {limit} on this server")
+        return v
+
+    @field_validator("input")
+    @classmethod
+    def _max_messages(cls, v: Any, info: ValidationInfo) -> Any:
+        limit = (info.context or {}).get("max_messages")
+        if isinstance(v, list) and limit is not None and len(v) > limit:
+            raise ValueError(f"at most {limit} input items are accepted on this server")
+        return v
+
+    @field_validator("top_k")
+    @classmethod
+    def _top_k_off(cls, v: int | None) -> int | None:
+        return 0 if v == -1 else v
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_needs_include(cls, v: int | None, info: ValidationInfo) -> int | None:
+        if v and LOGPROBS_INCLUDE not in (info.data.get("include") or []):
+            raise ValueError(f"top_logprobs needs include [\"{LOGPROBS_INCLUDE}\"] (the log-probabilities are sent only then): "
+                             "send both, or leave top_logprobs out")
+        return v
+
+    # --- the chat request it means ----------------------------------------------------
+    def messages(self) -> list[dict[str, str]]:
+        """The chat messages: the instructions (as a system message) first, then the input."""
+        head = [{"role": "system", "content": self.instructions}] if self.instructions else []
+        if isinstance(self.input, str):
+            return head + [{"role": "user", "content": self.input}]
+        return head + [{"role": m.role, "content": m.text()} for m in self.input]
+
+    def sampling(self):
+        """The chat path's SamplingOptions (services.chat) of this request."""
+        from edge_agent.services.chat import SamplingOptions
+
+        return SamplingOptions(max_tokens=self.max_output_tokens, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                               min_p=self.min_p, repetition_penalty=self.repetition_penalty, seed=self.seed,
+                               logprobs=self.logprob_count())
+
+    def logprob_count(self) -> int | None:
+        """None, or how many alternatives each token's logprobs carry."""
+        return (self.top_logprobs or 0) if LOGPROBS_INCLUDE in (self.include or []) else None
+
+    def constraint(self):
+        """The OutputConstraint of text.format (None for text); raises InvalidRequestError (param response_format) for a bad schema."""
+        fmt = self.text.format if self.text is not None else None
+        return fmt.response_format().constraint() if fmt is not None else None
+
+    def echo(self) -> dict[str, Any]:
+        """The request's settings as a response object repeats them."""
+        fmt = self.text.format if self.text is not None and self.text.format is not None else None
+        return {
+            "instructions": self.instructions, "max_output_tokens": self.max_output_tokens, "temperature": self.temperature,
+            "top_p": self.top_p, "top_logprobs": self.top_logprobs, "metadata": self.metadata or {}, "user": self.user,
+            "parallel_tool_calls": self.parallel_tool_calls if self.parallel_tool_calls is not None else True,
+            "tool_choice": self.tool_choice or "auto", "max_tool_calls": self.max_tool_calls,
+            "text": {"format": fmt.echo() if fmt is not None else {"type": "text"}},
+        }
+
+
+# --- the response ------------------------------------------------------------------
+class OutputText(BaseModel):
+    type: Literal["output_text"] = "output_text"
+    text: str
+    annotations: list = Field(default_factory=list, description="Always empty (rag's passages are in `sources`).")
+    logprobs: list[TokenLogprob] = Field(default_factory=list, description=f"With include [\"{LOGPROBS_INCLUDE}\"]: each token's.")
+
+
+class OutputMessage(BaseModel):
+    id: str
+    type: Literal["message"] = "message"
+    role: Literal["assistant"] = "assistant"
+    status: Literal["in_progress", "completed", "incomplete"]
+    content: list[OutputText]
+
+
+class InputTokensDetails(BaseModel):
+    cached_tokens: int = Field(description="Prompt tokens whose keys and values came from the prefix cache.")
+    cache_write_tokens: int = Field(0, description="Always 0 (there is no explicit prompt caching).")
+
+
+class OutputTokensDetails(BaseModel):
+    reasoning_tokens: int = Field(0, description="Always 0 (the model does not reason in separate steps).")
+
+
+class ResponseUsage(BaseModel):
+    input_tokens: int
+    input_tokens_details: InputTokensDetails
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails = Field(default_factory=OutputTokensDetails)
+    total_tokens: int
+
+
+class IncompleteDetails(BaseModel):
+    reason: Literal["max_output_tokens"]
+
+
+class ResponseErrorInfo(BaseModel):
+    code: Literal["server_error", "rate_limit_exceeded"]
+    message: str
+
+
+class TextFormatEcho(BaseModel):
+    format: dict[str, Any]
+
+
+class ResponseObject(BaseModel):
+    """The response (stream false), and the `response` of the lifecycle events of a stream."""
+
+    id: str
+    object: Literal["response"] = "response"
+    created_at: int
+    completed_at: int | None = None
+    status: Literal["in_progress", "completed", "incomplete", "failed"]
+    error: ResponseErrorInfo | None = None
+    incomplete_details: IncompleteDetails | None = None
+    model: str
+    output: list[OutputMessage] = Field(description="One assistant message (none until a stream's first part is added).")
+    usage: ResponseUsage | None = Field(None, description="Set once the response is done.")
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    max_tool_calls: int | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    parallel_tool_calls: bool = True
+    previous_response_id: None = None
+    store: bool = Field(False, description="Always false: responses are not stored.")
+    temperature: float | None = None
+    text: TextFormatEcho
+    tool_choice: Literal["none", "auto"] = "auto"
+    tools: list = Field(default_factory=list, description="Always empty (no function calling).")
+    top_logprobs: int | None = None
+    top_p: float | None = None
+    truncation: Literal["disabled"] = "disabled"
+    user: str | None = None
+    sources: list[Source] | None = Field(None, description="With `rag`: the chunks the answer was grounded in, best first. Extension.")
+    grounding: GroundingReport | None = Field(None, description="With `rag`: which path made the answer. Extension.")
+
+
+def status_of(finish_reason: str) -> tuple[str, IncompleteDetails | None]:
+    """The response status of a chat finish reason: "length" is incomplete (max_output_tokens), anything else completed."""
+    if finish_reason == "length":
+        return "incomplete", IncompleteDetails(reason="max_output_tokens")
+    return "completed", None
+
+
+def error_code(status: int) -> Literal["server_error", "rate_limit_exceeded"]:
+    """The response.error code (OpenAI's list) of a failure with this HTTP status."""
+    return "rate_limit_exceeded" if status == 429 else "server_error"
+
+
+ResponseCreateRequest.model_rebuild()
