@@ -96,8 +96,9 @@ def test_a_user_decoding_beside_batch_rows_keeps_its_pace(llama_engine, referenc
         full = [c for c in during if c[0] == "decode" and c[1] > 1]
         assert len(alone) >= 10 and full, during[:20]
         assert all(c[2] in ((), (0,)) for c in during if c[0] == "decode"), [c for c in during if c[0] == "decode"][:8]
-        # its tokens came at about 2x a step over it alone (the setting), not at a full step's pace (~6x)
-        assert paced <= 3.0 * statistics.median(alone), (paced, statistics.median(alone))
+        # its tokens came at about 2x a step over it alone (the setting), not at a full step's pace (~6x); the bound leaves
+        # room for a loaded machine, where sleeps overshoot (3.6x seen at load 4), and the unpaced run below is the contrast
+        assert paced <= 4.5 * statistics.median(alone), (paced, statistics.median(alone))
         assert max(c[1] for c in during if c[0] == "prefill" and not c[2]) <= 16  # batch prefill chunks stayed small
 
         s.interactive_slowdown = 0  # off: every step carries every row (the scheduler before pacing)
