@@ -135,6 +135,57 @@ def test_context_overflow_states_the_counts(live):
     assert err["code"] == "context_length_exceeded" and "512" in err["message"]
 
 
+def _nested(depth: int, kind: str) -> str:
+    """A schema nested depth deep as JSON text (json.dumps of it would itself hit Python's recursion limit)."""
+    head, tail = ('{"type": "array", "items": ', "}") if kind == "array" else ('{"type": "object", "properties": {"a": ', "}}")
+    return head * depth + '{"type": "string"}' + tail * depth
+
+
+HOSTILE_SCHEMAS = {  # each was a 500, a hang or a crash risk, or must stay a 400
+    "ref-to-itself": {"$ref": "#"},
+    "ref-cycle": {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+    "any-of-itself": {"anyOf": [{"$ref": "#"}]},
+    "property-to-itself": {"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}},  # dead end after {"a":
+    "required-forever": {"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]},  # infinitely deep
+    "unknown-ref": {"$ref": "#/$defs/missing"},
+    "remote-ref": {"$ref": "http://schemas.example/a.json"},
+    "bad-pattern": {"type": "string", "pattern": "["},
+    "deeply-nested-arrays": _nested(900, "array"),  # JSON 900 deep: json.loads takes it, llguidance stops at its limit
+    "deeply-nested-objects": _nested(400, "object"),
+    "not-an-object": 5,
+    "a-list": [{"type": "string"}],
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_SCHEMAS))
+def test_a_schema_that_cannot_be_compiled_is_a_400(live, name):
+    schema = HOSTILE_SCHEMAS[name]
+    schema = schema if isinstance(schema, str) else json.dumps(schema)
+    fmt = json.dumps({"type": "json_schema", "json_schema": {"name": "x", "schema": "@@"}}).replace('"@@"', schema)
+    body = raw(CHAT, "response_format", fmt)
+    assert len(body) < 64 * 1024, len(body)  # under the server's max_body_bytes: the schema itself is what is refused
+    err = check_error(*live.request("POST", "/v1/chat/completions", body)[::2], 400)
+    assert err["type"] == "invalid_request_error" and err["param"] and err["param"].startswith("response_format"), err
+    tool = json.dumps([{"type": "function", "function": {"name": "f", "parameters": "@@"}}]).replace('"@@"', schema)
+    err = check_error(*live.request("POST", "/v1/chat/completions", raw(CHAT, "tools", tool))[::2], 400)
+    assert err["param"] == "tools", err  # no tools here: refused before any schema is read
+    assert live.request("POST", "/v1/chat/completions", CHAT)[0] == 200  # and the server still answers
+
+
+@pytest.mark.parametrize("schema", [
+    {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/$defs/node"},
+                                                                                                      {"type": "null"}]}},
+                        "required": ["v", "next"]}}, "$ref": "#/$defs/node"},  # a linked list
+    {"type": "object", "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}},
+     "required": ["name", "children"]},  # a tree: children may be []
+    {"properties": {"a": {"$ref": "#"}}, "required": ["a"]},  # no type: 5 is a value
+], ids=["linked-list", "tree", "untyped"])
+def test_recursive_schemas_with_a_way_out_are_served(live, schema):
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    status, _, body = live.request("POST", "/v1/chat/completions", with_(CHAT, response_format=fmt, max_tokens=8))
+    assert status == 200, body
+
+
 def test_unknown_model_route_and_method(live):
     err = check_error(*live.request("POST", "/v1/chat/completions", with_(CHAT, model="gpt-4o"))[::2], 404)
     assert err["code"] == "model_not_found" and err["param"] == "model"
