@@ -8,6 +8,7 @@ models/gguf_tokenizer.py uses the same twin, and the byte-level BPE table below.
 """
 from __future__ import annotations
 
+import json
 import threading
 
 from tokenizers import Tokenizer
@@ -58,3 +59,69 @@ def byte_level_table() -> dict[str, int]:
             chars.append(256 + n)
             n += 1
     return {chr(c): b for b, c in zip(keep, chars)}
+
+
+_GROWING_NORMALIZERS = frozenset({"Prepend"})  # and Replace of a string by one no shorter (Gemma's " " -> "\u2581")
+_KEEPING_PRE_TOKENIZERS = frozenset({"ByteLevel", "Metaspace", "Digits", "UnicodeScripts", "Split", "Punctuation"})
+
+
+def _state(part) -> dict:
+    return json.loads(part.__getstate__()) if part is not None else {}
+
+
+def _steps(state: dict, key: str) -> list[dict]:
+    return state.get(key, []) if state.get("type") == "Sequence" else [state] if state else []
+
+
+def _only_grows(normalizer) -> bool:
+    """Whether the normalizer never makes text shorter in UTF-8 (so the raw text's bytes are a floor of the normalized)."""
+    for step in _steps(_state(normalizer), "normalizers"):
+        pattern = step.get("pattern") or {}
+        grows = step.get("type") == "Replace" and "String" in pattern \
+            and len(step.get("content", "").encode()) >= len(pattern["String"].encode()) > 0
+        if not grows and step.get("type") not in _GROWING_NORMALIZERS:
+            return False
+    return True
+
+
+def _longest_token(tok: Tokenizer) -> tuple[int, bool] | None:
+    """(most bytes of normalized text one token stands for, whether to normalize first), or None (no such bound)."""
+    pre = _steps(_state(tok.pre_tokenizer), "pretokenizers")
+    if any(p.get("type") not in _KEEPING_PRE_TOKENIZERS or p.get("behavior") == "Removed" for p in pre):
+        return None  # Whitespace, BERT's: blanks dropped, so 2 MB of them can be no token at all
+    added = tok.get_added_tokens_decoder().values()
+    if any(a.lstrip or a.rstrip for a in added):
+        return None  # a token that swallows the blanks beside it, however many
+    vocab = tok.get_vocab(with_added_tokens=False)
+    longest = max([len(a.content.encode()) for a in added] or [1])  # matched in the text as written
+    model = tok.model
+    if any(p.get("type") == "ByteLevel" for p in pre):
+        if not set(byte_level_table()) <= vocab.keys():
+            return None  # a byte without a piece would be dropped
+        longest = max(longest, max(len(s) for s in vocab))  # each character of a byte-level piece is one byte
+    elif getattr(model, "byte_fallback", False) and all(f"<0x{b:02X}>" in vocab for b in range(256)):
+        longest = max(longest, max(len(s.encode()) for s in vocab))  # "\u2581" (3 bytes) stands for a 1-byte blank, <0xNN> (6) for 1
+    elif type(model).__name__ == "BPE" and model.unk_token and not model.fuse_unk:
+        longest = max(longest, 4, max(len(s.encode()) for s in vocab))  # an unknown character, up to 4 bytes, is one <unk>
+    else:
+        return None  # WordPiece, Unigram or BPE without byte fallback: one unknown token may stand for any run of text
+    return longest, not _only_grows(tok.normalizer)
+
+
+def fewest_tokens(tok: Tokenizer, text: str) -> int:
+    """A floor of len(tok.encode(text).ids), without tokenizing: ceil(UTF-8 bytes / the longest token's bytes), 0 where
+    the tokenizer allows no floor. Exact: no text encodes to fewer. Cost: one pass over text (a normalization too, for
+    a normalizer that can shorten text, e.g. NFC), against ~2 s per MB for the encoding; the vocabulary is read once.
+    """
+    bound = getattr(tok, "_edge_longest_token", False)
+    if bound is False:
+        with _LOCK:
+            bound = getattr(tok, "_edge_longest_token", False)
+            if bound is False:
+                bound = tok._edge_longest_token = _longest_token(tok)
+    if bound is None or not text:
+        return 0
+    longest, normalize = bound
+    if normalize:
+        text = tok.normalizer.normalize_str(text)
+    return -(-len(text.encode("utf-8", "surrogatepass")) // longest)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from edge_agent.engine.tokens import fewest_tokens
 from edge_agent.engine.types import (
     MIN_TEMPERATURE,
     ContextLengthError,
@@ -191,7 +192,7 @@ class ChatService:
             if isinstance(grounded, GroundedPrompt):
                 return self._start_grounded(grounded, options, n, priority, constraint)
             messages, sources = grounded
-        prompt = self.formatter.format_chat(messages, instruction=instruction)
+        prompt = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))
         options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         jobs = [(prompt.ids, prompt.prefill, i) for i in range(n)]
         gen = self._start(jobs, [len(prompt.ids)], options, priority, constraint)
@@ -239,6 +240,7 @@ class ChatService:
                 ids = self.formatter.encode_with_documents(prompt[0], prompt[1]).ids
                 text = shown[p]  # type: ignore[assignment]
             elif isinstance(prompt, str):
+                self._check_length(prompt, options)
                 ids = self.engine.encode(prompt)
                 text = shown[p]  # type: ignore[assignment]
             else:
@@ -279,6 +281,23 @@ class ChatService:
         """The first n model tokens of text, as text."""
         offsets = self.engine.tokenizer.encode(text, add_special_tokens=False).offsets
         return text if n >= len(offsets) else text[: offsets[max(n, 1) - 1][1]]
+
+    def _check_length(self, text: str, options: SamplingOptions) -> None:
+        """Raise ContextLengthExceededError when text cannot fit without tokenizing it: its fewest possible tokens
+        (engine.tokens.fewest_tokens, a floor: a prompt that fits is never refused) leave no room for max_tokens
+        (1 when unset). A 2 MB prompt took 3.7 s of a server thread to encode before its 400."""
+        room = options.max_tokens if options.max_tokens is not None else 1
+        least = fewest_tokens(self.engine.tokenizer, text)
+        if least + room > self.context_length:
+            asked = "no room is left for a completion" if options.max_tokens is None else f"{room} more were requested"
+            raise ContextLengthExceededError(
+                f"this model's context is {self.context_length} tokens and the prompt has at least {least} tokens: {asked}; "
+                "shorten the prompt" + ("" if options.max_tokens is None else " or lower max_tokens"),
+                least, options.max_tokens or 0, self.context_length,
+            )
+
+    def _length_check(self, options: SamplingOptions) -> Callable[[str], None]:
+        return lambda text: self._check_length(text, options)
 
     def _prompt_limit(self, options: SamplingOptions) -> int:
         """Most prompt tokens that leave the answer its room (max_tokens, else a quarter of the context up to the default)."""
@@ -341,7 +360,7 @@ class ChatService:
             if g.sources:
                 return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc), None, question, lang)  # no sentences to check against
             return messages, []
-        base = self.formatter.format_chat(messages, instruction=instruction)
+        base = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))  # in every outcome
         in_user = False
         try:  # a template that refuses system messages gets the sources in the last user turn
             self.formatter.format_chat(with_sources(messages, "Sources."), instruction=instruction)
@@ -423,6 +442,7 @@ class ChatService:
     def _ground_prompt(self, prompt: str, options: SamplingOptions, rag: RagOptions) -> tuple[str | list[str], list[Source]]:
         """[sources block, prompt] with the best chunks that fit, or prompt alone when none do; the block's words
         in the question's language (no instruction for a base model: it made the default model answer nothing)."""
+        self._check_length(prompt, options)  # the prompt goes in whole, with or without sources
         labels = self.formatter.labels
         query = strip_labels(prompt, labels["user"], labels["assistant"])
         chunks = self._retrieve(query, rag)

@@ -135,6 +135,54 @@ def test_context_overflow_states_the_counts(live):
     assert err["code"] == "context_length_exceeded" and "512" in err["message"]
 
 
+def _longest_piece_text(tok) -> str:
+    """The text of one of the tokenizer's longest byte-level pieces (valid UTF-8): its floor is exactly one token."""
+    from edge_agent.engine.tokens import byte_level_table
+
+    to_byte = byte_level_table()
+    vocab = tok.get_vocab(with_added_tokens=False)
+    longest = max(len(s) for s in vocab)
+    for s in vocab:
+        if len(s) == longest:
+            try:
+                return bytes(to_byte[c] for c in s).decode()
+            except UnicodeDecodeError:
+                continue
+    raise AssertionError("no longest piece is valid UTF-8")
+
+
+def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized(live, monkeypatch):
+    """Its fewest possible tokens (UTF-8 bytes / the longest token's bytes) already overflow the context: 400 at once
+    (a 2 MB prompt held a server thread 3.7 s in the tokenizer first). The same text is never encoded."""
+    chat = live.runtime.chat
+    encoded: list[int] = []
+    for owner in (chat.engine, chat.formatter.encoder):
+        real = owner.encode
+        monkeypatch.setattr(owner, "encode", lambda text, *a, _real=real, **k: encoded.append(len(text)) or _real(text, *a, **k))
+    huge = "The quick brown fox jumps over the lazy dog. " * 1200  # 54 KB; context 512
+    for path, body in (("/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": huge}], max_tokens=...)),
+                       ("/v1/completions", with_(COMP, prompt=huge)), ("/v1/completions", with_(COMP, prompt=["hi", huge]))):
+        err = check_error(*live.request("POST", path, body)[::2], 400)
+        assert err["code"] == "context_length_exceeded" and "at least" in err["message"] and "512" in err["message"], err
+    assert not [n for n in encoded if n >= len(huge)], encoded  # only "hi" was encoded
+
+
+def test_a_prompt_that_fits_exactly_is_never_refused_by_the_floor(live):
+    """The other side: a prompt of the longest piece repeated (floor = its real count, give or take BOS) that leaves
+    exactly max_tokens of room runs; one token more of max_tokens is refused by the real count."""
+    chat = live.runtime.chat
+    text = _longest_piece_text(chat.engine.tokenizer) * 470
+    real = len(chat.engine.encode(text))
+    from edge_agent.engine.tokens import fewest_tokens
+
+    assert real - 2 <= fewest_tokens(chat.engine.tokenizer, text) <= real  # a tight floor: the case where a wrong one would bite
+    room = 512 - real
+    status, _, body = live.request("POST", "/v1/completions", with_(COMP, prompt=text, max_tokens=room))
+    assert status == 200 and json.loads(body)["usage"]["prompt_tokens"] == real, body
+    err = check_error(*live.request("POST", "/v1/completions", with_(COMP, prompt=text, max_tokens=room + 1))[::2], 400)
+    assert err["code"] == "context_length_exceeded" and "at least" not in err["message"], err
+
+
 def _nested(depth: int, kind: str) -> str:
     """A schema nested depth deep as JSON text (json.dumps of it would itself hit Python's recursion limit)."""
     head, tail = ('{"type": "array", "items": ', "}") if kind == "array" else ('{"type": "object", "properties": {"a": ', "}}")
