@@ -84,44 +84,66 @@ def _only_grows(normalizer) -> bool:
     return True
 
 
-def _longest_token(tok: Tokenizer) -> tuple[int, bool] | None:
-    """(most bytes of normalized text one token stands for, whether to normalize first), or None (no such bound)."""
+def _floor_shape(tok: Tokenizer) -> bool | None:
+    """Where a token-count floor holds, whether to normalize the text before counting its bytes; else None (cheap:
+    the pipeline's settings, not its vocabulary)."""
     pre = _steps(_state(tok.pre_tokenizer), "pretokenizers")
     if any(p.get("type") not in _KEEPING_PRE_TOKENIZERS or p.get("behavior") == "Removed" for p in pre):
         return None  # Whitespace, BERT's: blanks dropped, so 2 MB of them can be no token at all
-    added = tok.get_added_tokens_decoder().values()
-    if any(a.lstrip or a.rstrip for a in added):
+    if any(a.lstrip or a.rstrip for a in tok.get_added_tokens_decoder().values()):
         return None  # a token that swallows the blanks beside it, however many
+    model = tok.model
+    if not (any(p.get("type") == "ByteLevel" for p in pre) or getattr(model, "byte_fallback", False)
+            or (type(model).__name__ == "BPE" and model.unk_token and not model.fuse_unk)):
+        return None  # WordPiece, Unigram or BPE without byte fallback: one unknown token may stand for any run of text
+    return not _only_grows(tok.normalizer)
+
+
+def _longest_token(tok: Tokenizer) -> int | None:
+    """The most bytes of (normalized) text one token stands for, from the vocabulary; None if a byte has no piece."""
+    added = tok.get_added_tokens_decoder().values()
     vocab = tok.get_vocab(with_added_tokens=False)
     longest = max([len(a.content.encode()) for a in added] or [1])  # matched in the text as written
-    model = tok.model
-    if any(p.get("type") == "ByteLevel" for p in pre):
+    if any(p.get("type") == "ByteLevel" for p in _steps(_state(tok.pre_tokenizer), "pretokenizers")):
         if not set(byte_level_table()) <= vocab.keys():
             return None  # a byte without a piece would be dropped
-        longest = max(longest, max(len(s) for s in vocab))  # each character of a byte-level piece is one byte
-    elif getattr(model, "byte_fallback", False) and all(f"<0x{b:02X}>" in vocab for b in range(256)):
-        longest = max(longest, max(len(s.encode()) for s in vocab))  # "\u2581" (3 bytes) stands for a 1-byte blank, <0xNN> (6) for 1
-    elif type(model).__name__ == "BPE" and model.unk_token and not model.fuse_unk:
-        longest = max(longest, 4, max(len(s.encode()) for s in vocab))  # an unknown character, up to 4 bytes, is one <unk>
-    else:
-        return None  # WordPiece, Unigram or BPE without byte fallback: one unknown token may stand for any run of text
-    return longest, not _only_grows(tok.normalizer)
+        return max(longest, max(len(s) for s in vocab))  # each character of a byte-level piece is one byte
+    if getattr(tok.model, "byte_fallback", False):
+        if not all(f"<0x{b:02X}>" in vocab for b in range(256)):
+            return None
+        return max(longest, max(len(s.encode()) for s in vocab))  # "\u2581" (3 bytes) stands for a 1-byte blank, <0xNN> (6) for 1
+    return max(longest, 4, max(len(s.encode()) for s in vocab))  # BPE with an unfused <unk>: one per unknown character
 
 
-def fewest_tokens(tok: Tokenizer, text: str) -> int:
+_UNSET = object()
+
+
+def _cached(tok: Tokenizer, name: str, build):
+    """build(tok), computed once and kept on tok (as plain_twin keeps its twin)."""
+    value = getattr(tok, name, _UNSET)
+    if value is _UNSET:
+        with _LOCK:
+            value = getattr(tok, name, _UNSET)
+            if value is _UNSET:
+                value = build(tok)
+                setattr(tok, name, value)
+    return value
+
+
+def fewest_tokens(tok: Tokenizer, text: str, over: int = -1) -> int:
     """A floor of len(tok.encode(text).ids), without tokenizing: ceil(UTF-8 bytes / the longest token's bytes), 0 where
     the tokenizer allows no floor. Exact: no text encodes to fewer. Cost: one pass over text (a normalization too, for
-    a normalizer that can shorten text, e.g. NFC), against ~2 s per MB for the encoding; the vocabulary is read once.
+    a normalizer that can shorten text, e.g. NFC), against ~1.3 s per MB for the encoding; the vocabulary is read once,
+    on the first text over `over` bytes: with `over`, a text of at most `over` bytes (so a floor of at most `over`)
+    gets 0 without reading it, for callers that only ask whether the floor exceeds `over`.
     """
-    bound = getattr(tok, "_edge_longest_token", False)
-    if bound is False:
-        with _LOCK:
-            bound = getattr(tok, "_edge_longest_token", False)
-            if bound is False:
-                bound = tok._edge_longest_token = _longest_token(tok)
-    if bound is None or not text:
+    normalize = _cached(tok, "_edge_token_floor", _floor_shape)
+    if normalize is None or not text:
         return 0
-    longest, normalize = bound
     if normalize:
         text = tok.normalizer.normalize_str(text)
-    return -(-len(text.encode("utf-8", "surrogatepass")) // longest)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= over:
+        return 0
+    longest = _cached(tok, "_edge_longest_token", _longest_token)
+    return 0 if longest is None else -(-size // longest)

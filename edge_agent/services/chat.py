@@ -287,8 +287,8 @@ class ChatService:
         (engine.tokens.fewest_tokens, a floor: a prompt that fits is never refused) leave no room for max_tokens
         (1 when unset). A 2 MB prompt took 3.7 s of a server thread to encode before its 400."""
         room = options.max_tokens if options.max_tokens is not None else 1
-        least = fewest_tokens(self.engine.tokenizer, text)
-        if least + room > self.context_length:
+        least = fewest_tokens(self.engine.tokenizer, text, over=self.context_length - room)
+        if least and least + room > self.context_length:  # 0: no floor (or an empty text); the real count decides
             asked = "no room is left for a completion" if options.max_tokens is None else f"{room} more were requested"
             raise ContextLengthExceededError(
                 f"this model's context is {self.context_length} tokens and the prompt has at least {least} tokens: {asked}; "
