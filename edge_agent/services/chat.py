@@ -332,6 +332,13 @@ class ChatService:
         a GroundedPrompt: passages, then the question, in its language's scaffold; else messages with the
         best chunks that fit as a system message (or, if the template refuses one, in the last user turn)."""
         question = question_of(messages)
+        # before the search, a prompt that cannot fit is refused (embedding a question of megabytes takes seconds): the
+        # messages go in whole, sources or not; a base model's grounded prompt holds the question, its blanks collapsed
+        base = None
+        if self.formatter.kind == "completion" and not instruction:
+            self._check_length(" ".join(question.split()), options)
+        else:
+            base = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))
         chunks = self._retrieve(question, rag)
         policy = self.grounding
         lang = policy.language_of(question)
@@ -341,7 +348,7 @@ class ChatService:
         if why is not None:  # what was searched is reported, none used
             return GroundedPrompt(sources=[replace(source_of(c), number=i, used=False) for i, c in enumerate(chunks, 1)],
                                   decline=sc.absent, question=question, language=lang, why=why)
-        if self.formatter.kind == "completion" and not instruction:
+        if base is None:
             enc = self.formatter.encoder
             tail = "\n\n" + sc.question + " ".join(question.split()) + "\n" + sc.answer
 
@@ -360,7 +367,6 @@ class ChatService:
             if g.sources:
                 return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc), None, question, lang)  # no sentences to check against
             return messages, []
-        base = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))  # in every outcome
         in_user = False
         try:  # a template that refuses system messages gets the sources in the last user turn
             self.formatter.format_chat(with_sources(messages, "Sources."), instruction=instruction)

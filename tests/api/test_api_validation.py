@@ -165,6 +165,11 @@ def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized(live, monkey
         err = check_error(*live.request("POST", path, body)[::2], 400)
         assert err["code"] == "context_length_exceeded" and "at least" in err["message"] and "512" in err["message"], err
     assert not [n for n in encoded if n >= len(huge)], encoded  # only "hi" was encoded
+    searched: list[str] = []
+    monkeypatch.setattr(chat, "_retrieve", lambda query, rag: searched.append(query) or [])
+    body = with_(CHAT, messages=[{"role": "user", "content": huge}], max_tokens=..., rag={})
+    err = check_error(*live.request("POST", "/v1/chat/completions", body)[::2], 400)  # with rag: before the search
+    assert err["code"] == "context_length_exceeded" and not searched, err
 
 
 def test_a_prompt_that_fits_exactly_is_never_refused_by_the_floor(live):
