@@ -27,6 +27,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
@@ -36,6 +37,7 @@ from waitress.task import ErrorTask
 from edge_agent.api.app import METRIC_METHODS, create_app, is_loopback
 from edge_agent.api.errors import error_body
 from edge_agent.config import Settings
+from edge_agent.fsutil import LockHeldError, PidLock
 from edge_agent.sdnotify import ServiceNotifier, status_line
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,28 @@ def check_port(host: str, port: int) -> None:
     with socket.socket(family, kind, proto) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(addr)
+
+
+DAEMON_LOCK = ".daemon.lock"  # in data_dir: held by the one daemon that serves it
+
+
+def lock_data_dir(settings: Settings) -> PidLock:
+    """Take the data dir's daemon lock; raises ServeError naming the holder's pid when another daemon has it.
+
+    Two daemons on one data dir would share its SQLite database: the cron loop and run resumption of
+    both would start the same scheduled run twice. The lock is an flock (fsutil.PidLock): the kernel
+    drops it when its daemon dies, even by kill -9. CLI commands (`jobs list`, `index stats`) do not take it.
+    """
+    folder = Path(settings.data_dir).resolve()
+    try:
+        return PidLock(folder / DAEMON_LOCK, f"the data dir {folder}").acquire()
+    except LockHeldError as e:
+        who = f"pid {e.pid}" if e.pid else "another process"
+        raise ServeError(f"another edge-agent daemon ({who}) is already serving the data dir {folder}: stop it first, "
+                         "or give this one its own data_dir (EDGE_AGENT_DATA_DIR)") from None
+    except OSError as e:
+        raise ServeError(f"cannot lock the data dir {folder}: {e.strerror or e}: check data_dir (EDGE_AGENT_DATA_DIR) "
+                         "and that this user may write there") from None
 
 
 def server_threads(settings: Settings, max_batch: int) -> int:
@@ -381,7 +405,8 @@ def _exit_now(left: int, background: list[str]) -> None:
 def serve(settings: Settings, runtime=None) -> int:
     """Run the daemon until SIGTERM/SIGINT, then shut down gracefully; returns the exit status.
 
-    Raises ServeError (bind without key, port taken) and BundleError (model missing) before listening.
+    Raises ServeError (bind without key, port taken, another daemon on the data dir) and BundleError (model
+    missing) before listening; the first three before the model loads.
     """
     check_bind(settings)
     try:
@@ -390,6 +415,15 @@ def serve(settings: Settings, runtime=None) -> int:
         fix = ("stop the process that holds it (`ss -ltnp`) or choose another port (--port, EDGE_AGENT_PORT)"
                if e.errno == errno.EADDRINUSE else "bind an address of this machine (--host, EDGE_AGENT_HOST)")
         raise ServeError(f"cannot listen on {settings.host}:{settings.port}: {e.strerror or e}: {fix}") from None
+    lock = lock_data_dir(settings)
+    try:
+        return _run(settings, runtime)
+    finally:
+        lock.release()
+
+
+def _run(settings: Settings, runtime) -> int:
+    """serve() once its checks passed and it holds the data dir: build the runtime, listen, wait for a signal, shut down."""
     if runtime is None:
         from edge_agent.runtime import build_runtime
 

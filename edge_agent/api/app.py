@@ -204,11 +204,22 @@ class _ClosingIterable:
             self.on_close()
 
 
+class ApiFlask(Flask):
+    """Flask, but OPTIONS on a route (not a CORS preflight: SecurityGuard answers those) is 204 with an Allow header
+    listing the route's methods and no body; Flask's own answer is 200 with an empty text/html body."""
+
+    def make_default_options_response(self) -> Response:
+        resp = super().make_default_options_response()
+        resp.status_code = 204
+        resp.headers.remove("Content-Type")
+        return resp
+
+
 def create_app(runtime) -> Flask:
     """The WSGI app over a runtime (its .settings, .chat, .embeddings, .documents, .metrics)."""
     from edge_agent.api import documents, health, openai, responses
 
-    app = Flask("edge_agent.api")
+    app = ApiFlask("edge_agent.api")
     app.config["MAX_CONTENT_LENGTH"] = None  # bodies are read with our own cap (chunked bodies too)
     app.url_map.strict_slashes = False
     app.extensions["edge_agent"] = runtime

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from edge_agent.engine.tokens import fewest_tokens
 from edge_agent.engine.types import (
     MIN_TEMPERATURE,
     ContextLengthError,
@@ -191,7 +192,7 @@ class ChatService:
             if isinstance(grounded, GroundedPrompt):
                 return self._start_grounded(grounded, options, n, priority, constraint)
             messages, sources = grounded
-        prompt = self.formatter.format_chat(messages, instruction=instruction)
+        prompt = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))
         options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         jobs = [(prompt.ids, prompt.prefill, i) for i in range(n)]
         gen = self._start(jobs, [len(prompt.ids)], options, priority, constraint)
@@ -239,6 +240,7 @@ class ChatService:
                 ids = self.formatter.encode_with_documents(prompt[0], prompt[1]).ids
                 text = shown[p]  # type: ignore[assignment]
             elif isinstance(prompt, str):
+                self._check_length(prompt, options)
                 ids = self.engine.encode(prompt)
                 text = shown[p]  # type: ignore[assignment]
             else:
@@ -280,6 +282,23 @@ class ChatService:
         offsets = self.engine.tokenizer.encode(text, add_special_tokens=False).offsets
         return text if n >= len(offsets) else text[: offsets[max(n, 1) - 1][1]]
 
+    def _check_length(self, text: str, options: SamplingOptions) -> None:
+        """Raise ContextLengthExceededError when text cannot fit without tokenizing it: its fewest possible tokens
+        (engine.tokens.fewest_tokens, a floor: a prompt that fits is never refused) leave no room for max_tokens
+        (1 when unset). A 2 MB prompt took 3.7 s of a server thread to encode before its 400."""
+        room = options.max_tokens if options.max_tokens is not None else 1
+        least = fewest_tokens(self.engine.tokenizer, text, over=self.context_length - room)
+        if least and least + room > self.context_length:  # 0: no floor (or an empty text); the real count decides
+            asked = "no room is left for a completion" if options.max_tokens is None else f"{room} more were requested"
+            raise ContextLengthExceededError(
+                f"this model's context is {self.context_length} tokens and the prompt has at least {least} tokens: {asked}; "
+                "shorten the prompt" + ("" if options.max_tokens is None else " or lower max_tokens"),
+                least, options.max_tokens or 0, self.context_length,
+            )
+
+    def _length_check(self, options: SamplingOptions) -> Callable[[str], None]:
+        return lambda text: self._check_length(text, options)
+
     def _prompt_limit(self, options: SamplingOptions) -> int:
         """Most prompt tokens that leave the answer its room (max_tokens, else a quarter of the context up to the default)."""
         room = options.max_tokens if options.max_tokens is not None else min(self.default_max_tokens, max(16, self.context_length // 4))
@@ -313,6 +332,13 @@ class ChatService:
         a GroundedPrompt: passages, then the question, in its language's scaffold; else messages with the
         best chunks that fit as a system message (or, if the template refuses one, in the last user turn)."""
         question = question_of(messages)
+        # before the search, a prompt that cannot fit is refused (embedding a question of megabytes takes seconds): the
+        # messages go in whole, sources or not; a base model's grounded prompt holds the question, its blanks collapsed
+        base = None
+        if self.formatter.kind == "completion" and not instruction:
+            self._check_length(" ".join(question.split()), options)
+        else:
+            base = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))
         chunks = self._retrieve(question, rag)
         policy = self.grounding
         lang = policy.language_of(question)
@@ -322,7 +348,7 @@ class ChatService:
         if why is not None:  # what was searched is reported, none used
             return GroundedPrompt(sources=[replace(source_of(c), number=i, used=False) for i, c in enumerate(chunks, 1)],
                                   decline=sc.absent, question=question, language=lang, why=why)
-        if self.formatter.kind == "completion" and not instruction:
+        if base is None:
             enc = self.formatter.encoder
             tail = "\n\n" + sc.question + " ".join(question.split()) + "\n" + sc.answer
 
@@ -341,7 +367,6 @@ class ChatService:
             if g.sources:
                 return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc), None, question, lang)  # no sentences to check against
             return messages, []
-        base = self.formatter.format_chat(messages, instruction=instruction)
         in_user = False
         try:  # a template that refuses system messages gets the sources in the last user turn
             self.formatter.format_chat(with_sources(messages, "Sources."), instruction=instruction)
@@ -423,6 +448,7 @@ class ChatService:
     def _ground_prompt(self, prompt: str, options: SamplingOptions, rag: RagOptions) -> tuple[str | list[str], list[Source]]:
         """[sources block, prompt] with the best chunks that fit, or prompt alone when none do; the block's words
         in the question's language (no instruction for a base model: it made the default model answer nothing)."""
+        self._check_length(prompt, options)  # the prompt goes in whole, with or without sources
         labels = self.formatter.labels
         query = strip_labels(prompt, labels["user"], labels["assistant"])
         chunks = self._retrieve(query, rag)

@@ -61,6 +61,11 @@ class OutputConstraint:
         """One JSON value that follows schema (raises InvalidRequestError for a schema that is not an object)."""
         if not isinstance(schema, dict):
             raise InvalidRequestError("the JSON schema must be an object", param="response_format")
+        empty = unproductive(schema)
+        if empty is not None:
+            raise InvalidRequestError(f"the JSON schema at {empty} admits no finite JSON value (a $ref that only leads back to "
+                                      "itself, as {\"$ref\": \"#\"} does): give each recursive schema a way out, such as an "
+                                      "optional property or an anyOf branch without the $ref", param="response_format")
         schema = tightened_schema(schema)
         guidance = dict(schema.get("x-guidance") or {}) if isinstance(schema.get("x-guidance"), dict) else {}
         guidance["whitespace_pattern"] = JSON_WHITESPACE
@@ -93,6 +98,119 @@ _SCHEMA_ONE = ("items", "additionalProperties", "additionalItems", "unevaluatedP
                "else", "contains", "propertyNames")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems", "items")
 _OPEN_KEYS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+
+
+def unproductive(schema: dict[str, Any]) -> str | None:
+    """The JSON pointer of a subschema no finite JSON value satisfies, or None: a $ref cycle with no way out ({"$ref": "#"},
+    an object that requires a property whose schema is the object again, $defs that refer to each other).
+
+    llguidance compiles such a schema and finds out only while generating: the mask empties mid-answer (a 500,
+    "the output grammar failed") or the JSON nests until max_tokens. Each subschema a value can reach (properties,
+    items, anyOf, $ref targets, ...) is productive when all it requires is: the target of a local $ref, every allOf
+    member, one anyOf/oneOf member, the required properties of an object-only type, the first minItems items of an
+    array-only type. Anything else counts as satisfiable, so no schema with a finite value is refused. Linear in the
+    schema's size (a worklist over the and/or graph), no recursion.
+    """
+    nodes: dict[int, tuple[int | None, str]] = {}  # id(subschema) -> (id of where it was reached from, the step from there)
+    needs: dict[int, list[list[int]]] = {}  # id -> requirements, each a list of alternatives (ids)
+    stack: list[tuple[Any, int | None, str]] = [(schema, None, "#")]
+    while stack:
+        node, parent, step = stack.pop()
+        if not isinstance(node, dict) or id(node) in nodes:
+            continue
+        here = id(node)
+        nodes[here] = (parent, step)
+        need: list[list[int]] = []
+        needs[here] = need
+
+        def reach(sub: Any, step: str, parent: int | None = here) -> int | None:
+            if isinstance(sub, dict):
+                stack.append((sub, parent, step))
+                return id(sub)
+            return None
+
+        target = _local_ref(schema, node.get("$ref"))
+        if isinstance(target, dict):
+            need.append([reach(target, node["$ref"], None)])  # type: ignore[list-item]
+        for i, sub in enumerate(node.get("allOf") if isinstance(node.get("allOf"), list) else []):
+            if (k := reach(sub, f"allOf/{i}")) is not None:
+                need.append([k])
+        for key in ("anyOf", "oneOf"):
+            subs = node.get(key) if isinstance(node.get(key), list) else []
+            alts = [reach(sub, f"{key}/{i}") for i, sub in enumerate(subs)]
+            if alts and None not in alts:
+                need.append(alts)  # type: ignore[arg-type]
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        ids = {name: reach(sub, f"properties/{name}") for name, sub in props.items()}
+        for key in ("additionalProperties", "items", "additionalItems", "unevaluatedProperties", "unevaluatedItems"):
+            reach(node.get(key), key)
+        for name, sub in (node.get("patternProperties") or {}).items() if isinstance(node.get("patternProperties"), dict) else ():
+            reach(sub, f"patternProperties/{name}")
+        key = "prefixItems" if isinstance(node.get("prefixItems"), list) else "items"
+        prefix = node.get(key) if isinstance(node.get(key), list) else []
+        prefix_ids = [reach(sub, f"{key}/{i}") for i, sub in enumerate(prefix)]
+        only = node.get("type")
+        only = only[0] if isinstance(only, list) and len(only) == 1 else only
+        if only == "object" and isinstance(node.get("required"), list):
+            need += [[ids[name]] for name in node["required"] if isinstance(name, str) and ids.get(name) is not None]  # type: ignore[list-item]
+        least = node.get("minItems")
+        if only == "array" and isinstance(least, int) and not isinstance(least, bool) and least > 0:
+            need += [[k] for k in prefix_ids[:least] if k is not None]
+            if least > len(prefix) and isinstance(node.get("items"), dict):
+                need.append([id(node["items"])])
+    left = {n: len(r) for n, r in needs.items()}
+    waiting: dict[int, list[tuple[int, int]]] = {}
+    for n, reqs in needs.items():
+        for i, alts in enumerate(reqs):
+            for a in alts:
+                waiting.setdefault(a, []).append((n, i))
+    met: set[tuple[int, int]] = set()
+    ready = [n for n, c in left.items() if c == 0]
+    done: set[int] = set()
+    while ready:
+        n = ready.pop()
+        if n in done:
+            continue
+        done.add(n)
+        for parent, i in waiting.get(n, ()):
+            if (parent, i) not in met:
+                met.add((parent, i))
+                left[parent] -= 1
+                if left[parent] == 0:
+                    ready.append(parent)
+    bad = [n for n in nodes if n not in done]
+    return min((_pointer(nodes, n) for n in bad[:64]), key=len) if bad else None
+
+
+def _pointer(nodes: dict[int, tuple[int | None, str]], n: int) -> str:
+    """The pointer of a node unproductive() reached, from its (parent, step) links (a $ref target's step is the $ref)."""
+    steps: list[str] = []
+    while True:
+        parent, step = nodes[n]
+        steps.append(step)
+        if parent is None:
+            return "/".join(reversed(steps))
+        n = parent
+
+
+def _local_ref(root: dict[str, Any], ref: Any) -> Any:
+    """The subschema a local $ref ("#" or "#/a/b", RFC 6901) points to; None for any other (remote, an anchor) or a missing one."""
+    if ref == "#":
+        return root
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return None
+    from urllib.parse import unquote
+
+    node: Any = root
+    for part in ref[2:].split("/"):
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
 
 
 # the bound of a number whose schema sets none: 15 digits (llama.cpp's JSON grammars allow 16; llguidance reads

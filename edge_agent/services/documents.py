@@ -327,7 +327,8 @@ class DocumentService(IndexUpkeep, UploadIngest):
             vectors = self.embedder.embed([c.text for c in pieces])
         except LoaderError as exc:
             if not keep_failure:
-                log.info("refused %s: %s", meta.source_key, exc)
+                log.info("refused a %s document of %d bytes: %s", meta.kind, meta.size, exc)
+                log.debug("the refused document was %s", meta.source_key)
                 if existing is not None and existing.status == "ready":  # say so: the client may fear it erased the old one
                     return IngestResult("failed", meta.source_key, existing.id, existing.title, 0,
                                         f"{exc} (the version already stored is kept)")
@@ -354,7 +355,8 @@ class DocumentService(IndexUpkeep, UploadIngest):
     def _fail(self, meta: DocumentMeta, error: str) -> IngestResult:
         existing = self.store.get_by_key(meta.source_key)
         if existing is not None and existing.status == "ready":  # a damaged new version must not erase the searchable one
-            log.info("could not ingest %s: %s; the version already indexed is kept", meta.source_key, error)
+            log.info("could not ingest a new version of document %d: %s; the version already indexed is kept", existing.id, error)
+            log.debug("document %d is %s", existing.id, meta.source_key)
             return IngestResult("failed", meta.source_key, existing.id, existing.title, 0,
                                 f"{error} (the version already stored is kept)")
         out: dict[str, Any] = {}
@@ -366,7 +368,8 @@ class DocumentService(IndexUpkeep, UploadIngest):
 
         with self._write():
             self._commit(commit, 64 << 10, f"recording that {meta.title!r} could not be read")
-        log.info("could not ingest %s: %s", meta.source_key, error)
+        log.info("could not ingest document %d: %s", out["id"], error)
+        log.debug("document %d is %s", out["id"], meta.source_key)
         return IngestResult("failed", meta.source_key, out["id"], meta.title, 0, error)
 
     def _commit(self, commit: Callable[[], IndexUpdate], need: int, what: str) -> None:

@@ -18,6 +18,7 @@ import datetime as _dt
 import json
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,11 +208,14 @@ class PromptFormatter:
         text = self.encoder.defuse(block, table) + "\n\n" + prompt
         return FormattedPrompt(self.encoder.encode(text, table), self.encoder.restore(text, table))
 
-    def format_chat(self, messages: list[dict[str, str]], json_mode: bool = False, instruction: str = "") -> FormattedPrompt:
+    def format_chat(self, messages: list[dict[str, str]], json_mode: bool = False, instruction: str = "",
+                    check: Callable[[str], None] | None = None) -> FormattedPrompt:
         """messages: [{"role": system|developer|user|assistant, "content": str}] in order.
 
         instruction (data, e.g. "answer in JSON that follows this schema") is added to the system
-        text; json_mode adds the default JSON instruction. Raises InvalidRequestError.
+        text; json_mode adds the default JSON instruction. check(prompt text) runs before the text is
+        encoded (a cheap length check can refuse a huge prompt without tokenizing it). Raises
+        InvalidRequestError, and what check raises.
         """
         if json_mode and not instruction:
             instruction = JSON_HINT
@@ -219,11 +223,15 @@ class PromptFormatter:
         enc = self.encoder
         safe = [{"role": m["role"], "content": enc.defuse(m["content"], table)} for m in messages]
         hint = enc.defuse(instruction, table)
+        stops: list[str] = []
         if self._template is not None:
             text = self._render(safe, hint)
-            return FormattedPrompt(enc.encode(text, table), enc.restore(text, table), [], "")
-        text, stops = self._transcript(safe, hint)
-        return FormattedPrompt(enc.encode(text, table), enc.restore(text, table), stops, "")
+        else:
+            text, stops = self._transcript(safe, hint)
+        shown = enc.restore(text, table)
+        if check is not None:
+            check(shown)
+        return FormattedPrompt(enc.encode(text, table), shown, stops, "")
 
     def _render(self, messages: list[dict[str, str]], hint: str) -> str:
         msgs = [{"role": "system" if m["role"] == "developer" else m["role"], "content": m["content"]} for m in messages]

@@ -130,6 +130,7 @@ class _Job:
     meta: Any  # DocumentMeta
     name: str
     data: bytes
+    document_id: int
 
 
 class UploadQueue:
@@ -172,8 +173,9 @@ class UploadQueue:
             finally:
                 with self._cond:
                     self._reserved -= 1
+            log.debug("document %d is %s", doc_id, meta.source_key)  # file names are personal data: INFO lines name the id only
             with self._cond:
-                self._waiting.append(_Job(meta, name, data))
+                self._waiting.append(_Job(meta, name, data, doc_id))
                 self._cond.notify_all()
         return IngestResult("processing", meta.source_key, doc_id, meta.title, 0)
 
@@ -196,17 +198,17 @@ class UploadQueue:
         svc = self.service
         try:
             res = svc.finish_upload(job.meta, job.name, job.data)
-            log.info("background upload %s: %s", job.meta.source_key, res.status)
+            log.info("background upload of document %s: %s", job.document_id, res.status)
         except Exception as exc:  # the document says why; the worker lives on
             if isinstance(exc, DocumentError):
                 reason = str(exc)
             else:
-                log.exception("background upload %s failed", job.meta.source_key)
+                log.exception("background upload of document %s failed", job.document_id)
                 reason = f"internal error ({type(exc).__name__}) while processing the upload; see the daemon's log"
             try:
                 svc.fail_upload(job.meta, reason)
             except Exception:  # e.g. the disk is full: the next start marks it failed
-                log.exception("could not record that %s failed", job.meta.source_key)
+                log.exception("could not record that the upload of document %s failed", job.document_id)
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop after the upload being processed; the ones still waiting are marked failed (upload them again)."""

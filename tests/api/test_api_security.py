@@ -90,6 +90,19 @@ def test_cors_preflight_and_response_headers(live):
     assert "access-control-allow-origin" not in headers
 
 
+def test_options_on_a_route_is_204_with_allow_and_no_body(live):
+    """Was Flask's automatic answer: 200 with an empty text/html body. Not a CORS preflight: no CORS headers."""
+    for path, methods in (("/v1/chat/completions", {"POST"}), ("/v1/models", {"GET", "HEAD"}),  # HEAD: Flask's, with GET
+                          ("/v1/documents/1", {"GET", "HEAD", "DELETE"})):
+        status, headers, body = live.request("OPTIONS", path)
+        assert status == 204 and body == b"" and "content-type" not in headers, (path, status, headers)
+        allow = {m.strip() for m in headers["allow"].split(",")}
+        assert allow == methods | {"OPTIONS"}, (path, allow)
+        assert not [h for h in headers if h.startswith("access-control-")], headers
+    status, headers, body = live.request("OPTIONS", "/v1/no-such-route")
+    assert status == 404 and headers["content-type"] == "application/json" and json.loads(body)["error"], body
+
+
 def test_cors_off_by_default_and_star_never_with_credentials(tiny_bundles, api_tmp):
     from edge_agent.api.app import create_app
     from edge_agent.runtime import build_runtime

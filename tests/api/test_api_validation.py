@@ -135,6 +135,110 @@ def test_context_overflow_states_the_counts(live):
     assert err["code"] == "context_length_exceeded" and "512" in err["message"]
 
 
+def _longest_piece_text(tok) -> str:
+    """The text of one of the tokenizer's longest byte-level pieces (valid UTF-8): its floor is exactly one token."""
+    from edge_agent.engine.tokens import byte_level_table
+
+    to_byte = byte_level_table()
+    vocab = tok.get_vocab(with_added_tokens=False)
+    longest = max(len(s) for s in vocab)
+    for s in vocab:
+        if len(s) == longest:
+            try:
+                return bytes(to_byte[c] for c in s).decode()
+            except UnicodeDecodeError:
+                continue
+    raise AssertionError("no longest piece is valid UTF-8")
+
+
+def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized(live, monkeypatch):
+    """Its fewest possible tokens (UTF-8 bytes / the longest token's bytes) already overflow the context: 400 at once
+    (a 2 MB prompt held a server thread 3.7 s in the tokenizer first). The same text is never encoded."""
+    chat = live.runtime.chat
+    encoded: list[int] = []
+    for owner in (chat.engine, chat.formatter.encoder):
+        real = owner.encode
+        monkeypatch.setattr(owner, "encode", lambda text, *a, _real=real, **k: encoded.append(len(text)) or _real(text, *a, **k))
+    huge = "The quick brown fox jumps over the lazy dog. " * 1200  # 54 KB; context 512
+    for path, body in (("/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": huge}], max_tokens=...)),
+                       ("/v1/completions", with_(COMP, prompt=huge)), ("/v1/completions", with_(COMP, prompt=["hi", huge]))):
+        err = check_error(*live.request("POST", path, body)[::2], 400)
+        assert err["code"] == "context_length_exceeded" and "at least" in err["message"] and "512" in err["message"], err
+    assert not [n for n in encoded if n >= len(huge)], encoded  # only "hi" was encoded
+    searched: list[str] = []
+    monkeypatch.setattr(chat, "_retrieve", lambda query, rag: searched.append(query) or [])
+    body = with_(CHAT, messages=[{"role": "user", "content": huge}], max_tokens=..., rag={})
+    err = check_error(*live.request("POST", "/v1/chat/completions", body)[::2], 400)  # with rag: before the search
+    assert err["code"] == "context_length_exceeded" and not searched, err
+
+
+def test_a_prompt_that_fits_exactly_is_never_refused_by_the_floor(live):
+    """The other side: a prompt of the longest piece repeated (floor = its real count, give or take BOS) that leaves
+    exactly max_tokens of room runs; one token more of max_tokens is refused by the real count."""
+    chat = live.runtime.chat
+    text = _longest_piece_text(chat.engine.tokenizer) * 470
+    real = len(chat.engine.encode(text))
+    from edge_agent.engine.tokens import fewest_tokens
+
+    assert real - 2 <= fewest_tokens(chat.engine.tokenizer, text) <= real  # a tight floor: the case where a wrong one would bite
+    room = 512 - real
+    status, _, body = live.request("POST", "/v1/completions", with_(COMP, prompt=text, max_tokens=room))
+    assert status == 200 and json.loads(body)["usage"]["prompt_tokens"] == real, body
+    err = check_error(*live.request("POST", "/v1/completions", with_(COMP, prompt=text, max_tokens=room + 1))[::2], 400)
+    assert err["code"] == "context_length_exceeded" and "at least" not in err["message"], err
+
+
+def _nested(depth: int, kind: str) -> str:
+    """A schema nested depth deep as JSON text (json.dumps of it would itself hit Python's recursion limit)."""
+    head, tail = ('{"type": "array", "items": ', "}") if kind == "array" else ('{"type": "object", "properties": {"a": ', "}}")
+    return head * depth + '{"type": "string"}' + tail * depth
+
+
+HOSTILE_SCHEMAS = {  # each was a 500, a hang or a crash risk, or must stay a 400
+    "ref-to-itself": {"$ref": "#"},
+    "ref-cycle": {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+    "any-of-itself": {"anyOf": [{"$ref": "#"}]},
+    "property-to-itself": {"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}},  # dead end after {"a":
+    "required-forever": {"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]},  # infinitely deep
+    "unknown-ref": {"$ref": "#/$defs/missing"},
+    "remote-ref": {"$ref": "http://schemas.example/a.json"},
+    "bad-pattern": {"type": "string", "pattern": "["},
+    "deeply-nested-arrays": _nested(900, "array"),  # JSON 900 deep: json.loads takes it, llguidance stops at its limit
+    "deeply-nested-objects": _nested(400, "object"),
+    "not-an-object": 5,
+    "a-list": [{"type": "string"}],
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_SCHEMAS))
+def test_a_schema_that_cannot_be_compiled_is_a_400(live, name):
+    schema = HOSTILE_SCHEMAS[name]
+    schema = schema if isinstance(schema, str) else json.dumps(schema)
+    fmt = json.dumps({"type": "json_schema", "json_schema": {"name": "x", "schema": "@@"}}).replace('"@@"', schema)
+    body = raw(CHAT, "response_format", fmt)
+    assert len(body) < 64 * 1024, len(body)  # under the server's max_body_bytes: the schema itself is what is refused
+    err = check_error(*live.request("POST", "/v1/chat/completions", body)[::2], 400)
+    assert err["type"] == "invalid_request_error" and err["param"] and err["param"].startswith("response_format"), err
+    tool = json.dumps([{"type": "function", "function": {"name": "f", "parameters": "@@"}}]).replace('"@@"', schema)
+    err = check_error(*live.request("POST", "/v1/chat/completions", raw(CHAT, "tools", tool))[::2], 400)
+    assert err["param"] == "tools", err  # no tools here: refused before any schema is read
+    assert live.request("POST", "/v1/chat/completions", CHAT)[0] == 200  # and the server still answers
+
+
+@pytest.mark.parametrize("schema", [
+    {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/$defs/node"},
+                                                                                                      {"type": "null"}]}},
+                        "required": ["v", "next"]}}, "$ref": "#/$defs/node"},  # a linked list
+    {"type": "object", "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}},
+     "required": ["name", "children"]},  # a tree: children may be []
+    {"properties": {"a": {"$ref": "#"}}, "required": ["a"]},  # no type: 5 is a value
+], ids=["linked-list", "tree", "untyped"])
+def test_recursive_schemas_with_a_way_out_are_served(live, schema):
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    status, _, body = live.request("POST", "/v1/chat/completions", with_(CHAT, response_format=fmt, max_tokens=8))
+    assert status == 200, body
+
+
 def test_unknown_model_route_and_method(live):
     err = check_error(*live.request("POST", "/v1/chat/completions", with_(CHAT, model="gpt-4o"))[::2], 404)
     assert err["code"] == "model_not_found" and err["param"] == "model"
