@@ -8,7 +8,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "edge_agent"
 
-# Modules every layer may use: settings, the hardware decision, durable file writes.
+# Modules every layer may use: settings, the hardware decision, durable file writes and pid locks.
 BASE = {"config", "hardware", "fsutil"}
 # layer -> the edge_agent layers it may import (besides itself), as ARCHITECTURE.md draws them
 ALLOWED = {
