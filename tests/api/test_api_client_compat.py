@@ -58,6 +58,7 @@ def test_models_retrieve(client, live):
     for model_id in ids:
         m = client.models.retrieve(model_id)
         assert m.id == model_id and m.object == "model"
+    assert client.models.retrieve("default").id == ids[0]  # the alias chat and completions accept
     with pytest.raises(openai.NotFoundError) as e:
         client.models.retrieve("gpt-4o")
     assert e.value.body["code"] == "model_not_found" and ids[0] in e.value.body["message"]
