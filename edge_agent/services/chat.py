@@ -212,8 +212,16 @@ class ChatService:
         language's scaffold, the checked answer or a decline (after the passages, a bare question made the default
         model repeat it or stop at once); a longer prompt (the caller's own template) is completed as written.
         constraint makes every choice follow a grammar (e.g. OutputConstraint.choice(labels)).
-        Raises InvalidRequestError, ContextLengthExceededError, BusyError, UnavailableError.
+        Raises InvalidRequestError, ContextLengthExceededError (param "prompt"), BusyError, UnavailableError.
         """
+        try:
+            return self._complete(prompts, options, n, echo, priority, rag, constraint)
+        except ContextLengthExceededError as e:
+            e.param = "prompt"  # the field a completions client sent (the error names "messages" for chat)
+            raise
+
+    def _complete(self, prompts: list[str | list[int]], options: SamplingOptions, n: int, echo: bool, priority: int,
+                  rag: RagOptions | None, constraint: OutputConstraint | None) -> Generation:
         capacity = self.scheduler.max_queue + self.scheduler.max_batch
         if n * len(prompts) > capacity:
             raise InvalidRequestError(f"n x number of prompts must be at most {capacity} on this server", param="n")

@@ -164,6 +164,7 @@ def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized(live, monkey
                        ("/v1/completions", with_(COMP, prompt=huge)), ("/v1/completions", with_(COMP, prompt=["hi", huge]))):
         err = check_error(*live.request("POST", path, body)[::2], 400)
         assert err["code"] == "context_length_exceeded" and "at least" in err["message"] and "512" in err["message"], err
+        assert err["param"] == ("messages" if "chat" in path else "prompt"), err  # the field the client sent
     assert not [n for n in encoded if n >= len(huge)], encoded  # only "hi" was encoded
     searched: list[str] = []
     monkeypatch.setattr(chat, "_retrieve", lambda query, rag: searched.append(query) or [])
@@ -185,7 +186,7 @@ def test_a_prompt_that_fits_exactly_is_never_refused_by_the_floor(live):
     status, _, body = live.request("POST", "/v1/completions", with_(COMP, prompt=text, max_tokens=room))
     assert status == 200 and json.loads(body)["usage"]["prompt_tokens"] == real, body
     err = check_error(*live.request("POST", "/v1/completions", with_(COMP, prompt=text, max_tokens=room + 1))[::2], 400)
-    assert err["code"] == "context_length_exceeded" and "at least" not in err["message"], err
+    assert err["code"] == "context_length_exceeded" and "at least" not in err["message"] and err["param"] == "prompt", err
 
 
 def _nested(depth: int, kind: str) -> str:
