@@ -43,12 +43,7 @@ def _rag(req: p._Sampling) -> grounding.RagOptions | None:
     return grounding.RagOptions(k=r.k, filters=r.filters.to_dict() if r.filters else None, mode=r.mode)
 
 
-def _sources(gen: Generation) -> list[p.Source] | None:
-    return None if gen.sources is None else [p.Source.model_validate(s.to_dict()) for s in gen.sources]
-
-
-def _grounding(gen: Generation) -> p.GroundingReport | None:
-    return None if gen.grounding is None else p.GroundingReport.model_validate(gen.grounding)
+_sources, _grounding = p.sources_of, p.grounding_of
 
 
 def _with_sources(first: dict, gen: Generation) -> dict:

@@ -11,39 +11,21 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 from flask import Blueprint, Response
 
 from edge_agent.api.access_log import note_usage
 from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.errors import ApiError, read_json
-from edge_agent.api.openai import KEEPALIVE_S, PROBE_S, _context, _disconnected, _grounding, _rag, _sources, _wait, event_stream
+from edge_agent.api.openai import KEEPALIVE_S, PROBE_S, _context, _disconnected, _rag, _wait, event_stream
 from edge_agent.services import responses_protocol as r
 from edge_agent.services.errors import ServiceError
 from edge_agent.services.generation import ChoiceDelta, Generation
-from edge_agent.services.logprobs import chat_content
 
 log = logging.getLogger(__name__)
 bp = Blueprint("responses", __name__)
-
-# the chat request's field names in the chat service's errors, as this API names them
-_PARAMS = {"messages": "input", "prompt": "input", "max_tokens": "max_output_tokens", "response_format": "text.format",
-           "logprobs": "include"}
-
-
-@contextmanager
-def _named_for_responses() -> Iterator[None]:
-    try:
-        yield
-    except ServiceError as e:
-        e.param = _PARAMS.get(e.param, e.param)
-        e.message = re.sub(r"\bmax_tokens\b", "max_output_tokens", e.message)
-        raise
-
 
 @bp.post("/v1/responses")
 def create_response():
@@ -52,7 +34,7 @@ def create_response():
     svc = rt.chat
     svc.check_model(req.model)
     options = req.sampling()
-    with _named_for_responses():
+    with r.named_for_responses():
         gen = svc.chat(req.messages(), options, constraint=req.constraint(), priority=req.priority or 0, rag=_rag(req))
     note_usage(gen.usage)
     texts_of = svc.token_texts() if options.logprobs is not None else None  # tokens' texts for logprobs, when asked for
@@ -63,8 +45,8 @@ def create_response():
     finally:
         gen.cancel()
     gen.note_citations(texts.values())
-    done = _finished(req, gen, texts[0], ends[0], _logprobs(lps[0], texts_of))
-    return Response(json.dumps(_dump(done), ensure_ascii=False), mimetype="application/json")
+    done = r.finished(req, gen, texts[0], ends[0], r.logprobs_of(lps[0], texts_of))
+    return Response(json.dumps(r.dump(done), ensure_ascii=False), mimetype="application/json")
 
 
 @bp.route("/v1/responses/<response_id>", methods=["GET", "DELETE"])
@@ -74,35 +56,6 @@ def stored_response(response_id: str):
     """404 for any id: nothing is stored, so nothing can be fetched, listed, cancelled or deleted."""
     raise ApiError(404, f"{r.NOT_STORED}, so none can be fetched, deleted, cancelled or listed by id: keep what POST /v1/responses "
                         "returned (and send earlier output back in `input`)", code="response_not_found")
-
-
-def _logprobs(entries: list | None, texts_of) -> list[dict]:
-    """OpenAI's per-token logprobs of entries (engine TokenLogprob), or [] when they were not asked for."""
-    return chat_content(entries or [], texts_of) if texts_of is not None else []
-
-
-def _dump(obj: r.ResponseObject) -> dict:
-    """The object as JSON data; `sources` and `grounding` only when the request asked for rag."""
-    return obj.model_dump(mode="json", exclude={f for f in ("sources", "grounding") if getattr(obj, f) is None} or None)
-
-
-def _object(req: r.ResponseCreateRequest, gen: Generation, **fields) -> r.ResponseObject:
-    return r.ResponseObject(id="resp_" + gen.id, created_at=gen.created, model=gen.model, sources=_sources(gen), grounding=_grounding(gen),
-                            **req.echo(), **fields)
-
-
-def _message(gen: Generation, status: str, text: str | None = None, logprobs: list | None = None) -> r.OutputMessage:
-    content = [] if text is None else [r.OutputText(text=text, logprobs=logprobs or [])]
-    return r.OutputMessage(id="msg_" + gen.id, status=status, content=content)
-
-
-def _finished(req: r.ResponseCreateRequest, gen: Generation, text: str, finish_reason: str, logprobs: list) -> r.ResponseObject:
-    status, incomplete = r.status_of(finish_reason)
-    u = gen.usage
-    usage = r.ResponseUsage(input_tokens=u.prompt_tokens, input_tokens_details=r.InputTokensDetails(cached_tokens=u.cached_tokens),
-                            output_tokens=u.completion_tokens, total_tokens=u.total_tokens)
-    return _object(req, gen, status=status, incomplete_details=incomplete, output=[_message(gen, status, text, logprobs)], usage=usage,
-                   completed_at=int(time.time()))
 
 
 def _events(req: r.ResponseCreateRequest, gen: Generation, texts_of, disconnected: Callable[[], bool]) -> Iterator[bytes]:
@@ -121,10 +74,10 @@ def _events(req: r.ResponseCreateRequest, gen: Generation, texts_of, disconnecte
     last = time.monotonic()
     probe = last + PROBE_S
     try:
-        head = _dump(_object(req, gen, status="in_progress", output=[]))
+        head = r.dump(r.response_object(req, gen, status="in_progress", output=[]))
         yield sse("response.created", response=head)
         yield sse("response.in_progress", response=head)
-        yield sse("response.output_item.added", output_index=0, item=_message(gen, "in_progress").model_dump(mode="json"))
+        yield sse("response.output_item.added", output_index=0, item=r.output_message(gen, "in_progress").model_dump(mode="json"))
         yield sse("response.content_part.added", **where, part=r.OutputText(text="").model_dump(mode="json"))
         for ev in events:
             if ev is None or time.monotonic() >= probe:
@@ -137,7 +90,7 @@ def _events(req: r.ResponseCreateRequest, gen: Generation, texts_of, disconnecte
                     yield b": keep-alive\n\n"
                 continue
             last = time.monotonic()
-            lps = _logprobs(ev.logprobs, texts_of)
+            lps = r.logprobs_of(ev.logprobs, texts_of)
             entries += lps
             if isinstance(ev, ChoiceDelta):
                 texts.append(ev.text)
@@ -146,22 +99,22 @@ def _events(req: r.ResponseCreateRequest, gen: Generation, texts_of, disconnecte
                 finish = ev.finish_reason
         text = "".join(texts)
         gen.note_citations([text])
-        done = _finished(req, gen, text, finish, entries)
+        done = r.finished(req, gen, text, finish, entries)
         item = done.output[0]
         part = item.content[0].model_dump(mode="json")
         yield sse("response.output_text.done", **where, text=text, logprobs=part["logprobs"])
         yield sse("response.content_part.done", **where, part=part)
         yield sse("response.output_item.done", output_index=0, item=item.model_dump(mode="json"))
-        yield sse("response.completed" if done.status == "completed" else "response.incomplete", response=_dump(done))
+        yield sse("response.completed" if done.status == "completed" else "response.incomplete", response=r.dump(done))
     except Exception as e:  # noqa: BLE001 - the stream has begun (200 sent): a failure can only be told as its last event
         if isinstance(e, ServiceError):
             code, message = r.error_code(e.status), e.message
         else:
             log.exception("response stream %s failed", gen.id)
             code, message = "server_error", "internal server error; the server log has the details"
-        failed = _object(req, gen, status="failed", output=[_message(gen, "incomplete", "".join(texts), entries)],
+        failed = r.response_object(req, gen, status="failed", output=[r.output_message(gen, "incomplete", "".join(texts), entries)],
                          error=r.ResponseErrorInfo(code=code, message=message))
-        yield sse("response.failed", response=_dump(failed))
+        yield sse("response.failed", response=r.dump(failed))
     finally:
         events.close()
         gen.cancel()

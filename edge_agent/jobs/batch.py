@@ -32,12 +32,13 @@ from pydantic import ValidationError
 from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, RunInfo
 from edge_agent.services import grounding
 from edge_agent.services import protocol as p
+from edge_agent.services import responses_protocol as rp
 from edge_agent.services.chat import sampling_options
 from edge_agent.services.logprobs import TextOffsets, chat_content, completion_logprobs
 from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation
 from edge_agent.services.errors import BusyError, ServiceError, UnavailableError
 
-ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses")
 COMPLETION_WINDOWS = ("24h",)
 MAX_LINES = 50_000
 MAX_CUSTOM_ID = 512
@@ -184,6 +185,9 @@ class BatchRequestRunner:
         try:
             if url == "/v1/embeddings":
                 out, tokens = self._embeddings(body), 0
+            elif url == "/v1/responses":
+                with rp.named_for_responses():
+                    out, tokens = self._respond(body)
             else:
                 out, tokens = self._generate(url, body)
             line = response_line(payload["custom_id"], 200, out)
@@ -244,6 +248,24 @@ class BatchRequestRunner:
                                grounding=grounding)
         absent = {f for f, v in (("sources", sources), ("grounding", grounding)) if v is None}
         return out.model_dump(mode="json", exclude=absent or None), gen.usage.completion_tokens
+
+    def _respond(self, body: dict) -> tuple[dict, int]:
+        """A /v1/responses line: the chat request it stands for, answered as the route answers it (not streamed)."""
+        if self.chat is None:
+            raise RequestFailed(503, error_body("no language model is loaded in this process", "server_error", code="unavailable"))
+        req = rp.ResponseCreateRequest.model_validate(body, context=self._context())
+        if req.stream:
+            raise RequestFailed(400, error_body("stream is not supported in a batch: leave it out or set it to false", param="stream",
+                                                code="invalid_value"))
+        self.chat.check_model(req.model)
+        options = req.sampling()
+        priority = max(self.priority, req.priority or 0)
+        gen = self._submit(lambda: self.chat.chat(req.messages(), options, constraint=req.constraint(), priority=priority, rag=_rag(req)))
+        texts, ends, lps = self._wait(gen)
+        gen.note_citations(texts.values())
+        texts_of = self.chat.token_texts() if options.logprobs is not None else None
+        done = rp.finished(req, gen, texts[0], ends[0], rp.logprobs_of(lps[0], texts_of))
+        return rp.dump(done), gen.usage.completion_tokens
 
     def _submit(self, start: Callable[[], Generation]) -> Generation:
         """Start the generation; while the engine's queue is full, wait and retry (a batch yields to interactive work)."""

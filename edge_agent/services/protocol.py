@@ -514,3 +514,13 @@ class Readiness(BaseModel):
 _Sampling.model_rebuild()
 ChatCompletionRequest.model_rebuild()
 CompletionRequest.model_rebuild()
+
+
+def sources_of(gen: Any) -> list[Source] | None:
+    """A generation's sources as the API shows them (None when the request did not ask for rag)."""
+    return None if gen.sources is None else [Source.model_validate(x.to_dict()) for x in gen.sources]
+
+
+def grounding_of(gen: Any) -> GroundingReport | None:
+    """A generation's grounding report as the API shows it (None when the request did not ask for rag)."""
+    return None if gen.grounding is None else GroundingReport.model_validate(gen.grounding)

@@ -11,6 +11,10 @@ edge_agent.api.protocol re-exports the models, as it does those of services.prot
 """
 from __future__ import annotations
 
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
@@ -29,7 +33,11 @@ from edge_agent.services.protocol import (
     TokenLogprob,
     Unsupported,
     _Request,
+    grounding_of,
+    sources_of,
 )
+from edge_agent.services.errors import ServiceError
+from edge_agent.services.logprobs import chat_content
 
 NOT_STORED = "responses are not stored on this server"
 _NO_TOOLS = "this model does not call tools (function calling)"
@@ -360,3 +368,50 @@ def error_code(status: int) -> Literal["server_error", "rate_limit_exceeded"]:
 
 
 ResponseCreateRequest.model_rebuild()
+
+
+# --- building responses (the route, its stream and batch-file lines) ----------------------------
+# the chat request's field names in the chat service's errors, as this API names them
+_PARAMS = {"messages": "input", "prompt": "input", "max_tokens": "max_output_tokens", "response_format": "text.format",
+           "logprobs": "include"}
+
+
+@contextmanager
+def named_for_responses() -> Iterator[None]:
+    """Rename the chat fields a service error names to this API's (messages -> input, max_tokens -> max_output_tokens ...)."""
+    try:
+        yield
+    except ServiceError as e:
+        e.param = _PARAMS.get(e.param, e.param)
+        e.message = re.sub(r"\bmax_tokens\b", "max_output_tokens", e.message)
+        raise
+
+
+def logprobs_of(entries: list | None, texts_of) -> list[dict]:
+    """OpenAI's per-token logprobs of entries (engine TokenLogprob), or [] when they were not asked for (texts_of None)."""
+    return chat_content(entries or [], texts_of) if texts_of is not None else []
+
+
+def dump(obj: ResponseObject) -> dict:
+    """The object as JSON data; `sources` and `grounding` only when the request asked for rag."""
+    return obj.model_dump(mode="json", exclude={f for f in ("sources", "grounding") if getattr(obj, f) is None} or None)
+
+
+def response_object(req: ResponseCreateRequest, gen: Any, **fields) -> ResponseObject:
+    return ResponseObject(id="resp_" + gen.id, created_at=gen.created, model=gen.model, sources=sources_of(gen), grounding=grounding_of(gen),
+                          **req.echo(), **fields)
+
+
+def output_message(gen: Any, status: str, text: str | None = None, logprobs: list | None = None) -> OutputMessage:
+    content = [] if text is None else [OutputText(text=text, logprobs=logprobs or [])]
+    return OutputMessage(id="msg_" + gen.id, status=status, content=content)
+
+
+def finished(req: ResponseCreateRequest, gen: Any, text: str, finish_reason: str, logprobs: list) -> ResponseObject:
+    """The response of a generation that ended (finish_reason "stop" or "length"), with its usage."""
+    status, incomplete = status_of(finish_reason)
+    u = gen.usage
+    usage = ResponseUsage(input_tokens=u.prompt_tokens, input_tokens_details=InputTokensDetails(cached_tokens=u.cached_tokens),
+                          output_tokens=u.completion_tokens, total_tokens=u.total_tokens)
+    return response_object(req, gen, status=status, incomplete_details=incomplete, output=[output_message(gen, status, text, logprobs)],
+                           usage=usage, completed_at=int(time.time()))

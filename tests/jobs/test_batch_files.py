@@ -266,3 +266,43 @@ def test_batch_lines_with_logprobs_get_them(tiny_bundles, tmp_path):
     assert "".join(e.token for e in content) == chat["choices"][0]["message"]["content"]
     lp = p.Completion.model_validate(echo).choices[0].logprobs
     assert len(lp.tokens) == 3 + 2 and lp.token_logprobs[0] is None and all(v <= 0 for v in lp.token_logprobs[1:])
+
+
+def test_responses_lines_through_the_openai_client(server):
+    """/v1/responses lines (OpenAI's Batch API takes them): each answer is the live route's response object, which the
+    openai client's own Response type parses, with the same text as the chat request it stands for; a bad line gets
+    this API's field names (max_output_tokens, not max_tokens)."""
+    from openai.types.responses import Response
+
+    srv, rt = server
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=30)
+    ask = {"model": "llama", "instructions": "Answer briefly.", "input": "Say something about foxes.", "max_output_tokens": 5,
+           "temperature": 0}
+    lines = [
+        {"custom_id": "r-1", "method": "POST", "url": "/v1/responses", "body": ask},
+        {"custom_id": "r-2", "method": "POST", "url": "/v1/responses",
+         "body": {**ask, "input": [{"role": "user", "content": [{"type": "input_text", "text": "Foxes?"}]}]}},
+        {"custom_id": "r-bad", "method": "POST", "url": "/v1/responses", "body": {**ask, "max_output_tokens": 10**6}},
+        {"custom_id": "r-stream", "method": "POST", "url": "/v1/responses", "body": {**ask, "stream": True}},
+    ]
+    data = "\n".join(json.dumps(x) for x in lines).encode()
+    f = client.files.create(file=("responses.jsonl", data), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/responses", completion_window="24h")
+    end = time.monotonic() + 60
+    while b.status not in ("completed", "failed", "cancelled") and time.monotonic() < end:
+        time.sleep(0.2)
+        b = client.batches.retrieve(b.id)
+    assert b.status == "completed" and (b.request_counts.completed, b.request_counts.failed) == (2, 2), b
+    out = {o["custom_id"]: o for o in map(json.loads, client.files.content(b.output_file_id).text.splitlines())}
+    assert list(out) == ["r-1", "r-2"]
+    expected = client.chat.completions.create(model="llama", max_tokens=5, temperature=0, messages=[
+        {"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Say something about foxes."}]).choices[0].message.content
+    for cid in ("r-1", "r-2"):
+        r = Response.model_validate(out[cid]["response"]["body"])
+        assert r.object == "response" and r.id.startswith("resp_") and r.status in ("completed", "incomplete")
+        assert r.usage.output_tokens <= 5 and r.output_text
+    assert Response.model_validate(out["r-1"]["response"]["body"]).output_text == expected
+    errors = {e["custom_id"]: e for e in map(json.loads, client.files.content(b.error_file_id).text.splitlines())}
+    bad = errors["r-bad"]["response"]
+    assert bad["status_code"] == 400 and bad["body"]["error"]["param"] == "max_output_tokens", bad
+    assert errors["r-stream"]["response"]["body"]["error"]["param"] == "stream"
