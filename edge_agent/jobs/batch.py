@@ -231,8 +231,7 @@ class BatchRequestRunner:
         usage = p.Usage(prompt_tokens=gen.usage.prompt_tokens, completion_tokens=gen.usage.completion_tokens,
                         total_tokens=gen.usage.total_tokens)
         gen.note_citations(texts.values())
-        sources = None if gen.sources is None else [p.Source.model_validate(s.to_dict()) for s in gen.sources]
-        grounding = None if gen.grounding is None else p.GroundingReport.model_validate(gen.grounding)
+        sources, grounding = p.sources_of(gen), p.grounding_of(gen)
         if isinstance(req, p.ChatCompletionRequest):
             choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i],
                                     logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], self.chat.token_texts())))
