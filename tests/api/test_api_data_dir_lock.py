@@ -13,23 +13,11 @@ import time
 from pathlib import Path
 
 from api_helpers import REPO
-
-EMBED_CACHE = Path(os.environ.get("EDGE_AGENT_TEST_EMBED_CACHE", REPO / ".cache" / "test-embedding-cache"))
+from embed_cache import link_embedding_cache
 
 
 def _data_dir(tmp_path: Path) -> Path:
-    """A data folder whose embedding cache links to the tests' shared, already exported model."""
-    from edge_agent.rag.embedder import OnnxEmbedder
-
-    shared = OnnxEmbedder(cache_dir=EMBED_CACHE).folder
-    mine = tmp_path / "var" / "embedding-cache" / shared.name
-    (mine / "onnx").mkdir(parents=True)
-    for p in shared.iterdir():
-        if p.name != "onnx":
-            (mine / p.name).symlink_to(p)
-    for p in (shared / "onnx").iterdir():
-        (mine / "onnx" / p.name).symlink_to(p)
-    return tmp_path / "var"
+    return link_embedding_cache(tmp_path / "var")
 
 
 def _env(tmp_path: Path, data: Path) -> dict[str, str]:
