@@ -549,6 +549,22 @@ def report(lang: str, how: list[dict[str, str]]) -> dict:
     return {"language": lang, "choices": [{"index": i, **h} for i, h in enumerate(how)]}
 
 
+def drop_repeats(answer: str) -> str:
+    """A base model that loops ("X. X. X. X") says X once, and a last piece cut off by the token limit that only
+    restarts a sentence it already said goes too; an answer without a repeat comes back as it was."""
+    parts = _SENTENCE_END.split(answer.strip())
+    kept: list[str] = []
+    seen: set[str] = set()
+    for i, part in enumerate(parts):
+        key = " ".join(part.casefold().split())
+        cut = i == len(parts) - 1 and not _CLOSED.search(part)
+        if key in seen or (cut and any(k.startswith(key) for k in seen)):
+            continue
+        seen.add(key)
+        kept.append(part)
+    return answer if len(kept) == len(parts) else " ".join(kept)
+
+
 def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]], lang: str,
            decline: str | None = None) -> tuple[str, dict[str, str]]:
     """The answer to give for a model's answer, and how it was made: {"answer": "model", "check": "ok"} (the
@@ -560,6 +576,7 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     ({"answer": "declined", "check": "no_answer"}).
     evidence: (passage number, sentence) pairs, best first; with none, the model's answer is given unchecked
     ({"answer": "model", "check": "none"})."""
+    answer = drop_repeats(answer)
     if not evidence:  # a prompt of cut chunks, not sentences: nothing to check against
         return answer.strip(), {"answer": "model", "check": "none"}
     number = {s: k for k, s in evidence}

@@ -75,6 +75,20 @@ def test_the_check_keeps_only_answers_that_add_what_the_best_sentences_hold(answ
         assert text == FACT_QUOTE and how == {"answer": "extractive", "check": status}
 
 
+@pytest.mark.parametrize("answer, said", [
+    # a base model looping a sentence until max_tokens cut it: said once, the cut restart dropped
+    ("De code is QX-7731-B. De code is QX-7731-B. De code is QX-7731-B. De code", "De code is QX-7731-B."),
+    ("De code is QX-7731-B. de code  is QX-7731-B. De sleutel ligt bij de portier.", "De code is QX-7731-B. De sleutel ligt bij de portier."),
+    ("De code is QX-7731-B. De sleutel ligt bij de", "De code is QX-7731-B. De sleutel ligt bij de"),  # no repeat: as it was
+    ("Dr. Jansen zegt: de code is QX-7731-B.", "Dr. Jansen zegt: de code is QX-7731-B."),
+])
+def test_a_looping_answer_says_its_sentence_once(answer, said):
+    assert A.drop_repeats(answer) == said
+    if said.startswith("De code is QX-7731-B."):
+        text, how = A.settle(answer, NL_Q, _evidence(NL_Q, [NL_DOC, EN_DOC], "nl"), "nl")
+        assert how == {"answer": "model", "check": "ok"} and text.count("QX-7731-B") == 1, text
+
+
 def test_an_answer_from_a_weaker_sentence_or_in_english_is_replaced(monkeypatch):
     q = "Wat serveert de kantine op maandag?"
     ev = _evidence(q, [EN_DOC], "nl")
