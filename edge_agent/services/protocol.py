@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_serializer, model_validator
 
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
@@ -162,23 +162,91 @@ class TextPart(_Request):
         return data
 
 
+TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
+MAX_TOOLS = 128
+_FUNCTION_ONLY = "only tools of type 'function' are supported (function calling)"
+
+
+def _function_type(v: Any) -> Any:
+    if v != "function":
+        raise ValueError(f"tools of type {v!r} are not supported: {_FUNCTION_ONLY}" if isinstance(v, str) else _FUNCTION_ONLY)
+    return v
+
+
+FunctionType = Annotated[Literal["function"], BeforeValidator(_function_type)]
+
+
+class FunctionCall(_Request):
+    name: str = Field(min_length=1, max_length=64, description="The function called.")
+    arguments: str = Field(max_length=65536, description="Its arguments, as JSON text.")
+
+
+class ToolCall(_Request):
+    """A call the assistant made (in the history, or in an answer)."""
+
+    id: str = Field(min_length=1, max_length=256)
+    type: FunctionType = "function"
+    function: FunctionCall
+
+
+class FunctionDefinition(_Request):
+    name: str = Field(pattern=TOOL_NAME, description="Letters, digits, _ and -, at most 64 characters; unique among the tools.")
+    description: str | None = Field(None, max_length=4096, description="What the function does (shown to the model).")
+    parameters: dict[str, Any] | None = Field(None, description="The JSON schema (an object) of its arguments; none: no arguments ({}).")
+    strict: bool | None = Field(None, description="Accepted; a forced call always follows the schema (every token is masked by it).")
+
+    @field_validator("parameters")
+    @classmethod
+    def _usable_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            from edge_agent.services.tools import check_parameters
+
+            check_parameters(v)
+        return v
+
+
+class ChatTool(_Request):
+    type: FunctionType = Field(description="Only \"function\".")
+    function: FunctionDefinition
+
+
+class NamedFunction(_Request):
+    name: str = Field(min_length=1, max_length=64)
+
+
+class NamedToolChoice(_Request):
+    type: FunctionType
+    function: NamedFunction
+
+
 class ChatMessage(_Request):
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | Annotated[list[TextPart], Field(max_length=256)] = Field(description="Text, or a list of text parts.")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | Annotated[list[TextPart], Field(max_length=256)] | None = Field(
+        None, description="Text, or a list of text parts; null only for an assistant message with tool_calls.")
     name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
     # what the openai client's ChatCompletionMessage.model_dump() carries when a client replays an answer into the history
     refusal: str | None = Field(None, description="Accepted and ignored.")
     annotations: list | None = Field(None, description="Accepted and ignored.")
     audio: Unsupported("this model reads text only: leave `audio` out") = Field(None, description="Not supported: only null.")
-    tool_calls: Unsupported("this model does not call tools (function calling): leave `tool_calls` out") = Field(
-        None, description="Not supported: only null or [].")
-    function_call: Unsupported("this model does not call tools (function calling): leave `function_call` out") = Field(
-        None, description="Not supported: only null.")
-    tool_call_id: Unsupported("this model does not call tools, so there are no tool results: leave `tool_call_id` out") = Field(
-        None, description="Not supported: only null.")
+    tool_calls: Annotated[list[ToolCall], Field(max_length=MAX_TOOLS)] | None = Field(
+        None, description="An assistant message: the calls it made (their results follow as `tool` messages).")
+    function_call: Unsupported("the deprecated function_call is not taken: send the call in `tool_calls`") = Field(
+        None, description="Not supported (deprecated by OpenAI): only null; use tool_calls.")
+    tool_call_id: str | None = Field(None, min_length=1, max_length=256, description="A `tool` message: the id of the call it answers.")
 
     def text(self) -> str:
+        if self.content is None:
+            return ""
         return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The message as services take it: role and text, with the calls ({"id", "name", "arguments"}) or the call answered."""
+        out: dict[str, Any] = {"role": self.role, "content": self.text()}
+        if self.tool_calls:
+            out["tool_calls"] = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
 
 
 class JsonSchemaFormat(_Request):
@@ -220,11 +288,66 @@ class ChatCompletionRequest(_Sampling):
                                   "before penalties, response_format, temperature and top-k/top-p/min-p (as vLLM's default).")
     top_logprobs: Int(ge=0, le=MAX_LOGPROBS) | None = Field(
         None, description=f"With logprobs true: also this many most likely tokens at each position (0..{MAX_LOGPROBS}).")
-    tools: Unsupported("this model does not call tools (function calling): leave `tools` out") = Field(None, description="Not supported: only null or [].")
-    tool_choice: Unsupported("this model does not call tools (function calling): leave `tool_choice` out", "none", "auto") = Field(None, description="Not supported: only null, \"none\" or \"auto\".")
-    parallel_tool_calls: bool | None = Field(None, description="Accepted and ignored (no tools are called).")
-    functions: Unsupported("this model does not call tools (function calling): leave `functions` out") = Field(None, description="Not supported (deprecated by OpenAI): only null or [].")
-    function_call: Unsupported("this model does not call tools (function calling): leave `function_call` out", "none", "auto") = Field(None, description="Not supported (deprecated by OpenAI).")
+    tools: Annotated[list[ChatTool], Field(max_length=MAX_TOOLS)] | None = Field(
+        None, description="Functions the model may call. With tool_choice \"required\" or a named function the answer is a call "
+                          "(constrained by a grammar to the function's parameters schema); with \"auto\" (the default when tools "
+                          "are given) the model answers in text: no text parser looks for calls in a free answer.")
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
+        None, description="none: tools are ignored; auto: the model answers in text; required: it calls one of the tools "
+                          "(it chooses which); {\"type\": \"function\", \"function\": {\"name\": ...}}: it calls that one.")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted; a forced call is one call per choice.")
+    functions: Unsupported("the deprecated `functions` is not taken: send them as `tools` ([{\"type\": \"function\", \"function\": ...}])") = Field(
+        None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")
+    function_call: Unsupported("the deprecated `function_call` is not taken: use `tool_choice`", "none", "auto") = Field(
+        None, description="Not supported (deprecated by OpenAI): use tool_choice.")
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_names(cls, v: list[ChatTool] | None) -> list[ChatTool] | None:
+        seen: set[str] = set()
+        for t in v or ():
+            if t.function.name in seen:
+                raise ValueError(f"two tools are named {t.function.name!r}: function names must be unique")
+            seen.add(t.function.name)
+        return v
+
+    @model_validator(mode="after")
+    def _tools_fit(self) -> "ChatCompletionRequest":
+        from edge_agent.services.errors import InvalidRequestError
+
+        names = [t.function.name for t in self.tools or ()]
+        choice = self.tool_choice
+        if choice == "required" and not names:
+            raise InvalidRequestError("tool_choice \"required\" needs tools: send `tools`, or leave tool_choice out", param="tool_choice")
+        if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+            raise InvalidRequestError(f"tool_choice names {choice.function.name!r}, which is not among the tools"
+                                      + (f" ({', '.join(names)})" if names else " (none were sent)"), param="tool_choice.function.name")
+        if self.forced_call() is not None:
+            if self.response_format is not None and self.response_format.type != "text":
+                raise InvalidRequestError("response_format cannot be combined with a forced tool call (the call's arguments "
+                                          "follow the tool's parameters): leave one of them out", param="response_format")
+            if self.rag is not None:
+                raise InvalidRequestError("rag cannot be combined with a forced tool call: leave one of them out", param="rag")
+        calls: set[str] = set()
+        for i, m in enumerate(self.messages):
+            _check_message(m, i)
+            calls |= {c.id for c in m.tool_calls or ()}
+            if m.role == "tool" and m.tool_call_id not in calls:
+                raise InvalidRequestError(f"this tool message answers call {m.tool_call_id!r}, which no earlier assistant "
+                                          "message made (in its tool_calls)", param=f"messages[{i}].tool_call_id")
+        return self
+
+    def forced_call(self) -> str | None:
+        """None (the model answers in text), "" (tool_choice required: any tool) or the name of the function it must call."""
+        if not self.tools or self.tool_choice in (None, "none", "auto"):
+            return None
+        return "" if self.tool_choice == "required" else self.tool_choice.function.name  # type: ignore[union-attr]
+
+    def tool_list(self):
+        """The tools as services.tools.Tool."""
+        from edge_agent.services.tools import Tool
+
+        return [Tool(t.function.name, t.function.description or "", t.function.parameters) for t in self.tools or ()]
 
     @field_validator("top_logprobs")
     @classmethod
@@ -244,6 +367,22 @@ class ChatCompletionRequest(_Sampling):
         if limit is not None and len(v) > limit:
             raise ValueError(f"at most {limit} messages are accepted on this server")
         return v
+
+
+def _check_message(m: ChatMessage, i: int) -> None:
+    """Raise InvalidRequestError (naming the field of messages[i]) where role and tool fields do not go together."""
+    from edge_agent.services.errors import InvalidRequestError
+
+    at = f"messages[{i}]"
+    if m.role == "tool" and m.tool_call_id is None:
+        raise InvalidRequestError("a tool message needs tool_call_id: the id of the call it answers", param=at + ".tool_call_id")
+    if m.role != "tool" and m.tool_call_id is not None:
+        raise InvalidRequestError("tool_call_id belongs on a message with role \"tool\" only", param=at + ".tool_call_id")
+    if m.tool_calls and m.role != "assistant":
+        raise InvalidRequestError("tool_calls belong on an assistant message only", param=at + ".tool_calls")
+    if m.content is None and not (m.role == "assistant" and m.tool_calls):
+        raise InvalidRequestError(f"invalid value for '{at}.content': Field required (null only for an assistant message "
+                                  "with tool_calls)", param=at + ".content")
 
 
 TokenIds = Annotated[list[Int(ge=0, le=2**31 - 1)], Field(min_length=1)]
@@ -302,6 +441,7 @@ class EmbeddingRequest(_Request):
 
 # --- responses ---------------------------------------------------------------------
 FinishReason = Literal["stop", "length"]
+ChatFinishReason = Literal["stop", "length", "tool_calls"]  # tool_calls: the answer is a (forced) call
 
 
 class SourceLocation(BaseModel):
@@ -357,9 +497,37 @@ class Usage(BaseModel):
     total_tokens: int
 
 
+class CalledFunction(BaseModel):
+    name: str
+    arguments: str = Field(description="The arguments as JSON text; they follow the tool's parameters unless the call was cut "
+                                       "(finish_reason \"length\"), when they may not parse.")
+
+
+class ResponseToolCall(BaseModel):
+    id: str = Field(description="call_ and random characters; a `tool` message answers it by this id.")
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None = Field(description="The answer; null when it is a tool call.")
+    tool_calls: list[ResponseToolCall] | None = Field(None, description="With a forced tool_choice: the call (left out otherwise).")
+
+    @classmethod
+    def of(cls, content: str | None, call: dict | None) -> "AssistantMessage":
+        """The message of an answer (services.tools.read_answer's content and call)."""
+        if call is None:
+            return cls(content=content)
+        return cls(content=content, tool_calls=[ResponseToolCall(id=call["id"], function=CalledFunction(name=call["name"],
+                                                                                                     arguments=call["arguments"]))])
+
+    @model_serializer(mode="wrap")
+    def _no_empty_calls(self, handler):
+        out = handler(self)
+        if out.get("tool_calls") is None:
+            out.pop("tool_calls", None)
+        return out
 
 
 class TopLogprob(BaseModel):
@@ -380,7 +548,7 @@ class ChatLogprobs(BaseModel):
 class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
-    finish_reason: FinishReason
+    finish_reason: ChatFinishReason
     logprobs: ChatLogprobs | None = None
 
 
@@ -395,15 +563,29 @@ class ChatCompletion(BaseModel):
     grounding: GroundingReport | None = Field(None, description=_GROUNDING)
 
 
+class CalledFunctionDelta(BaseModel):
+    name: str | None = Field(None, description="In the call's first delta.")
+    arguments: str | None = Field(None, description="The next piece of the arguments' JSON text.")
+
+
+class ToolCallDelta(BaseModel):
+    index: int = Field(description="The call's position in the choice (always 0: one call per choice).")
+    id: str | None = Field(None, description="In the call's first delta.")
+    type: Literal["function"] | None = None
+    function: CalledFunctionDelta
+
+
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = Field(None, description="With a forced tool_choice: the call: first its id, type "
+                                                                     "and name, then pieces of its arguments.")
 
 
 class ChatChunkChoice(BaseModel):
     index: int
     delta: ChatDelta
-    finish_reason: FinishReason | None = None
+    finish_reason: ChatFinishReason | None = None
     logprobs: ChatLogprobs | None = Field(None, description="With logprobs: this chunk's tokens.")
 
 

@@ -1,0 +1,196 @@
+"""Function calling through the real openai client on the loopback server: forced calls are masked by a grammar.
+
+The tiny Llama has random weights, so arguments that parse and follow the schema come from the mask
+alone (tests/api/test_api_json_mode.py shows the unmasked twin writing byte soup).
+"""
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import openai
+import pytest
+
+from api_helpers import KEY, api_settings, start_server
+
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 12},
+        "unit": {"enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    },
+    "required": ["city", "unit", "days"],
+}
+TIME = {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The forecast for a city.", "parameters": WEATHER}},
+    {"type": "function", "function": {"name": "get-time", "description": "The time in a zone.", "parameters": TIME}},
+    {"type": "function", "function": {"name": "ping"}},  # no parameters: {}
+]
+SCHEMAS = {"get_weather": WEATHER, "get-time": TIME, "ping": {"type": "object", "properties": {}, "additionalProperties": False}}
+MSGS = [{"role": "user", "content": "What is the weather in Utrecht?"}]
+
+
+@pytest.fixture(scope="module")
+def live(long_bundle, tmp_path_factory):
+    """The tiny Llama with a 2048-token context: its tokenizer spends ~550 tokens on the tools' description."""
+    server = start_server(api_settings(long_bundle, tmp_path_factory.mktemp("tools"), context_length=2048, max_batch=4))
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def client(live):
+    return openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0, timeout=120)
+
+
+def _valid(name: str, arguments: str) -> dict:
+    args = json.loads(arguments)
+    jsonschema.validate(args, SCHEMAS[name])
+    return args
+
+
+def test_named_call_follows_its_schema(client):
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, max_tokens=200, temperature=0.8, seed=1, n=2,
+                                       tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    ids = set()
+    for c in r.choices:
+        assert c.finish_reason == "tool_calls" and c.message.content is None, c
+        [call] = c.message.tool_calls
+        assert call.type == "function" and call.function.name == "get_weather" and call.id.startswith("call_")
+        _valid("get_weather", call.function.arguments)
+        ids.add(call.id)
+    assert len(ids) == 2  # n > 1: each choice its own call
+
+
+def test_a_tool_without_parameters_gets_an_empty_object(client):
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, max_tokens=50, temperature=0,
+                                       tool_choice={"type": "function", "function": {"name": "ping"}})
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {}
+
+
+def test_required_call_names_a_tool_and_follows_its_schema(client):
+    names = set()
+    for seed in range(4):
+        r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice="required", max_tokens=200,
+                                           temperature=1.0, seed=seed)
+        c = r.choices[0]
+        assert c.finish_reason == "tool_calls" and c.message.content is None, c
+        call = c.message.tool_calls[0]
+        _valid(call.function.name, call.function.arguments)
+        names.add(call.function.name)
+    assert names <= set(SCHEMAS)
+
+
+def _reassemble(chunks) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    for ch in chunks:
+        for c in ch.choices:
+            got = out.setdefault(c.index, {"id": None, "name": None, "arguments": "", "finish": None, "content": "", "role": None})
+            got["role"] = got["role"] or c.delta.role
+            got["content"] += c.delta.content or ""
+            for tc in c.delta.tool_calls or ():
+                assert tc.index == 0
+                if tc.id:
+                    assert got["id"] is None and tc.type == "function" and tc.function.name
+                    got["id"], got["name"] = tc.id, tc.function.name
+                else:
+                    assert got["id"] is not None and tc.function.name is None  # the name comes first, once
+                got["arguments"] += tc.function.arguments or ""
+            if c.finish_reason:
+                got["finish"] = c.finish_reason
+    return out
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get-time"}}])
+def test_stream_deltas_reassemble_to_the_same_call(client, choice):
+    kw = dict(model="default", messages=MSGS, tools=TOOLS, tool_choice=choice, max_tokens=200, temperature=0.7, seed=5)
+    whole = client.chat.completions.create(**kw).choices[0]
+    chunks = list(client.chat.completions.create(**kw, stream=True))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    got = _reassemble(chunks)[0]
+    assert got["finish"] == "tool_calls" and got["content"] == ""
+    call = whole.message.tool_calls[0]
+    assert (got["name"], got["arguments"]) == (call.function.name, call.function.arguments)
+    assert got["id"].startswith("call_")
+    _valid(got["name"], got["arguments"])
+
+
+def test_stream_n2_gives_each_choice_its_call(client):
+    chunks = list(client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice="required", n=2,
+                                                 max_tokens=200, temperature=1.0, seed=9, stream=True))
+    got = _reassemble(chunks)
+    assert set(got) == {0, 1} and got[0]["id"] != got[1]["id"]
+    for g in got.values():
+        assert g["finish"] == "tool_calls"
+        _valid(g["name"], g["arguments"])
+
+
+def test_a_cut_call_ends_with_length(client):
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, max_tokens=3, temperature=0,
+                                       tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    c = r.choices[0]
+    assert c.finish_reason == "length" and c.message.tool_calls[0].function.name == "get_weather"
+
+
+def test_auto_and_none_answer_in_text(client):
+    for choice in ("auto", "none", openai.NOT_GIVEN):
+        r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice=choice, max_tokens=4)
+        assert r.choices[0].finish_reason in ("stop", "length") and r.choices[0].message.tool_calls is None
+        assert isinstance(r.choices[0].message.content, str)
+
+
+def test_history_with_a_tool_result_is_accepted(client, live):
+    first = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, max_tokens=200, temperature=0,
+                                           tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    asked = first.choices[0].message
+    history = [*MSGS, asked.model_dump(exclude_none=True),
+               {"role": "tool", "tool_call_id": asked.tool_calls[0].id, "content": "12 degrees, rain"}]
+    r = client.chat.completions.create(model="default", messages=history, tools=TOOLS, max_tokens=8)
+    assert isinstance(r.choices[0].message.content, str)
+    prompt = live.runtime.chat.formatter.format_chat([
+        *MSGS, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": '{"city": "Utrecht"}'}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "12 degrees, rain"}]).text
+    assert '{"name": "get_weather", "arguments": {"city": "Utrecht"}}' in prompt and "Result of get_weather: 12 degrees, rain" in prompt
+    again = client.chat.completions.create(model="default", messages=history, tools=TOOLS, tool_choice="required", max_tokens=200,
+                                           temperature=0)
+    _valid(again.choices[0].message.tool_calls[0].function.name, again.choices[0].message.tool_calls[0].function.arguments)
+
+
+def test_the_prompt_describes_the_tools(live):
+    from edge_agent.services.tools import Tool, call_constraint
+
+    tools = [Tool("get_weather", "The forecast for a city.", WEATHER)]
+    text = live.runtime.chat.formatter.format_chat(MSGS, instruction=call_constraint(tools, "get_weather").instruction).text
+    assert "get_weather: The forecast for a city." in text and '"maxLength":12' in text and "Call get_weather" in text
+
+
+BAD = [
+    (dict(tool_choice={"type": "function", "function": {"name": "nope"}}), "tool_choice.function.name", "not among the tools"),
+    (dict(tools=[TOOLS[0], TOOLS[0]]), "tools", "unique"),
+    (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "nonsense"}}}]),
+     "tools[0].function.parameters", "JSON schema"),
+    (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": ["x"]}}]), "tools[0].function.parameters", None),
+    (dict(tools=[{"type": "function", "function": {"name": "bad name!"}}]), "tools[0].function.name", None),
+    (dict(tools=[{"type": "web_search", "function": {"name": "f"}}]), "tools[0].type", "function"),
+    (dict(tools=None, tool_choice="required"), "tool_choice", "needs tools"),
+    (dict(messages=[*MSGS, {"role": "tool", "tool_call_id": "call_x", "content": "12"}]), "messages[1].tool_call_id", "no earlier"),
+    (dict(messages=[*MSGS, {"role": "tool", "content": "12"}]), "messages[1].tool_call_id", "tool_call_id"),
+    (dict(messages=[*MSGS, {"role": "assistant", "content": None}]), "messages[1].content", "tool_calls"),
+    (dict(messages=[{"role": "user", "content": "x", "tool_calls": []}, {"role": "user", "content": "x", "tool_call_id": "c"}]),
+     "messages[1].tool_call_id", "role"),
+    (dict(functions=[{"name": "f"}]), "functions", "tools"),
+    (dict(function_call={"name": "f"}), "function_call", "tool_choice"),
+    (dict(tool_choice="required", response_format={"type": "json_object"}), "response_format", "tool call"),
+]
+
+
+@pytest.mark.parametrize("kwargs,param,says", BAD)
+def test_bad_tool_requests_are_400_with_param(live, kwargs, param, says):
+    body = {"model": "default", "messages": MSGS, "tools": TOOLS, "max_tokens": 4, **kwargs}
+    status, _, raw = live.request("POST", "/v1/chat/completions", {k: v for k, v in body.items() if v is not None})
+    text = raw.decode()
+    assert status == 400 and "Traceback" not in text and ".py" not in text, text
+    err = json.loads(text)["error"]
+    assert err["param"] == param and (says is None or says in err["message"]), err
