@@ -11,8 +11,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_serializer, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_serializer, model_validator
 
+from edge_agent.services.tools_protocol import (  # noqa: F401 (re-exported: api.protocol, /openapi.json)
+    MAX_TOOLS,
+    CalledFunction,
+    CalledFunctionDelta,
+    ChatTool,
+    FunctionCall,
+    FunctionDefinition,
+    NamedFunction,
+    NamedToolChoice,
+    ResponseToolCall,
+    ToolCall,
+    ToolCallDelta,
+    check_tools,
+)
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
@@ -162,91 +176,74 @@ class TextPart(_Request):
         return data
 
 
-TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
-MAX_TOOLS = 128
-_FUNCTION_ONLY = "only tools of type 'function' are supported (function calling)"
-
-
-def _function_type(v: Any) -> Any:
-    if v != "function":
-        raise ValueError(f"tools of type {v!r} are not supported: {_FUNCTION_ONLY}" if isinstance(v, str) else _FUNCTION_ONLY)
-    return v
-
-
-FunctionType = Annotated[Literal["function"], BeforeValidator(_function_type)]
-
-
-class FunctionCall(_Request):
-    name: str = Field(min_length=1, max_length=64, description="The function called.")
-    arguments: str = Field(max_length=65536, description="Its arguments, as JSON text.")
-
-
-class ToolCall(_Request):
-    """A call the assistant made (in the history, or in an answer)."""
-
-    id: str = Field(min_length=1, max_length=256)
-    type: FunctionType = "function"
-    function: FunctionCall
-
-
-class FunctionDefinition(_Request):
-    name: str = Field(pattern=TOOL_NAME, description="Letters, digits, _ and -, at most 64 characters; unique among the tools.")
-    description: str | None = Field(None, max_length=4096, description="What the function does (shown to the model).")
-    parameters: dict[str, Any] | None = Field(None, description="The JSON schema (an object) of its arguments; none: no arguments ({}).")
-    strict: bool | None = Field(None, description="Accepted; a forced call always follows the schema (every token is masked by it).")
-
-    @field_validator("parameters")
-    @classmethod
-    def _usable_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if v is not None:
-            from edge_agent.services.tools import check_parameters
-
-            check_parameters(v)
-        return v
-
-
-class ChatTool(_Request):
-    type: FunctionType = Field(description="Only \"function\".")
-    function: FunctionDefinition
-
-
-class NamedFunction(_Request):
-    name: str = Field(min_length=1, max_length=64)
-
-
-class NamedToolChoice(_Request):
-    type: FunctionType
-    function: NamedFunction
+_TEXT = str | Annotated[list[TextPart], Field(max_length=256)]
 
 
 class ChatMessage(_Request):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | Annotated[list[TextPart], Field(max_length=256)] | None = Field(
-        None, description="Text, or a list of text parts; null only for an assistant message with tool_calls.")
+    role: Literal["system", "developer", "user"]
+    content: _TEXT = Field(description="Text, or a list of text parts.")
     name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
+
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The message as services take it: role and text."""
+        return {"role": self.role, "content": self.text()}
+
+
+class AssistantTurn(ChatMessage):
+    """An earlier answer: its text, or the calls it made (or both)."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": ["content"], "properties": {"content": {"type": ["string", "array"]}}},
+        {"required": ["tool_calls"], "properties": {"tool_calls": {"type": "array", "minItems": 1}}},
+    ]})
+
+    role: Literal["assistant"]
+    content: _TEXT | None = Field(None, description="Text, or a list of text parts; null or left out only with tool_calls.")
     # what the openai client's ChatCompletionMessage.model_dump() carries when a client replays an answer into the history
     refusal: str | None = Field(None, description="Accepted and ignored.")
     annotations: list | None = Field(None, description="Accepted and ignored.")
     audio: Unsupported("this model reads text only: leave `audio` out") = Field(None, description="Not supported: only null.")
     tool_calls: Annotated[list[ToolCall], Field(max_length=MAX_TOOLS)] | None = Field(
-        None, description="An assistant message: the calls it made (their results follow as `tool` messages).")
+        None, description="The calls it made (their results follow as `tool` messages).")
     function_call: Unsupported("the deprecated function_call is not taken: send the call in `tool_calls`") = Field(
         None, description="Not supported (deprecated by OpenAI): only null; use tool_calls.")
-    tool_call_id: str | None = Field(None, min_length=1, max_length=256, description="A `tool` message: the id of the call it answers.")
 
     def text(self) -> str:
-        if self.content is None:
-            return ""
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        return "" if self.content is None else super().text()
 
     def to_dict(self) -> dict[str, Any]:
-        """The message as services take it: role and text, with the calls ({"id", "name", "arguments"}) or the call answered."""
+        """The message as services take it: role and text, with the calls ({"id", "name", "arguments"})."""
         out: dict[str, Any] = {"role": self.role, "content": self.text()}
         if self.tool_calls:
             out["tool_calls"] = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in self.tool_calls]
-        if self.tool_call_id is not None:
-            out["tool_call_id"] = self.tool_call_id
         return out
+
+
+class ToolMessage(_Request):
+    """A tool's result, answering an earlier assistant message's call."""
+
+    role: Literal["tool"]
+    content: _TEXT = Field(description="The result, as text or text parts.")
+    tool_call_id: str = Field(min_length=1, max_length=256, description="The id of the call it answers (from an earlier tool_calls).")
+    name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
+
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": "tool", "content": self.text(), "tool_call_id": self.tool_call_id}
+
+
+def _message_kind(v: Any) -> str:
+    role = v.get("role") if isinstance(v, dict) else getattr(v, "role", None)
+    return "ToolMessage" if role == "tool" else "AssistantTurn" if role == "assistant" else "ChatMessage"  # any other value: ChatMessage says what is wrong
+
+
+Message = Annotated[Annotated[ChatMessage, Tag("ChatMessage")] | Annotated[AssistantTurn, Tag("AssistantTurn")]
+                    | Annotated[ToolMessage, Tag("ToolMessage")], Discriminator(_message_kind)]
 
 
 class JsonSchemaFormat(_Request):
@@ -280,7 +277,7 @@ class ResponseFormat(_Request):
 
 
 class ChatCompletionRequest(_Sampling):
-    messages: list[ChatMessage] = Field(min_length=1, description="The conversation so far, oldest first.")
+    messages: list[Message] = Field(min_length=1, description="The conversation so far, oldest first.")
     max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
     response_format: ResponseFormat | None = None
     logprobs: bool | None = Field(None, description="Return each answer token's log-probability in `choices[].logprobs.content` "
@@ -313,28 +310,7 @@ class ChatCompletionRequest(_Sampling):
 
     @model_validator(mode="after")
     def _tools_fit(self) -> "ChatCompletionRequest":
-        from edge_agent.services.errors import InvalidRequestError
-
-        names = [t.function.name for t in self.tools or ()]
-        choice = self.tool_choice
-        if choice == "required" and not names:
-            raise InvalidRequestError("tool_choice \"required\" needs tools: send `tools`, or leave tool_choice out", param="tool_choice")
-        if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
-            raise InvalidRequestError(f"tool_choice names {choice.function.name!r}, which is not among the tools"
-                                      + (f" ({', '.join(names)})" if names else " (none were sent)"), param="tool_choice.function.name")
-        if self.forced_call() is not None:
-            if self.response_format is not None and self.response_format.type != "text":
-                raise InvalidRequestError("response_format cannot be combined with a forced tool call (the call's arguments "
-                                          "follow the tool's parameters): leave one of them out", param="response_format")
-            if self.rag is not None:
-                raise InvalidRequestError("rag cannot be combined with a forced tool call: leave one of them out", param="rag")
-        calls: set[str] = set()
-        for i, m in enumerate(self.messages):
-            _check_message(m, i)
-            calls |= {c.id for c in m.tool_calls or ()}
-            if m.role == "tool" and m.tool_call_id not in calls:
-                raise InvalidRequestError(f"this tool message answers call {m.tool_call_id!r}, which no earlier assistant "
-                                          "message made (in its tool_calls)", param=f"messages[{i}].tool_call_id")
+        check_tools(self)
         return self
 
     def forced_call(self) -> str | None:
@@ -362,27 +338,11 @@ class ChatCompletionRequest(_Sampling):
 
     @field_validator("messages")
     @classmethod
-    def _max_messages(cls, v: list[ChatMessage], info: ValidationInfo) -> list[ChatMessage]:
+    def _max_messages(cls, v: list, info: ValidationInfo) -> list[ChatMessage]:
         limit = (info.context or {}).get("max_messages")
         if limit is not None and len(v) > limit:
             raise ValueError(f"at most {limit} messages are accepted on this server")
         return v
-
-
-def _check_message(m: ChatMessage, i: int) -> None:
-    """Raise InvalidRequestError (naming the field of messages[i]) where role and tool fields do not go together."""
-    from edge_agent.services.errors import InvalidRequestError
-
-    at = f"messages[{i}]"
-    if m.role == "tool" and m.tool_call_id is None:
-        raise InvalidRequestError("a tool message needs tool_call_id: the id of the call it answers", param=at + ".tool_call_id")
-    if m.role != "tool" and m.tool_call_id is not None:
-        raise InvalidRequestError("tool_call_id belongs on a message with role \"tool\" only", param=at + ".tool_call_id")
-    if m.tool_calls and m.role != "assistant":
-        raise InvalidRequestError("tool_calls belong on an assistant message only", param=at + ".tool_calls")
-    if m.content is None and not (m.role == "assistant" and m.tool_calls):
-        raise InvalidRequestError(f"invalid value for '{at}.content': Field required (null only for an assistant message "
-                                  "with tool_calls)", param=at + ".content")
 
 
 TokenIds = Annotated[list[Int(ge=0, le=2**31 - 1)], Field(min_length=1)]
@@ -497,18 +457,6 @@ class Usage(BaseModel):
     total_tokens: int
 
 
-class CalledFunction(BaseModel):
-    name: str
-    arguments: str = Field(description="The arguments as JSON text; they follow the tool's parameters unless the call was cut "
-                                       "(finish_reason \"length\"), when they may not parse.")
-
-
-class ResponseToolCall(BaseModel):
-    id: str = Field(description="call_ and random characters; a `tool` message answers it by this id.")
-    type: Literal["function"] = "function"
-    function: CalledFunction
-
-
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = Field(description="The answer; null when it is a tool call.")
@@ -561,18 +509,6 @@ class ChatCompletion(BaseModel):
     usage: Usage
     sources: list[Source] | None = Field(None, description=_SOURCES)
     grounding: GroundingReport | None = Field(None, description=_GROUNDING)
-
-
-class CalledFunctionDelta(BaseModel):
-    name: str | None = Field(None, description="In the call's first delta.")
-    arguments: str | None = Field(None, description="The next piece of the arguments' JSON text.")
-
-
-class ToolCallDelta(BaseModel):
-    index: int = Field(description="The call's position in the choice (always 0: one call per choice).")
-    id: str | None = Field(None, description="In the call's first delta.")
-    type: Literal["function"] | None = None
-    function: CalledFunctionDelta
 
 
 class ChatDelta(BaseModel):
