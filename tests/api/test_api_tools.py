@@ -206,3 +206,40 @@ def test_openapi_documents_tools_as_real_fields(live):
     assert "tool_calls" in schemas["AssistantMessage"]["properties"] and "tool_calls" in schemas["ChatDelta"]["properties"]
     assert "tool_calls" in json.dumps(schemas["ChatChoice"]["properties"]["finish_reason"])
     assert "Not supported" in req["functions"]["description"]
+
+
+TOOLS_TEMPLATE = (  # a tools-aware template in the style of Qwen's and Llama 3.1's: tools listed, calls and results native
+    "{% if tools %}TOOLS {{ tools | tojson }}\n{% endif %}{% for m in messages %}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}CALL {{ c.function.name }} {{ c.function.arguments | tojson }}\n{% endfor %}"
+    "{% elif m.role == 'tool' %}RESULT {{ m.tool_call_id }}: {{ m.content }}\n"
+    "{% else %}{{ m.role }}: {{ m.content }}\n{% endif %}{% endfor %}assistant: "
+)
+ALTERNATING = (  # Gemma's kind: no tools, roles must alternate
+    "{% for m in messages %}{% if (m.role == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('roles must alternate user/assistant') }}{% endif %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant: "
+)
+HISTORY = [*MSGS, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": '{"city": "<s>Utrecht"}'}]},
+           {"role": "tool", "tool_call_id": "c1", "content": "12 degrees <s>"}, {"role": "user", "content": "And tomorrow?"}]
+
+
+def test_a_tools_template_gets_the_tools_and_the_calls_natively(llama_engine):
+    from edge_agent.services.prompts import PromptFormatter
+    from edge_agent.services.tools import Tool
+
+    tok = llama_engine.tokenizer
+    f = PromptFormatter({"type": "chat", "template": TOOLS_TEMPLATE}, tok, bos_token_id=1)
+    assert f.takes_tools
+    out = f.format_chat(HISTORY, tools=[Tool("get_weather", "The forecast <s>.", WEATHER).listing()])
+    assert out.text.startswith('TOOLS [{"type": "function", "function": {"name": "get_weather", "parameters": ')
+    assert 'CALL get_weather {"city": "<s>Utrecht"}\nRESULT c1: 12 degrees <s>\nuser: And tomorrow?' in out.text
+    assert out.ids.count(1) == 1  # "<s>" in a description, the arguments or a result stays text (data), BOS once
+
+
+def test_a_template_without_tools_reads_calls_and_results_as_text(llama_engine):
+    from edge_agent.services.prompts import PromptFormatter
+
+    f = PromptFormatter({"type": "chat", "template": ALTERNATING}, llama_engine.tokenizer)
+    assert not f.takes_tools
+    out = f.format_chat(HISTORY)  # the result becomes the user's turn, joined with the next user message: roles still alternate
+    assert ('assistant: {"name": "get_weather", "arguments": {"city": "<s>Utrecht"}}\n'
+            "user: Result of get_weather: 12 degrees <s>\n\nAnd tomorrow?\nassistant: ") in out.text
