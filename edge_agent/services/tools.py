@@ -68,17 +68,21 @@ def call_prefix(name: str) -> str:
 
 
 def describe(tools: list[Tool], forced: str | None) -> str:
-    """The system text that tells a model without a tools-aware template what it may call, and how to answer."""
-    lines = ["You can call these functions (name: what it does; the JSON schema of its arguments):"]
-    for t in tools:
-        schema = json.dumps(t.schema(), ensure_ascii=False, separators=(",", ":"))
-        lines.append(f"- {t.name}: {t.description.strip() or '(no description)'} Arguments: {schema}")
-    text = "\n".join(lines)
+    """The system text that tells a model without a tools-aware template what it may call, and how to answer.
+
+    Each tool is a line of JSON in the shape of the answer ({"name", "description", "parameters"}): with the
+    default base model (Gemma 3 270M) and three tools, "required" named the fitting tool in 3 of 5 questions
+    this way, and in 1 of 5 with a prose list ("- name: description. Arguments: schema"), where it
+    named the last tool every time (commit message: the questions and answers).
+    """
+    lines = [json.dumps({"name": t.name, "description": t.description.strip(), "parameters": t.schema()}, ensure_ascii=False)
+             for t in tools]
+    text = "Available functions:\n" + "\n".join(lines)
     if len(text) > MAX_TOOLS_HINT_CHARS:
-        text = "You can call these functions: " + ", ".join(t.name for t in tools) + "."
+        text = "Available functions: " + ", ".join(t.name for t in tools) + "."
     if forced is not None:
-        return text + f"\nCall {forced}: respond with its arguments as one JSON object."
-    return text + '\nCall one of them: respond with one JSON object {"name": <function name>, "arguments": <its arguments>}.'
+        return text + f"\nCall {forced} and fill in its arguments from the question."
+    return text + "\nPick the function that answers the question and fill in its arguments."
 
 
 def call_constraint(tools: list[Tool], forced: str | None, hint: bool = True) -> OutputConstraint:
@@ -90,8 +94,8 @@ def call_constraint(tools: list[Tool], forced: str | None, hint: bool = True) ->
     import llguidance as llg
 
     instruction = describe(tools, forced) if hint else (
-        f"Call {forced}: respond with its arguments as one JSON object." if forced else
-        'Call one of the functions: respond with one JSON object {"name": <function name>, "arguments": <its arguments>}.')
+        f"Call {forced} and fill in its arguments from the question." if forced else
+        "Pick the function that answers the question and fill in its arguments.")
     if forced is not None:
         tool = next(t for t in tools if t.name == forced)
         grammar = f"start: {_LEAD} value\nvalue: {_json_rule(tool.schema())}"

@@ -163,7 +163,8 @@ def test_the_prompt_describes_the_tools(live):
 
     tools = [Tool("get_weather", "The forecast for a city.", WEATHER)]
     text = live.runtime.chat.formatter.format_chat(MSGS, instruction=call_constraint(tools, "get_weather").instruction).text
-    assert "get_weather: The forecast for a city." in text and '"maxLength":12' in text and "Call get_weather" in text
+    assert '{"name": "get_weather", "description": "The forecast for a city.", "parameters": {"type": "object"' in text
+    assert '"maxLength": 12' in text and "Call get_weather" in text
 
 
 BAD = [
