@@ -194,8 +194,8 @@ def chat_completions():
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     constraint = req.response_format.constraint() if req.response_format is not None else None
     tools, call = req.tool_list(), req.forced_call()
-    gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0, rag=_rag(req),
-                   tools=tools, call=call)
+    gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0,
+                   rag=_rag(req), tools=tools, call=call)
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:

@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from edge_agent.services.tools_protocol import (  # noqa: F401 (re-exported: api.protocol, /openapi.json)
     MAX_TOOLS,
@@ -238,8 +249,9 @@ class ToolMessage(_Request):
 
 
 def _message_kind(v: Any) -> str:
+    """Which model reads a message, by its role (any other value, even {}, goes to ChatMessage, which says what is wrong)."""
     role = v.get("role") if isinstance(v, dict) else getattr(v, "role", None)
-    return "ToolMessage" if role == "tool" else "AssistantTurn" if role == "assistant" else "ChatMessage"  # any other value: ChatMessage says what is wrong
+    return "ToolMessage" if role == "tool" else "AssistantTurn" if role == "assistant" else "ChatMessage"
 
 
 Message = Annotated[Annotated[ChatMessage, Tag("ChatMessage")] | Annotated[AssistantTurn, Tag("AssistantTurn")]
@@ -293,7 +305,8 @@ class ChatCompletionRequest(_Sampling):
         None, description="none: tools are ignored; auto: the model answers in text; required: it calls one of the tools "
                           "(it chooses which); {\"type\": \"function\", \"function\": {\"name\": ...}}: it calls that one.")
     parallel_tool_calls: bool | None = Field(None, description="Accepted; a forced call is one call per choice.")
-    functions: Unsupported("the deprecated `functions` is not taken: send them as `tools` ([{\"type\": \"function\", \"function\": ...}])") = Field(
+    functions: Unsupported("the deprecated `functions` is not taken: send them as `tools` "
+                           "([{\"type\": \"function\", \"function\": ...}])") = Field(
         None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")
     function_call: Unsupported("the deprecated `function_call` is not taken: use `tool_choice`", "none", "auto") = Field(
         None, description="Not supported (deprecated by OpenAI): use tool_choice.")
