@@ -134,6 +134,16 @@ def test_a_cut_call_ends_with_length(client):
     assert c.finish_reason == "length" and c.message.tool_calls[0].function.name == "get_weather"
 
 
+def test_a_required_call_cut_before_its_name_is_no_call(client):
+    """Cut inside '{"name": "': no name to report, so no tool_calls; the text comes back as content, streamed or not."""
+    kw = dict(model="default", messages=MSGS, tools=TOOLS, tool_choice="required", max_tokens=2, temperature=0)
+    c = client.chat.completions.create(**kw).choices[0]
+    assert c.finish_reason == "length" and c.message.tool_calls is None
+    assert c.message.content and '{"name": "'.startswith(c.message.content.lstrip(" \n"))
+    got = _reassemble(client.chat.completions.create(**kw, stream=True))[0]
+    assert (got["finish"], got["id"], got["content"]) == ("length", None, c.message.content)
+
+
 def test_auto_and_none_answer_in_text(client):
     for choice in ("auto", "none", openai.NOT_GIVEN):
         r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice=choice, max_tokens=4)
