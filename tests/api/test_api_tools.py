@@ -254,3 +254,34 @@ def test_a_template_without_tools_reads_calls_and_results_as_text(llama_engine):
     out = f.format_chat(HISTORY)  # the result becomes the user's turn, joined with the next user message: roles still alternate
     assert ('assistant: {"name": "get_weather", "arguments": {"city": "<s>Utrecht"}}\n'
             "user: Result of get_weather: 12 degrees <s>\n\nAnd tomorrow?\nassistant: ") in out.text
+
+
+def test_a_forced_call_through_a_tools_template(long_bundle, tmp_path):
+    """A bundle whose template takes tools gets them there (not in the system text) and still answers a valid call."""
+    import shutil
+
+    from edge_agent.runtime import build_runtime
+    from edge_agent.services.chat import SamplingOptions
+    from edge_agent.services.tools import Tool, read_answer
+
+    dst = tmp_path / "models" / "tiny-tools"
+    shutil.copytree(long_bundle, dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    m["prompt_format"], m["name"] = {"type": "chat", "template": TOOLS_TEMPLATE}, "tiny-tools"
+    (dst / "manifest.json").write_text(json.dumps(m))
+    rt = build_runtime(api_settings(dst, tmp_path, context_length=2048, max_batch=2), load_documents=False)
+    try:
+        seen = []
+        real = rt.chat.formatter.format_chat
+        rt.chat.formatter.format_chat = lambda *a, **kw: seen.append(kw) or real(*a, **kw)
+        tools = [Tool("get-time", "The time in a zone.", TIME), Tool("ping")]
+        gen = rt.chat.chat(MSGS, SamplingOptions(max_tokens=100, temperature=0), tools=tools, call="")
+        [r] = gen.collect()
+        content, made, finish = read_answer(r.text, r.finish_reason, tools, None)
+        assert finish == "tool_calls" and content is None and made["name"] in ("get-time", "ping")
+        _valid(made["name"], made["arguments"])
+        [kw] = seen
+        assert [t["function"]["name"] for t in kw["tools"]] == ["get-time", "ping"]
+        assert "Available functions" not in kw["instruction"]  # the template lists them
+    finally:
+        rt.close()
