@@ -103,11 +103,12 @@ def _sse(data: dict | str) -> bytes:
     return b"data: " + (data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))).encode() + b"\n\n"
 
 
-def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[int, str | None, str | None, list | None], dict], include_usage: bool,
-            disconnected: Callable[[], bool]) -> Response:
+def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[int, str | None, str | None, list | None], dict | None],
+            include_usage: bool, disconnected: Callable[[], bool]) -> Response:
     """Server-Sent Events: head chunks, one chunk per delta and per end, optional usage, [DONE].
 
-    chunk(index, text, finish_reason, logprobs) makes a chunk; logprobs are the TokenLogprob of its tokens (None unless asked for).
+    chunk(index, text, finish_reason, logprobs) makes a chunk, or None when there is nothing to send; logprobs are the
+    TokenLogprob of its tokens (None unless asked for).
 
     A client that goes away (a failed write closes this generator; waitress' disconnect probe
     is polled between events) cancels the generation.
@@ -134,6 +135,8 @@ def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[
                     out = chunk(ev.index, ev.text, None, ev.logprobs)
                 else:
                     out = chunk(ev.index, None, ev.finish_reason, ev.logprobs)
+                if out is None:  # nothing to say yet (a call's text held back until its name is known)
+                    continue
                 out.update(base)
                 if include_usage:
                     out["usage"] = None
@@ -206,10 +209,12 @@ def chat_completions():
         _with_sources(head[0], gen)
         readers = {c.index: CallReader(tools, call or None) for c in gen.choices} if call is not None else {}
 
-        def chunk(index: int, text: str | None, finish: str | None, lps: list | None) -> dict:
+        def chunk(index: int, text: str | None, finish: str | None, lps: list | None) -> dict | None:
             delta = {"content": text} if text is not None else {}
             if index in readers and (text is not None or finish is not None):
                 delta, finish = _call_delta(readers[index], text, finish)
+                if not delta and finish is None and lps is None:
+                    return None
             logprobs = None if lps is None else {"content": chat_content(lps, svc.token_texts()), "refusal": None}
             return {"object": obj, "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
 

@@ -111,6 +111,7 @@ def test_stream_deltas_reassemble_to_the_same_call(client, choice):
     assert chunks[0].choices[0].delta.role == "assistant"
     got = _reassemble(chunks)[0]
     assert got["finish"] == "tool_calls" and got["content"] == ""
+    assert all(c.choices[0].delta.role or c.choices[0].delta.tool_calls or c.choices[0].finish_reason for c in chunks)  # no empty chunks
     call = whole.message.tool_calls[0]
     assert (got["name"], got["arguments"]) == (call.function.name, call.function.arguments)
     assert got["id"].startswith("call_")
