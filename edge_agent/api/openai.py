@@ -16,6 +16,7 @@ from edge_agent.services import grounding
 from edge_agent.services.chat import sampling_options
 from edge_agent.services.generation import ChoiceDelta, Generation
 from edge_agent.services.logprobs import TextOffsets, chat_content, completion_logprobs
+from edge_agent.services.tools import CallReader, call_id, read_answer
 from edge_agent.services.errors import ModelNotFoundError, ServiceError, UnavailableError
 
 bp = Blueprint("openai", __name__)
@@ -97,11 +98,12 @@ def _sse(data: dict | str) -> bytes:
     return b"data: " + (data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))).encode() + b"\n\n"
 
 
-def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[int, str | None, str | None, list | None], dict], include_usage: bool,
-            disconnected: Callable[[], bool]) -> Response:
+def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[int, str | None, str | None, list | None], dict | None],
+            include_usage: bool, disconnected: Callable[[], bool]) -> Response:
     """Server-Sent Events: head chunks, one chunk per delta and per end, optional usage, [DONE].
 
-    chunk(index, text, finish_reason, logprobs) makes a chunk; logprobs are the TokenLogprob of its tokens (None unless asked for).
+    chunk(index, text, finish_reason, logprobs) makes a chunk, or None when there is nothing to send; logprobs are the
+    TokenLogprob of its tokens (None unless asked for).
 
     A client that goes away (a failed write closes this generator; waitress' disconnect probe
     is polled between events) cancels the generation.
@@ -128,6 +130,8 @@ def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[
                     out = chunk(ev.index, ev.text, None, ev.logprobs)
                 else:
                     out = chunk(ev.index, None, ev.finish_reason, ev.logprobs)
+                if out is None:  # nothing to say yet (a call's text held back until its name is known)
+                    continue
                 out.update(base)
                 if include_usage:
                     out["usage"] = None
@@ -187,20 +191,28 @@ def chat_completions():
     req = read_json(p.ChatCompletionRequest, rt.settings.max_body_bytes, _context())
     svc = rt.chat
     svc.check_model(req.model)
-    messages = [{"role": m.role, "content": m.text()} for m in req.messages]
+    messages = [m.to_dict() for m in req.messages]
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     constraint = req.response_format.constraint() if req.response_format is not None else None
-    gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0, rag=_rag(req))
+    tools, call = req.tool_list(), req.forced_call()
+    gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0,
+                   rag=_rag(req), tools=tools, call=call)
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:
         obj = "chat.completion.chunk"
-        head = [{"object": obj, "choices": [{"index": c.index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}]}
+        opening = {"role": "assistant", "content": "" if call is None else None}
+        head = [{"object": obj, "choices": [{"index": c.index, "delta": opening, "finish_reason": None, "logprobs": None}]}
                 for c in gen.choices]
         _with_sources(head[0], gen)
+        readers = {c.index: CallReader(tools, call or None) for c in gen.choices} if call is not None else {}
 
-        def chunk(index: int, text: str | None, finish: str | None, lps: list | None) -> dict:
+        def chunk(index: int, text: str | None, finish: str | None, lps: list | None) -> dict | None:
             delta = {"content": text} if text is not None else {}
+            if index in readers and (text is not None or finish is not None):
+                delta, finish = _call_delta(readers[index], text, finish)
+                if not delta and finish is None and lps is None:
+                    return None
             logprobs = None if lps is None else {"content": chat_content(lps, svc.token_texts()), "refusal": None}
             return {"object": obj, "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
 
@@ -210,12 +222,29 @@ def chat_completions():
         texts, ends, lps = _wait(gen, disconnected)
     finally:
         gen.cancel()
-    choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i],
-                            logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], svc.token_texts())))
-               for i in sorted(texts)]
+    choices = []
+    for i in sorted(texts):
+        content, made, finish = read_answer(texts[i], ends[i], tools, call or None) if call is not None else (texts[i], None, ends[i])
+        choices.append(p.ChatChoice(index=i, message=p.AssistantMessage.of(content, made), finish_reason=finish,
+                                    logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], svc.token_texts()))))
     gen.note_citations(texts.values())
     return _json(p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen),
                                   sources=_sources(gen), grounding=_grounding(gen)))
+
+
+def _call_delta(reader: CallReader, text: str | None, finish: str | None) -> tuple[dict, str | None]:
+    """A streamed forced call's delta (OpenAI's shape: the first with id, type and name, then argument pieces) and finish reason."""
+    had_name = reader.name is not None
+    if text is not None:
+        named, piece = reader.feed(text)
+    else:
+        named, piece = None, reader.finish(finish or "stop")
+        if reader.name is None:  # cut before the name was written: no call, the text as it is
+            return ({"content": piece} if piece else {}), finish
+        finish = "tool_calls" if finish == "stop" else finish
+    if named is not None and not had_name:
+        return {"tool_calls": [{"index": 0, "id": call_id(), "type": "function", "function": {"name": named, "arguments": piece}}]}, finish
+    return ({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]} if piece else {}), finish
 
 
 @bp.post("/v1/completions")

@@ -35,6 +35,7 @@ from edge_agent.services import protocol as p
 from edge_agent.services import responses_protocol as rp
 from edge_agent.services.chat import sampling_options
 from edge_agent.services.logprobs import TextOffsets, chat_content, completion_logprobs
+from edge_agent.services.tools import read_answer
 from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation
 from edge_agent.services.errors import BusyError, ServiceError, UnavailableError
 
@@ -218,11 +219,12 @@ class BatchRequestRunner:
         self.chat.check_model(req.model)
         priority = max(self.priority, req.priority or 0)
         if isinstance(req, p.ChatCompletionRequest):
-            messages = [{"role": m.role, "content": m.text()} for m in req.messages]
+            messages = [m.to_dict() for m in req.messages]
             max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
             constraint = req.response_format.constraint() if req.response_format is not None else None
+            tools, call = req.tool_list(), req.forced_call()
             start = lambda: self.chat.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint,  # noqa: E731
-                                           priority=priority, rag=_rag(req))
+                                           priority=priority, rag=_rag(req), tools=tools, call=call)
         else:
             start = lambda: self.chat.complete(req.prompts(), sampling_options(req, req.max_tokens), n=req.n or 1,  # noqa: E731
                                                echo=bool(req.echo), priority=priority, rag=_rag(req))
@@ -233,7 +235,9 @@ class BatchRequestRunner:
         gen.note_citations(texts.values())
         sources, grounding = p.sources_of(gen), p.grounding_of(gen)
         if isinstance(req, p.ChatCompletionRequest):
-            choices = [p.ChatChoice(index=i, message=p.AssistantMessage(content=texts[i]), finish_reason=ends[i],
+            answers = {i: read_answer(texts[i], ends[i], tools, call or None) if call is not None else (texts[i], None, ends[i])
+                       for i in texts}
+            choices = [p.ChatChoice(index=i, message=p.AssistantMessage.of(answers[i][0], answers[i][1]), finish_reason=answers[i][2],
                                     logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], self.chat.token_texts())))
                        for i in sorted(texts)]
             out = p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=usage,

@@ -52,6 +52,7 @@ from edge_agent.services.grounding import (
 )
 from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation, _Choice
 from edge_agent.services.prompts import PromptFormatter
+from edge_agent.services.tools import Tool, call_constraint
 
 log = logging.getLogger(__name__)
 
@@ -174,14 +175,25 @@ class ChatService:
             raise ModelNotFoundError(name, [self.model_name])
 
     # --- requests -----------------------------------------------------------------
-    def chat(self, messages: list[dict[str, str]], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,
-             rag: RagOptions | None = None, constraint: OutputConstraint | None = None) -> Generation:
+    def chat(self, messages: list[dict], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,
+             rag: RagOptions | None = None, constraint: OutputConstraint | None = None, tools: list[Tool] | None = None,
+             call: str | None = None) -> Generation:
         """Format messages for this model and start n choices; with rag, ground them in retrieved chunks first.
 
         constraint (or json_object=True for OutputConstraint.json_object()) makes every choice
-        follow a grammar. Raises InvalidRequestError, ContextLengthExceededError, BusyError,
-        UnavailableError (DocumentsUnavailableError, with retry_after, while the documents load).
+        follow a grammar. call (with tools) forces a tool call: "" any of the tools, else the one
+        named (services/tools.py; read each choice with tools.CallReader). Raises InvalidRequestError,
+        ContextLengthExceededError, BusyError, UnavailableError (DocumentsUnavailableError, with
+        retry_after, while the documents load).
         """
+        if call is not None and tools:
+            if constraint is not None or json_object or rag is not None:
+                raise InvalidRequestError("a forced tool call cannot be combined with a response format or rag", param="tool_choice")
+            native = self.formatter.takes_tools
+            constraint = call_constraint(tools, call or None, hint=not native)
+            prompt = self.formatter.format_chat(messages, instruction=constraint.instruction,
+                                                tools=[t.listing() for t in tools] if native else None, check=self._length_check(options))
+            return self._start([(prompt.ids, prompt.prefill, i) for i in range(n)], [len(prompt.ids)], options, priority, constraint)
         if constraint is None and json_object:
             constraint = OutputConstraint.json_object()
         _no_logprobs_with_rag(options, rag)

@@ -398,7 +398,7 @@ def compile_matcher(lltok, constraint: OutputConstraint):
 
     err = llg.LLMatcher.validate_grammar(constraint.grammar, lltok)
     if err:
-        param = "choices" if constraint.kind == "choice" else "response_format"
+        param = {"choice": "choices", "tool_call": "tools"}.get(constraint.kind, "response_format")
         raise InvalidRequestError(f"the output format cannot be used: {_short(err)}", param=param)
     matcher = llg.LLMatcher(lltok, constraint.grammar, log_level=0)
     if matcher.is_error():

@@ -24,6 +24,7 @@ from typing import Any
 
 from edge_agent.engine.tokens import encode_plain, special_token_ids
 from edge_agent.services.errors import InvalidRequestError
+from edge_agent.services.tools import call_text
 
 # A base (pretrained) model continues text: the conversation becomes a transcript that ends
 # where the assistant's answer begins, and a new speaker label is a stop string. Gemma 3 270M
@@ -208,12 +209,14 @@ class PromptFormatter:
         text = self.encoder.defuse(block, table) + "\n\n" + prompt
         return FormattedPrompt(self.encoder.encode(text, table), self.encoder.restore(text, table))
 
-    def format_chat(self, messages: list[dict[str, str]], json_mode: bool = False, instruction: str = "",
-                    check: Callable[[str], None] | None = None) -> FormattedPrompt:
-        """messages: [{"role": system|developer|user|assistant, "content": str}] in order.
+    def format_chat(self, messages: list[dict[str, Any]], json_mode: bool = False, instruction: str = "",
+                    tools: list[dict[str, Any]] | None = None, check: Callable[[str], None] | None = None) -> FormattedPrompt:
+        """messages: [{"role": system|developer|user|assistant|tool, "content": str}] in order; an assistant message may
+        carry "tool_calls" ([{"id", "name", "arguments"}]), a tool message "tool_call_id".
 
         instruction (data, e.g. "answer in JSON that follows this schema") is added to the system
-        text; json_mode adds the default JSON instruction. check(prompt text) runs before the text is
+        text; json_mode adds the default JSON instruction. tools (OpenAI's form) go to a chat
+        template that takes them (see takes_tools). check(prompt text) runs before the text is
         encoded (a cheap length check can refuse a huge prompt without tokenizing it). Raises
         InvalidRequestError, and what check raises.
         """
@@ -221,11 +224,21 @@ class PromptFormatter:
             instruction = JSON_HINT
         table: dict[str, str] = {}
         enc = self.encoder
-        safe = [{"role": m["role"], "content": enc.defuse(m["content"], table)} for m in messages]
+        safe = []
+        for m in messages:
+            d = {"role": m["role"], "content": enc.defuse(m["content"], table)}
+            if m.get("tool_calls"):
+                d["tool_calls"] = [{"id": c["id"], "name": enc.defuse(c["name"], table), "arguments": enc.defuse(c["arguments"], table)}
+                                   for c in m["tool_calls"]]
+            if m.get("tool_call_id") is not None:
+                d["tool_call_id"] = m["tool_call_id"]
+            safe.append(d)
+        safe = _name_results(safe)
         hint = enc.defuse(instruction, table)
         stops: list[str] = []
         if self._template is not None:
-            text = self._render(safe, hint)
+            shown_tools = json.loads(enc.defuse(json.dumps(tools, ensure_ascii=False), table)) if tools and self.takes_tools else None
+            text = self._render(safe, hint, shown_tools)
         else:
             text, stops = self._transcript(safe, hint)
         shown = enc.restore(text, table)
@@ -233,8 +246,38 @@ class PromptFormatter:
             check(shown)
         return FormattedPrompt(enc.encode(text, table), shown, stops, "")
 
-    def _render(self, messages: list[dict[str, str]], hint: str) -> str:
-        msgs = [{"role": "system" if m["role"] == "developer" else m["role"], "content": m["content"]} for m in messages]
+    @property
+    def takes_tools(self) -> bool:
+        """Whether the chat template lists `tools` itself (else the tools are described in the system text)."""
+        return self._template is not None and "tools" in self.prompt_format["template"]
+
+    def _template_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Messages as the template reads them: tool calls and results in OpenAI's form where it knows them, else as text."""
+        native = "tool_calls" in self.prompt_format["template"]
+        out: list[dict[str, Any]] = []
+        folded = False
+        for m in messages:
+            role = "system" if m["role"] == "developer" else m["role"]
+            if native:
+                d: dict[str, Any] = {"role": role, "content": m["content"]}
+                if m.get("tool_calls"):
+                    d["tool_calls"] = [{"id": c["id"], "type": "function",
+                                        "function": {"name": c["name"], "arguments": _parsed(c["arguments"])}} for c in m["tool_calls"]]
+                if role == "tool":
+                    d["tool_call_id"], d["name"] = m["tool_call_id"], m.get("name", "")
+                out.append(d)
+                continue
+            content = _with_calls(m)
+            if role == "tool":
+                role, content, folded = "user", _result_text(m), True
+            if folded and out and out[-1]["role"] == role:  # a template that wants roles to alternate
+                out[-1] = {"role": role, "content": out[-1]["content"] + "\n\n" + content}
+            else:
+                out.append({"role": role, "content": content})
+        return out
+
+    def _render(self, messages: list[dict[str, Any]], hint: str, tools: list[dict[str, Any]] | None = None) -> str:
+        msgs = self._template_messages(messages)
         if hint:
             if msgs and msgs[0]["role"] == "system":
                 msgs[0] = {"role": "system", "content": f"{msgs[0]['content']}\n\n{hint}"}
@@ -242,7 +285,7 @@ class PromptFormatter:
                 msgs.insert(0, {"role": "system", "content": hint})
         try:
             return self._template.render(
-                messages=msgs, add_generation_prompt=True, bos_token=self.bos_token, eos_token=self.eos_token, tools=None,
+                messages=msgs, add_generation_prompt=True, bos_token=self.bos_token, eos_token=self.eos_token, tools=tools,
             )
         except _TemplateError as e:
             raise InvalidRequestError(f"the model's chat template refused these messages: {e}", param="messages") from None
@@ -251,7 +294,7 @@ class PromptFormatter:
                 f"the model's chat template could not format these messages ({type(e).__name__})", param="messages"
             ) from None
 
-    def _transcript(self, messages: list[dict[str, str]], hint: str) -> tuple[str, list[str]]:
+    def _transcript(self, messages: list[dict[str, Any]], hint: str) -> tuple[str, list[str]]:
         lab, sep = self.labels, self.labels["separator"]
         system = [m["content"].strip() for m in messages if m["role"] in ("system", "developer")]
         if hint:
@@ -261,9 +304,42 @@ class PromptFormatter:
             if m["role"] == "user":
                 parts.append(lab["user"] + m["content"].strip())
             elif m["role"] == "assistant":
-                parts.append(lab["assistant"] + " " + m["content"].strip())
+                parts.append(lab["assistant"] + " " + _with_calls(m).strip())
+            elif m["role"] == "tool":
+                parts.append(_result_text(m))
         parts.append(lab["assistant"])
         text = sep.join(parts)
         if system:
             text = lab["system_separator"].join(s for s in system if s) + lab["system_separator"] + text
         return text, [sep + lab["user"].rstrip(), sep + lab["assistant"].rstrip()]
+
+
+def _name_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each tool message with the "name" of the function whose call it answers."""
+    names: dict[str, str] = {}
+    out = []
+    for m in messages:
+        for c in m.get("tool_calls") or ():
+            names[c["id"]] = c["name"]
+        if m["role"] == "tool":
+            m = {**m, "name": names.get(m.get("tool_call_id", ""), "")}
+        out.append(m)
+    return out
+
+
+def _with_calls(m: dict[str, Any]) -> str:
+    """An assistant message's text followed by its calls, one a line, written as a forced "required" call is."""
+    calls = [call_text(c["name"], c["arguments"]) for c in m.get("tool_calls") or ()]
+    return "\n".join(x for x in [m["content"].strip(), *calls] if x)
+
+
+def _result_text(m: dict[str, Any]) -> str:
+    return f"Result of {m.get('name') or 'the function'}: {m['content'].strip()}"
+
+
+def _parsed(arguments: str) -> Any:
+    """Arguments as chat templates expect them (a mapping), or the text when it is not JSON."""
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments

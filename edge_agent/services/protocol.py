@@ -11,8 +11,33 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
+from edge_agent.services.tools_protocol import (  # noqa: F401 (re-exported: api.protocol, /openapi.json)
+    MAX_TOOLS,
+    CalledFunction,
+    CalledFunctionDelta,
+    ChatTool,
+    FunctionCall,
+    FunctionDefinition,
+    NamedFunction,
+    NamedToolChoice,
+    ResponseToolCall,
+    ToolCall,
+    ToolCallDelta,
+    check_tools,
+)
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
@@ -162,23 +187,75 @@ class TextPart(_Request):
         return data
 
 
+_TEXT = str | Annotated[list[TextPart], Field(max_length=256)]
+
+
 class ChatMessage(_Request):
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | Annotated[list[TextPart], Field(max_length=256)] = Field(description="Text, or a list of text parts.")
+    role: Literal["system", "developer", "user"]
+    content: _TEXT = Field(description="Text, or a list of text parts.")
     name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
+
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The message as services take it: role and text."""
+        return {"role": self.role, "content": self.text()}
+
+
+class AssistantTurn(ChatMessage):
+    """An earlier answer: its text, or the calls it made (or both)."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": ["content"], "properties": {"content": {"type": ["string", "array"]}}},
+        {"required": ["tool_calls"], "properties": {"tool_calls": {"type": "array", "minItems": 1}}},
+    ]})
+
+    role: Literal["assistant"]
+    content: _TEXT | None = Field(None, description="Text, or a list of text parts; null or left out only with tool_calls.")
     # what the openai client's ChatCompletionMessage.model_dump() carries when a client replays an answer into the history
     refusal: str | None = Field(None, description="Accepted and ignored.")
     annotations: list | None = Field(None, description="Accepted and ignored.")
     audio: Unsupported("this model reads text only: leave `audio` out") = Field(None, description="Not supported: only null.")
-    tool_calls: Unsupported("this model does not call tools (function calling): leave `tool_calls` out") = Field(
-        None, description="Not supported: only null or [].")
-    function_call: Unsupported("this model does not call tools (function calling): leave `function_call` out") = Field(
-        None, description="Not supported: only null.")
-    tool_call_id: Unsupported("this model does not call tools, so there are no tool results: leave `tool_call_id` out") = Field(
-        None, description="Not supported: only null.")
+    tool_calls: Annotated[list[ToolCall], Field(max_length=MAX_TOOLS)] | None = Field(
+        None, description="The calls it made (their results follow as `tool` messages).")
+    function_call: Unsupported("the deprecated function_call is not taken: send the call in `tool_calls`") = Field(
+        None, description="Not supported (deprecated by OpenAI): only null; use tool_calls.")
+
+    def text(self) -> str:
+        return "" if self.content is None else super().text()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The message as services take it: role and text, with the calls ({"id", "name", "arguments"})."""
+        out: dict[str, Any] = {"role": self.role, "content": self.text()}
+        if self.tool_calls:
+            out["tool_calls"] = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in self.tool_calls]
+        return out
+
+
+class ToolMessage(_Request):
+    """A tool's result, answering an earlier assistant message's call."""
+
+    role: Literal["tool"]
+    content: _TEXT = Field(description="The result, as text or text parts.")
+    tool_call_id: str = Field(min_length=1, max_length=256, description="The id of the call it answers (from an earlier tool_calls).")
+    name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
 
     def text(self) -> str:
         return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": "tool", "content": self.text(), "tool_call_id": self.tool_call_id}
+
+
+def _message_kind(v: Any) -> str:
+    """Which model reads a message, by its role (any other value, even {}, goes to ChatMessage, which says what is wrong)."""
+    role = v.get("role") if isinstance(v, dict) else getattr(v, "role", None)
+    return "ToolMessage" if role == "tool" else "AssistantTurn" if role == "assistant" else "ChatMessage"
+
+
+Message = Annotated[Annotated[ChatMessage, Tag("ChatMessage")] | Annotated[AssistantTurn, Tag("AssistantTurn")]
+                    | Annotated[ToolMessage, Tag("ToolMessage")], Discriminator(_message_kind)]
 
 
 class JsonSchemaFormat(_Request):
@@ -212,7 +289,7 @@ class ResponseFormat(_Request):
 
 
 class ChatCompletionRequest(_Sampling):
-    messages: list[ChatMessage] = Field(min_length=1, description="The conversation so far, oldest first.")
+    messages: list[Message] = Field(min_length=1, description="The conversation so far, oldest first.")
     max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
     response_format: ResponseFormat | None = None
     logprobs: bool | None = Field(None, description="Return each answer token's log-probability in `choices[].logprobs.content` "
@@ -220,11 +297,46 @@ class ChatCompletionRequest(_Sampling):
                                   "before penalties, response_format, temperature and top-k/top-p/min-p (as vLLM's default).")
     top_logprobs: Int(ge=0, le=MAX_LOGPROBS) | None = Field(
         None, description=f"With logprobs true: also this many most likely tokens at each position (0..{MAX_LOGPROBS}).")
-    tools: Unsupported("this model does not call tools (function calling): leave `tools` out") = Field(None, description="Not supported: only null or [].")
-    tool_choice: Unsupported("this model does not call tools (function calling): leave `tool_choice` out", "none", "auto") = Field(None, description="Not supported: only null, \"none\" or \"auto\".")
-    parallel_tool_calls: bool | None = Field(None, description="Accepted and ignored (no tools are called).")
-    functions: Unsupported("this model does not call tools (function calling): leave `functions` out") = Field(None, description="Not supported (deprecated by OpenAI): only null or [].")
-    function_call: Unsupported("this model does not call tools (function calling): leave `function_call` out", "none", "auto") = Field(None, description="Not supported (deprecated by OpenAI).")
+    tools: Annotated[list[ChatTool], Field(max_length=MAX_TOOLS)] | None = Field(
+        None, description="Functions the model may call. With tool_choice \"required\" or a named function the answer is a call "
+                          "(constrained by a grammar to the function's parameters schema); with \"auto\" (the default when tools "
+                          "are given) the model answers in text: no text parser looks for calls in a free answer.")
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
+        None, description="none: tools are ignored; auto: the model answers in text; required: it calls one of the tools "
+                          "(it chooses which); {\"type\": \"function\", \"function\": {\"name\": ...}}: it calls that one.")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted; a forced call is one call per choice.")
+    functions: Unsupported("the deprecated `functions` is not taken: send them as `tools` "
+                           "([{\"type\": \"function\", \"function\": ...}])") = Field(
+        None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")
+    function_call: Unsupported("the deprecated `function_call` is not taken: use `tool_choice`", "none", "auto") = Field(
+        None, description="Not supported (deprecated by OpenAI): use tool_choice.")
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_names(cls, v: list[ChatTool] | None) -> list[ChatTool] | None:
+        seen: set[str] = set()
+        for t in v or ():
+            if t.function.name in seen:
+                raise ValueError(f"two tools are named {t.function.name!r}: function names must be unique")
+            seen.add(t.function.name)
+        return v
+
+    @model_validator(mode="after")
+    def _tools_fit(self) -> "ChatCompletionRequest":
+        check_tools(self)
+        return self
+
+    def forced_call(self) -> str | None:
+        """None (the model answers in text), "" (tool_choice required: any tool) or the name of the function it must call."""
+        if not self.tools or self.tool_choice in (None, "none", "auto"):
+            return None
+        return "" if self.tool_choice == "required" else self.tool_choice.function.name  # type: ignore[union-attr]
+
+    def tool_list(self):
+        """The tools as services.tools.Tool."""
+        from edge_agent.services.tools import Tool
+
+        return [Tool(t.function.name, t.function.description or "", t.function.parameters) for t in self.tools or ()]
 
     @field_validator("top_logprobs")
     @classmethod
@@ -239,7 +351,7 @@ class ChatCompletionRequest(_Sampling):
 
     @field_validator("messages")
     @classmethod
-    def _max_messages(cls, v: list[ChatMessage], info: ValidationInfo) -> list[ChatMessage]:
+    def _max_messages(cls, v: list, info: ValidationInfo) -> list[ChatMessage]:
         limit = (info.context or {}).get("max_messages")
         if limit is not None and len(v) > limit:
             raise ValueError(f"at most {limit} messages are accepted on this server")
@@ -302,6 +414,7 @@ class EmbeddingRequest(_Request):
 
 # --- responses ---------------------------------------------------------------------
 FinishReason = Literal["stop", "length"]
+ChatFinishReason = Literal["stop", "length", "tool_calls"]  # tool_calls: the answer is a (forced) call
 
 
 class SourceLocation(BaseModel):
@@ -359,7 +472,23 @@ class Usage(BaseModel):
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None = Field(description="The answer; null when it is a tool call.")
+    tool_calls: list[ResponseToolCall] | None = Field(None, description="With a forced tool_choice: the call (left out otherwise).")
+
+    @classmethod
+    def of(cls, content: str | None, call: dict | None) -> "AssistantMessage":
+        """The message of an answer (services.tools.read_answer's content and call)."""
+        if call is None:
+            return cls(content=content)
+        return cls(content=content, tool_calls=[ResponseToolCall(id=call["id"], function=CalledFunction(name=call["name"],
+                                                                                                     arguments=call["arguments"]))])
+
+    @model_serializer(mode="wrap")
+    def _no_empty_calls(self, handler):
+        out = handler(self)
+        if out.get("tool_calls") is None:
+            out.pop("tool_calls", None)
+        return out
 
 
 class TopLogprob(BaseModel):
@@ -380,7 +509,7 @@ class ChatLogprobs(BaseModel):
 class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
-    finish_reason: FinishReason
+    finish_reason: ChatFinishReason
     logprobs: ChatLogprobs | None = None
 
 
@@ -398,12 +527,14 @@ class ChatCompletion(BaseModel):
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = Field(None, description="With a forced tool_choice: the call: first its id, type "
+                                                                     "and name, then pieces of its arguments.")
 
 
 class ChatChunkChoice(BaseModel):
     index: int
     delta: ChatDelta
-    finish_reason: FinishReason | None = None
+    finish_reason: ChatFinishReason | None = None
     logprobs: ChatLogprobs | None = Field(None, description="With logprobs: this chunk's tokens.")
 
 

@@ -50,7 +50,8 @@ BAD = [
     ("/v1/chat/completions", with_(CHAT, max_completion_tokens=0), 400, "max_completion_tokens"),
     ("/v1/chat/completions", with_(CHAT, messages=[]), 400, "messages"),
     ("/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": "x"}] * 257), 400, "messages"),
-    ("/v1/chat/completions", with_(CHAT, messages=[{"role": "tool", "content": "x"}]), 400, "messages[0].role"),
+    ("/v1/chat/completions", with_(CHAT, messages=[{"role": "tool", "content": "x"}]), 400, "messages[0].tool_call_id"),
+    ("/v1/chat/completions", with_(CHAT, messages=[{"role": "critic", "content": "x"}]), 400, "messages[0].role"),
     ("/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": 5}]), 400, "messages[0].content"),
     ("/v1/chat/completions", with_(CHAT, messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]), 400, None),
     ("/v1/chat/completions", with_(CHAT, messages=[{"role": "user"}]), 400, "messages[0].content"),
@@ -221,8 +222,9 @@ def test_a_schema_that_cannot_be_compiled_is_a_400(live, name):
     err = check_error(*live.request("POST", "/v1/chat/completions", body)[::2], 400)
     assert err["type"] == "invalid_request_error" and err["param"] and err["param"].startswith("response_format"), err
     tool = json.dumps([{"type": "function", "function": {"name": "f", "parameters": "@@"}}]).replace('"@@"', schema)
-    err = check_error(*live.request("POST", "/v1/chat/completions", raw(CHAT, "tools", tool))[::2], 400)
-    assert err["param"] == "tools", err  # no tools here: refused before any schema is read
+    forced = {**CHAT, "tool_choice": {"type": "function", "function": {"name": "f"}}}
+    err = check_error(*live.request("POST", "/v1/chat/completions", raw(forced, "tools", tool))[::2], 400)
+    assert err["type"] == "invalid_request_error" and err["param"].startswith("tools[0].function.parameters"), err  # a forced call
     assert live.request("POST", "/v1/chat/completions", CHAT)[0] == 200  # and the server still answers
 
 

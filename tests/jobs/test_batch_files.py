@@ -306,3 +306,22 @@ def test_responses_lines_through_the_openai_client(server):
     bad = errors["r-bad"]["response"]
     assert bad["status_code"] == 400 and bad["body"]["error"]["param"] == "max_output_tokens", bad
     assert errors["r-stream"]["response"]["body"]["error"]["param"] == "stream"
+
+
+def test_batch_lines_with_a_forced_tool_call_get_the_call(tiny_bundles, tmp_path):
+    """A batch line with tool_choice gets the live route's answer: message.tool_calls, finish_reason tool_calls."""
+    from edge_agent.cli import main
+
+    tool = {"type": "function", "function": {"name": "pick", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["n"]}}}
+    body = {**CHAT, "max_tokens": 120, "tools": [tool], "tool_choice": {"type": "function", "function": {"name": "pick"}}}
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"custom_id": "call", "method": "POST", "url": "/v1/chat/completions", "body": body}) + "\n")
+    rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
+               "batch", "run", str(src), "-o", str(out), "--quiet"])
+    assert rc == 0
+    [line] = read_jsonl(out)
+    choice = p.ChatCompletion.model_validate(line["response"]["body"]).choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "pick" and 0 <= json.loads(call.function.arguments)["n"] <= 9

@@ -1,0 +1,126 @@
+"""The request and response models of function calling in chat completions (services.protocol re-exports them).
+
+Requests validate as services.protocol's do: strictly, no unknown fields. A tool's parameters must be a
+JSON schema the grammar engine compiles (checked when the request is read, so a bad one is a 400 naming
+tools[i].function.parameters, not a failure when the call is forced).
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from edge_agent.services.errors import InvalidRequestError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
+MAX_TOOLS = 32  # a grammar alternative each; 33 of the largest (1 KiB descriptions) still fit the tests' 64 KiB bodies
+_FUNCTION_ONLY = "only tools of type 'function' are supported (function calling)"
+
+
+def _function_type(v: Any) -> Any:
+    if v != "function":
+        raise ValueError(f"tools of type {v!r} are not supported: {_FUNCTION_ONLY}" if isinstance(v, str) else _FUNCTION_ONLY)
+    return v
+
+
+FunctionType = Annotated[Literal["function"], BeforeValidator(_function_type)]
+
+
+class FunctionCall(_Strict):
+    name: str = Field(min_length=1, max_length=64, description="The function called.")
+    arguments: str = Field(description="Its arguments, as JSON text.")
+
+
+class ToolCall(_Strict):
+    """A call the assistant made (in the history, or in an answer)."""
+
+    id: str = Field(min_length=1, max_length=256)
+    type: FunctionType = "function"
+    function: FunctionCall
+
+
+class FunctionDefinition(_Strict):
+    name: str = Field(pattern=TOOL_NAME, description="Letters, digits, _ and -, at most 64 characters; unique among the tools.")
+    description: str | None = Field(None, max_length=1024, description="What the function does (shown to the model).")
+    parameters: dict[str, Any] | None = Field(None, description="The JSON schema (an object) of its arguments; none: no arguments ({}).")
+    strict: bool | None = Field(None, description="Accepted; a forced call always follows the schema (every token is masked by it).")
+
+    @field_validator("parameters")
+    @classmethod
+    def _usable_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            from edge_agent.services.tools import check_parameters
+
+            check_parameters(v)
+        return v
+
+
+class ChatTool(_Strict):
+    type: FunctionType = Field(description="Only \"function\".")
+    function: FunctionDefinition
+
+
+class NamedFunction(_Strict):
+    name: str = Field(min_length=1, max_length=64)
+
+
+class NamedToolChoice(_Strict):
+    type: FunctionType
+    function: NamedFunction
+
+
+def check_tools(req) -> None:
+    """Raise InvalidRequestError (naming the field) where a protocol.ChatCompletionRequest's tools, tool_choice and
+    messages do not fit together: a choice of no given tool, a forced call with response_format or rag, a tool
+    message that answers no earlier call, an assistant message with neither content nor tool_calls."""
+    names = [t.function.name for t in req.tools or ()]
+    choice = req.tool_choice
+    if choice == "required" and not names:
+        raise InvalidRequestError("tool_choice \"required\" needs tools: send `tools`, or leave tool_choice out", param="tool_choice")
+    if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+        raise InvalidRequestError(f"tool_choice names {choice.function.name!r}, which is not among the tools"
+                                  + (f" ({', '.join(names)})" if names else " (none were sent)"), param="tool_choice.function.name")
+    if req.forced_call() is not None:
+        if req.response_format is not None and req.response_format.type != "text":
+            raise InvalidRequestError("response_format cannot be combined with a forced tool call (the call's arguments "
+                                      "follow the tool's parameters): leave one of them out", param="response_format")
+        if req.rag is not None:
+            raise InvalidRequestError("rag cannot be combined with a forced tool call: leave one of them out", param="rag")
+    calls: set[str] = set()
+    for i, m in enumerate(req.messages):
+        if m.content is None and not getattr(m, "tool_calls", None):
+            raise InvalidRequestError(f"invalid value for 'messages[{i}].content': an assistant message needs content (null or "
+                                      "left out only with tool_calls)", param=f"messages[{i}].content")
+        calls |= {c.id for c in getattr(m, "tool_calls", None) or ()}
+        if m.role == "tool" and m.tool_call_id not in calls:
+            raise InvalidRequestError(f"this tool message answers call {m.tool_call_id!r}, which no earlier assistant "
+                                      "message made (in its tool_calls)", param=f"messages[{i}].tool_call_id")
+
+
+class CalledFunction(BaseModel):
+    name: str
+    arguments: str = Field(description="The arguments as JSON text; they follow the tool's parameters unless the call was cut "
+                                       "(finish_reason \"length\"), when they may not parse.")
+
+
+class ResponseToolCall(BaseModel):
+    id: str = Field(description="call_ and random characters; a `tool` message answers it by this id.")
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+
+class CalledFunctionDelta(BaseModel):
+    name: str | None = Field(None, description="In the call's first delta.")
+    arguments: str | None = Field(None, description="The next piece of the arguments' JSON text.")
+
+
+class ToolCallDelta(BaseModel):
+    index: int = Field(description="The call's position in the choice (always 0: one call per choice).")
+    id: str | None = Field(None, description="In the call's first delta.")
+    type: Literal["function"] | None = None
+    function: CalledFunctionDelta

@@ -1,0 +1,288 @@
+"""Function calling through the real openai client on the loopback server: forced calls are masked by a grammar.
+
+The tiny Llama has random weights, so arguments that parse and follow the schema come from the mask
+alone (tests/api/test_api_json_mode.py shows the unmasked twin writing byte soup).
+"""
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import openai
+import pytest
+
+from api_helpers import KEY, api_settings, start_server
+
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 12},
+        "unit": {"enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    },
+    "required": ["city", "unit", "days"],
+}
+TIME = {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The forecast for a city.", "parameters": WEATHER}},
+    {"type": "function", "function": {"name": "get-time", "description": "The time in a zone.", "parameters": TIME}},
+    {"type": "function", "function": {"name": "ping"}},  # no parameters: {}
+]
+SCHEMAS = {"get_weather": WEATHER, "get-time": TIME, "ping": {"type": "object", "properties": {}, "additionalProperties": False}}
+MSGS = [{"role": "user", "content": "What is the weather in Utrecht?"}]
+
+
+@pytest.fixture(scope="module")
+def live(long_bundle, tmp_path_factory):
+    """The tiny Llama with a 2048-token context: its tokenizer spends ~550 tokens on the tools' description."""
+    server = start_server(api_settings(long_bundle, tmp_path_factory.mktemp("tools"), context_length=2048, max_batch=4))
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def client(live):
+    return openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0, timeout=120)
+
+
+def _valid(name: str, arguments: str) -> dict:
+    args = json.loads(arguments)
+    jsonschema.validate(args, SCHEMAS[name])
+    return args
+
+
+def test_named_call_follows_its_schema(client):
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, max_tokens=200, temperature=0.8, seed=1, n=2,
+                                       tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    ids = set()
+    for c in r.choices:
+        assert c.finish_reason == "tool_calls" and c.message.content is None, c
+        [call] = c.message.tool_calls
+        assert call.type == "function" and call.function.name == "get_weather" and call.id.startswith("call_")
+        _valid("get_weather", call.function.arguments)
+        ids.add(call.id)
+    assert len(ids) == 2  # n > 1: each choice its own call
+
+
+def test_a_tool_without_parameters_gets_an_empty_object(client):
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, max_tokens=50, temperature=0,
+                                       tool_choice={"type": "function", "function": {"name": "ping"}})
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {}
+
+
+def test_required_call_names_a_tool_and_follows_its_schema(client):
+    names = set()
+    for seed in range(4):
+        r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice="required", max_tokens=200,
+                                           temperature=1.0, seed=seed)
+        c = r.choices[0]
+        assert c.finish_reason == "tool_calls" and c.message.content is None, c
+        call = c.message.tool_calls[0]
+        _valid(call.function.name, call.function.arguments)
+        names.add(call.function.name)
+    assert names <= set(SCHEMAS)
+
+
+def _reassemble(chunks) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    for ch in chunks:
+        for c in ch.choices:
+            got = out.setdefault(c.index, {"id": None, "name": None, "arguments": "", "finish": None, "content": "", "role": None})
+            got["role"] = got["role"] or c.delta.role
+            got["content"] += c.delta.content or ""
+            for tc in c.delta.tool_calls or ():
+                assert tc.index == 0
+                if tc.id:
+                    assert got["id"] is None and tc.type == "function" and tc.function.name
+                    got["id"], got["name"] = tc.id, tc.function.name
+                else:
+                    assert got["id"] is not None and tc.function.name is None  # the name comes first, once
+                got["arguments"] += tc.function.arguments or ""
+            if c.finish_reason:
+                got["finish"] = c.finish_reason
+    return out
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get-time"}}])
+def test_stream_deltas_reassemble_to_the_same_call(client, choice):
+    kw = dict(model="default", messages=MSGS, tools=TOOLS, tool_choice=choice, max_tokens=200, temperature=0.7, seed=5)
+    whole = client.chat.completions.create(**kw).choices[0]
+    chunks = list(client.chat.completions.create(**kw, stream=True))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    got = _reassemble(chunks)[0]
+    assert got["finish"] == "tool_calls" and got["content"] == ""
+    assert all(c.choices[0].delta.role or c.choices[0].delta.tool_calls or c.choices[0].finish_reason for c in chunks)  # no empty chunks
+    call = whole.message.tool_calls[0]
+    assert (got["name"], got["arguments"]) == (call.function.name, call.function.arguments)
+    assert got["id"].startswith("call_")
+    _valid(got["name"], got["arguments"])
+
+
+def test_stream_n2_gives_each_choice_its_call(client):
+    chunks = list(client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice="required", n=2,
+                                                 max_tokens=200, temperature=1.0, seed=9, stream=True))
+    got = _reassemble(chunks)
+    assert set(got) == {0, 1} and got[0]["id"] != got[1]["id"]
+    for g in got.values():
+        assert g["finish"] == "tool_calls"
+        _valid(g["name"], g["arguments"])
+
+
+def test_a_cut_call_ends_with_length(client):
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, max_tokens=3, temperature=0,
+                                       tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    c = r.choices[0]
+    assert c.finish_reason == "length" and c.message.tool_calls[0].function.name == "get_weather"
+
+
+def test_a_required_call_cut_before_its_name_is_no_call(client):
+    """Cut inside '{"name": "': no name to report, so no tool_calls; the text comes back as content, streamed or not."""
+    kw = dict(model="default", messages=MSGS, tools=TOOLS, tool_choice="required", max_tokens=2, temperature=0)
+    c = client.chat.completions.create(**kw).choices[0]
+    assert c.finish_reason == "length" and c.message.tool_calls is None
+    assert c.message.content and '{"name": "'.startswith(c.message.content.lstrip(" \n"))
+    got = _reassemble(client.chat.completions.create(**kw, stream=True))[0]
+    assert (got["finish"], got["id"], got["content"]) == ("length", None, c.message.content)
+
+
+def test_auto_and_none_answer_in_text(client):
+    for choice in ("auto", "none", openai.NOT_GIVEN):
+        r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice=choice, max_tokens=4)
+        assert r.choices[0].finish_reason in ("stop", "length") and r.choices[0].message.tool_calls is None
+        assert isinstance(r.choices[0].message.content, str)
+
+
+def test_history_with_a_tool_result_is_accepted(client, live):
+    first = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, max_tokens=200, temperature=0,
+                                           tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    asked = first.choices[0].message
+    history = [*MSGS, asked.model_dump(exclude_none=True),
+               {"role": "tool", "tool_call_id": asked.tool_calls[0].id, "content": "12 degrees, rain"}]
+    r = client.chat.completions.create(model="default", messages=history, tools=TOOLS, max_tokens=8)
+    assert isinstance(r.choices[0].message.content, str)
+    prompt = live.runtime.chat.formatter.format_chat([
+        *MSGS, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": '{"city": "Utrecht"}'}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "12 degrees, rain"}]).text
+    assert '{"name": "get_weather", "arguments": {"city": "Utrecht"}}' in prompt and "Result of get_weather: 12 degrees, rain" in prompt
+    again = client.chat.completions.create(model="default", messages=history, tools=TOOLS, tool_choice="required", max_tokens=200,
+                                           temperature=0)
+    _valid(again.choices[0].message.tool_calls[0].function.name, again.choices[0].message.tool_calls[0].function.arguments)
+
+
+def test_the_prompt_describes_the_tools(live):
+    from edge_agent.services.tools import Tool, call_constraint
+
+    tools = [Tool("get_weather", "The forecast for a city.", WEATHER)]
+    text = live.runtime.chat.formatter.format_chat(MSGS, instruction=call_constraint(tools, "get_weather").instruction).text
+    assert '{"name": "get_weather", "description": "The forecast for a city.", "parameters": {"type": "object"' in text
+    assert '"maxLength": 12' in text and "Call get_weather" in text
+
+
+BAD = [
+    (dict(tool_choice={"type": "function", "function": {"name": "nope"}}), "tool_choice.function.name", "not among the tools"),
+    (dict(tools=[TOOLS[0], TOOLS[0]]), "tools", "unique"),
+    (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "nonsense"}}}]),
+     "tools[0].function.parameters", "JSON schema"),
+    (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": ["x"]}}]), "tools[0].function.parameters", None),
+    (dict(tools=[{"type": "function", "function": {"name": "bad name!"}}]), "tools[0].function.name", None),
+    (dict(tools=[{"type": "web_search", "function": {"name": "f"}}]), "tools[0].type", "function"),
+    (dict(tools=None, tool_choice="required"), "tool_choice", "needs tools"),
+    (dict(messages=[*MSGS, {"role": "tool", "tool_call_id": "call_x", "content": "12"}]), "messages[1].tool_call_id", "no earlier"),
+    (dict(messages=[*MSGS, {"role": "tool", "content": "12"}]), "messages[1].tool_call_id", "tool_call_id"),
+    (dict(messages=[*MSGS, {"role": "assistant", "content": None}]), "messages[1].content", "tool_calls"),
+    (dict(messages=[{"role": "user", "content": "x", "tool_call_id": "c"}]), "messages[0].tool_call_id", "unknown field"),
+    (dict(messages=[{"role": {}, "content": ""}]), "messages[0].role", None),  # once a 500 (schemathesis)
+    (dict(functions=[{"name": "f"}]), "functions", "tools"),
+    (dict(function_call={"name": "f"}), "function_call", "tool_choice"),
+    (dict(tool_choice="required", response_format={"type": "json_object"}), "response_format", "tool call"),
+]
+
+
+@pytest.mark.parametrize("kwargs,param,says", BAD)
+def test_bad_tool_requests_are_400_with_param(live, kwargs, param, says):
+    body = {"model": "default", "messages": MSGS, "tools": TOOLS, "max_tokens": 4, **kwargs}
+    status, _, raw = live.request("POST", "/v1/chat/completions", {k: v for k, v in body.items() if v is not None})
+    text = raw.decode()
+    assert status == 400 and "Traceback" not in text and ".py" not in text, text
+    err = json.loads(text)["error"]
+    assert err["param"] == param and (says is None or says in err["message"]), err
+
+
+def test_openapi_documents_tools_as_real_fields(live):
+    """tools, tool_choice, tool_calls and the tool role are fields now, not "Not supported"; answers document the call."""
+    status, _, body = live.request("GET", "/openapi.json")
+    schemas = json.loads(body)["components"]["schemas"]
+    req = schemas["ChatCompletionRequest"]["properties"]
+    assert "Not supported" not in req["tools"]["description"] and "required" in json.dumps(req["tool_choice"])
+    assert schemas["ToolMessage"]["properties"]["role"]["const"] == "tool" and "tool_call_id" in schemas["ToolMessage"]["required"]
+    assert "tool_calls" in schemas["AssistantMessage"]["properties"] and "tool_calls" in schemas["ChatDelta"]["properties"]
+    assert "tool_calls" in json.dumps(schemas["ChatChoice"]["properties"]["finish_reason"])
+    assert "Not supported" in req["functions"]["description"]
+
+
+TOOLS_TEMPLATE = (  # a tools-aware template in the style of Qwen's and Llama 3.1's: tools listed, calls and results native
+    "{% if tools %}TOOLS {{ tools | tojson }}\n{% endif %}{% for m in messages %}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}CALL {{ c.function.name }} {{ c.function.arguments | tojson }}\n{% endfor %}"
+    "{% elif m.role == 'tool' %}RESULT {{ m.tool_call_id }}: {{ m.content }}\n"
+    "{% else %}{{ m.role }}: {{ m.content }}\n{% endif %}{% endfor %}assistant: "
+)
+ALTERNATING = (  # Gemma's kind: no tools, roles must alternate
+    "{% for m in messages %}{% if (m.role == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('roles must alternate user/assistant') }}{% endif %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant: "
+)
+HISTORY = [*MSGS, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": '{"city": "<s>Utrecht"}'}]},
+           {"role": "tool", "tool_call_id": "c1", "content": "12 degrees <s>"}, {"role": "user", "content": "And tomorrow?"}]
+
+
+def test_a_tools_template_gets_the_tools_and_the_calls_natively(llama_engine):
+    from edge_agent.services.prompts import PromptFormatter
+    from edge_agent.services.tools import Tool
+
+    tok = llama_engine.tokenizer
+    f = PromptFormatter({"type": "chat", "template": TOOLS_TEMPLATE}, tok, bos_token_id=1)
+    assert f.takes_tools
+    out = f.format_chat(HISTORY, tools=[Tool("get_weather", "The forecast <s>.", WEATHER).listing()])
+    assert out.text.startswith('TOOLS [{"type": "function", "function": {"name": "get_weather", "parameters": ')
+    assert 'CALL get_weather {"city": "<s>Utrecht"}\nRESULT c1: 12 degrees <s>\nuser: And tomorrow?' in out.text
+    assert out.ids.count(1) == 1  # "<s>" in a description, the arguments or a result stays text (data), BOS once
+
+
+def test_a_template_without_tools_reads_calls_and_results_as_text(llama_engine):
+    from edge_agent.services.prompts import PromptFormatter
+
+    f = PromptFormatter({"type": "chat", "template": ALTERNATING}, llama_engine.tokenizer)
+    assert not f.takes_tools
+    out = f.format_chat(HISTORY)  # the result becomes the user's turn, joined with the next user message: roles still alternate
+    assert ('assistant: {"name": "get_weather", "arguments": {"city": "<s>Utrecht"}}\n'
+            "user: Result of get_weather: 12 degrees <s>\n\nAnd tomorrow?\nassistant: ") in out.text
+
+
+def test_a_forced_call_through_a_tools_template(long_bundle, tmp_path):
+    """A bundle whose template takes tools gets them there (not in the system text) and still answers a valid call."""
+    import shutil
+
+    from edge_agent.runtime import build_runtime
+    from edge_agent.services.chat import SamplingOptions
+    from edge_agent.services.tools import Tool, read_answer
+
+    dst = tmp_path / "models" / "tiny-tools"
+    shutil.copytree(long_bundle, dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    m["prompt_format"], m["name"] = {"type": "chat", "template": TOOLS_TEMPLATE}, "tiny-tools"
+    (dst / "manifest.json").write_text(json.dumps(m))
+    rt = build_runtime(api_settings(dst, tmp_path, context_length=2048, max_batch=2), load_documents=False)
+    try:
+        seen = []
+        real = rt.chat.formatter.format_chat
+        rt.chat.formatter.format_chat = lambda *a, **kw: seen.append(kw) or real(*a, **kw)
+        tools = [Tool("get-time", "The time in a zone.", TIME), Tool("ping")]
+        gen = rt.chat.chat(MSGS, SamplingOptions(max_tokens=100, temperature=0), tools=tools, call="")
+        [r] = gen.collect()
+        content, made, finish = read_answer(r.text, r.finish_reason, tools, None)
+        assert finish == "tool_calls" and content is None and made["name"] in ("get-time", "ping")
+        _valid(made["name"], made["arguments"])
+        [kw] = seen
+        assert [t["function"]["name"] for t in kw["tools"]] == ["get-time", "ping"]
+        assert "Available functions" not in kw["instruction"]  # the template lists them
+    finally:
+        rt.close()
