@@ -40,7 +40,7 @@ from edge_agent.services.errors import ServiceError
 from edge_agent.services.logprobs import chat_content
 
 NOT_STORED = "responses are not stored on this server"
-_NO_TOOLS = "this model does not call tools (function calling)"
+_NO_TOOLS = "function calling is served by /v1/chat/completions (tools, tool_choice), not yet by this API"
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _INCLUDABLE = Literal["message.output_text.logprobs", "reasoning.encrypted_content", "file_search_call.results", "web_search_call.results",
                       "web_search_call.action.sources", "message.input_image.image_url", "computer_call_output.output.image_url",
