@@ -98,6 +98,33 @@ def _sse(data: dict | str) -> bytes:
     return b"data: " + (data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))).encode() + b"\n\n"
 
 
+KEEPALIVE = b": keep-alive\n\n"  # an SSE comment: proxies and clients see the stream is alive while nothing is generated
+
+
+class ClientGone(Exception):
+    """The streaming client went away (live_events)."""
+
+
+def live_events(events: Iterator, disconnected: Callable[[], bool]) -> Iterator:
+    """A generation's events for a stream: None ticks become KEEPALIVE every KEEPALIVE_S of quiet; the client is probed
+    every PROBE_S, tokens flowing or not, and ClientGone is raised once it has gone."""
+    last = time.monotonic()
+    probe = last + PROBE_S
+    for ev in events:
+        now = time.monotonic()
+        if ev is None or now >= probe:
+            probe = now + PROBE_S
+            if disconnected():
+                raise ClientGone
+        if ev is None:
+            if now - last > KEEPALIVE_S:
+                last = now
+                yield KEEPALIVE
+            continue
+        last = now
+        yield ev
+
+
 def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[int, str | None, str | None, list | None], dict | None],
             include_usage: bool, disconnected: Callable[[], bool]) -> Response:
     """Server-Sent Events: head chunks, one chunk per delta and per end, optional usage, [DONE].
@@ -112,20 +139,13 @@ def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[
 
     def body() -> Iterator[bytes]:
         events = gen.events()
-        last = time.monotonic()
-        probe = last + PROBE_S
         try:
             for h in head:
                 yield _sse({**h, **base, "usage": None} if include_usage else {**h, **base})
-            for ev in events:
-                if (ev is None or time.monotonic() >= probe) and disconnected():
-                    return
-                if ev is None:
-                    if time.monotonic() - last > KEEPALIVE_S:
-                        last = time.monotonic()
-                        yield b": keep-alive\n\n"
+            for ev in live_events(events, disconnected):
+                if ev is KEEPALIVE:
+                    yield ev
                     continue
-                last = time.monotonic()
                 if isinstance(ev, ChoiceDelta):
                     out = chunk(ev.index, ev.text, None, ev.logprobs)
                 else:
@@ -140,6 +160,8 @@ def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[
                 last_chunk = chunk(0, None, None, None)
                 yield _sse({**last_chunk, **base, "choices": [], "usage": _usage(gen).model_dump()})
             yield _sse("[DONE]")
+        except ClientGone:
+            return
         except ServiceError as e:
             yield _sse(error_body(e.message, e.type, e.param, e.code))
         finally:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import time
 from collections.abc import Callable, Iterator
 
 from flask import Blueprint, Response
@@ -19,7 +18,7 @@ from flask import Blueprint, Response
 from edge_agent.api.access_log import note_usage
 from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.errors import ApiError, read_json
-from edge_agent.api.openai import KEEPALIVE_S, PROBE_S, _context, _disconnected, _rag, _wait, event_stream
+from edge_agent.api.openai import KEEPALIVE, ClientGone, _context, _disconnected, _rag, _wait, event_stream, live_events
 from edge_agent.services import responses_protocol as r
 from edge_agent.services.errors import ServiceError
 from edge_agent.services.generation import ChoiceDelta, Generation
@@ -71,25 +70,16 @@ def _events(req: r.ResponseCreateRequest, gen: Generation, texts_of, disconnecte
     entries: list = []
     finish = "stop"
     events = gen.events()
-    last = time.monotonic()
-    probe = last + PROBE_S
     try:
         head = r.dump(r.response_object(req, gen, status="in_progress", output=[]))
         yield sse("response.created", response=head)
         yield sse("response.in_progress", response=head)
         yield sse("response.output_item.added", output_index=0, item=r.output_message(gen, "in_progress").model_dump(mode="json"))
         yield sse("response.content_part.added", **where, part=r.OutputText(text="").model_dump(mode="json"))
-        for ev in events:
-            if ev is None or time.monotonic() >= probe:
-                probe = time.monotonic() + PROBE_S
-                if disconnected():
-                    return
-            if ev is None:
-                if time.monotonic() - last > KEEPALIVE_S:
-                    last = time.monotonic()
-                    yield b": keep-alive\n\n"
+        for ev in live_events(events, disconnected):
+            if ev is KEEPALIVE:
+                yield ev
                 continue
-            last = time.monotonic()
             lps = r.logprobs_of(ev.logprobs, texts_of)
             entries += lps
             if isinstance(ev, ChoiceDelta):
@@ -106,6 +96,8 @@ def _events(req: r.ResponseCreateRequest, gen: Generation, texts_of, disconnecte
         yield sse("response.content_part.done", **where, part=part)
         yield sse("response.output_item.done", output_index=0, item=item.model_dump(mode="json"))
         yield sse("response.completed" if done.status == "completed" else "response.incomplete", response=r.dump(done))
+    except ClientGone:
+        return
     except Exception as e:  # noqa: BLE001 - the stream has begun (200 sent): a failure can only be told as its last event
         if isinstance(e, ServiceError):
             code, message = r.error_code(e.status), e.message
