@@ -130,6 +130,8 @@ def build_openapi(runtime, extra_paths: dict | None = None, extra_schemas: dict 
                 "response.output_text.delta (one per piece of text), response.output_text.done, response.content_part.done, "
                 "response.output_item.done, then response.completed, or response.incomplete when max_output_tokens cut the "
                 "answer; a failure after the first event ends the stream with response.failed (its `response.error` says why). "
+                "A forced function call streams its function_call item instead of the message: response.output_item.added, "
+                "response.function_call_arguments.delta ..., response.function_call_arguments.done, response.output_item.done. "
                 "The lifecycle events' `response` is a ResponseObject.")
     resp_ok = {"description": "The response (stream false) or its typed events (stream true).",
                "content": {"application/json": {"schema": refs["ResponseObject"]},

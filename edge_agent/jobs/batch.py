@@ -263,7 +263,7 @@ class BatchRequestRunner:
         self.chat.check_model(req.model)
         options = req.sampling()
         priority = max(self.priority, req.priority or 0)
-        gen = self._submit(lambda: self.chat.chat(req.messages(), options, constraint=req.constraint(), priority=priority, rag=_rag(req)))
+        gen = self._submit(lambda: rp.start(self.chat, req, options, priority, _rag(req)))
         texts, ends, lps = self._wait(gen)
         gen.note_citations(texts.values())
         texts_of = self.chat.token_texts() if options.logprobs is not None else None

@@ -1,10 +1,13 @@
 """OpenAI's Responses API (POST /v1/responses) as a translation onto chat: its request and response models, and the mapping.
 
 A Responses request becomes the chat request it means: `instructions` a system message first, the `input` items the
-messages after it, max_output_tokens the max_tokens, text.format the response_format constraint. ChatService.chat serves
-it as it serves /v1/chat/completions (one generation path). What would change the answer and cannot be honoured is
-refused with a 400 naming the field, never dropped: nothing is stored (previous_response_id, background, conversation,
-stored prompts), the model calls no tools (tools, tool-call items) and reads text only (image, file and audio parts).
+messages after it, max_output_tokens the max_tokens, text.format the response_format constraint; function tools and
+tool_choice become chat's tools and tool_choice (a forced call is held by a grammar, services/tools.py), function_call
+items an assistant message's tool_calls and function_call_output items tool messages. ChatService.chat serves it as it
+serves /v1/chat/completions (one generation path); a forced call comes back as a function_call output item. What would
+change the answer and cannot be honoured is refused with a 400 naming the field, never dropped: nothing is stored
+(previous_response_id, background, conversation, stored prompts), no hosted tools run (web_search, file_search, ...)
+and the model reads text only (image, file and audio parts).
 Fields that change nothing here (metadata, user, store, service_tier, ...) are accepted.
 
 edge_agent.api.protocol re-exports the models, as it does those of services.protocol.
@@ -17,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 from edge_agent.services.protocol import (
@@ -36,11 +39,11 @@ from edge_agent.services.protocol import (
     grounding_of,
     sources_of,
 )
-from edge_agent.services.errors import ServiceError
+from edge_agent.services.errors import InvalidRequestError, ServiceError
 from edge_agent.services.logprobs import chat_content
+from edge_agent.services.tools_protocol import MAX_TOOLS, TOOL_NAME
 
 NOT_STORED = "responses are not stored on this server"
-_NO_TOOLS = "function calling is served by /v1/chat/completions (tools, tool_choice), not yet by this API"
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _INCLUDABLE = Literal["message.output_text.logprobs", "reasoning.encrypted_content", "file_search_call.results", "web_search_call.results",
                       "web_search_call.action.sources", "message.input_image.image_url", "computer_call_output.output.image_url",
@@ -48,27 +51,49 @@ _INCLUDABLE = Literal["message.output_text.logprobs", "reasoning.encrypted_conte
 
 # why an input item of another type than "message" is refused
 _ITEM_REFUSALS = {
-    "function_call": f"{_NO_TOOLS}, so there are no function calls to send back: send the conversation as messages",
-    "function_call_output": f"{_NO_TOOLS}, so there are no tool results: send the conversation as messages",
     "item_reference": f"{NOT_STORED}, so an item cannot be referenced by id: send the item itself",
     "reasoning": "this model does not reason in separate items: leave reasoning items out",
 }
 _TOOL_REFUSALS = {
-    "function": f"{_NO_TOOLS}: leave `tools` out",
-    "web_search": "web search is not available: the server is offline; leave `tools` out (for the private documents use `rag`)",
-    "web_search_preview": "web search is not available: the server is offline; leave `tools` out (for the private documents use `rag`)",
-    "file_search": "file_search is not available: leave `tools` out and send `rag` to answer from the documents uploaded here",
+    "web_search": "web search is not available: the server is offline; leave it out of `tools` (for the private documents use `rag`)",
+    "web_search_preview": "web search is not available: the server is offline; leave it out of `tools` (for the private documents use `rag`)",
+    "file_search": "file_search is not available: leave it out of `tools` and send `rag` to answer from the documents uploaded here",
 }
 
 
-def _no_tools(v: Any) -> Any:
-    """tools: null or [] pass (as None); any tool is refused, saying why for its type."""
-    if v is None or v == []:
-        return None
-    first = v[0] if isinstance(v, list) and v else v
-    kind = first.get("type") if isinstance(first, dict) else None
-    raise ValueError("not supported: " + _TOOL_REFUSALS.get(kind, f"tools of type {kind!r} are not available here: leave `tools` out"
-                                                             if isinstance(kind, str) else f"{_NO_TOOLS}: leave `tools` out"))
+class FunctionTool(_Request):
+    """A function the model may call (the Responses form: name and parameters at the top level)."""
+
+    type: Literal["function"] = Field(description="Only \"function\": hosted tools (web_search, file_search, ...) do not run here.")
+    name: str = Field(pattern=TOOL_NAME, description="Letters, digits, _ and -, at most 64 characters; unique among the tools.")
+    description: str | None = Field(None, max_length=1024, description="What the function does (shown to the model).")
+    parameters: dict[str, Any] | None = Field(None, description="The JSON schema (an object) of its arguments; none: no arguments ({}).")
+    strict: bool | None = Field(None, description="Accepted; a forced call always follows the schema (every token is masked by it).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _functions_only(cls, data: Any) -> Any:
+        kind = data.get("type") if isinstance(data, dict) else None
+        if isinstance(kind, str) and kind != "function":
+            raise ValueError("not supported: " + _TOOL_REFUSALS.get(kind, f"tools of type {kind!r} are not available here: only "
+                                                                          "tools of type 'function' (function calling)"))
+        return data
+
+    @field_validator("parameters")
+    @classmethod
+    def _usable_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            from edge_agent.services.tools import check_parameters
+
+            check_parameters(v)
+        return v
+
+
+class FunctionChoice(_Request):
+    """tool_choice naming the function the model must call."""
+
+    type: Literal["function"]
+    name: str = Field(min_length=1, max_length=64)
 
 
 def _not_stored(v: Any) -> Any:
@@ -118,6 +143,41 @@ class InputMessage(_Request):
         return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
 
 
+class FunctionCallItem(_Request):
+    """A call the model made (an earlier response's function_call output item, sent back)."""
+
+    type: Literal["function_call"]
+    call_id: str = Field(min_length=1, max_length=256, description="The call's id; a function_call_output answers it by this id.")
+    name: str = Field(min_length=1, max_length=64)
+    arguments: str = Field(description="Its arguments, as JSON text.")
+    id: str | None = Field(None, max_length=256, description="Accepted and ignored (an output item sent back).")
+    status: Literal["in_progress", "completed", "incomplete"] | None = Field(None, description="Accepted and ignored.")
+
+
+class FunctionCallOutputItem(_Request):
+    """A function's result, answering an earlier function_call item (by call_id)."""
+
+    type: Literal["function_call_output"]
+    call_id: str = Field(min_length=1, max_length=256, description="The call_id of the function_call it answers.")
+    output: str | Annotated[list[ContentPart], Field(max_length=256)] = Field(description="The result: text, or text parts.")
+    id: str | None = Field(None, max_length=256, description="Accepted and ignored.")
+    status: Literal["in_progress", "completed", "incomplete"] | None = Field(None, description="Accepted and ignored.")
+
+    def text(self) -> str:
+        return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
+
+
+def _item_kind(v: Any) -> str:
+    """Which model reads an input item, by its type (any other, or none, goes to InputMessage, which says what is wrong)."""
+    kind = v.get("type") if isinstance(v, dict) else getattr(v, "type", None)
+    return {"function_call": "FunctionCallItem", "function_call_output": "FunctionCallOutputItem"}.get(
+        kind if isinstance(kind, str) else "", "InputMessage")
+
+
+InputItem = Annotated[Annotated[InputMessage, Tag("InputMessage")] | Annotated[FunctionCallItem, Tag("FunctionCallItem")]
+                      | Annotated[FunctionCallOutputItem, Tag("FunctionCallOutputItem")], Discriminator(_item_kind)]
+
+
 class TextFormat(_Request):
     """text.format: plain text (the default), one JSON object, or JSON that follows a schema."""
 
@@ -162,8 +222,9 @@ class ResponseCreateRequest(_Request):
     """POST /v1/responses."""
 
     model: str = Field(min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\").")
-    input: str | Annotated[list[InputMessage], Field(min_length=1)] = Field(
-        description="Text (one user message), or the conversation as message items, oldest first.")
+    input: str | Annotated[list[InputItem], Field(min_length=1)] = Field(
+        description="Text (one user message), or the conversation as items, oldest first: messages, and function_call and "
+                    "function_call_output items.")
     instructions: str | None = Field(None, description="A system message put before the input.")
     max_output_tokens: Int(ge=1) | None = Field(None, description="Most tokens to generate; a response cut there is `incomplete`.")
     temperature: Float | None = Field(None, ge=0, le=MAX_TEMPERATURE, description="0 = greedy; default: the model's, else 1.")
@@ -176,11 +237,15 @@ class ResponseCreateRequest(_Request):
     text: TextConfig | None = Field(None, description="The output format (text.format), as chat's response_format.")
     stream: bool | None = Field(None, description="Send typed Server-Sent Events (response.created ... response.completed).")
     stream_options: ResponsesStreamOptions | None = None
-    tools: Annotated[Any, BeforeValidator(_no_tools)] = Field(None, description="Not supported (no function calling): only null or [].")
-    tool_choice: Unsupported(f"{_NO_TOOLS}: leave `tool_choice` out", "none", "auto") = Field(
-        None, description="Not supported: only null, \"none\" or \"auto\".")
-    parallel_tool_calls: bool | None = Field(None, description="Accepted and ignored (no tools are called).")
-    max_tool_calls: Int(ge=0) | None = Field(None, description="Accepted and ignored (no tools are called).")
+    tools: Annotated[list[FunctionTool], Field(max_length=MAX_TOOLS)] | None = Field(
+        None, description="Functions the model may call. With tool_choice \"required\" or a named function the answer is a "
+                          "function_call item (its arguments constrained by a grammar to the function's parameters); with \"auto\" "
+                          "(the default) the model answers in text: no parser looks for calls in a free answer.")
+    tool_choice: Literal["none", "auto", "required"] | FunctionChoice | None = Field(
+        None, description="none: tools are ignored; auto: the model answers in text; required: it calls one of the tools "
+                          "(it chooses which); {\"type\": \"function\", \"name\": ...}: it calls that one.")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted; a forced call is one call.")
+    max_tool_calls: Int(ge=0) | None = Field(None, description="Accepted and ignored (a forced call is one call).")
     previous_response_id: Annotated[Any, BeforeValidator(_not_stored)] = Field(
         None, description="Not supported (responses are not stored): only null.")
     conversation: Unsupported(f"{NOT_STORED} (nor conversations): send the whole conversation in `input`") = Field(
@@ -240,13 +305,70 @@ class ResponseCreateRequest(_Request):
                              "send both, or leave top_logprobs out")
         return v
 
+    @field_validator("tools")
+    @classmethod
+    def _unique_names(cls, v: list[FunctionTool] | None) -> list[FunctionTool] | None:
+        names = [t.name for t in v or ()]
+        if len(set(names)) < len(names):
+            raise ValueError("two tools have the same name: function names must be unique")
+        return v
+
+    @model_validator(mode="after")
+    def _tools_fit(self) -> "ResponseCreateRequest":
+        """Raise InvalidRequestError (naming the field) where tools, tool_choice, text.format, rag and input do not fit together."""
+        names = [t.name for t in self.tools or ()]
+        choice = self.tool_choice
+        if choice == "required" and not names:
+            raise InvalidRequestError("tool_choice \"required\" needs tools: send `tools`, or leave tool_choice out", param="tool_choice")
+        if isinstance(choice, FunctionChoice) and choice.name not in names:
+            raise InvalidRequestError(f"tool_choice names {choice.name!r}, which is not among the tools"
+                                      + (f" ({', '.join(names)})" if names else " (none were sent)"), param="tool_choice.name")
+        if self.forced_call() is not None:
+            if self.text is not None and self.text.format is not None and self.text.format.type != "text":
+                raise InvalidRequestError("text.format cannot be combined with a forced function call (the call's arguments follow "
+                                          "the function's parameters): leave one of them out", param="text.format")
+            if self.rag is not None:
+                raise InvalidRequestError("rag cannot be combined with a forced function call: leave one of them out", param="rag")
+        calls: set[str] = set()
+        for i, item in enumerate(self.input if isinstance(self.input, list) else ()):
+            if isinstance(item, FunctionCallItem):
+                calls.add(item.call_id)
+            elif isinstance(item, FunctionCallOutputItem) and item.call_id not in calls:
+                raise InvalidRequestError(f"this function_call_output answers call {item.call_id!r}, which no earlier function_call "
+                                          "item made: send the function_call item before its output", param=f"input[{i}].call_id")
+        return self
+
     # --- the chat request it means ----------------------------------------------------
-    def messages(self) -> list[dict[str, str]]:
-        """The chat messages: the instructions (as a system message) first, then the input."""
-        head = [{"role": "system", "content": self.instructions}] if self.instructions else []
+    def messages(self) -> list[dict[str, Any]]:
+        """The chat messages: the instructions (as a system message) first, then the input; consecutive function_call
+        items become one assistant message's tool_calls, a function_call_output a tool message."""
+        out: list[dict[str, Any]] = [{"role": "system", "content": self.instructions}] if self.instructions else []
         if isinstance(self.input, str):
-            return head + [{"role": "user", "content": self.input}]
-        return head + [{"role": m.role, "content": m.text()} for m in self.input]
+            return out + [{"role": "user", "content": self.input}]
+        for item in self.input:
+            if isinstance(item, FunctionCallItem):
+                call = {"id": item.call_id, "name": item.name, "arguments": item.arguments}
+                if out and out[-1].get("tool_calls") and not out[-1]["content"]:
+                    out[-1]["tool_calls"].append(call)
+                else:
+                    out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            elif isinstance(item, FunctionCallOutputItem):
+                out.append({"role": "tool", "content": item.text(), "tool_call_id": item.call_id})
+            else:
+                out.append({"role": item.role, "content": item.text()})
+        return out
+
+    def tool_list(self):
+        """The tools as services.tools.Tool."""
+        from edge_agent.services.tools import Tool
+
+        return [Tool(t.name, t.description or "", t.parameters) for t in self.tools or ()]
+
+    def forced_call(self) -> str | None:
+        """None (the model answers in text), "" (tool_choice required: any tool) or the name of the function it must call."""
+        if not self.tools or self.tool_choice in (None, "none", "auto"):
+            return None
+        return "" if self.tool_choice == "required" else self.tool_choice.name  # type: ignore[union-attr]
 
     def sampling(self):
         """The chat path's SamplingOptions (services.chat) of this request."""
@@ -272,7 +394,8 @@ class ResponseCreateRequest(_Request):
             "instructions": self.instructions, "max_output_tokens": self.max_output_tokens, "temperature": self.temperature,
             "top_p": self.top_p, "top_logprobs": self.top_logprobs, "metadata": self.metadata or {}, "user": self.user,
             "parallel_tool_calls": self.parallel_tool_calls if self.parallel_tool_calls is not None else True,
-            "tool_choice": self.tool_choice or "auto", "max_tool_calls": self.max_tool_calls,
+            "tool_choice": (self.tool_choice.model_dump() if isinstance(self.tool_choice, FunctionChoice) else self.tool_choice) or "auto",
+            "tools": [t.model_dump() for t in self.tools or ()], "max_tool_calls": self.max_tool_calls,
             "text": {"format": fmt.echo() if fmt is not None else {"type": "text"}},
         }
 
@@ -291,6 +414,18 @@ class OutputMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     status: Literal["in_progress", "completed", "incomplete"]
     content: list[OutputText]
+
+
+class FunctionToolCall(BaseModel):
+    """A forced call: the function_call output item (send it back in `input`, followed by a function_call_output)."""
+
+    id: str = Field(description="fc_ and the response's id.")
+    type: Literal["function_call"] = "function_call"
+    call_id: str = Field(description="call_ and random characters; a function_call_output answers it by this id.")
+    name: str
+    arguments: str = Field(description="The arguments as JSON text; they follow the function's parameters unless the call was cut "
+                                       "(status incomplete: max_output_tokens), when they may not parse.")
+    status: Literal["in_progress", "completed", "incomplete"]
 
 
 class InputTokensDetails(BaseModel):
@@ -334,7 +469,8 @@ class ResponseObject(BaseModel):
     error: ResponseErrorInfo | None = None
     incomplete_details: IncompleteDetails | None = None
     model: str
-    output: list[OutputMessage] = Field(description="One assistant message (none until a stream's first part is added).")
+    output: list[OutputMessage | FunctionToolCall] = Field(
+        description="One assistant message, or with a forced tool_choice one function_call (none until a stream's first item is added).")
     usage: ResponseUsage | None = Field(None, description="Set once the response is done.")
     instructions: str | None = None
     max_output_tokens: int | None = None
@@ -345,8 +481,8 @@ class ResponseObject(BaseModel):
     store: bool = Field(False, description="Always false: responses are not stored.")
     temperature: float | None = None
     text: TextFormatEcho
-    tool_choice: Literal["none", "auto"] = "auto"
-    tools: list = Field(default_factory=list, description="Always empty (no function calling).")
+    tool_choice: Literal["none", "auto", "required"] | dict[str, str] = Field("auto", description="As sent (default \"auto\").")
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="The function tools, as sent.")
     top_logprobs: int | None = None
     top_p: float | None = None
     truncation: Literal["disabled"] = "disabled"
@@ -407,11 +543,34 @@ def output_message(gen: Any, status: str, text: str | None = None, logprobs: lis
     return OutputMessage(id="msg_" + gen.id, status=status, content=content)
 
 
-def finished(req: ResponseCreateRequest, gen: Any, text: str, finish_reason: str, logprobs: list) -> ResponseObject:
+def answer_item(req: ResponseCreateRequest, gen: Any, text: str, finish_reason: str, logprobs: list,
+                call_id: str | None = None) -> OutputMessage | FunctionToolCall:
+    """The output item of an answer: with a forced tool_choice its function_call (call_id, or a new one), else (or cut
+    before the function's name was written) the message."""
+    from edge_agent.services import tools
+
+    status, _ = status_of(finish_reason)
+    call = req.forced_call()
+    if call is not None:
+        name, arguments = tools.read_call(text, finish_reason, req.tool_list(), call or None)
+        if name:
+            return FunctionToolCall(id="fc_" + gen.id, call_id=call_id or tools.call_id(), name=name, arguments=arguments, status=status)
+    return output_message(gen, status, text, logprobs)
+
+
+def finished(req: ResponseCreateRequest, gen: Any, text: str, finish_reason: str, logprobs: list,
+             call_id: str | None = None) -> ResponseObject:
     """The response of a generation that ended (finish_reason "stop" or "length"), with its usage."""
     status, incomplete = status_of(finish_reason)
     u = gen.usage
     usage = ResponseUsage(input_tokens=u.prompt_tokens, input_tokens_details=InputTokensDetails(cached_tokens=u.cached_tokens),
                           output_tokens=u.completion_tokens, total_tokens=u.total_tokens)
-    return response_object(req, gen, status=status, incomplete_details=incomplete, output=[output_message(gen, status, text, logprobs)],
-                           usage=usage, completed_at=int(time.time()))
+    return response_object(req, gen, status=status, incomplete_details=incomplete,
+                           output=[answer_item(req, gen, text, finish_reason, logprobs, call_id)], usage=usage, completed_at=int(time.time()))
+
+
+def start(svc: Any, req: ResponseCreateRequest, options: Any, priority: int, rag: Any) -> Any:
+    """Start the chat generation this request means (the route and batch lines both): messages, format, tools."""
+    with named_for_responses():
+        return svc.chat(req.messages(), options, constraint=req.constraint(), priority=priority, rag=rag, tools=req.tool_list(),
+                        call=req.forced_call())

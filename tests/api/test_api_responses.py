@@ -168,12 +168,11 @@ def test_logprobs_are_the_chat_logprobs(client):
 
 
 BAD = [
-    ({"input": Q, "tools": [{"type": "web_search"}]}, "tools", "offline"),
-    ({"input": Q, "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools", "rag"),
-    ({"input": Q, "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]}, "tools", "function calling"),
+    ({"input": Q, "tools": [{"type": "web_search"}]}, "tools[0]", "offline"),
+    ({"input": Q, "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools[0]", "rag"),
     ({"input": Q, "tool_choice": "required"}, "tool_choice", "tools"),
     ({"input": Q, "previous_response_id": "resp_123"}, "previous_response_id", "not stored"),
-    ({"input": [{"type": "function_call_output", "call_id": "c1", "output": "42"}]}, "input[0]", "tool"),
+    ({"input": [{"type": "function_call_output", "call_id": "c1", "output": "42"}]}, "input[0].call_id", "no earlier function_call"),
     ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]", "not stored"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}]},
      "input[0].content[0]", "text only"),
