@@ -284,6 +284,10 @@ def test_responses_lines_through_the_openai_client(server):
          "body": {**ask, "input": [{"role": "user", "content": [{"type": "input_text", "text": "Foxes?"}]}]}},
         {"custom_id": "r-bad", "method": "POST", "url": "/v1/responses", "body": {**ask, "max_output_tokens": 10**6}},
         {"custom_id": "r-stream", "method": "POST", "url": "/v1/responses", "body": {**ask, "stream": True}},
+        {"custom_id": "r-call", "method": "POST", "url": "/v1/responses", "body": {**ask, "max_output_tokens": 120, "tools": [
+            {"type": "function", "name": "pick", "parameters": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0,
+                                                                                                        "maximum": 9}}, "required": ["n"]}}],
+            "tool_choice": {"type": "function", "name": "pick"}}},
     ]
     data = "\n".join(json.dumps(x) for x in lines).encode()
     f = client.files.create(file=("responses.jsonl", data), purpose="batch")
@@ -292,9 +296,11 @@ def test_responses_lines_through_the_openai_client(server):
     while b.status not in ("completed", "failed", "cancelled") and time.monotonic() < end:
         time.sleep(0.2)
         b = client.batches.retrieve(b.id)
-    assert b.status == "completed" and (b.request_counts.completed, b.request_counts.failed) == (2, 2), b
+    assert b.status == "completed" and (b.request_counts.completed, b.request_counts.failed) == (3, 2), b
     out = {o["custom_id"]: o for o in map(json.loads, client.files.content(b.output_file_id).text.splitlines())}
-    assert list(out) == ["r-1", "r-2"]
+    assert list(out) == ["r-1", "r-2", "r-call"]
+    [call] = Response.model_validate(out["r-call"]["response"]["body"]).output  # a forced call, as the live route answers it
+    assert call.type == "function_call" and call.name == "pick" and 0 <= json.loads(call.arguments)["n"] <= 9, call
     expected = client.chat.completions.create(model="llama", max_tokens=5, temperature=0, messages=[
         {"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Say something about foxes."}]).choices[0].message.content
     for cid in ("r-1", "r-2"):
