@@ -95,6 +95,15 @@ class FunctionChoice(_Request):
     type: Literal["function"]
     name: str = Field(min_length=1, max_length=64)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _functions_only(cls, data: Any) -> Any:
+        kind = data.get("type") if isinstance(data, dict) else None
+        if isinstance(kind, str) and kind != "function":
+            raise ValueError(f"tool_choice of type {kind!r} is not available here: send \"none\", \"auto\", \"required\" or "
+                             "{\"type\": \"function\", \"name\": ...}")
+        return data
+
 
 def _not_stored(v: Any) -> Any:
     if v is None:

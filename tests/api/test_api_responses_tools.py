@@ -100,6 +100,34 @@ def test_a_cut_call_is_incomplete(client):
     assert r.status == "incomplete" and item.type == "function_call" and item.status == "incomplete" and item.name == "get_weather"
 
 
+def test_a_required_call_cut_before_its_name_is_a_message(client):
+    """Cut inside '{"name": "': no name to report, so no function_call; the text is a message, streamed or not."""
+    kw = dict(model="default", input=Q, tools=TOOLS, tool_choice="required", max_output_tokens=2, temperature=0)
+    r = client.responses.create(**kw)
+    [item] = r.output
+    assert r.status == "incomplete" and item.type == "message" and '{"name": "'.startswith(r.output_text.lstrip(" \n"))
+    events = list(client.responses.create(**kw, stream=True))
+    assert [e.type for e in events][2:5] == ["response.output_item.added", "response.content_part.added", "response.output_text.delta"]
+    assert events[-1].type == "response.incomplete" and events[-1].response.output_text == r.output_text
+
+
+def test_a_failure_mid_call_ends_with_response_failed(live, monkeypatch):
+    from edge_agent.services import generation
+    from edge_agent.services.errors import GenerationFailedError
+
+    def failing_end(self, c, fin):
+        raise GenerationFailedError("the generation failed; retry, and report it if it persists")
+        yield
+
+    monkeypatch.setattr(generation.Generation, "_end", failing_end)
+    status, _, raw = live.request("POST", "/v1/responses", {"model": "default", "input": Q, "tools": TOOLS, "stream": True,
+                                                            "tool_choice": WEATHER_CHOICE, "max_output_tokens": 6, "temperature": 0})
+    last = json.loads(raw.decode().strip().split("\n\n")[-1].split("data: ", 1)[1])
+    assert status == 200 and last["type"] == "response.failed" and "retry" in last["response"]["error"]["message"]
+    [item] = last["response"]["output"]
+    assert (item["type"], item["name"], item["status"]) == ("function_call", "get_weather", "incomplete")
+
+
 def test_follow_up_with_the_call_and_its_output_answers_in_text(client, live):
     first = client.responses.create(model="default", input=Q, tools=TOOLS, tool_choice=WEATHER_CHOICE, max_output_tokens=200,
                                     temperature=0)
@@ -120,6 +148,7 @@ def test_follow_up_with_the_call_and_its_output_answers_in_text(client, live):
 
 BAD = [
     ({"tool_choice": {"type": "function", "name": "nope"}}, "tool_choice.name", "not among the tools"),
+    ({"tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": []}}, "tool_choice", "not available here"),
     ({"tools": None, "tool_choice": "required"}, "tool_choice", "needs tools"),
     ({"input": [{"role": "user", "content": Q}, {"type": "function_call_output", "call_id": "call_x", "output": "12"}]},
      "input[1].call_id", "no earlier function_call"),
