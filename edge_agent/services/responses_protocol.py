@@ -41,7 +41,7 @@ from edge_agent.services.protocol import (
 )
 from edge_agent.services.errors import InvalidRequestError, ServiceError
 from edge_agent.services.logprobs import chat_content
-from edge_agent.services.tools_protocol import MAX_TOOLS, TOOL_NAME
+from edge_agent.services.tools_protocol import MAX_TOOLS, TOOL_NAME, usable_parameters
 
 NOT_STORED = "responses are not stored on this server"
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
@@ -79,14 +79,7 @@ class FunctionTool(_Request):
                                                                           "tools of type 'function' (function calling)"))
         return data
 
-    @field_validator("parameters")
-    @classmethod
-    def _usable_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if v is not None:
-            from edge_agent.services.tools import check_parameters
-
-            check_parameters(v)
-        return v
+    _usable_schema = field_validator("parameters")(usable_parameters)
 
 
 class FunctionChoice(_Request):

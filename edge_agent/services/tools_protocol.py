@@ -44,20 +44,22 @@ class ToolCall(_Strict):
     function: FunctionCall
 
 
+def usable_parameters(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A tool's parameters validator (chat's and the Responses API's tools): a JSON schema object the grammar compiles."""
+    if v is not None:
+        from edge_agent.services.tools import check_parameters
+
+        check_parameters(v)
+    return v
+
+
 class FunctionDefinition(_Strict):
     name: str = Field(pattern=TOOL_NAME, description="Letters, digits, _ and -, at most 64 characters; unique among the tools.")
     description: str | None = Field(None, max_length=1024, description="What the function does (shown to the model).")
     parameters: dict[str, Any] | None = Field(None, description="The JSON schema (an object) of its arguments; none: no arguments ({}).")
     strict: bool | None = Field(None, description="Accepted; a forced call always follows the schema (every token is masked by it).")
 
-    @field_validator("parameters")
-    @classmethod
-    def _usable_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if v is not None:
-            from edge_agent.services.tools import check_parameters
-
-            check_parameters(v)
-        return v
+    _usable_schema = field_validator("parameters")(usable_parameters)
 
 
 class ChatTool(_Strict):
