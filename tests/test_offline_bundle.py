@@ -52,7 +52,7 @@ def call(method, path, body=None):
     return r.status, json.loads(r.read() or b"null")
 try:
     out["ready"] = call("GET", "/ready")
-    out["completion"] = call("POST", "/v1/completions", {"model": "default", "prompt": "The pump house", "max_tokens": 4})
+    out["completion"] = call("POST", "/v1/completions", {"model": "default", "prompt": "The pump house", "max_tokens": 4, "temperature": 0})
     if add:
         out["add"] = call("POST", "/v1/documents", {"title": "Pump house", "text": sys.argv[4]})
     out["retrieve"] = call("POST", "/v1/retrieve", {"query": "Where is the spare key of the pump house?", "k": 1})
