@@ -104,6 +104,17 @@ class PenaltyProcessor:
         return logits
 
 
+def _service_error(e: BaseException) -> BaseException:
+    """The service error an engine refusal stands for (queue full, too long, engine down), or e itself."""
+    if isinstance(e, QueueFullError):
+        return BusyError(str(e), e.retry_after)
+    if isinstance(e, ContextLengthError):
+        return ContextLengthExceededError(str(e), e.prompt_tokens, e.max_tokens, e.context_length)
+    if isinstance(e, EngineError):
+        return UnavailableError(str(e))
+    return e
+
+
 class ChatService:
     """Chat and text completions over one BatchScheduler (one model)."""
 
@@ -535,13 +546,10 @@ class ChatService:
         except BaseException as e:
             for sc in out:
                 sc.cancel()
-            if isinstance(e, QueueFullError):
-                raise BusyError(str(e), e.retry_after) from None
-            if isinstance(e, ContextLengthError):
-                raise ContextLengthExceededError(str(e), e.prompt_tokens, e.max_tokens, e.context_length) from None
-            if isinstance(e, EngineError):
-                raise UnavailableError(str(e)) from None
-            raise
+            err = _service_error(e)
+            if err is e:
+                raise
+            raise err from None
         return out
 
     def _start(self, jobs, prompt_lengths: list[int], options: SamplingOptions, priority: int,
@@ -576,15 +584,12 @@ class ChatService:
         except BaseException as e:
             for c in choices:
                 c.handle.cancel()
-            if isinstance(e, QueueFullError):
-                raise BusyError(str(e), e.retry_after) from None
-            if isinstance(e, ContextLengthError):
-                raise ContextLengthExceededError(str(e), e.prompt_tokens, e.max_tokens, e.context_length) from None
-            if isinstance(e, EngineError):
-                raise UnavailableError(str(e)) from None
-            if isinstance(e, ValueError):
-                raise InvalidRequestError(str(e)) from None
-            raise
+            err = _service_error(e)
+            if err is e and isinstance(e, ValueError):
+                err = InvalidRequestError(str(e))
+            if err is e:
+                raise
+            raise err from None
         choices.sort(key=lambda c: c.index)
         return Generation(self.model_name, choices, sum(prompt_lengths), self.request_timeout_s + 5.0)
 
