@@ -47,3 +47,12 @@ def small_live(long_bundle, api_tmp):
     server = start_server(api_settings(long_bundle, api_tmp, max_batch=1, max_queue=1, context_length=4096, max_tokens_limit=4096))
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def tools_live(long_bundle, tmp_path_factory):
+    """The tiny Llama with a 2048-token context: its tokenizer spends ~550 tokens on a tools description
+    (chat's and the Responses API's function-tool tests share it)."""
+    server = start_server(api_settings(long_bundle, tmp_path_factory.mktemp("tools"), context_length=2048, max_batch=4))
+    yield server
+    server.close()

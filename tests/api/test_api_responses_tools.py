@@ -11,7 +11,7 @@ import openai
 import pytest
 from openai.types.responses import ResponseFunctionToolCall
 
-from api_helpers import KEY, api_settings, start_server
+from api_helpers import KEY
 from test_api_tools import SCHEMAS, TIME, WEATHER
 
 TOOLS = [
@@ -24,16 +24,8 @@ WEATHER_CHOICE = {"type": "function", "name": "get_weather"}
 
 
 @pytest.fixture(scope="module")
-def live(long_bundle, tmp_path_factory):
-    """The tiny Llama with a 2048-token context (the tools' description takes ~550 tokens)."""
-    server = start_server(api_settings(long_bundle, tmp_path_factory.mktemp("rtools"), context_length=2048, max_batch=4))
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def client(live):
-    return openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0, timeout=120)
+def client(tools_live):
+    return openai.OpenAI(base_url=tools_live.url + "/v1", api_key=KEY, max_retries=0, timeout=120)
 
 
 def _call(r) -> ResponseFunctionToolCall:
@@ -111,7 +103,7 @@ def test_a_required_call_cut_before_its_name_is_a_message(client):
     assert events[-1].type == "response.incomplete" and events[-1].response.output_text == r.output_text
 
 
-def test_a_failure_mid_call_ends_with_response_failed(live, monkeypatch):
+def test_a_failure_mid_call_ends_with_response_failed(tools_live, monkeypatch):
     from edge_agent.services import generation
     from edge_agent.services.errors import GenerationFailedError
 
@@ -120,15 +112,15 @@ def test_a_failure_mid_call_ends_with_response_failed(live, monkeypatch):
         yield
 
     monkeypatch.setattr(generation.Generation, "_end", failing_end)
-    status, _, raw = live.request("POST", "/v1/responses", {"model": "default", "input": Q, "tools": TOOLS, "stream": True,
-                                                            "tool_choice": WEATHER_CHOICE, "max_output_tokens": 6, "temperature": 0})
+    status, _, raw = tools_live.request("POST", "/v1/responses", {"model": "default", "input": Q, "tools": TOOLS, "stream": True,
+                                                                  "tool_choice": WEATHER_CHOICE, "max_output_tokens": 6, "temperature": 0})
     last = json.loads(raw.decode().strip().split("\n\n")[-1].split("data: ", 1)[1])
     assert status == 200 and last["type"] == "response.failed" and "retry" in last["response"]["error"]["message"]
     [item] = last["response"]["output"]
     assert (item["type"], item["name"], item["status"]) == ("function_call", "get_weather", "incomplete")
 
 
-def test_follow_up_with_the_call_and_its_output_answers_in_text(client, live):
+def test_follow_up_with_the_call_and_its_output_answers_in_text(client, tools_live):
     first = client.responses.create(model="default", input=Q, tools=TOOLS, tool_choice=WEATHER_CHOICE, max_output_tokens=200,
                                     temperature=0)
     call = _call(first)
@@ -163,9 +155,9 @@ BAD = [
 
 
 @pytest.mark.parametrize("body,param,says", BAD, ids=[f"{i}-{b[1]}" for i, b in enumerate(BAD)])
-def test_bad_tool_requests_are_400_with_param(live, body, param, says):
+def test_bad_tool_requests_are_400_with_param(tools_live, body, param, says):
     full = {"model": "default", "input": Q, "tools": TOOLS, "max_output_tokens": 4, **body}
-    status, _, raw = live.request("POST", "/v1/responses", {k: v for k, v in full.items() if v is not None})
+    status, _, raw = tools_live.request("POST", "/v1/responses", {k: v for k, v in full.items() if v is not None})
     text = raw.decode()
     assert status == 400 and "Traceback" not in text and ".py" not in text, text
     err = json.loads(text)["error"]

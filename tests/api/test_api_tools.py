@@ -11,7 +11,7 @@ import jsonschema
 import openai
 import pytest
 
-from api_helpers import KEY, api_settings, start_server
+from api_helpers import KEY, api_settings
 
 WEATHER = {
     "type": "object",
@@ -33,16 +33,8 @@ MSGS = [{"role": "user", "content": "What is the weather in Utrecht?"}]
 
 
 @pytest.fixture(scope="module")
-def live(long_bundle, tmp_path_factory):
-    """The tiny Llama with a 2048-token context: its tokenizer spends ~550 tokens on the tools' description."""
-    server = start_server(api_settings(long_bundle, tmp_path_factory.mktemp("tools"), context_length=2048, max_batch=4))
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def client(live):
-    return openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0, timeout=120)
+def client(tools_live):
+    return openai.OpenAI(base_url=tools_live.url + "/v1", api_key=KEY, max_retries=0, timeout=120)
 
 
 def _valid(name: str, arguments: str) -> dict:
@@ -152,7 +144,7 @@ def test_auto_and_none_answer_in_text(client):
         assert isinstance(r.choices[0].message.content, str)
 
 
-def test_history_with_a_tool_result_is_accepted(client, live):
+def test_history_with_a_tool_result_is_accepted(client, tools_live):
     first = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, max_tokens=200, temperature=0,
                                            tool_choice={"type": "function", "function": {"name": "get_weather"}})
     asked = first.choices[0].message
@@ -160,7 +152,7 @@ def test_history_with_a_tool_result_is_accepted(client, live):
                {"role": "tool", "tool_call_id": asked.tool_calls[0].id, "content": "12 degrees, rain"}]
     r = client.chat.completions.create(model="default", messages=history, tools=TOOLS, max_tokens=8)
     assert isinstance(r.choices[0].message.content, str)
-    prompt = live.runtime.chat.formatter.format_chat([
+    prompt = tools_live.runtime.chat.formatter.format_chat([
         *MSGS, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": '{"city": "Utrecht"}'}]},
         {"role": "tool", "tool_call_id": "c1", "content": "12 degrees, rain"}]).text
     assert '{"name": "get_weather", "arguments": {"city": "Utrecht"}}' in prompt and "Result of get_weather: 12 degrees, rain" in prompt
@@ -169,11 +161,11 @@ def test_history_with_a_tool_result_is_accepted(client, live):
     _valid(again.choices[0].message.tool_calls[0].function.name, again.choices[0].message.tool_calls[0].function.arguments)
 
 
-def test_the_prompt_describes_the_tools(live):
+def test_the_prompt_describes_the_tools(tools_live):
     from edge_agent.services.tools import Tool, call_constraint
 
     tools = [Tool("get_weather", "The forecast for a city.", WEATHER)]
-    text = live.runtime.chat.formatter.format_chat(MSGS, instruction=call_constraint(tools, "get_weather").instruction).text
+    text = tools_live.runtime.chat.formatter.format_chat(MSGS, instruction=call_constraint(tools, "get_weather").instruction).text
     assert '{"name": "get_weather", "description": "The forecast for a city.", "parameters": {"type": "object"' in text
     assert '"maxLength": 12' in text and "Call get_weather" in text
 
@@ -199,18 +191,18 @@ BAD = [
 
 
 @pytest.mark.parametrize("kwargs,param,says", BAD)
-def test_bad_tool_requests_are_400_with_param(live, kwargs, param, says):
+def test_bad_tool_requests_are_400_with_param(tools_live, kwargs, param, says):
     body = {"model": "default", "messages": MSGS, "tools": TOOLS, "max_tokens": 4, **kwargs}
-    status, _, raw = live.request("POST", "/v1/chat/completions", {k: v for k, v in body.items() if v is not None})
+    status, _, raw = tools_live.request("POST", "/v1/chat/completions", {k: v for k, v in body.items() if v is not None})
     text = raw.decode()
     assert status == 400 and "Traceback" not in text and ".py" not in text, text
     err = json.loads(text)["error"]
     assert err["param"] == param and (says is None or says in err["message"]), err
 
 
-def test_openapi_documents_tools_as_real_fields(live):
+def test_openapi_documents_tools_as_real_fields(tools_live):
     """tools, tool_choice, tool_calls and the tool role are fields now, not "Not supported"; answers document the call."""
-    status, _, body = live.request("GET", "/openapi.json")
+    status, _, body = tools_live.request("GET", "/openapi.json")
     schemas = json.loads(body)["components"]["schemas"]
     req = schemas["ChatCompletionRequest"]["properties"]
     assert "Not supported" not in req["tools"]["description"] and "required" in json.dumps(req["tool_choice"])
