@@ -63,30 +63,12 @@ def _disconnected() -> Callable[[], bool]:
 
 
 def _wait(gen: Generation, disconnected: Callable[[], bool]) -> tuple[dict[int, str], dict[int, str], dict[int, list | None]]:
-    """Collect every choice's text, finish reason and logprobs (None unless asked for); give up (cancelling) if the client goes away."""
-    texts: dict[int, list[str]] = {c.index: [] for c in gen.choices}
-    ends: dict[int, str] = {}
-    lps: dict[int, list | None] = {c.index: None for c in gen.choices}
-    events = gen.events()
-    probe = time.monotonic() + PROBE_S
-    try:
-        for ev in events:
-            if ev is None or time.monotonic() >= probe:
-                probe = time.monotonic() + PROBE_S
-                if disconnected():
-                    gen.cancel()
-                    raise UnavailableError("the client disconnected")
-            if ev is None:
-                continue
-            if isinstance(ev, ChoiceDelta):
-                texts[ev.index].append(ev.text)
-            else:
-                ends[ev.index] = ev.finish_reason
-            if ev.logprobs is not None:
-                lps[ev.index] = (lps[ev.index] or []) + ev.logprobs
-    finally:
-        events.close()
-    return {i: "".join(t) for i, t in texts.items()}, ends, lps
+    """Every choice's text, finish reason and logprobs (Generation.gather); give up (cancelling) if the client goes away."""
+    def check() -> None:
+        if disconnected():
+            gen.cancel()
+            raise UnavailableError("the client disconnected")
+    return gen.gather(check)
 
 
 def _usage(gen: Generation) -> p.Usage:

@@ -36,7 +36,7 @@ from edge_agent.services import responses_protocol as rp
 from edge_agent.services.chat import sampling_options
 from edge_agent.services.logprobs import TextOffsets, chat_content, completion_logprobs
 from edge_agent.services.tools import read_answer
-from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation
+from edge_agent.services.generation import Generation
 from edge_agent.services.errors import BusyError, ServiceError, UnavailableError
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses")
@@ -281,27 +281,12 @@ class BatchRequestRunner:
                 time.sleep(BUSY_RETRY_S)
 
     def _wait(self, gen: Generation) -> tuple[dict[int, str], dict[int, str], dict[int, list | None]]:
-        """Every choice's text, finish reason and logprobs (None unless asked for); raises RequestFailed when the batch is cancelled."""
-        texts: dict[int, list[str]] = {c.index: [] for c in gen.choices}
-        ends: dict[int, str] = {}
-        lps: dict[int, list | None] = {c.index: None for c in gen.choices}
-        events = gen.events()
-        try:
-            for ev in events:
-                if ev is None:
-                    if self.cancelled():
-                        gen.cancel()
-                        raise RequestFailed(503, error_body("the batch was cancelled", "server_error", code="cancelled"))
-                    continue
-                if isinstance(ev, ChoiceDelta):
-                    texts[ev.index].append(ev.text)
-                elif isinstance(ev, ChoiceEnd):
-                    ends[ev.index] = ev.finish_reason
-                if ev.logprobs is not None:
-                    lps[ev.index] = (lps[ev.index] or []) + ev.logprobs
-        finally:
-            events.close()
-        return {i: "".join(t) for i, t in texts.items()}, ends, lps
+        """Every choice's text, finish reason and logprobs (Generation.gather); raises RequestFailed when the batch is cancelled."""
+        def check() -> None:
+            if self.cancelled():
+                gen.cancel()
+                raise RequestFailed(503, error_body("the batch was cancelled", "server_error", code="cancelled"))
+        return gen.gather(check)
 
     def _embeddings(self, body: dict) -> dict:
         req = p.EmbeddingRequest.model_validate(body)

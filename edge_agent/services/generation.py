@@ -220,13 +220,32 @@ class Generation:
         if said:
             self.sources = [replace(s, used=s.number in said) for s in self.sources]
 
+    def gather(self, check: Callable[[], None] | None = None) -> tuple[dict[int, str], dict[int, str], dict[int, list | None]]:
+        """Wait for every choice: its text, finish reason and logprobs (None unless asked for), by choice index.
+
+        `check` runs at every heartbeat and at least every HEARTBEAT_S while tokens flow; it may cancel the
+        generation and raise (a client gone, a batch cancelled). Raises as events() does."""
+        texts: dict[int, list[str]] = {c.index: [] for c in self.choices}
+        ends: dict[int, str] = {}
+        lps: dict[int, list | None] = {c.index: None for c in self.choices}
+        events = self.events()
+        due = time.monotonic() + HEARTBEAT_S
+        try:
+            for ev in events:
+                if check is not None and (ev is None or time.monotonic() >= due):
+                    due = time.monotonic() + HEARTBEAT_S
+                    check()
+                if isinstance(ev, ChoiceDelta):
+                    texts[ev.index].append(ev.text)
+                elif isinstance(ev, ChoiceEnd):
+                    ends[ev.index] = ev.finish_reason
+                if ev is not None and ev.logprobs is not None:
+                    lps[ev.index] = (lps[ev.index] or []) + ev.logprobs
+        finally:
+            events.close()
+        return {i: "".join(t) for i, t in texts.items()}, ends, lps
+
     def collect(self) -> list[ChoiceResult]:
         """Wait for every choice; return their texts in index order (raises as events() does)."""
-        texts = {c.index: [] for c in self.choices}
-        ends: dict[int, str] = {}
-        for ev in self.events():
-            if isinstance(ev, ChoiceDelta):
-                texts[ev.index].append(ev.text)
-            elif isinstance(ev, ChoiceEnd):
-                ends[ev.index] = ev.finish_reason
-        return [ChoiceResult(i, "".join(texts[i]), ends[i]) for i in sorted(texts)]
+        texts, ends, _ = self.gather()
+        return [ChoiceResult(i, texts[i], ends[i]) for i in sorted(texts)]
