@@ -5,15 +5,17 @@ import base64
 import json
 import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from flask import Blueprint, Response, request
+from pydantic import BaseModel
 
 from edge_agent.api import protocol as p
 from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.access_log import note_usage
 from edge_agent.api.errors import error_body, read_json
 from edge_agent.services import grounding
-from edge_agent.services.chat import sampling_options
+from edge_agent.services.chat import ChatService, sampling_options
 from edge_agent.services.generation import ChoiceDelta, Generation
 from edge_agent.services.logprobs import TextOffsets, chat_content, completion_logprobs
 from edge_agent.services.tools import CallReader, call_id, read_answer
@@ -22,13 +24,19 @@ from edge_agent.services.errors import ModelNotFoundError, ServiceError, Unavail
 bp = Blueprint("openai", __name__)
 
 KEEPALIVE_S = 10.0
+M = TypeVar("M", bound=BaseModel)
 PROBE_S = 0.25  # how often a running request checks that its client is still there, tokens flowing or not
 STREAM_START_S = 10.0  # a stream's body not read by then (the server never iterated it) cancels its generation
 
 
-def _context() -> dict:
-    s = _runtime().settings
-    return {"max_tokens_limit": s.max_tokens_limit, "max_messages": s.max_messages}
+def generation_request(model: type[M]) -> tuple[M, ChatService]:
+    """The route's request body, validated against the server's limits, and the chat service once the body names
+    a model it serves (ModelNotFoundError otherwise)."""
+    rt = _runtime()
+    s = rt.settings
+    req = read_json(model, s.max_body_bytes, {"max_tokens_limit": s.max_tokens_limit, "max_messages": s.max_messages})
+    rt.chat.check_model(req.model)
+    return req, rt.chat
 
 
 def _json(model) -> Response:
@@ -191,10 +199,7 @@ def get_model(model_id: str):
 
 @bp.post("/v1/chat/completions")
 def chat_completions():
-    rt = _runtime()
-    req = read_json(p.ChatCompletionRequest, rt.settings.max_body_bytes, _context())
-    svc = rt.chat
-    svc.check_model(req.model)
+    req, svc = generation_request(p.ChatCompletionRequest)
     messages = [m.to_dict() for m in req.messages]
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     constraint = req.response_format.constraint() if req.response_format is not None else None
@@ -253,10 +258,7 @@ def _call_delta(reader: CallReader, text: str | None, finish: str | None) -> tup
 
 @bp.post("/v1/completions")
 def completions():
-    rt = _runtime()
-    req = read_json(p.CompletionRequest, rt.settings.max_body_bytes, _context())
-    svc = rt.chat
-    svc.check_model(req.model)
+    req, svc = generation_request(p.CompletionRequest)
     n = req.n or 1
     prompts = req.prompts()
     gen = svc.complete(prompts, sampling_options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0, rag=_rag(req))

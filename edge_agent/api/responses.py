@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterator
 from flask import Blueprint, Response
 
 from edge_agent.api.access_log import note_usage
-from edge_agent.api.context import runtime as _runtime
-from edge_agent.api.errors import ApiError, read_json
-from edge_agent.api.openai import KEEPALIVE, ClientGone, _context, _disconnected, _rag, _wait, event_stream, live_events
+from edge_agent.api.errors import ApiError
+from edge_agent.api.openai import KEEPALIVE, ClientGone, _disconnected, _rag, _wait, event_stream, generation_request, live_events
 from edge_agent.services import responses_protocol as r
 from edge_agent.services.errors import ServiceError
 from edge_agent.services.generation import ChoiceDelta, Generation
@@ -33,10 +32,7 @@ bp = Blueprint("responses", __name__)
 
 @bp.post("/v1/responses")
 def create_response():
-    rt = _runtime()
-    req = read_json(r.ResponseCreateRequest, rt.settings.max_body_bytes, _context())
-    svc = rt.chat
-    svc.check_model(req.model)
+    req, svc = generation_request(r.ResponseCreateRequest)
     options = req.sampling()
     gen = r.start(svc, req, options, req.priority or 0, _rag(req))
     note_usage(gen.usage)
