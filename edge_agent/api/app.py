@@ -246,6 +246,11 @@ def create_app(runtime) -> Flask:
 
     app.register_blueprint(cluster.bp)
     app.extensions["edge_agent.extra_paths"].update(cluster.openapi_paths(runtime))
+    from edge_agent.api import tokenize
+
+    app.register_blueprint(tokenize.bp)
+    app.extensions["edge_agent.extra_paths"].update(tokenize.openapi_paths(runtime))
+    app.extensions["edge_agent.extra_schemas"].update(tokenize.openapi_schemas())
     register_error_handlers(app)
     tracker = InFlight(app.wsgi_app, runtime.metrics)
     app.wsgi_app = tracker  # type: ignore[method-assign]

@@ -210,15 +210,16 @@ class PromptFormatter:
         return FormattedPrompt(self.encoder.encode(text, table), self.encoder.restore(text, table))
 
     def format_chat(self, messages: list[dict[str, Any]], json_mode: bool = False, instruction: str = "",
-                    tools: list[dict[str, Any]] | None = None, check: Callable[[str], None] | None = None) -> FormattedPrompt:
+                    tools: list[dict[str, Any]] | None = None, check: Callable[[str], None] | None = None,
+                    generation_prompt: bool = True) -> FormattedPrompt:
         """messages: [{"role": system|developer|user|assistant|tool, "content": str}] in order; an assistant message may
         carry "tool_calls" ([{"id", "name", "arguments"}]), a tool message "tool_call_id".
 
         instruction (data, e.g. "answer in JSON that follows this schema") is added to the system
         text; json_mode adds the default JSON instruction. tools (OpenAI's form) go to a chat
         template that takes them (see takes_tools). check(prompt text) runs before the text is
-        encoded (a cheap length check can refuse a huge prompt without tokenizing it). Raises
-        InvalidRequestError, and what check raises.
+        encoded (a cheap length check can refuse a huge prompt without tokenizing it). generation_prompt
+        False leaves the assistant's turn unopened (POST /tokenize). Raises InvalidRequestError, and what check raises.
         """
         if json_mode and not instruction:
             instruction = JSON_HINT
@@ -238,9 +239,9 @@ class PromptFormatter:
         stops: list[str] = []
         if self._template is not None:
             shown_tools = json.loads(enc.defuse(json.dumps(tools, ensure_ascii=False), table)) if tools and self.takes_tools else None
-            text = self._render(safe, hint, shown_tools)
+            text = self._render(safe, hint, shown_tools, generation_prompt)
         else:
-            text, stops = self._transcript(safe, hint)
+            text, stops = self._transcript(safe, hint, generation_prompt)
         shown = enc.restore(text, table)
         if check is not None:
             check(shown)
@@ -276,7 +277,8 @@ class PromptFormatter:
                 out.append({"role": role, "content": content})
         return out
 
-    def _render(self, messages: list[dict[str, Any]], hint: str, tools: list[dict[str, Any]] | None = None) -> str:
+    def _render(self, messages: list[dict[str, Any]], hint: str, tools: list[dict[str, Any]] | None = None,
+                generation_prompt: bool = True) -> str:
         msgs = self._template_messages(messages)
         if hint:
             if msgs and msgs[0]["role"] == "system":
@@ -285,7 +287,7 @@ class PromptFormatter:
                 msgs.insert(0, {"role": "system", "content": hint})
         try:
             return self._template.render(
-                messages=msgs, add_generation_prompt=True, bos_token=self.bos_token, eos_token=self.eos_token, tools=tools,
+                messages=msgs, add_generation_prompt=generation_prompt, bos_token=self.bos_token, eos_token=self.eos_token, tools=tools,
             )
         except _TemplateError as e:
             raise InvalidRequestError(f"the model's chat template refused these messages: {e}", param="messages") from None
@@ -294,7 +296,7 @@ class PromptFormatter:
                 f"the model's chat template could not format these messages ({type(e).__name__})", param="messages"
             ) from None
 
-    def _transcript(self, messages: list[dict[str, Any]], hint: str) -> tuple[str, list[str]]:
+    def _transcript(self, messages: list[dict[str, Any]], hint: str, generation_prompt: bool = True) -> tuple[str, list[str]]:
         lab, sep = self.labels, self.labels["separator"]
         system = [m["content"].strip() for m in messages if m["role"] in ("system", "developer")]
         if hint:
@@ -307,7 +309,8 @@ class PromptFormatter:
                 parts.append(lab["assistant"] + " " + _with_calls(m).strip())
             elif m["role"] == "tool":
                 parts.append(_result_text(m))
-        parts.append(lab["assistant"])
+        if generation_prompt:
+            parts.append(lab["assistant"])
         text = sep.join(parts)
         if system:
             text = lab["system_separator"].join(s for s in system if s) + lab["system_separator"] + text
