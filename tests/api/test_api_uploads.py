@@ -213,3 +213,41 @@ def test_uploads_still_waiting_at_shutdown_are_failed(make_server):
     server = make_server()
     docs = {d["id"]: d for d in _documents(server)}
     assert [(docs[i]["status"], docs[i]["error"]) for i in ids] == [("ready", None)] + [("failed", UPLOAD_INTERRUPTED)] * 2
+
+
+def _without_core_properties(docx_bytes: bytes) -> bytes:
+    """The DOCX without docProps/core.xml (its title, author, dates) and its relationship, as some generators write."""
+    import io
+    import re
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(docx_bytes)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "docProps/core.xml":
+                continue
+            if info.filename == "_rels/.rels":
+                data = re.sub(rb"<Relationship [^>]*core-properties[^>]*/>", b"", data)
+            if info.filename == "[Content_Types].xml":
+                data = re.sub(rb"<Override [^>]*docProps/core\.xml[^>]*/>", b"", data)
+            dst.writestr(info, data)
+    return out.getvalue()
+
+
+def test_a_docx_without_core_properties_is_titled_by_its_file_name(make_server):
+    """python-docx makes up core properties for a DOCX that has none, titled "Word Document": every such upload
+    was listed, searched (the title is a boosted BM25 field) and cited as "Word Document"."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "rag"))
+    from rag_docs import make_docx
+
+    server = make_server()
+    data = _without_core_properties(make_docx([("p", "De opzegtermijn voor de huurder bedraagt een maand.")]))
+    status, _, body = upload(server, "huurcontract.docx", data)
+    assert status == 201, body
+    assert body["title"] == "huurcontract"
+    titled = make_docx([("p", "De huurprijs bedraagt 950 euro.")], title="Huurprijs 2027")
+    status, _, body = upload(server, "prijs.docx", titled)
+    assert status == 201 and body["title"] == "Huurprijs 2027"  # a title the file has is kept
