@@ -251,3 +251,30 @@ def test_a_docx_without_core_properties_is_titled_by_its_file_name(make_server):
     titled = make_docx([("p", "De huurprijs bedraagt 950 euro.")], title="Huurprijs 2027")
     status, _, body = upload(server, "prijs.docx", titled)
     assert status == 201 and body["title"] == "Huurprijs 2027"  # a title the file has is kept
+
+
+def test_a_large_text_document_sent_as_json_is_processed_in_the_background(make_server):
+    """POST /v1/documents {title, text} ignored upload_async_bytes, ?wait=false and Prefer: respond-async: a 7 MB text
+    held its request for over two minutes (parse, chunk, embed on 2 busy cores), past a client's timeout."""
+    server = make_server(upload_async_bytes=4096)
+    svc = server.runtime.documents
+    gate = _gate(svc)
+    text = "De brandwerende deuren in de noordvleugel worden elke eerste maandag van de maand getest door de conciërge. " * 60
+    assert len(text.encode()) > 4096
+    status, head, body = server.request("POST", "/v1/documents", {"title": "Brandveiligheid", "text": text})
+    body = json.loads(body)
+    assert status == 202 and body["status"] == "processing" and body["source"] == "text:Brandveiligheid", body
+    doc_id = body["document_id"]
+    assert head["location"] == f"/v1/documents/{doc_id}" and _get(server, doc_id)["status"] == "processing"
+    small = json.loads(server.request("POST", "/v1/documents", {"title": "Sleutel", "text": "De sleutel hangt bij de receptie."})[2])
+    assert small["status"] == "added"  # a small text keeps the synchronous answer
+    status, _, asked = server.request("POST", "/v1/documents?wait=false", {"title": "Fietsen", "text": "De fietsenstalling sluit om tien uur."})
+    assert status == 202 and json.loads(asked)["status"] == "processing"
+    gate.set()
+    assert wait_until(lambda: _get(server, doc_id)["status"] != "processing", 60, 0.05)
+    doc = _get(server, doc_id)
+    assert doc["status"] == "ready" and doc["title"] == "Brandveiligheid" and doc["chunk_count"] > 0
+    status, _, body = server.request("POST", "/v1/documents", {"title": "Brandveiligheid", "text": text})
+    assert json.loads(body)["status"] == "unchanged" and json.loads(body)["document_id"] == doc_id
+    status, _, body = server.request("POST", "/v1/documents?wait=true", {"title": "Brandveiligheid 2", "text": text})
+    assert status == 201 and json.loads(body)["status"] == "added"  # wait=true keeps it in the request
