@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from flask import Blueprint, Response, request
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, Discriminator, Field, RootModel, Tag
 from pydantic.json_schema import models_json_schema
 
 from edge_agent.api import protocol as p
@@ -42,8 +42,18 @@ class AddPathRequest(p._Request):
     path: str = Field(min_length=1, max_length=4096)
 
 
-class AddDocumentRequest(RootModel[AddTextRequest | AddPathRequest]):
-    pass
+# {title, text} or {path}, told apart by `path`, so a bad body gets the errors of the shape it was sent in (as a plain
+# union {"path": ""} was answered "invalid value for 'title': Field required").
+def _shape(body: Any) -> str:
+    return "AddPathRequest" if isinstance(body, dict) and "path" in body else "AddTextRequest"  # (a capital: no param)
+
+
+_AddDocument = Annotated[Annotated[AddTextRequest, Tag("AddTextRequest")] | Annotated[AddPathRequest, Tag("AddPathRequest")],
+                         Discriminator(_shape)]
+
+
+class AddDocumentRequest(RootModel[_AddDocument]):
+    """A text document ({title, text}) or a file or folder under an ingest root ({path})."""
 
 
 class RetrieveRequest(p._Request):

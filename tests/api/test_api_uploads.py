@@ -278,3 +278,20 @@ def test_a_large_text_document_sent_as_json_is_processed_in_the_background(make_
     assert json.loads(body)["status"] == "unchanged" and json.loads(body)["document_id"] == doc_id
     status, _, body = server.request("POST", "/v1/documents?wait=true", {"title": "Brandveiligheid 2", "text": text})
     assert status == 201 and json.loads(body)["status"] == "added"  # wait=true keeps it in the request
+
+
+@pytest.mark.parametrize("body, param, words", [
+    ({"path": ""}, "path", "at least 1 character"),
+    ({"path": "a" * 5000}, "path", "at most 4096 characters"),
+    ({"title": "Notitie", "text": 5}, "text", "valid string"),
+    ({"title": "Notitie"}, "text", "Field required"),
+    ({"text": "De sleutel hangt bij de receptie."}, "title", "Field required"),
+    ({}, "title", "Field required"),
+])
+def test_a_bad_json_document_names_the_field_it_got_wrong(make_server, body, param, words):
+    """The body is one of two shapes ({title, text} or {path}); the error of the shape the client sent, not the
+    other's: {"path": ""} was answered "invalid value for 'title': Field required"."""
+    server = make_server()
+    status, _, raw = server.request("POST", "/v1/documents", body)
+    err = json.loads(raw)["error"]
+    assert status == 400 and err["param"] == param and words in err["message"], err
