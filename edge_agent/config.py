@@ -206,7 +206,7 @@ class Settings(BaseSettings):
     max_folder_files: int = Field(10_000, ge=1, description="Most files one folder ingestion (POST /v1/documents with a folder path) reads.")
     ingest_time_budget_s: float = Field(30.0, gt=0, description="Wall-clock budget for extracting text from one PDF or DOCX.")
     upload_async_bytes: int = Field(
-        256 * 1024, ge=0, description="Uploads larger than this are processed in the background: POST /v1/documents answers 202 "
+        256 * 1024, ge=0, description="Uploads (and JSON {title, text} documents) larger than this are processed in the background: POST /v1/documents answers 202 "
         "with the document id (status processing; poll GET /v1/documents/{id}). 0: only when the client asks (Prefer: "
         "respond-async or ?wait=false); ?wait=true keeps any upload synchronous."
     )

@@ -128,6 +128,10 @@ class SecurityGuard:
         if not self._authorized():
             return error_response(401, "missing or invalid API key: send Authorization: Bearer <key>", "authentication_error",
                                   code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+        encoding = request.headers.get("Content-Encoding", "").strip().lower()
+        if encoding not in ("", "identity"):  # a gzip body read as JSON was "not valid UTF-8"; one only labelled, served
+            return error_response(415, f"Content-Encoding {encoding[:40]} is not supported: send the request body uncompressed",
+                                  code="unsupported_media_type")
         return None
 
     def after(self, resp: Response) -> Response:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from flask import Blueprint, Response, request
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, Discriminator, Field, RootModel, Tag
 from pydantic.json_schema import models_json_schema
 
 from edge_agent.api import protocol as p
@@ -42,8 +42,18 @@ class AddPathRequest(p._Request):
     path: str = Field(min_length=1, max_length=4096)
 
 
-class AddDocumentRequest(RootModel[AddTextRequest | AddPathRequest]):
-    pass
+# {title, text} or {path}, told apart by `path`, so a bad body gets the errors of the shape it was sent in (as a plain
+# union {"path": ""} was answered "invalid value for 'title': Field required").
+def _shape(body: Any) -> str:
+    return "AddPathRequest" if isinstance(body, dict) and "path" in body else "AddTextRequest"  # (a capital: no param)
+
+
+_AddDocument = Annotated[Annotated[AddTextRequest, Tag("AddTextRequest")] | Annotated[AddPathRequest, Tag("AddPathRequest")],
+                         Discriminator(_shape)]
+
+
+class AddDocumentRequest(RootModel[_AddDocument]):
+    """A text document ({title, text}) or a file or folder under an ingest root ({path})."""
 
 
 class RetrieveRequest(p._Request):
@@ -310,8 +320,8 @@ def _in_background(svc, wait: bool | None, size: int) -> bool:
 def add_documents():
     """Multipart upload (field `file`, repeatable), JSON {title, text}, or JSON {path} under an ingest root.
 
-    An upload over upload_async_bytes, or any with Prefer: respond-async or ?wait=false, answers 202 with its
-    document id and status "processing" (Location: the document); the daemon finishes it in the background."""
+    An upload or a JSON text over upload_async_bytes, or any with Prefer: respond-async or ?wait=false, answers 202
+    with its document id and status "processing" (Location: the document); the daemon finishes it in the background."""
     wait = _wait_param()
     svc = _service()
     if (request.mimetype or "").lower() == "multipart/form-data":
@@ -339,7 +349,8 @@ def add_documents():
                 return resp
             results = [svc.add_file(body.path, confined=True)]
         else:
-            results = [svc.add_text(body.title, body.text)]
+            add = svc.start_text if _in_background(svc, wait, len(body.text.encode("utf-8", "surrogatepass"))) else svc.add_text
+            results = [add(body.title, body.text)]
     if len(results) == 1:
         res = results[0]
         if res.status == "failed":
@@ -474,7 +485,7 @@ def openapi_paths(runtime) -> dict[str, Any]:
     ]
     created = {"description": "Added or updated: one document, or a list for several uploads.", "content": {"application/json": {"schema": ingest_ok}}}
     accepted = {"description": "A folder: its ingestion runs in the background; poll the task's `url` (also in Location). "
-                               "An upload over upload_async_bytes (or with Prefer: respond-async or ?wait=false): status "
+                               "An upload or JSON text over upload_async_bytes (or with Prefer: respond-async or ?wait=false): status "
                                "processing and its document_id; poll GET /v1/documents/{id} (also in Location) until ready or failed.",
                 "content": {"application/json": {"schema": {"oneOf": [_ref("IngestTask"), ingest_ok]}}}}
     task_id = {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^ingest_[0-9a-f]{16}$"}}
@@ -487,10 +498,10 @@ def openapi_paths(runtime) -> dict[str, Any]:
                 "operationId": "addDocuments",
                 "parameters": [
                     {"name": "wait", "in": "query", "required": False, "schema": {"type": "string", "enum": ["true", "false"]},
-                     "description": "Uploads: false processes them in the background (202), true in the request; "
+                     "description": "Uploads and JSON texts: false processes them in the background (202), true in the request; "
                                     "by default those over upload_async_bytes go to the background."},
                     {"name": "Prefer", "in": "header", "required": False, "schema": {"type": "string"},
-                     "description": "respond-async (RFC 7240): process uploads in the background (202)."},
+                     "description": "respond-async (RFC 7240): process uploads and JSON texts in the background (202)."},
                 ],
                 "requestBody": {"required": True, "content": {
                     "application/json": {"schema": {"oneOf": [_ref("AddTextRequest"), _ref("AddPathRequest")]}},

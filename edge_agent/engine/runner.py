@@ -211,6 +211,7 @@ class OnnxModel:
         self.steps = 0
         self.step_seconds = 0.0
         self.run_options = ort.RunOptions()  # its terminate flag stops a step in flight (interrupt())
+        self.run_options.log_severity_level = 4  # a step stopped inside an If branch is no ERROR line: StepInterrupted says it
         self.capacity = 0
         self.slots_used = 0  # slots 0..slots_used-1 may hold cache entries (a high-water mark)
         self.keys: list[np.ndarray] = []

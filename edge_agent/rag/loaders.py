@@ -337,6 +337,10 @@ def _load_docx(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Sect
     document = docx.Document(io.BytesIO(data))
     meta: dict = {}
     try:
+        from docx.opc.constants import RELATIONSHIP_TYPE as RT
+
+        # only a title the file has: for one without core properties python-docx makes some up, titled "Word Document"
+        document.part.package.part_related_by(RT.CORE_PROPERTIES)
         if document.core_properties.title:
             meta["title"] = document.core_properties.title
     except Exception:

@@ -424,6 +424,17 @@ def choice_processor(engine, choices: list[str]) -> GrammarLogitsProcessor:
     return processors(engine.tokenizer, engine.vocab_size, engine.stop_token_ids, OutputConstraint.choice(choices))[0]
 
 
+_GRAMMAR_LISTING = re.compile(r"\s*\d+ \| ")
+
+
 def _short(message: str, limit: int = 300) -> str:
-    first = message.strip().splitlines()[0] if message.strip() else "invalid grammar"
-    return first if len(first) <= limit else first[:limit] + "…"
+    """llguidance's error on one line: a regex error spans several (the pattern, a caret under the spot, the error),
+    and the compiled grammar's listing that follows ("1 | start: ...") is left out."""
+    lines = []
+    for line in message.splitlines():
+        if _GRAMMAR_LISTING.match(line):
+            break
+        if line.strip(" ^~\t"):
+            lines.append(line.strip())
+    one = " ".join(lines) or "invalid grammar"
+    return one if len(one) <= limit else one[:limit] + "…"

@@ -257,6 +257,11 @@ class DocumentService(IndexUpkeep, UploadIngest):
 
     def add_text(self, title: str, text: str) -> IngestResult:
         """Add or replace a text document identified by its title."""
+        meta, doc = self._text_document(title, text)
+        return self._ingest(meta, lambda: doc, keep_failure=False)
+
+    def _text_document(self, title: str, text: str) -> tuple[DocumentMeta, LoadedDocument]:
+        """The record and the loaded form of a text document; raises DocumentError for an empty or too long one."""
         title = (title or "").strip()
         if not title:
             raise DocumentError("title is required", param="title")
@@ -266,8 +271,7 @@ class DocumentService(IndexUpkeep, UploadIngest):
         if len(data) > self.limits.max_file_bytes:
             raise DocumentError(f"text is over the {self.limits.max_file_bytes}-byte limit", param="text")
         meta = DocumentMeta(f"text:{title}", title, "txt", _sha256(data), len(data), mime="text/plain")
-        doc = LoadedDocument(title, "txt", [Section(text.strip())])
-        return self._ingest(meta, lambda: doc, keep_failure=False)
+        return meta, LoadedDocument(title, "txt", [Section(text.strip())])
 
     def _resolve(self, path: str | os.PathLike, confined: bool) -> Path:
         try:

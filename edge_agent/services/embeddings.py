@@ -1,6 +1,7 @@
 """EmbeddingService: sentence embeddings from the document service's embedder, when one is loaded."""
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -71,33 +72,71 @@ class EmbeddingService:
         """Embeddings, the inputs' real token count and how many were cut to the model's window.
 
         A text longer than the window (max_tokens, special tokens included) is truncated when `truncate`
-        (Ollama's and TEI's default); otherwise nothing is embedded. Raises InputTooLongError (400) then,
-        UnavailableError when no embedding model is loaded, InvalidRequestError when `dimensions` (OpenAI's
-        shortened vectors) is not the model's own dimension.
+        (Ollama's and TEI's default): it is tokenized once, for the count, and the model is given the words its
+        window holds. Otherwise nothing is embedded, and a text whose first words already fill the window is
+        refused without being tokenized whole. Raises InputTooLongError (400) then, UnavailableError when no
+        embedding model is loaded, InvalidRequestError when `dimensions` (OpenAI's shortened vectors) is not the
+        model's own dimension.
         """
         e = self._embedder()
         if e is None:
             raise UnavailableError(self._unavailable_message())
-        counts, limit = self._count_tokens(e, texts)
-        over = [i for i, c in enumerate(counts) if limit and c > limit]
-        if over and not truncate:
-            i = over[0]
-            which = "input" if len(texts) == 1 else f"input[{i}]"
-            raise InputTooLongError(f"{which} is {counts[i]} tokens, over this embedding model's limit of {limit} tokens "
-                                    f"({len(over)} of {len(texts)} inputs are too long): shorten or split it, or send "
-                                    "\"truncate\": true to embed its first tokens only", param="input")
-        vecs = np.asarray(e.embed(list(texts)), dtype=np.float32)
-        if dimensions is not None and dimensions != vecs.shape[1]:
-            raise InvalidRequestError(f"this embedding model gives {vecs.shape[1]}-dimensional vectors and cannot shorten them: "
-                                      f"leave `dimensions` out or send {vecs.shape[1]}", param="dimensions", code="invalid_value")
-        return Embedded(vecs, sum(counts), len(over), limit)
-
-    @staticmethod
-    def _count_tokens(e: Any, texts: list[str]) -> tuple[list[int], int]:
-        """Each text's tokens (special tokens included, as the model sees them) and the model's window (0: unknown)."""
         inner = getattr(e, "embedder", e)
         tok = getattr(inner, "tokenizer", None)
         limit = int(getattr(inner, "max_tokens", 0) or 0)
-        if tok is None or not hasattr(tok, "encode_batch"):
-            return [0] * len(texts), 0
-        return [len(enc.ids) for enc in tok.encode_batch(list(texts))], limit
+        if tok is None or not hasattr(tok, "encode_batch") or not limit:
+            vecs = np.asarray(e.embed(list(texts)), dtype=np.float32)
+            return Embedded(self._check_dimensions(vecs, dimensions), 0, 0, 0)
+        if not truncate:
+            for i, text in enumerate(texts):
+                head = cut_after(text, limit * HEAD_CHARS_PER_TOKEN)
+                least = len(tok.encode(head).ids) if len(head) < len(text) else 0
+                if least > limit:
+                    raise self._too_long(texts, i, f"at least {least}", limit)
+        count = getattr(tok, "encode_batch_fast", tok.encode_batch)  # without offsets: half the time (7 MB: 3.7 s, 6.8 s)
+        counts = [len(enc.ids) for enc in count(list(texts))]
+        over = [i for i, c in enumerate(counts) if c > limit]
+        if over and not truncate:
+            raise self._too_long(texts, over[0], f"{counts[over[0]]}", limit, f" ({len(over)} of {len(texts)} inputs are too long)")
+        shown = [self._window(tok, t, limit) if c > limit else t for t, c in zip(texts, counts)]
+        vecs = np.asarray(e.embed(shown), dtype=np.float32)
+        return Embedded(self._check_dimensions(vecs, dimensions), sum(counts), len(over), limit)
+
+    @staticmethod
+    def _window(tok: Any, text: str, limit: int) -> str:
+        """The words of an over-long text that hold its first `limit` tokens, for the model (which keeps no more), so it
+        does not tokenize the whole text again; the whole text when its head has fewer (mostly blanks)."""
+        head = cut_after(text, limit * HEAD_CHARS_PER_TOKEN)
+        enc = tok.encode(head)
+        return cut_after(head, enc.offsets[limit - 1][1]) if len(enc.ids) > limit else text
+
+    @staticmethod
+    def _too_long(texts: list[str], i: int, count: str, limit: int, how_many: str = "") -> InputTooLongError:
+        which = "input" if len(texts) == 1 else f"input[{i}]"
+        return InputTooLongError(f"{which} is {count} tokens, over this embedding model's limit of {limit} tokens{how_many}: "
+                                 "shorten or split it, or send \"truncate\": true to embed its first tokens only", param="input")
+
+    @staticmethod
+    def _check_dimensions(vecs: np.ndarray, dimensions: int | None) -> np.ndarray:
+        if dimensions is not None and dimensions != vecs.shape[1]:
+            raise InvalidRequestError(f"this embedding model gives {vecs.shape[1]}-dimensional vectors and cannot shorten them: "
+                                      f"leave `dimensions` out or send {vecs.shape[1]}", param="dimensions", code="invalid_value")
+        return vecs
+
+
+# The head of a text read to refuse it (truncate false): this many characters per token of the window (16 KiB for a
+# 256-token window), a few milliseconds to tokenize; a text with fewer tokens than the window there (mostly blanks or
+# unknown words) is counted whole. A 7 MB input took 7.3 s of a server thread to tokenize before its 400.
+HEAD_CHARS_PER_TOKEN = 64
+_WORD_END = re.compile(r"\S(?=\s)")
+
+
+def cut_after(text: str, pos: int) -> str:
+    """text up to the end of the word that holds character pos (all of it when no blank follows). A blank after a
+    word ends a pre-token in the tokenizers embedding models use (BERT's, SentencePiece's Metaspace, byte-level
+    BPE's), so the tokens of the cut text are the first tokens of the whole: a floor of its count, and the same
+    window for the model."""
+    if pos >= len(text):
+        return text
+    m = _WORD_END.search(text, max(pos - 1, 0))
+    return text if m is None else text[: m.end()]

@@ -18,6 +18,7 @@ import hashlib
 import logging
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -80,7 +81,15 @@ class UploadIngest:
         if self.read_only:
             raise ReadOnlyError("the document index is open read-only here: another edge-agent process owns it")
         meta, name = self._upload_meta(filename, data)
-        return self.uploads.submit(meta, name, data)
+        return self.uploads.submit(meta, lambda: load_bytes(data, name, self.limits))
+
+    def start_text(self, title: str, text: str) -> IngestResult:
+        """add_text in the background, as start_upload: status "processing" and the document's id, or the identical
+        document already there. Raises DocumentError, TooManyTasksError, ReadOnlyError."""
+        if self.read_only:
+            raise ReadOnlyError("the document index is open read-only here: another edge-agent process owns it")
+        meta, doc = self._text_document(title, text)
+        return self.uploads.submit(meta, lambda: doc)
 
     @property
     def uploads(self) -> Any:
@@ -102,9 +111,10 @@ class UploadIngest:
             self._commit(commit, 64 << 10, f"recording the upload of {meta.title!r}")
         return out["id"]
 
-    def finish_upload(self, meta: DocumentMeta, name: str, data: bytes) -> IngestResult:
-        """Process an upload recorded as processing (the background worker); one that cannot be read is recorded failed."""
-        return self._ingest(meta, lambda: load_bytes(data, name, self.limits), only_processing=True)
+    def finish_upload(self, meta: DocumentMeta, load: Callable[[], Any]) -> IngestResult:
+        """Process an upload recorded as processing (the background worker; load() reads it); one that cannot be read
+        is recorded failed."""
+        return self._ingest(meta, load, only_processing=True)
 
     def fail_upload(self, meta: DocumentMeta, reason: str) -> None:
         """Record a background upload as failed, unless it was replaced or deleted meanwhile."""
@@ -128,8 +138,7 @@ class UploadIngest:
 @dataclass
 class _Job:
     meta: Any  # DocumentMeta
-    name: str
-    data: bytes
+    load: Callable[[], Any]  # -> LoadedDocument (reads the held bytes, or the text as it came)
     document_id: int
 
 
@@ -152,7 +161,7 @@ class UploadQueue:
         self._thread = threading.Thread(target=self._run, name="upload-ingest", daemon=True)
         self._thread.start()
 
-    def submit(self, meta: Any, name: str, data: bytes) -> IngestResult:
+    def submit(self, meta: Any, load: Callable[[], Any]) -> IngestResult:
         """Record the upload as processing and queue it; an identical one already ready or processing is returned instead.
 
         Raises TooManyTasksError (429) when max_waiting uploads wait, InsufficientStorageError, ReadOnlyError.
@@ -175,7 +184,7 @@ class UploadQueue:
                     self._reserved -= 1
             log.debug("document %d is %s", doc_id, meta.source_key)  # file names are personal data: INFO lines name the id only
             with self._cond:
-                self._waiting.append(_Job(meta, name, data, doc_id))
+                self._waiting.append(_Job(meta, load, doc_id))
                 self._cond.notify_all()
         return IngestResult("processing", meta.source_key, doc_id, meta.title, 0)
 
@@ -197,7 +206,7 @@ class UploadQueue:
     def _process(self, job: _Job) -> None:
         svc = self.service
         try:
-            res = svc.finish_upload(job.meta, job.name, job.data)
+            res = svc.finish_upload(job.meta, job.load)
             log.info("background upload of document %s: %s", job.document_id, res.status)
         except Exception as exc:  # the document says why; the worker lives on
             if isinstance(exc, DocumentError):

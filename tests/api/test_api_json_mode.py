@@ -155,3 +155,16 @@ def test_openai_client_json_schema_response_format(client, live):
         assert status == 400, (bad, body)
         err = json.loads(body)["error"]
         assert err["type"] == "invalid_request_error" and "Traceback" not in err["message"] and "/" not in err["message"].split(":")[0]
+
+
+def test_a_bad_pattern_in_a_schema_says_what_is_wrong(client):
+    """llguidance reports a regex error over several lines (the pattern, a caret, then the error); only the first,
+    "regex parse error:", reached the client, which could not tell what to fix."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "code", "schema": {"type": "string", "pattern": "[A-Z]{2}-(\\d+"}}}
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="default", messages=MSGS, max_tokens=8, response_format=fmt)
+    message = e.value.body["message"]
+    assert e.value.body["param"] == "response_format"
+    assert "regex parse error" in message and "unclosed group" in message and "[A-Z]{2}-(" in message, message
+    assert "| start:" not in message and "x-guidance" not in message  # not the compiled grammar's listing
+    assert "\n" not in message

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import numpy as np
 import openai
@@ -194,5 +195,64 @@ def test_embeddings_never_truncate_silently(tiny_bundles, api_tmp):
         assert ok.usage.model_extra["truncated_inputs"] == 0 and len(ok.data) == 1
         status, _, body = server.request("POST", "/v1/embeddings", {"model": "default", "input": "x", "truncate": "no"})
         assert status == 400 and json.loads(body)["error"]["param"] == "truncate"
+    finally:
+        server.close()
+
+
+class _Spy:
+    """Wraps a tokenizer or an embedder: records the length of every text its calls were given, delegates the rest."""
+
+    def __init__(self, inner, *methods):
+        self._inner, self.seen = inner, []
+        for name in methods:
+            setattr(self, name, self._recording(getattr(inner, name)))
+
+    def _recording(self, fn):
+        def call(arg, *args, **kwargs):
+            self.seen.extend(map(len, [arg] if isinstance(arg, str) else arg))
+            return fn(arg, *args, **kwargs)
+        return call
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_a_huge_embedding_input_is_never_tokenized_whole_to_refuse_it_nor_twice_to_embed_it(tiny_bundles, api_tmp):
+    """An input of megabytes: with truncate false the 400 comes from its first words (a 7 MB input took 7.3 s of a
+    server thread to tokenize before the refusal); with truncate (the default) it is tokenized once, for the usage
+    count, and the model is given only the words its window holds (it took 14.7 s: the model's tokenizer went over the
+    whole text again to keep its first 256 tokens). The vectors and the counts stay what they were."""
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+    huge = " ".join(f"woord{i % 997} opzegtermijn" for i in range(200_000))  # 4.3 MB
+    sparse = " " * 300_000 + "a fox " * 300  # over the window, most of it blanks: counted whole
+    want = embedder.embed([huge, "a fox", sparse])  # before the spies: the model's own truncation (as one batch: the
+    # int8 model's activation scales are the batch's)
+    full, fox, n_sparse = (len(embedder.tokenizer.encode(t).ids) for t in (huge, "a fox", sparse))
+    tok = _Spy(embedder.tokenizer, "encode", "encode_batch", "encode_batch_fast")
+    embedder._tokenizer = tok
+    model = _Spy(embedder, "embed")
+    server = start_server(api_settings(tiny_bundles["llama"], api_tmp, max_body_bytes=16 << 20), documents=model)
+    try:
+        c = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=120)
+        with pytest.raises(openai.BadRequestError) as e:
+            c.embeddings.create(model="default", input=["a fox", huge], extra_body={"truncate": False})
+        err = e.value.body
+        assert err["code"] == "context_length_exceeded" and err["param"] == "input"
+        assert re.search(r"input\[1\] is at least \d+ tokens, over this embedding model's limit of 256", err["message"]), err
+        assert max(tok.seen) < 100_000 and model.seen == []  # refused from its first words, nothing embedded
+
+        tok.seen.clear()
+        r = c.embeddings.create(model="default", input=[huge, "a fox", sparse], encoding_format="float")
+        assert tok.seen.count(len(huge)) == 1  # counted once ...
+        assert len(model.seen) == 3 and model.seen.count(len(huge)) == 0  # ... and the model was given its head only
+        assert r.usage.prompt_tokens == full + fox + n_sparse
+        assert r.usage.model_extra["truncated_inputs"] == 2
+        np.testing.assert_allclose([d.embedding for d in r.data], want, atol=1e-5)
+
+        with pytest.raises(openai.BadRequestError) as e:  # a sparse input is counted whole: its exact count
+            c.embeddings.create(model="default", input=sparse, extra_body={"truncate": False})
+        assert f"input is {n_sparse} tokens" in e.value.body["message"]
     finally:
         server.close()

@@ -213,3 +213,85 @@ def test_uploads_still_waiting_at_shutdown_are_failed(make_server):
     server = make_server()
     docs = {d["id"]: d for d in _documents(server)}
     assert [(docs[i]["status"], docs[i]["error"]) for i in ids] == [("ready", None)] + [("failed", UPLOAD_INTERRUPTED)] * 2
+
+
+def _without_core_properties(docx_bytes: bytes) -> bytes:
+    """The DOCX without docProps/core.xml (its title, author, dates) and its relationship, as some generators write."""
+    import io
+    import re
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(docx_bytes)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "docProps/core.xml":
+                continue
+            if info.filename == "_rels/.rels":
+                data = re.sub(rb"<Relationship [^>]*core-properties[^>]*/>", b"", data)
+            if info.filename == "[Content_Types].xml":
+                data = re.sub(rb"<Override [^>]*docProps/core\.xml[^>]*/>", b"", data)
+            dst.writestr(info, data)
+    return out.getvalue()
+
+
+def test_a_docx_without_core_properties_is_titled_by_its_file_name(make_server):
+    """python-docx makes up core properties for a DOCX that has none, titled "Word Document": every such upload
+    was listed, searched (the title is a boosted BM25 field) and cited as "Word Document"."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "rag"))
+    from rag_docs import make_docx
+
+    server = make_server()
+    data = _without_core_properties(make_docx([("p", "De opzegtermijn voor de huurder bedraagt een maand.")]))
+    status, _, body = upload(server, "huurcontract.docx", data)
+    assert status == 201, body
+    assert body["title"] == "huurcontract"
+    titled = make_docx([("p", "De huurprijs bedraagt 950 euro.")], title="Huurprijs 2027")
+    status, _, body = upload(server, "prijs.docx", titled)
+    assert status == 201 and body["title"] == "Huurprijs 2027"  # a title the file has is kept
+
+
+def test_a_large_text_document_sent_as_json_is_processed_in_the_background(make_server):
+    """POST /v1/documents {title, text} ignored upload_async_bytes, ?wait=false and Prefer: respond-async: a 7 MB text
+    held its request for over two minutes (parse, chunk, embed on 2 busy cores), past a client's timeout."""
+    server = make_server(upload_async_bytes=4096)
+    svc = server.runtime.documents
+    gate = _gate(svc)
+    text = "De brandwerende deuren in de noordvleugel worden elke eerste maandag van de maand getest door de conciërge. " * 60
+    assert len(text.encode()) > 4096
+    status, head, body = server.request("POST", "/v1/documents", {"title": "Brandveiligheid", "text": text})
+    body = json.loads(body)
+    assert status == 202 and body["status"] == "processing" and body["source"] == "text:Brandveiligheid", body
+    doc_id = body["document_id"]
+    assert head["location"] == f"/v1/documents/{doc_id}" and _get(server, doc_id)["status"] == "processing"
+    small = json.loads(server.request("POST", "/v1/documents", {"title": "Sleutel", "text": "De sleutel hangt bij de receptie."})[2])
+    assert small["status"] == "added"  # a small text keeps the synchronous answer
+    status, _, asked = server.request("POST", "/v1/documents?wait=false", {"title": "Fietsen", "text": "De fietsenstalling sluit om tien uur."})
+    assert status == 202 and json.loads(asked)["status"] == "processing"
+    gate.set()
+    assert wait_until(lambda: _get(server, doc_id)["status"] != "processing", 60, 0.05)
+    doc = _get(server, doc_id)
+    assert doc["status"] == "ready" and doc["title"] == "Brandveiligheid" and doc["chunk_count"] > 0
+    status, _, body = server.request("POST", "/v1/documents", {"title": "Brandveiligheid", "text": text})
+    assert json.loads(body)["status"] == "unchanged" and json.loads(body)["document_id"] == doc_id
+    status, _, body = server.request("POST", "/v1/documents?wait=true", {"title": "Brandveiligheid 2", "text": text})
+    assert status == 201 and json.loads(body)["status"] == "added"  # wait=true keeps it in the request
+
+
+@pytest.mark.parametrize("body, param, words", [
+    ({"path": ""}, "path", "at least 1 character"),
+    ({"path": "a" * 5000}, "path", "at most 4096 characters"),
+    ({"title": "Notitie", "text": 5}, "text", "valid string"),
+    ({"title": "Notitie"}, "text", "Field required"),
+    ({"text": "De sleutel hangt bij de receptie."}, "title", "Field required"),
+    ({}, "title", "Field required"),
+])
+def test_a_bad_json_document_names_the_field_it_got_wrong(make_server, body, param, words):
+    """The body is one of two shapes ({title, text} or {path}); the error of the shape the client sent, not the
+    other's: {"path": ""} was answered "invalid value for 'title': Field required"."""
+    server = make_server()
+    status, _, raw = server.request("POST", "/v1/documents", body)
+    err = json.loads(raw)["error"]
+    assert status == 400 and err["param"] == param and words in err["message"], err

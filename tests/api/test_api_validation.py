@@ -263,6 +263,20 @@ def test_content_type_must_be_json(live):
     conn.close()
 
 
+def test_a_compressed_body_is_refused_by_its_content_encoding(live):
+    """A gzip body (a client with request compression on) was read as raw JSON: "the request body is not valid
+    UTF-8", which sent its user hunting for a text problem; a body merely labelled br was served as if plain."""
+    import gzip
+
+    body = gzip.compress(json.dumps(CHAT).encode())
+    for encoding, data in (("gzip", body), ("br", json.dumps(CHAT).encode())):
+        status, _, raw_body = live.request("POST", "/v1/chat/completions", data, headers={"Content-Encoding": encoding})
+        err = check_error(status, raw_body, 415)
+        assert err["code"] == "unsupported_media_type" and f"Content-Encoding {encoding}" in err["message"], err
+    ok, _, _ = live.request("POST", "/v1/chat/completions", json.dumps(CHAT), headers={"Content-Encoding": "identity"})
+    assert ok == 200
+
+
 def test_body_limit_with_and_without_content_length(live):
     limit = live.runtime.settings.max_body_bytes
     big = with_(CHAT, messages=[{"role": "user", "content": "x" * (limit + 10)}]).encode()
