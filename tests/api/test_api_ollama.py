@@ -3,14 +3,13 @@ NDJSON framing, the final line's fields, counts equal to the OpenAI routes' usag
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import ollama
 import openai
 import pytest
 
-from api_helpers import KEY, REPO, api_settings, start_server, wait_until
+from api_helpers import KEY, REPO, api_settings, send_unread, start_server, wait_until
 
 MSGS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Wat is de hoofdstad van Nederland?"}]
 GREEDY = {"temperature": 0, "num_predict": 12}
@@ -195,13 +194,8 @@ def test_embed_and_the_older_embeddings_route(tiny_bundles, api_tmp):
 LONG = {"model": "default", "messages": MSGS, "options": {"temperature": 0, "num_predict": 4000}}  # runs to 4000 tokens (length)
 
 
-def _send(server, body: dict) -> socket.socket:
-    """POST /api/chat on a raw socket (nothing read yet)."""
-    raw = json.dumps(body).encode()
-    s = socket.create_connection((server.host, server.port), timeout=30)
-    s.sendall(b"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-              + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(raw)}\r\n\r\n".encode() + raw)
-    return s
+def _send(server, body: dict):
+    return send_unread(server, "/api/chat", body)
 
 
 def test_a_client_that_hangs_up_mid_stream_frees_its_slot(small_live):
