@@ -67,6 +67,12 @@ class OllamaOptions(_Request):
     use_mmap: bool | None = None
     use_mlock: bool | None = None
     penalize_newline: bool | None = None
+    f16_kv: bool | None = None
+    logits_all: bool | None = None
+    vocab_only: bool | None = None
+    embedding_only: bool | None = None
+    mirostat_tau: Float | None = Field(None, description="Ignored: mirostat is off.")
+    mirostat_eta: Float | None = Field(None, description="Ignored: mirostat is off.")
     # sampling methods we do not have: only their no-op values
     mirostat: Unsupported("mirostat sampling is not implemented: send 0 or leave it out", 0, 0.0) = Field(None, description="Only 0 (off).")
     typical_p: Unsupported("typical sampling is not implemented: send 1 or leave it out", 1, 1.0) = Field(None, description="Only 1 (off).")
