@@ -255,6 +255,11 @@ def create_app(runtime) -> Flask:
     app.register_blueprint(tokenize.bp)
     app.extensions["edge_agent.extra_paths"].update(tokenize.openapi_paths(runtime))
     app.extensions["edge_agent.extra_schemas"].update(tokenize.openapi_schemas())
+    from edge_agent.api import ollama
+
+    app.register_blueprint(ollama.bp)
+    app.extensions["edge_agent.extra_paths"].update(ollama.openapi_paths(runtime))
+    app.extensions["edge_agent.extra_schemas"].update(ollama.openapi_schemas(runtime))
     register_error_handlers(app)
     tracker = InFlight(app.wsgi_app, runtime.metrics)
     app.wsgi_app = tracker  # type: ignore[method-assign]

@@ -51,12 +51,19 @@ def error_response(status: int, message: str, type: str = "invalid_request_error
     return resp
 
 
-def service_error_response(e: ServiceError) -> Response:
-    headers = {}
+def retry_headers(e: ServiceError) -> dict[str, str]:
+    """Retry-After (whole seconds, at least 1) for an error that says when to retry (queue full, documents loading)."""
     retry = getattr(e, "retry_after", None)
-    if retry is not None:
-        headers["Retry-After"] = str(max(1, math.ceil(retry)))
-    return error_response(e.status, e.message, e.type, e.param, e.code, headers)
+    return {} if retry is None else {"Retry-After": str(max(1, math.ceil(retry)))}
+
+
+def http_message(status: int) -> str:
+    """What an HTTP error raised by Flask or werkzeug (not by our code) tells the client."""
+    return _HTTP_MESSAGES.get(status, "the request failed")
+
+
+def service_error_response(e: ServiceError) -> Response:
+    return error_response(e.status, e.message, e.type, e.param, e.code, retry_headers(e))
 
 
 def register_error_handlers(app: Flask) -> None:
@@ -71,7 +78,7 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(e: HTTPException):
         status = e.code or 500
-        message = _HTTP_MESSAGES.get(status, "the request failed")
+        message = http_message(status)
         headers = {}
         if status == 405 and getattr(e, "valid_methods", None):
             headers["Allow"] = ", ".join(e.valid_methods)

@@ -161,10 +161,11 @@ def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[
     return event_stream(gen, body())
 
 
-def event_stream(gen: Generation, body: Iterator[bytes]) -> Response:
-    """The Server-Sent Events response of body, which reads gen's events; gen is cancelled if the body is closed or never read."""
+def event_stream(gen: Generation, body: Iterator[bytes], mimetype: str = "text/event-stream") -> Response:
+    """The streamed response of body (Server-Sent Events unless mimetype says otherwise), which reads gen's events; gen is
+    cancelled if the body is closed or never read."""
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    resp = Response(body, mimetype="text/event-stream", headers=headers)
+    resp = Response(body, mimetype=mimetype, headers=headers)
     resp.call_on_close(gen.cancel)  # closed unread (a generator never started runs no finally): free the slots
     gen.expire_unread(STREAM_START_S)  # never closed and never read: free them anyway
     return resp

@@ -76,6 +76,7 @@ class SamplingOptions:
     presence_penalty: float = 0.0  # OpenAI's: minus this from the logit of every token already generated
     frequency_penalty: float = 0.0  # OpenAI's: minus this times how often each token was generated
     logprobs: int | None = None  # None: none; N: each token's log-probability and the N most likely (SamplingParams.logprobs)
+    fill: bool = False  # with max_tokens None: up to max_tokens_limit (Ollama's num_predict -1), not default_max_tokens
 
 
 def sampling_options(req, max_tokens: int | None) -> SamplingOptions:
@@ -506,7 +507,7 @@ class ChatService:
                     "no room is left for a completion; shorten the prompt",
                     prompt_tokens, 0, self.context_length,
                 )
-            max_tokens = min(self.default_max_tokens, room)
+            max_tokens = min(self.max_tokens_limit if options.fill else self.default_max_tokens, room)
         else:
             max_tokens = options.max_tokens
             if max_tokens > self.max_tokens_limit:

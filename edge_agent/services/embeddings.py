@@ -52,6 +52,17 @@ class EmbeddingService:
         inner = getattr(e, "embedder", e)
         return str(getattr(inner, "name", None) or getattr(inner, "model_id", None) or "embedding")
 
+    def facts(self) -> dict[str, Any] | None:
+        """The loaded model's name, dim, window in tokens (0: unknown) and modified (its folder's mtime, 0: unknown), or None
+        when none is loaded."""
+        e = self._embedder()
+        if e is None:
+            return None
+        inner = getattr(e, "embedder", e)
+        folder = getattr(inner, "folder", None)
+        return {"name": self.model_name, "dim": int(getattr(inner, "dim", 0) or 0), "window": int(getattr(inner, "max_tokens", 0) or 0),
+                "modified": folder.stat().st_mtime if folder is not None and folder.exists() else 0.0}
+
     def check_model(self, name: str) -> None:
         served = self.model_name
         if served is None:

@@ -81,6 +81,16 @@ def start_server(settings, documents=None) -> LiveServer:
     return LiveServer(srv.url, srv.host, srv.port, rt, app, srv)
 
 
+def send_unread(server: LiveServer, path: str, body: dict) -> "socket.socket":
+    """POST body to path on a raw socket and read nothing (a client that may hang up at any point)."""
+    import socket
+
+    raw = json.dumps(body).encode()
+    s = socket.create_connection((server.host, server.port), timeout=30)
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".encode()
+              + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(raw)}\r\n\r\n".encode() + raw)
+    return s
+
 
 def wait_until(predicate, timeout: float, step: float = 0.02) -> bool:
     end = time.monotonic() + timeout

@@ -6,18 +6,14 @@ import socket
 import threading
 import time
 
-from api_helpers import KEY, api_settings, start_server, wait_until
+from api_helpers import KEY, api_settings, send_unread, start_server, wait_until
 
 LONG = {"model": "default", "prompt": "hello", "max_tokens": 4000, "temperature": 0, "ignore_eos": True}
 
 
 def _send(server, body: dict) -> socket.socket:
     """POST /v1/completions on a raw socket (nothing read yet)."""
-    raw = json.dumps(body).encode()
-    s = socket.create_connection((server.host, server.port), timeout=30)
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-              + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(raw)}\r\n\r\n".encode() + raw)
-    return s
+    return send_unread(server, "/v1/completions", body)
 
 
 def _cancelled(server) -> float:

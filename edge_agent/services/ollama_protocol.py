@@ -1,0 +1,349 @@
+"""Ollama's REST API (/api/*): its request and reply models, and how a request maps onto the chat and embedding services.
+
+Ollama's fields are read as Ollama documents them and refused (400, {"error": "..."}) where this server cannot honour
+them: tools (the model would answer in free text, and no parser reads calls out of it: /v1/chat/completions with a
+forced tool_choice does), images, think true, suffix, a template or context, num_ctx beyond the model's context, and
+sampling options we do not implement (mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only
+tune Ollama's runtime (threads, GPU layers, mmap, batch) are accepted and ignored, as are keep_alive and num_keep.
+Models live here, not in api/, as services.protocol's do (architecture: jobs may not import api).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from edge_agent.services.chat import SamplingOptions
+from edge_agent.services.constrained import OutputConstraint
+from edge_agent.services.errors import InvalidRequestError, ServiceError
+from edge_agent.services.generation import Generation
+from edge_agent.services.protocol import INT64_MIN, MAX_EMBED_INPUTS, UINT64_MAX, Float, Int, StopList, Unsupported, _Request
+from edge_agent.engine.types import MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
+
+API_VERSION = "0.9.0"  # the Ollama release whose API these routes follow (clients gate features on /api/version)
+LATEST = ":latest"
+EPOCH = "1970-01-01T00:00:00Z"  # a model's modified_at when its bundle does not say
+TEXT_ONLY = "this model reads text only: leave `images` out"
+
+
+class OllamaModelNotFound(ServiceError):
+    """A model name this server does not serve (404, Ollama's wording)."""
+
+    status = 404
+    code = "model_not_found"
+
+    def __init__(self, name: str):
+        super().__init__(f"model {name!r} not found", param="model")
+
+
+class OllamaOptions(_Request):
+    """Ollama's `options`: the sampling ones map to ours; runtime tuning is accepted and ignored; null is as left out."""
+
+    temperature: Float | None = Field(None, ge=0, le=MAX_TEMPERATURE)
+    top_k: Int(ge=0, le=MAX_TOP_K) | None = Field(None, description="0 = off.")
+    top_p: Float | None = Field(None, ge=0, le=1)
+    min_p: Float | None = Field(None, ge=0, le=1)
+    seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = None
+    num_predict: Int(ge=-2) | None = Field(None, description="Most tokens to generate; -1 or -2: up to the server's max_tokens_limit "
+                                           "(and the room left in the context); left out: the server's default_max_tokens.")
+    stop: StopList | None = None
+    repeat_penalty: Float | None = Field(None, ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY)
+    presence_penalty: Float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: Float | None = Field(None, ge=-2, le=2)
+    num_ctx: Int(ge=1) | None = Field(None, description="Accepted (and ignored) up to the model's context length, which is fixed; "
+                                      "refused above it.")
+    # accepted and ignored: they tune Ollama's runtime or are the defaults of what we do
+    num_keep: Int(ge=-1) | None = None
+    repeat_last_n: Int(ge=-1) | None = None
+    num_batch: Int(ge=1) | None = None
+    num_gpu: Int(ge=-1) | None = None
+    main_gpu: Int(ge=0) | None = None
+    num_thread: Int(ge=0) | None = None
+    numa: bool | None = None
+    low_vram: bool | None = None
+    use_mmap: bool | None = None
+    use_mlock: bool | None = None
+    penalize_newline: bool | None = None
+    f16_kv: bool | None = None
+    logits_all: bool | None = None
+    vocab_only: bool | None = None
+    embedding_only: bool | None = None
+    mirostat_tau: Float | None = Field(None, description="Ignored: mirostat is off.")
+    mirostat_eta: Float | None = Field(None, description="Ignored: mirostat is off.")
+    # sampling methods we do not have: only their no-op values
+    mirostat: Unsupported("mirostat sampling is not implemented: send 0 or leave it out", 0, 0.0) = Field(None, description="Only 0 (off).")
+    typical_p: Unsupported("typical sampling is not implemented: send 1 or leave it out", 1, 1.0) = Field(None, description="Only 1 (off).")
+    tfs_z: Unsupported("tail-free sampling is not implemented: send 1 or leave it out", 1, 1.0) = Field(None, description="Only 1 (off).")
+
+
+class _OllamaRequest(_Request):
+    model: str = Field(min_length=1, max_length=256, description="The model's name (with or without \":latest\"), or \"default\".")
+    keep_alive: Annotated[str, Field(max_length=32)] | Float | None = Field(None, description="Accepted and ignored: the model stays loaded.")
+
+
+class _Generating(_OllamaRequest):
+    stream: bool = Field(True, description="NDJSON lines (application/x-ndjson), the last with done true; false: one JSON object.")
+    format: Literal["", "json"] | dict[str, Any] | None = Field(
+        None, description="\"json\": the answer is one JSON object; a JSON schema: one JSON value that follows it (grammar-constrained).")
+    options: OllamaOptions | None = None
+    think: Unsupported("this model does not think aloud: send think false or leave it out", False) = Field(
+        None, description="Only false: this model does not think aloud.")
+
+    def sampling(self, chat) -> SamplingOptions:
+        """The SamplingOptions of `options` for the ChatService chat (raises InvalidRequestError for num_ctx or num_predict over its limits)."""
+        o = self.options or OllamaOptions()
+        if o.num_ctx is not None and o.num_ctx > chat.context_length:
+            raise InvalidRequestError(f"num_ctx {o.num_ctx} is more than this model's context of {chat.context_length} tokens "
+                                      f"(fixed when the model was imported): send at most {chat.context_length}", param="options.num_ctx")
+        if o.num_predict is not None and o.num_predict > chat.max_tokens_limit:
+            raise InvalidRequestError(f"num_predict must be at most {chat.max_tokens_limit} on this server (or -1 for up to that)",
+                                      param="options.num_predict")
+        fill = o.num_predict is not None and o.num_predict < 0
+        return SamplingOptions(max_tokens=None if fill else o.num_predict, temperature=o.temperature, top_p=o.top_p,
+                               top_k=o.top_k, min_p=o.min_p, repetition_penalty=o.repeat_penalty, seed=o.seed, stop=list(o.stop or []),
+                               presence_penalty=o.presence_penalty or 0.0, frequency_penalty=o.frequency_penalty or 0.0, fill=fill)
+
+    def constraint(self) -> OutputConstraint | None:
+        """The OutputConstraint of `format`, or None (raises InvalidRequestError for a bad schema)."""
+        if not self.format:
+            return None
+        if self.format == "json":
+            return OutputConstraint.json_object()
+        try:
+            return OutputConstraint.json_schema(self.format)
+        except InvalidRequestError as e:
+            e.param = "format"
+            raise
+
+    def asks_nothing(self) -> bool:
+        """An empty conversation or prompt: Ollama's way to load a model (answered with done_reason "load")."""
+        raise NotImplementedError
+
+    def start(self, chat) -> Generation:
+        """Start the answer on the ChatService chat (raises as ChatService.chat and complete do)."""
+        raise NotImplementedError
+
+
+class OllamaMessage(_Request):
+    role: Literal["system", "user", "assistant"]
+    content: str = ""
+    images: Unsupported(TEXT_ONLY) = Field(None, description="Not supported (this model reads text): only null or [].")
+    thinking: Unsupported("this model does not think aloud: leave `thinking` out", "") = Field(None, description="Only null or \"\".")
+
+
+class OllamaChatRequest(_Generating):
+    messages: list[OllamaMessage] = Field(default_factory=list, description="The conversation, oldest first; none: load the model "
+                                          "(done_reason \"load\").")
+    tools: Unsupported("tools are not taken on /api/chat (the model would answer in free text, and no parser reads calls "
+                       "out of it): use /v1/chat/completions with tool_choice \"required\" or a named function") = Field(
+        None, description="Not supported here: only null or [] (use /v1/chat/completions with tool_choice for grammar-constrained calls).")
+
+    @field_validator("messages")
+    @classmethod
+    def _max_messages(cls, v: list, info) -> list:
+        limit = (info.context or {}).get("max_messages")
+        if limit is not None and len(v) > limit:
+            raise ValueError(f"at most {limit} messages are accepted on this server")
+        return v
+
+    def asks_nothing(self) -> bool:
+        return not self.messages
+
+    def start(self, chat) -> Generation:
+        return chat.chat([{"role": m.role, "content": m.content} for m in self.messages], self.sampling(chat), constraint=self.constraint())
+
+
+class OllamaGenerateRequest(_Generating):
+    prompt: str = Field("", description="The prompt; empty: load the model (done_reason \"load\").")
+    system: str | None = Field(None, description="A system message before the prompt (not with raw).")
+    raw: bool = Field(False, description="Send the prompt as it is, with no chat formatting.")
+    suffix: Unsupported("text after the insertion point (fill-in-the-middle) is not taken: leave `suffix` out", "") = Field(
+        None, description="Not supported: only null or \"\".")
+    template: Unsupported("the model's own template is used: leave `template` out (or send raw true with your formatted prompt)", "") = Field(
+        None, description="Not supported: only null or \"\".")
+    context: Unsupported("`context` (deprecated by Ollama) is not taken: send the conversation to /api/chat") = Field(
+        None, description="Not supported: only null or [].")
+    images: Unsupported(TEXT_ONLY) = Field(None, description="Not supported: only null or [].")
+
+    def asks_nothing(self) -> bool:
+        return not self.prompt
+
+    def start(self, chat) -> Generation:
+        """raw: the prompt as /v1/completions takes it; else a chat of the system message (if any) and the prompt."""
+        if self.raw and self.system:
+            raise InvalidRequestError("system cannot be combined with raw: put it in the prompt", param="system")
+        options, constraint = self.sampling(chat), self.constraint()
+        if self.raw:
+            return chat.complete([self.prompt], options, constraint=constraint)
+        messages = [*([{"role": "system", "content": self.system}] if self.system else []), {"role": "user", "content": self.prompt}]
+        return chat.chat(messages, options, constraint=constraint)
+
+
+class OllamaEmbedRequest(_OllamaRequest):
+    input: Annotated[str, Field(min_length=1)] | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_EMBED_INPUTS)]
+    truncate: bool = Field(True, description="false: an input longer than the model's window is a 400 instead of cut.")
+    dimensions: Int(ge=1) | None = Field(None, description="Only the model's own dimension.")
+    options: OllamaOptions | None = Field(None, description="Accepted and ignored.")
+
+
+class OllamaEmbeddingsRequest(_OllamaRequest):
+    prompt: str = Field(min_length=1)
+    options: OllamaOptions | None = Field(None, description="Accepted and ignored.")
+
+
+class OllamaShowRequest(_Request):
+    model: str = Field(None, min_length=1, max_length=256)
+    name: str = Field(None, min_length=1, max_length=256, description="The same as model (older clients).")
+    verbose: bool | None = None
+
+    def named(self) -> str:
+        if self.model is None and self.name is None:
+            raise InvalidRequestError("send the model's name in `model`", param="model")
+        return self.model or self.name
+
+
+# --- replies -----------------------------------------------------------------------
+class OllamaDetails(BaseModel):
+    parent_model: str = ""
+    format: str
+    family: str
+    families: list[str]
+    parameter_size: str
+    quantization_level: str
+
+
+class OllamaModel(BaseModel):
+    name: str
+    model: str
+    modified_at: str
+    size: int
+    digest: str
+    details: OllamaDetails
+
+
+class OllamaTags(BaseModel):
+    models: list[OllamaModel]
+
+
+class OllamaRunning(OllamaModel):
+    expires_at: str = Field(description="Far in the future: models are never unloaded.")
+    size_vram: int = 0
+    context_length: int
+
+
+class OllamaPs(BaseModel):
+    models: list[OllamaRunning]
+
+
+class OllamaShow(BaseModel):
+    modelfile: str = ""
+    parameters: str
+    template: str
+    details: OllamaDetails
+    model_info: dict[str, Any]
+    capabilities: list[str]
+    modified_at: str
+
+
+class OllamaVersion(BaseModel):
+    version: str
+
+
+class OllamaReply(BaseModel):
+    """One NDJSON line or the whole answer; the timing fields only with done true (nanoseconds)."""
+
+    model_config = ConfigDict(json_schema_extra={"description": "The timing and count fields come with done true."})
+
+    model: str
+    created_at: str
+    done: bool
+    done_reason: Literal["stop", "length", "load", "unload"] | None = None
+    total_duration: int | None = None
+    load_duration: int | None = None
+    prompt_eval_count: int | None = None
+    prompt_eval_duration: int | None = None
+    eval_count: int | None = None
+    eval_duration: int | None = None
+
+
+class OllamaChatMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class OllamaChatResponse(OllamaReply):
+    message: OllamaChatMessage
+
+
+class OllamaGenerateResponse(OllamaReply):
+    response: str
+
+
+class OllamaEmbedResponse(BaseModel):
+    model: str
+    embeddings: list[list[float]]
+    total_duration: int
+    load_duration: int
+    prompt_eval_count: int
+
+
+class OllamaEmbeddingsResponse(BaseModel):
+    embedding: list[float]
+
+
+class OllamaError(BaseModel):
+    error: str
+
+
+REQUESTS = (OllamaChatRequest, OllamaGenerateRequest, OllamaEmbedRequest, OllamaEmbeddingsRequest, OllamaShowRequest)
+REPLIES = (OllamaChatResponse, OllamaGenerateResponse, OllamaEmbedResponse, OllamaEmbeddingsResponse, OllamaTags, OllamaPs,
+           OllamaShow, OllamaVersion, OllamaError)
+
+
+# --- the models served ---------------------------------------------------------------
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def served(name: str, ours: str | None) -> bool:
+    """Whether a client's model name means ours: its id or "default", with or without ":latest"."""
+    bare = name.removesuffix(LATEST)
+    return ours is not None and bare in (ours, "default")
+
+
+def chat_model(chat) -> tuple[OllamaModel, dict[str, Any]]:
+    """The chat model's listing and its model_info (architecture, context length, vocabulary)."""
+    b = chat.engine.bundle
+    m = b.manifest
+    arch = b.architecture.get("arch", "unknown")
+    files = m.get("files", {})
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    details = OllamaDetails(format="onnx", family=arch, families=[arch], parameter_size="",
+                            quantization_level=str((m.get("quantization") or {}).get("scheme") or ""))
+    card = OllamaModel(name=chat.model_name + LATEST, model=chat.model_name + LATEST, modified_at=str(m.get("created") or EPOCH),
+                       size=sum(int(f.get("bytes", 0)) for f in files.values()), digest=digest, details=details)
+    info = {"general.architecture": arch, f"{arch}.context_length": chat.context_length, f"{arch}.vocab_size": chat.vocab_size}
+    for key in ("hidden_size", "num_layers", "num_heads", "num_kv_heads"):
+        if key in b.architecture:
+            info[f"{arch}.{key}"] = b.architecture[key]
+    return card, info
+
+
+def embedding_model(facts: dict[str, Any] | None) -> tuple[OllamaModel, dict[str, Any]] | None:
+    """The embedding model's listing and model_info, from EmbeddingService.facts() (None: none loaded)."""
+    if facts is None:
+        return None
+    name, dim, window = facts["name"], facts["dim"], facts["window"]
+    details = OllamaDetails(format="onnx", family="bert", families=["bert"], parameter_size="", quantization_level="")
+    modified = dt.datetime.fromtimestamp(facts["modified"], dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    card = OllamaModel(name=name + LATEST, model=name + LATEST, modified_at=modified, size=0,
+                       digest=hashlib.sha256(name.encode()).hexdigest(), details=details)
+    return card, {"general.architecture": "bert", "bert.embedding_length": dim, "bert.context_length": window}
+
+
+def parameters(defaults: dict[str, Any]) -> str:
+    """The bundle's sampling defaults as a Modelfile's PARAMETER lines ("temperature 0.8")."""
+    return "\n".join(f"{k} {v}" for k, v in sorted(defaults.items()) if isinstance(v, (int, float, str)))
