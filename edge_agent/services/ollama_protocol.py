@@ -20,7 +20,7 @@ from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.constrained import OutputConstraint
 from edge_agent.services.errors import InvalidRequestError, ServiceError
 from edge_agent.services.generation import Generation
-from edge_agent.services.protocol import INT64_MIN, MAX_EMBED_INPUTS, UINT64_MAX, Float, Int, StopList, Unsupported, _Request
+from edge_agent.services.protocol import INT64_MIN, MAX_EMBED_INPUTS, UINT64_MAX, Float, Int, StopList, Unsupported, _Request, at_most_messages
 from edge_agent.engine.types import MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
 API_VERSION = "0.9.0"  # the Ollama release whose API these routes follow (clients gate features on /api/version)
@@ -144,10 +144,7 @@ class OllamaChatRequest(_Generating):
     @field_validator("messages")
     @classmethod
     def _max_messages(cls, v: list, info) -> list:
-        limit = (info.context or {}).get("max_messages")
-        if limit is not None and len(v) > limit:
-            raise ValueError(f"at most {limit} messages are accepted on this server")
-        return v
+        return at_most_messages(v, info)
 
     def asks_nothing(self) -> bool:
         return not self.messages

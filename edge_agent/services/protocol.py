@@ -79,6 +79,14 @@ Float = Annotated[float, Field(allow_inf_nan=False)]
 StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=MAX_STOP)]  # [] = no stop (as null)
 
 
+def at_most_messages(v: list | None, info: ValidationInfo) -> list | None:
+    """A messages field's validator: at most the server's max_messages (the validation context's), when it says one."""
+    limit = (info.context or {}).get("max_messages")
+    if v is not None and limit is not None and len(v) > limit:
+        raise ValueError(f"at most {limit} messages are accepted on this server")
+    return v
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -351,10 +359,7 @@ class ChatCompletionRequest(_Sampling):
     @field_validator("messages")
     @classmethod
     def _max_messages(cls, v: list, info: ValidationInfo) -> list[ChatMessage]:
-        limit = (info.context or {}).get("max_messages")
-        if limit is not None and len(v) > limit:
-            raise ValueError(f"at most {limit} messages are accepted on this server")
-        return v
+        return at_most_messages(v, info)
 
 
 TokenIds = Annotated[list[Int(ge=0, le=2**31 - 1)], Field(min_length=1)]

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from edge_agent.services.errors import InvalidRequestError
-from edge_agent.services.protocol import Int, Message, _Request
+from edge_agent.services.protocol import Int, Message, _Request, at_most_messages
 
 MAX_DETOKENIZE = 1_000_000
 
@@ -46,10 +46,7 @@ class TokenizeRequest(_Request):
     @field_validator("messages")
     @classmethod
     def _max_messages(cls, v: list | None, info: ValidationInfo) -> list | None:
-        limit = (info.context or {}).get("max_messages")
-        if v is not None and limit is not None and len(v) > limit:
-            raise ValueError(f"at most {limit} messages are accepted on this server")
-        return v
+        return at_most_messages(v, info)
 
     def adds_bos(self) -> bool:
         chosen = self.add_special_tokens if self.add_special_tokens is not None else self.add_special
