@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -26,6 +27,24 @@ def _needs_embeddings(data: bytes) -> bool:
     return b"/v1/embeddings" in data
 
 
+def _unwritable(path: Path) -> str | None:
+    """Why the results cannot be written to path (a folder, no such folder above it, no permission), or None."""
+    from edge_agent.fsutil import temp_path
+
+    if path.is_dir():
+        return "it is a folder: name a file"
+    probe = temp_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    finally:
+        with contextlib.suppress(OSError):  # under a file: no such probe
+            probe.unlink(missing_ok=True)
+    return None
+
+
 def cmd_batch_run(args: argparse.Namespace) -> int:
     from edge_agent.engine.bundle import BundleError
     from edge_agent.jobs.batch import write_jsonl
@@ -42,6 +61,11 @@ def cmd_batch_run(args: argparse.Namespace) -> int:
     if args.output.resolve() == args.input.resolve() or (args.errors and args.errors.resolve() == args.input.resolve()):
         print("error: the output and error files must differ from the input file", file=sys.stderr)
         return 2
+    for target in (args.output, args.errors):  # before any request runs: found after them, the results were lost
+        why = target and _unwritable(target)
+        if why:
+            print(f"error: cannot write {target}: {why}", file=sys.stderr)
+            return 2
     documents = None
     if _needs_embeddings(data):
         from edge_agent.rag.embedder import build_embedder
@@ -72,11 +96,13 @@ def cmd_batch_run(args: argparse.Namespace) -> int:
         rt.close()
     out = [line for ok, line in results if ok]
     err = [line for ok, line in results if not ok]
-    if args.errors is not None:
-        write_jsonl(args.output, out)
-        write_jsonl(args.errors, err)
-    else:
-        write_jsonl(args.output, [line for _, line in results])
+    writes = [(args.output, out), (args.errors, err)] if args.errors is not None else [(args.output, [line for _, line in results])]
+    for target, lines in writes:
+        try:
+            write_jsonl(target, lines)
+        except OSError as e:  # e.g. the disk filled while the requests ran
+            print(f"error: cannot write {target}: {e.strerror or type(e).__name__}", file=sys.stderr)
+            return 2
     summary = {"requests": len(out) + len(err), "completed": len(out), "failed": len(err), "seconds": round(time.monotonic() - t0, 2)}
     print(json.dumps(summary), file=sys.stderr)
     return 0 if not err else 1

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import os
 import threading
+import unicodedata
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -262,7 +263,7 @@ class DocumentService(IndexUpkeep, UploadIngest):
 
     def _text_document(self, title: str, text: str) -> tuple[DocumentMeta, LoadedDocument]:
         """The record and the loaded form of a text document; raises DocumentError for an empty or too long one."""
-        title = (title or "").strip()
+        title = unicodedata.normalize("NFC", (title or "").strip())  # identifies it: one title in any Unicode form
         if not title:
             raise DocumentError("title is required", param="title")
         if not text or not text.strip():

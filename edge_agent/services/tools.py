@@ -34,7 +34,7 @@ class Tool:
     parameters: dict[str, Any] | None = None
 
     def schema(self) -> dict[str, Any]:
-        return self.parameters if self.parameters is not None else EMPTY_PARAMETERS
+        return arguments_schema(self.parameters) if self.parameters is not None else EMPTY_PARAMETERS
 
     def listing(self) -> dict[str, Any]:
         """The OpenAI form chat templates take (`tools=[...]`)."""
@@ -44,12 +44,24 @@ class Tool:
         return {"type": "function", "function": fn}
 
 
+def arguments_schema(parameters: dict[str, Any]) -> dict[str, Any]:
+    """A tool's parameters as the schema of a call's arguments: always an object, the function's named arguments (a
+    schema without "type" let the grammar write any JSON value: '["a", "b"]' for a schema of properties alone)."""
+    return parameters if parameters.get("type") == "object" else {**parameters, "type": "object"}
+
+
 def check_parameters(schema: Any) -> None:
-    """Raise ValueError (for the request model's validation) unless schema is a JSON schema object the grammar engine compiles."""
+    """Raise ValueError (for the request model's validation) unless schema is a JSON schema object the grammar engine
+    compiles, whose values can be objects (as OpenAI's: clients pass the arguments on as keywords)."""
     import llguidance as llg
 
     if not isinstance(schema, dict):
         raise ValueError("parameters must be a JSON schema object")
+    kind = schema.get("type", "object")
+    if kind != "object" and not (isinstance(kind, list) and "object" in kind):
+        raise ValueError('parameters must be the JSON schema of an object ("type": "object"): a call\'s arguments are the '
+                         f"function's named arguments, not {json.dumps(kind)}")
+    schema = arguments_schema(schema)
     empty = unproductive(schema)  # compiles, then fails mid-generation: the same refusal as response_format's
     if empty is not None:
         raise ValueError(f"the JSON schema at {empty} admits no finite JSON value (a $ref that only leads back to itself): "

@@ -18,6 +18,7 @@ import hashlib
 import logging
 import re
 import threading
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,7 +125,8 @@ class UploadIngest:
                 self._fail(meta, reason)
 
     def _upload_meta(self, filename: str, data: bytes) -> tuple[DocumentMeta, str]:
-        name = re.split(r"[\\/]", filename or "")[-1].strip()
+        # NFC: "één.txt" from a Mac (e + U+0301) and from Windows (é) name one file, so one document
+        name = unicodedata.normalize("NFC", re.split(r"[\\/]", filename or "")[-1].strip())
         if not name or name in (".", ".."):
             raise DocumentError("upload needs a file name", param="file")
         if len(name) > MAX_UPLOAD_NAME:  # no file system names a file so; the title would ride along with every chunk

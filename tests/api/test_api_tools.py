@@ -62,6 +62,28 @@ def test_a_tool_without_parameters_gets_an_empty_object(client):
     assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {}
 
 
+@pytest.mark.parametrize("parameters", [{}, {"properties": {"stad": {"type": "string"}}}, {"type": ["array", "object"]}])
+def test_a_forced_call_always_has_an_object_of_arguments(client, parameters):
+    """A call's arguments are the function's named arguments: clients json.loads them and pass them as keywords (the
+    Agents SDK validates them as an object). A schema without "type" let the grammar write any JSON value: the default
+    model answered parameters {} with '["1", "2", "3", ' and a schema of properties alone with '["a", "b"]'."""
+    tools = [{"type": "function", "function": {"name": "weer", "parameters": parameters}}]
+    r = client.chat.completions.create(model="default", messages=[{"role": "user", "content": "Give me 5"}], tools=tools,
+                                       tool_choice="required", max_tokens=40, temperature=0)
+    arguments = r.choices[0].message.tool_calls[0].function.arguments
+    assert arguments.lstrip().startswith("{"), arguments
+
+
+@pytest.mark.parametrize("kind", ["string", ["string", "integer"], "array"])
+def test_parameters_that_cannot_be_an_object_are_a_400(live, kind):
+    """As OpenAI's: parameters {"type": "string"} gave a forced call the arguments '"x"', which no client can pass on."""
+    body = {"model": "default", "messages": MSGS, "max_tokens": 4,
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": kind}}}]}
+    status, _, raw = live.request("POST", "/v1/chat/completions", body)
+    err = json.loads(raw)["error"]
+    assert status == 400 and err["param"] == "tools[0].function.parameters" and '"type": "object"' in err["message"], err
+
+
 def test_required_call_names_a_tool_and_follows_its_schema(client):
     names = set()
     for seed in range(4):

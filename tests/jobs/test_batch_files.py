@@ -95,6 +95,25 @@ def test_cli_batch_run_refuses_non_utf8(tiny_bundles, tmp_path, capsys):
     assert not (tmp_path / "o.jsonl").exists()
 
 
+def test_cli_batch_run_checks_its_output_paths_before_running_any_request(tiny_bundles, tmp_path, capsys, monkeypatch):
+    """An output that cannot be written (a folder, a path under a file) was found only after every request had run:
+    the night's results were lost with a traceback (IsADirectoryError from os.replace)."""
+    import edge_agent.jobs.batch_files as batch_files
+    from edge_agent.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(batch_bytes())
+    (tmp_path / "folder").mkdir()
+    monkeypatch.setattr(batch_files, "run_offline", lambda *a, **k: pytest.fail("requests ran before the paths were checked"))
+    for flags in (["-o", str(tmp_path / "folder")], ["-o", str(src / "out.jsonl")],
+                  ["-o", str(tmp_path / "out.jsonl"), "--errors", str(tmp_path / "folder")]):
+        rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
+                   "batch", "run", str(src), *flags, "--quiet"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "error: cannot write" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "in.jsonl"]  # nothing written, no temp file left
+
+
 @pytest.fixture
 def server(tiny_bundles, tmp_path):
     from edge_agent.api.app import create_app
