@@ -156,7 +156,7 @@ class _Sampling(_Request):
     )
     n: Int(ge=1, le=MAX_CHOICES) | None = Field(None, description="Choices to generate (they run batched).")
     stream: bool | None = Field(None, description="Send Server-Sent Events, ending with `data: [DONE]`.")
-    stream_options: StreamOptions | None = None
+    stream_options: StreamOptions | None = Field(None, description="Only with stream: true.")
     user: str | None = Field(None, max_length=256, description="Accepted and ignored.")
     priority: Int(ge=0, le=9) | None = Field(None, description="Lower runs first (0, the default, is interactive). Extension.")
     ignore_eos: bool | None = Field(None, description="Keep generating past end-of-sequence tokens (benchmarks). Extension.")
@@ -170,6 +170,14 @@ class _Sampling(_Request):
     @classmethod
     def _top_k_off(cls, v: int | None) -> int | None:
         return 0 if v == -1 else v  # vLLM clients send -1 for "no top_k"
+
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_need_stream(cls, v: StreamOptions | None, info: ValidationInfo) -> StreamOptions | None:
+        if v is not None and info.data.get("stream") is not True:
+            raise ValueError("stream_options is only allowed with stream: true (as OpenAI's and vLLM's): "
+                             "send stream: true, or leave stream_options out")
+        return v
 
     def stop_list(self) -> list[str]:
         if self.stop is None:

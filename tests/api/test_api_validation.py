@@ -72,6 +72,10 @@ BAD = [
     ("/v1/chat/completions", with_(CHAT, presence_penalty=2.5), 400, "presence_penalty"),  # OpenAI's range: -2..2
     ("/v1/chat/completions", with_(CHAT, stream="yes"), 400, "stream"),
     ("/v1/chat/completions", with_(CHAT, stream_options={"include_usage": 1}), 400, "stream_options.include_usage"),
+    # stream_options only with stream: true (OpenAI's and vLLM's 400), also when stream is false or left out
+    ("/v1/chat/completions", with_(CHAT, stream_options={"include_usage": True}), 400, "stream_options"),
+    ("/v1/chat/completions", with_(CHAT, stream=False, stream_options={"include_usage": True}), 400, "stream_options"),
+    ("/v1/completions", with_(COMP, stream_options={"include_usage": True}), 400, "stream_options"),
     ("/v1/chat/completions", with_(CHAT, priority=10), 400, "priority"),
     ("/v1/chat/completions", with_(CHAT, min_tokens=-1), 400, "min_tokens"),
     ("/v1/chat/completions", with_(CHAT, min_tokens="2"), 400, "min_tokens"),
