@@ -86,6 +86,9 @@ class Job(BaseModel):
 class JobList(BaseModel):
     object: Literal["list"] = "list"
     data: list[Job]
+    total: int
+    offset: int
+    limit: int
 
 
 class JobDeleted(BaseModel):
@@ -234,7 +237,10 @@ def create_job():
 
 @bp.get("/v1/jobs")
 def list_jobs():
-    return _json(JobList(data=[job_object(j) for j in _service().list_jobs()]))
+    offset = _query_int("offset", 0, 0, 1 << 62)
+    limit = _query_int("limit", MAX_LIMIT, 1, MAX_LIMIT)  # the default keeps this list whole for clients that never paged it
+    jobs = _service().list_jobs()
+    return _json(JobList(data=[job_object(j) for j in jobs[offset:offset + limit]], total=len(jobs), offset=offset, limit=limit))
 
 
 @bp.get("/v1/jobs/<job_id>")
@@ -353,7 +359,9 @@ def openapi_paths(runtime) -> dict[str, Any]:
         "/v1/jobs": {
             "post": {"summary": "Define a job (kind, params, optional cron schedule and limits)", "operationId": "createJob",
                      "requestBody": body("CreateJobRequest"), "responses": responses("Job", "The job.", post_codes)},
-            "get": {"summary": "All jobs", "operationId": "listJobs", "responses": responses("JobList", "The jobs.", get_codes)},
+            "get": {"summary": "Jobs, oldest first", "operationId": "listJobs",
+                    "parameters": [query("offset", 0, 1 << 62), query("limit", MAX_LIMIT, MAX_LIMIT)],
+                    "responses": responses("JobList", "One page of jobs.", (400, *get_codes))},
         },
         "/v1/jobs/{job_id}": {
             "get": {"summary": "A job (by id or name)", "operationId": "getJob", "parameters": [job_id],

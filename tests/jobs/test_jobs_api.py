@@ -134,3 +134,17 @@ def test_conflicts_and_unknown_ids(live):
     assert live("GET", "/v1/runs/run_nope/results?limit=0")[0] == 400
     assert live("PATCH", "/v1/jobs/a", {"params": {"bogus": 1}})[0] == 400
     assert live("POST", "/v1/jobs/a/run", {"concurrency": 0})[0] == 400
+
+
+def test_the_job_list_pages_and_checks_limit_and_offset_as_the_other_lists(live):
+    for name in ("a", "b", "c"):
+        assert live("POST", "/v1/jobs", {"name": name, "kind": "summarize"})[0] == 200
+    for query, param in (("limit=-5", "limit"), ("limit=0", "limit"), ("limit=1001", "limit"), ("limit=x", "limit"),
+                         ("offset=-1", "offset")):
+        status, err = live("GET", f"/v1/jobs?{query}")
+        assert status == 400 and err["error"]["param"] == param, (query, err)
+        assert live("GET", f"/v1/jobs/a/runs?{query}")[0] == 400  # the same answer as the runs list
+    status, page = live("GET", "/v1/jobs?offset=1&limit=1")
+    assert status == 200 and [j["name"] for j in page["data"]] == ["b"]
+    assert (page["total"], page["offset"], page["limit"]) == (3, 1, 1)
+    assert [j["name"] for j in live("GET", "/v1/jobs")[1]["data"]] == ["a", "b", "c"]  # no limit: all of them (up to 1000)
