@@ -454,7 +454,7 @@ class DocumentService(IndexUpkeep, UploadIngest):
         """A document with its chunks' locations; raises DocumentNotFoundError."""
         doc = self.store.get(int(document_id))
         if doc is None:
-            raise DocumentNotFoundError(f"no document with id {document_id}", param="id")
+            raise DocumentNotFoundError(f"no document with id {document_id}", param="document_id")
         out = doc.to_dict()
         out["summary"] = SummaryStore(self.store.db).get_summary(doc.id)  # written by summarize jobs
         out["labels"] = LabelStore(self.store.db).for_document(doc.id)  # written by classify jobs
@@ -477,7 +477,7 @@ class DocumentService(IndexUpkeep, UploadIngest):
         with self._write():
             self._commit(commit, 0, f"deleting document {document_id}")
         if not found["ok"]:
-            raise DocumentNotFoundError(f"no document with id {document_id}", param="id")
+            raise DocumentNotFoundError(f"no document with id {document_id}", param="document_id")
 
     def retrieve(
         self, query: str, k: int = 5, filters: Filters | dict | None = None, mode: str = "hybrid",

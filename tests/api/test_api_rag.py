@@ -185,6 +185,15 @@ def test_sources_go_where_the_model_reads_instructions(llama_engine):
     assert with_sources(q, g.block, in_user=True) == [{"role": "user", "content": g.block + "\n\n" + QUESTION}]
 
 
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+@pytest.mark.parametrize("doc_id", [999999, 0, 2**63])  # unknown, and outside the ids SQLite can hold
+def test_an_unknown_document_is_a_404_that_names_the_path_parameter(rag_server, method, doc_id):
+    """Both routes name `document_id`, the path parameter of /openapi.json (as job_id, run_id, file_id, batch_id do)."""
+    status, _, raw = rag_server.request(method, f"/v1/documents/{doc_id}")
+    err = json.loads(raw)["error"]
+    assert status == 404 and err["code"] == "document_not_found" and err["param"] == "document_id", err
+
+
 def test_document_routes_keep_the_app_errors(rag_server):
     """The documents blueprint maps only its own errors: refusals and HTTP errors stay what the app makes them."""
     status, headers, raw = rag_server.request("GET", "/v1/documents", key=None)
