@@ -2,6 +2,7 @@
 and the location labels and snippets of retrieved chunks (no I/O)."""
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -18,6 +19,24 @@ class DocumentError(Exception):
         super().__init__(message)
         if param is not None:
             self.param = param
+
+
+# bidi embeddings, overrides and isolates (U+202A-E, U+2066-9: "Trojan Source") and the line and paragraph separators
+_UNSAFE_IN_NAME = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
+
+
+def checked_name(raw: str | None, field: str, param: str, fix: str) -> str:
+    """A document title or upload name as stored: trimmed, in NFC (one name in any Unicode form), possibly "".
+
+    Raises DocumentError (param `param`) for a control character (C0, DEL, C1: NUL, tab, newline ...) or a bidi
+    override inside it: a title is shown in lists, sources and logs, where these forge or hide what a reader sees."""
+    name = unicodedata.normalize("NFC", (raw or "").strip())
+    for ch in name:
+        if ch in _UNSAFE_IN_NAME or unicodedata.category(ch) == "Cc":
+            label = f"U+{ord(ch):04X}" + (f" ({unicodedata.name(ch)})" if unicodedata.name(ch, "") else "")
+            raise DocumentError(f"{field} contains {label}: control and bidi-override characters are not accepted; {fix}",
+                                param=param)
+    return name
 
 
 class DocumentNotFoundError(DocumentError):

@@ -12,7 +12,6 @@ import hashlib
 import logging
 import os
 import threading
-import unicodedata
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -35,6 +34,7 @@ from edge_agent.services.document_results import (
     PathRefusedError,
     ReadOnlyError,
     ScoredChunk,
+    checked_name,
     location_label,
     make_snippet,
 )
@@ -263,7 +263,7 @@ class DocumentService(IndexUpkeep, UploadIngest):
 
     def _text_document(self, title: str, text: str) -> tuple[DocumentMeta, LoadedDocument]:
         """The record and the loaded form of a text document; raises DocumentError for an empty or too long one."""
-        title = unicodedata.normalize("NFC", (title or "").strip())  # identifies it: one title in any Unicode form
+        title = checked_name(title, "the title", "title", "remove it from the title")  # identifies the document
         if not title:
             raise DocumentError("title is required", param="title")
         if not text or not text.strip():

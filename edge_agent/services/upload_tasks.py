@@ -18,7 +18,6 @@ import hashlib
 import logging
 import re
 import threading
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any, Iterator
 
 from edge_agent.rag.loaders import detect_kind, load_bytes
 from edge_agent.rag.retrieval import IndexUpdate
-from edge_agent.services.document_results import DocumentError, IngestResult, ReadOnlyError
+from edge_agent.services.document_results import DocumentError, IngestResult, ReadOnlyError, checked_name
 from edge_agent.store.documents import DocumentMeta
 from edge_agent.services.ingest_tasks import TooManyTasksError
 
@@ -126,7 +125,7 @@ class UploadIngest:
 
     def _upload_meta(self, filename: str, data: bytes) -> tuple[DocumentMeta, str]:
         # NFC: "één.txt" from a Mac (e + U+0301) and from Windows (é) name one file, so one document
-        name = unicodedata.normalize("NFC", re.split(r"[\\/]", filename or "")[-1].strip())
+        name = checked_name(re.split(r"[\\/]", filename or "")[-1], "the file name", "file", "rename the file")
         if not name or name in (".", ".."):
             raise DocumentError("upload needs a file name", param="file")
         if len(name) > MAX_UPLOAD_NAME:  # no file system names a file so; the title would ride along with every chunk

@@ -63,3 +63,47 @@ def test_a_name_written_in_another_unicode_form_replaces_the_same_document(docs_
     status, _, listed = docs_server.request("GET", "/v1/documents?limit=100")
     titles = [d["title"] for d in json.loads(listed)["data"]]
     assert titles.count(unicodedata.normalize("NFC", "Notitie café")) == 1 and unicodedata.normalize("NFD", "Notitie café") not in titles
+
+
+def _disposition_multipart(disposition: str, data: bytes) -> tuple[bytes, str]:
+    """One part named `file` with this Content-Disposition tail (after form-data; name="file"; ), sent as UTF-8."""
+    boundary = uuid.uuid4().hex
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; {disposition}\r\n"
+            "Content-Type: text/plain\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def _titles(server) -> list[str]:
+    status, _, listed = server.request("GET", "/v1/documents?limit=1000")
+    assert status == 200
+    return [d["title"] for d in json.loads(listed)["data"]]
+
+
+BAD_TITLES = ["Notulen\x00mei", "Factuur \u202etxt.exe", "regel een\nregel twee", "C1\x85NEL", "tab\there", "iso\u2066late",
+              "line\u2028sep", "del\x7f"]
+
+
+@pytest.mark.parametrize("title", BAD_TITLES, ids=["nul", "rlo", "newline", "c1-nel", "tab", "lri", "line-sep", "del"])
+def test_a_title_with_a_control_or_bidi_override_character_is_refused(docs_server, title):
+    """A title is shown in lists, answers' sources and logs: NUL, newlines, C1 controls and bidi overrides there forge or
+    hide what a reader sees ("Factuur \u202etxt.exe" reads as "Factuur exe.txt"). Refused with a 400 naming the field,
+    and nothing is stored; the same name in an upload is refused naming `file`."""
+    before = _titles(docs_server)
+    status, _, out = docs_server.request("POST", "/v1/documents", {"title": title, "text": "Vergadering om tien uur."})
+    err = json.loads(out)["error"]
+    assert status == 400 and err["param"] == "title" and "U+" in err["message"], out
+    if "\x00" not in title and "\n" not in title:  # a raw name in the header (NUL and newline: the filename* form below)
+        body, ctype = _disposition_multipart(f'filename="{title}.txt"', b"Vergadering om tien uur.")
+        status, _, out = docs_server.request("POST", "/v1/documents", body, headers={"Content-Type": ctype})
+        err = json.loads(out)["error"]
+        assert status == 400 and err["param"] == "file" and "U+" in err["message"], out
+    from urllib.parse import quote
+    body, ctype = _disposition_multipart(f"filename*=UTF-8''{quote(title + '.txt')}", b"Vergadering om tien uur.")
+    status, _, out = docs_server.request("POST", "/v1/documents", body, headers={"Content-Type": ctype})
+    assert status == 400 and json.loads(out)["error"]["param"] == "file", out
+    assert _titles(docs_server) == before
+
+
+def test_white_space_around_a_title_is_still_trimmed_not_refused(docs_server):
+    status, _, out = docs_server.request("POST", "/v1/documents", {"title": "  Agenda juni\n", "text": "Punt een: begroting."})
+    assert status in (200, 201) and json.loads(out)["title"] == "Agenda juni", out
