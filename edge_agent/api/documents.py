@@ -296,6 +296,23 @@ def _uploads() -> list:
     return files
 
 
+_QUOTED_FILENAME = re.compile(r'(?:^|;)\s*filename="((?:[^"\\]|\\.)*)"', re.IGNORECASE)
+
+
+def _upload_name(part) -> str:
+    """A part's file name as the client wrote it, any path left on (the service keeps the last component).
+
+    werkzeug reads filename="..." as an RFC 2616 quoted-string, where a backslash escapes the next character, so the
+    bare Windows path IE and old Edge send (C:\\Users\\jan\\notulen.txt) became C:Usersjannotulen.txt. Browsers
+    never escape a backslash there (WHATWG: only " and newlines, as %22 %0A %0D): when the quoted name holds one, take
+    it as sent, only \\" read as a quote. An RFC 5987 filename* (werkzeug decodes it) is left to werkzeug."""
+    disposition = part.headers.get("Content-Disposition", "")
+    m = _QUOTED_FILENAME.search(disposition)
+    if m and "\\" in m.group(1) and "filename*" not in disposition.lower():
+        return m.group(1).replace('\\"', '"')
+    return part.filename or ""
+
+
 def _wait_param() -> bool | None:
     """?wait=true / false (one of them, once), or None; raises ApiError (400) for anything else."""
     values = request.args.getlist("wait")
@@ -330,7 +347,7 @@ def add_documents():
             data = f.read()
             try:
                 add = svc.start_upload if _in_background(svc, wait, len(data)) else svc.add_upload
-                results.append(add(f.filename or "", data))
+                results.append(add(_upload_name(f), data))
             except InsufficientStorageError as exc:  # the files before it are kept: say which
                 return _insufficient(exc, results, svc) if results else _insufficient(exc)
             except DocumentError as exc:  # a later file refused (its name, its size): the earlier ones are kept, say which

@@ -107,3 +107,18 @@ def test_a_title_with_a_control_or_bidi_override_character_is_refused(docs_serve
 def test_white_space_around_a_title_is_still_trimmed_not_refused(docs_server):
     status, _, out = docs_server.request("POST", "/v1/documents", {"title": "  Agenda juni\n", "text": "Punt een: begroting."})
     assert status in (200, 201) and json.loads(out)["title"] == "Agenda juni", out
+
+
+@pytest.mark.parametrize("disposition,name", [
+    ('filename="C:\\Users\\jan\\Documents\\notulen.txt"', "notulen.txt"),  # IE and old Edge: the full path, bare
+    ('filename="\\\\fileserver\\share\\verslag mei.txt"', "verslag mei.txt"),  # a UNC path, bare
+    ('filename="C:\\\\Users\\\\jan\\\\begroting.txt"', "begroting.txt"),  # the same path escaped as a quoted-string
+    ('filename="offerte \\"nieuw\\".txt"', 'offerte "nieuw".txt'),  # an escaped quote stays a quote
+])
+def test_a_windows_path_as_file_name_keeps_its_last_component(docs_server, disposition, name):
+    """werkzeug reads filename="..." as an RFC 2616 quoted-string, so the backslashes of the path IE sends were eaten and
+    the document was named "C:UsersjanDocumentsnotulen.txt"; browsers (and Django) take the last path component."""
+    body, ctype = _disposition_multipart(disposition, b"De notulen van de vergadering in mei.")
+    status, _, out = docs_server.request("POST", "/v1/documents", body, headers={"Content-Type": ctype})
+    assert status in (200, 201), out
+    assert json.loads(out)["source"] == "upload:" + name, out
