@@ -7,12 +7,14 @@ or the file named by EDGE_AGENT_CONFIG) < EDGE_AGENT_* environment variables
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 DEFAULT_CONFIG_FILE = Path("/etc/edge-agent/config.toml")
@@ -230,6 +232,24 @@ class Settings(BaseSettings):
     ray_actor_cpus: int = Field(2, ge=1, le=256, description="CPUs each Ray actor reserves (its engine's threads).")
     ray_inflight_per_actor: int = Field(16, ge=1, le=256, description="Items in flight on one Ray actor at once (decoded together there).")
 
+    @field_validator("host")
+    @classmethod
+    def _host_address(cls, v: str) -> str:
+        """An IP address (IPv6 with or without the brackets URLs write: kept without, as a socket takes it) or a host
+        name; a value written as an address that is not one (256.1.1.1, 1.2.3.4:8080, [::1) is refused as such."""
+        host = v.strip()
+        inner = host[1:-1] if host.startswith("[") and host.endswith("]") else None
+        if inner is not None or re.fullmatch(r"[0-9.]+|.*[:\[\]].*", host):
+            try:
+                ip = ipaddress.ip_address(host if inner is None else inner)
+            except ValueError:
+                ip = None
+            if ip is None or (inner is not None and ip.version != 6):
+                raise ValueError("not a valid IP address: give an IPv4 address (127.0.0.1; 0.0.0.0 for all), an IPv6 one "
+                                 "(::1 or [::1]; :: for all) or a host name, without a port (that is `port`, --port)")
+            return str(host if inner is None else inner)
+        return host
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -342,7 +362,7 @@ def explain(e: ValidationError, flags: frozenset[str] = frozenset()) -> str:
         where = origin(name, flags)
         value = err.get("input")
         shown = f" (got {value!r})" if isinstance(value, (str, int, float, bool)) and name not in ("api_keys",) else ""
-        lines.append(f"invalid setting {name!r} from {where}: {err['msg']}{shown}")
+        lines.append(f"invalid setting {name!r} from {where}: {err['msg'].removeprefix('Value error, ')}{shown}")
     return "; ".join(lines) + ": fix the value (`edge-agent config show` lists every setting with its help)"
 
 

@@ -414,7 +414,8 @@ def serve(settings: Settings, runtime=None) -> int:
     except OSError as e:
         fix = ("stop the process that holds it (`ss -ltnp`) or choose another port (--port, EDGE_AGENT_PORT)"
                if e.errno == errno.EADDRINUSE else "bind an address of this machine (--host, EDGE_AGENT_HOST)")
-        raise ServeError(f"cannot listen on {settings.host}:{settings.port}: {e.strerror or e}: {fix}") from None
+        shown = f"[{settings.host}]" if ":" in settings.host else settings.host
+        raise ServeError(f"cannot listen on {shown}:{settings.port}: {e.strerror or e}: {fix}") from None
     lock = lock_data_dir(settings)
     try:
         return _run(settings, runtime)
