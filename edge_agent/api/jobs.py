@@ -19,11 +19,13 @@ from edge_agent.api.errors import ApiError, error_response, read_json
 from edge_agent.jobs.kinds import InvalidJobError
 from edge_agent.jobs.schedule import iso
 from edge_agent.services.errors import UnavailableError
+from edge_agent.services.paths import shown_path
 
 bp = Blueprint("jobs", __name__)
 
 MAX_LIMIT = 1000
 RESULT_FIELDS = ("document_id", "custom_id", "summary", "label", "score", "response", "action", "path")
+PATH_PARAMS = ("folders", "csv_path")  # job params a kind stores resolved (absolute) on this server
 
 
 # --- protocol ---------------------------------------------------------------
@@ -164,9 +166,24 @@ class RunResultList(BaseModel):
 
 
 # --- mapping ----------------------------------------------------------------
-def job_object(job) -> Job:
+def _shown_params(params: dict[str, Any], roots: list | None) -> dict[str, Any]:
+    """Params with the server paths in them shown as /v1/documents shows paths (relative to their ingest root)."""
+    if roots is None or not isinstance(params, dict):
+        return params
+    out = dict(params)
+    for name in PATH_PARAMS:
+        value = out.get(name)
+        if isinstance(value, str):
+            out[name] = shown_path(value, roots)
+        elif isinstance(value, list):
+            out[name] = [shown_path(v, roots) if isinstance(v, str) else v for v in value]
+    return out
+
+
+def job_object(job, roots: list | None = None) -> Job:
+    """The API's job; with `roots` (the ingest roots) its paths are shown relative to them, else as stored (the CLI)."""
     sched = Schedule(cron=job.schedule_cron, timezone=job.schedule_tz) if job.schedule_cron else None
-    return Job(id=job.id, name=job.name, kind=job.kind, params=job.params, schedule=sched, enabled=job.enabled, limits=job.limits,
+    return Job(id=job.id, name=job.name, kind=job.kind, params=_shown_params(job.params, roots), schedule=sched, enabled=job.enabled, limits=job.limits,
                source=job.source, next_run_at=iso(job.next_run_at), last_success_at=iso(job.last_success_at),
                created_at=int(job.created_at), updated_at=int(job.updated_at))
 
@@ -188,9 +205,16 @@ def run_object(run) -> Run:
     )
 
 
-def result_object(item) -> RunResult:
-    lifted = {k: item.result[k] for k in RESULT_FIELDS if isinstance(item.result, dict) and k in item.result}
-    return RunResult(key=item.key, status=item.status, error=item.error, result=item.result, bundle_id=item.bundle_id,
+def result_object(item, roots: list | None = None) -> RunResult:
+    """The API's run result; with `roots` its key (file:<path>) and result path are shown relative to them."""
+    key, result = item.key, item.result
+    if roots is not None:
+        kind, sep, rest = key.partition(":")
+        key = f"file:{shown_path(rest, roots)}" if sep and kind == "file" else key
+        if isinstance(result, dict) and isinstance(result.get("path"), str):
+            result = {**result, "path": shown_path(result["path"], roots)}
+    lifted = {k: result[k] for k in RESULT_FIELDS if isinstance(result, dict) and k in result}
+    return RunResult(key=key, status=item.status, error=item.error, result=result, bundle_id=item.bundle_id,
                      prompt_version=item.prompt_version, started_at=item.started_at, finished_at=item.finished_at, **lifted)
 
 
@@ -200,6 +224,11 @@ def _service():
     if jobs is None:
         raise UnavailableError("jobs are not available in this process (the database could not be opened; see the daemon's log)")
     return jobs
+
+
+def _roots() -> list:
+    """The ingest roots job replies show paths relative to (as DocumentService.shown_path does)."""
+    return list(getattr(runtime().settings, "ingest_roots", None) or [])
 
 
 def _max_body() -> int:
@@ -232,20 +261,20 @@ def create_job():
         body.name, body.kind, body.params, body.schedule.model_dump() if body.schedule else None, body.enabled,
         body.limits.model_dump(exclude_none=True) if body.limits else None,
     )
-    return _json(job_object(job))
+    return _json(job_object(job, _roots()))
 
 
 @bp.get("/v1/jobs")
 def list_jobs():
     offset = _query_int("offset", 0, 0, 1 << 62)
     limit = _query_int("limit", MAX_LIMIT, 1, MAX_LIMIT)  # the default keeps this list whole for clients that never paged it
-    jobs = _service().list_jobs()
-    return _json(JobList(data=[job_object(j) for j in jobs[offset:offset + limit]], total=len(jobs), offset=offset, limit=limit))
+    jobs, roots = _service().list_jobs(), _roots()
+    return _json(JobList(data=[job_object(j, roots) for j in jobs[offset:offset + limit]], total=len(jobs), offset=offset, limit=limit))
 
 
 @bp.get("/v1/jobs/<job_id>")
 def get_job(job_id: str):
-    return _json(job_object(_service().get_job(job_id)))
+    return _json(job_object(_service().get_job(job_id), _roots()))
 
 
 @bp.patch("/v1/jobs/<job_id>")
@@ -259,7 +288,7 @@ def update_job(job_id: str):
         if value is None and name not in ("schedule", "limits"):
             raise ApiError(400, f"{name} cannot be null", param=name, code="invalid_value")
         changes[name] = value
-    return _json(job_object(_service().update_job(job_id, changes)))
+    return _json(job_object(_service().update_job(job_id, changes), _roots()))
 
 
 @bp.delete("/v1/jobs/<job_id>")
@@ -297,7 +326,8 @@ def run_results(run_id: str):
     if status is not None and status not in ("pending", "succeeded", "failed", "skipped"):
         raise ApiError(400, "status must be pending, succeeded, failed or skipped", param="status", code="invalid_value")
     items, total = _service().results(run_id, offset, limit, status)
-    return _json(RunResultList(data=[result_object(i) for i in items], total=total, offset=offset, limit=limit,
+    roots = _roots()
+    return _json(RunResultList(data=[result_object(i, roots) for i in items], total=total, offset=offset, limit=limit,
                                has_more=offset + len(items) < total))
 
 

@@ -148,3 +148,29 @@ def test_the_job_list_pages_and_checks_limit_and_offset_as_the_other_lists(live)
     assert status == 200 and [j["name"] for j in page["data"]] == ["b"]
     assert (page["total"], page["offset"], page["limit"]) == (3, 1, 1)
     assert [j["name"] for j in live("GET", "/v1/jobs")[1]["data"]] == ["a", "b", "c"]  # no limit: all of them (up to 1000)
+
+
+def test_job_replies_show_paths_relative_to_the_ingest_roots_as_documents_do(live, tmp_path):
+    """params.folders, result keys (file:<path>) and result paths came back absolute, the server's layout, while
+    /v1/documents shows paths relative to their ingest root; stored as before (absolute), shown as documents are."""
+    shared = tmp_path / "docs" / "shared"
+    shared.mkdir(parents=True)
+    for n in range(2):
+        (shared / f"f{n}.txt").write_text(doc_text(n, 2))
+    status, job = live("POST", "/v1/jobs", {"name": "ri", "kind": "reindex", "params": {"folders": ["shared"]}})
+    assert status == 200 and job["params"]["folders"] == ["shared"], job
+    assert live.rt.jobs.get_job("ri").params["folders"] == [str(shared.resolve())]  # what is stored stays resolved
+    run = _wait(live, live("POST", "/v1/jobs/ri/run")[1]["id"])
+    assert run["status"] == "succeeded", run
+    (shared / "f1.txt").unlink()
+    run = _wait(live, live("POST", "/v1/jobs/ri/run")[1]["id"])
+    status, page = live("GET", f"/v1/runs/{run['id']}/results")
+    assert status == 200
+    shown = {(r["key"], r["result"]["action"], r["result"]["path"], r["path"]) for r in page["data"]}
+    doc_id = next(r["result"]["document_id"] for r in page["data"] if r["key"].startswith("remove:"))
+    assert shown == {("file:shared/f0.txt", "unchanged", "shared/f0.txt", "shared/f0.txt"),
+                     (f"remove:{doc_id}", "removed", "shared/f1.txt", "shared/f1.txt")}, shown
+    for path in ("/v1/jobs", "/v1/jobs/ri", "/v1/jobs/ri/runs", f"/v1/runs/{run['id']}", f"/v1/runs/{run['id']}/results"):
+        assert str(tmp_path) not in json.dumps(live("GET", path)[1]), path
+    status, same = live("PATCH", "/v1/jobs/ri", {"params": job["params"]})  # what a reply shows can be sent back
+    assert status == 200 and same["params"]["folders"] == ["shared"], same
