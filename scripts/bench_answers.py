@@ -9,7 +9,8 @@ likelihood re-ranking of sentences: `--sets blind2`) and "blind3" (written befor
 answerability check and passage choice: `--sets blind3`) and "blind4" (written before the fourth round, rare-term
 retrieval and the decline on an unasked relation: `--sets blind4`) and "blind5" (written before the fifth round, declines
 instead of a quote that does not answer, and quote choice: `--sets blind5`) and "blind6" (scripts/rag_eval_blind6.py, written
-2026-12-01 after the fifth round, before anyone ran the system on it: `--sets blind6`; for the next round write a fresh one). Each answer also records which path made it (the
+2026-12-01 after the fifth round, before anyone ran the system on it: `--sets blind6`) and "blind7" (scripts/rag_eval_blind7.py,
+written before the sixth round, measured once on the code before it and once after: `--sets blind7`; for the next round write a fresh one). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
@@ -22,6 +23,7 @@ from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_BLIND2, ABSENT_BLIND3, A
                            EN_FACTS_BLIND, EN_FACTS_BLIND2, EN_FACTS_BLIND3, EN_FACTS_BLIND4, EN_FACTS_BLIND5, EN_FACTS_HELDOUT, NL_FACTS_BLIND,
                            NL_FACTS_BLIND2, NL_FACTS_BLIND3, NL_FACTS_BLIND4, NL_FACTS_BLIND5, NL_FACTS_HELDOUT, NL_QUESTIONS)
 from rag_eval_blind6 import ABSENT_BLIND6, EN_FACTS_BLIND6, NL_FACTS_BLIND6
+from rag_eval_blind7 import ABSENT_BLIND7, EN_FACTS_BLIND7, NL_FACTS_BLIND7
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
@@ -32,6 +34,7 @@ SETS = {
     "blind4": (NL_FACTS_BLIND4, EN_FACTS_BLIND4, ABSENT_BLIND4),  # the fourth round's: rare terms, unasked relations
     "blind5": (NL_FACTS_BLIND5, EN_FACTS_BLIND5, ABSENT_BLIND5),  # the fifth round's: declines instead of quotes that do not answer
     "blind6": (NL_FACTS_BLIND6, EN_FACTS_BLIND6, ABSENT_BLIND6),  # written after the fifth round, measured once on its code
+    "blind7": (NL_FACTS_BLIND7, EN_FACTS_BLIND7, ABSENT_BLIND7),  # written before the sixth round, measured before and after it
 }
 
 
