@@ -238,6 +238,9 @@ def main() -> int:
     ap.add_argument("--model", default=str(REPO / "models" / "default"), help="model bundle for --only answers")
     ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind7 "
                          "(with --only quality, blind6 and blind7 add their Dutch retrieval rows)")
+    ap.add_argument("--memo", help="--only answers: a JSON file that remembers the model's answers and likelihoods by prompt "
+                                   "(greedy: the same prompt gives the same answer), so a rerun after a change to the checks runs "
+                                   "the model only on prompts it has not seen; one file per bundle")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -271,7 +274,8 @@ def main() -> int:
             else:
                 from bench_answers import bench_answers
 
-                result["answers"] = bench_answers(svc, Path(args.model), settings, sets=tuple(args.sets.split(",")))
+                result["answers"] = bench_answers(svc, Path(args.model), settings, sets=tuple(args.sets.split(",")),
+                                                  memo=Path(args.memo) if args.memo else None)
             result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
             svc.close()
             print(json.dumps(result))
