@@ -214,19 +214,24 @@ def coverage(question: str, passage: str, lang: str) -> float:
 
 
 # a name the question refers to: a word of two characters or more with a digit ("5090", "M4", "70B"), a capital after its
-# first letter ("OpenAI", "AI300", "NVIDIA"), or a capital first where it is not the question's first word ("Vera", "Peru")
+# first letter ("OpenAI", "AI300", "NVIDIA"), or a capital first where it does not start a sentence ("Vera", "Peru"; not
+# "Waarom" in "Kan een VM dat bijhouden? Waarom niet?", nor "Quick" in "Hi! Quick question: ...")
 _WORD = re.compile(r"\w+", re.UNICODE)
+_SENTENCE_END_MARK = re.compile(r"[.!?:][\"'”’)\]]*\s")  # not the dot of "pdb.Pdb"
 NAME_PREFIX_MIN = 4  # a name this long also matches a passage word it starts ("Rubin" in "Rubin-rekken" is split anyway)
 
 
 def names(question: str) -> set[str]:
     """The names and figures a question refers to (see _WORD's comment), folded and casefolded."""
     out = set()
-    for i, m in enumerate(_WORD.finditer(question)):
+    end = None  # where the word before ends (None: no word before)
+    for m in _WORD.finditer(question):
         w = m.group(0)
+        starts = end is None or _SENTENCE_END_MARK.search(question, end, m.start()) is not None
+        end = m.end()
         if len(w) < 2 or "_" in w:
             continue
-        if any(c.isdigit() for c in w) or any(c.isupper() for c in w[1:]) or (i > 0 and w[0].isupper()):
+        if any(c.isdigit() for c in w) or any(c.isupper() for c in w[1:]) or (not starts and w[0].isupper()):
             out.add(language.fold(w.casefold()))
     return out
 

@@ -270,6 +270,11 @@ def test_the_models_likelihood_reorders_the_sentences_the_words_found():
     ("Which TCP port does pdb listen on?", {"tcp"}),
     ("What does str.find return when __debug__ is off?", set()),  # code names are lowercase words: not names
     ("Welke bandbreedte heeft gewoon geheugen?", set()),  # the first word's capital is not a name
+    # nor the first word of a later sentence: "Waarom", "Quick", "Could" name nothing a passage must hold
+    ("Kan een VM zonder videokaart een H200 bijhouden? Waarom niet?", {"vm", "h200"}),
+    ("Hi! Quick question: is it safe to delete keys while looping?", set()),
+    ("Hello, I mistyped an escape sequence. Could you tell me what happens?", set()),
+    ("Goedemorgen, ik las het stuk. Kunt u zeggen wat OpenAI met \"Vera\" doet?", {"openai", "vera"}),
 ])
 def test_the_names_and_figures_a_question_refers_to(question, found):
     assert A.names(question) == found
