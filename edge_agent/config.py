@@ -174,6 +174,11 @@ class Settings(BaseSettings):
                     "Dutch documents' English loanwords: \"videokaart\" for \"GPU\"); {} for rag_min_coverage everywhere; none "
                     "applies where rag_min_coverage is 0.",
     )
+    rag_model_words: bool = Field(
+        False, description="Grounded answers of a base model: give its answer in its own words when the answer passes the "
+                           "check against the passages; off: quote the passage's sentence (the default model's own words held "
+                           "the fact less often than the quote)."
+    )
     rag_min_similarity: float = Field(
         0.3, ge=0, le=1, description="Grounded answers: where the embedding model covers the question's language, the least "
                                      "cosine of the question to a retrieved passage; below it the answer declines (0: never)."

@@ -5,7 +5,8 @@ model the prompt is a plain completion, "Tekst [1] (...): ...\\n\\nVraag: ...\\n
 Dutch question (measured on Gemma 3 270M base: a Dutch scaffold stated the fact in about half
 of the questions; an English instruction made it stop with an empty answer), its answer one
 non-empty line (a grammar) that stops before a new turn or a "Source" line, then checked (services/answers.py):
-kept with its "[n]" citation when it rests on a near-best sentence, else that sentence quoted. For a chat template,
+the answer is a sentence of the passages quoted with its "[n]" citation (the model's answer picks it where it states
+a figure the sentence holds; its own words only with model_words). For a chat template,
 a system message with the passages. For a text completion, a block in front of the prompt.
 When no passage covers enough of the question's content words, or a name or figure the question
 refers to ("Peru", "M4 Ultra") is in none of them, the answer is the configured
@@ -94,13 +95,14 @@ class GroundingPolicy:
     require_names: bool = True  # decline when a name or figure of the question is in none of the retrieved passages
     require_relation: bool = True  # decline a value asked of a named thing that the passages name but never speak of that way
     language_coverage: dict[str, float] = field(default_factory=lambda: dict(LANGUAGE_COVERAGE))  # min_coverage per language
+    model_words: bool = False  # a base model's checked answer in its own words, not a quoted sentence (answers.settle)
 
     @classmethod
     def from_settings(cls, settings: Any) -> "GroundingPolicy":
         """The policy the rag_* settings ask for (the daemon's and the answers bench's)."""
         return cls(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity,
                    settings.rag_rerank_sentences, settings.rag_require_names, settings.rag_require_relation,
-                   dict(settings.rag_min_coverage_by_language))
+                   dict(settings.rag_min_coverage_by_language), settings.rag_model_words)
 
     def coverage_for(self, lang: str) -> float:
         """The least coverage a passage must give a question in lang (language_coverage, else min_coverage; 0 for every
