@@ -119,7 +119,7 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
         settled: list = []  # what the model said and the sentences it was shown (for scripts/answer_failures.py)
 
         def recorded_settle(answer, question, evidence, *args, **kwargs):
-            settled.append({"model_said": answer, "shown": [[n, s.text] for n, s in evidence]})
+            settled.append({"model_said": answer, "shown": [[n, s.text, round(s.match, 3)] for n, s in evidence]})
             return settle(answer, question, evidence, *args, **kwargs)
 
         chat_module.settle = recorded_settle
