@@ -170,6 +170,17 @@ class Settings(BaseSettings):
         0.33, ge=0, le=1, description="Grounded answers: the least share of the question's content words a passage must hold; "
                                      "below it the answer says the documents do not cover it (0: never decline)."
     )
+    rag_min_coverage_by_language: dict[str, float] = Field(
+        default_factory=lambda: {"nl": 0.2},
+        description="Grounded answers: rag_min_coverage per question language, where it differs (Dutch questions paraphrase "
+                    "Dutch documents' English loanwords: \"videokaart\" for \"GPU\"); {} for rag_min_coverage everywhere; none "
+                    "applies where rag_min_coverage is 0.",
+    )
+    rag_model_words: bool = Field(
+        False, description="Grounded answers of a base model: give its answer in its own words when the answer passes the "
+                           "check against the passages; off: quote the passage's sentence (the default model's own words held "
+                           "the fact less often than the quote)."
+    )
     rag_min_similarity: float = Field(
         0.3, ge=0, le=1, description="Grounded answers: where the embedding model covers the question's language, the least "
                                      "cosine of the question to a retrieved passage; below it the answer declines (0: never)."

@@ -21,6 +21,10 @@ Fifth round (figures of the asked unit, no dates or versions; no table rows; "de
 sentence quoted from 0.15; dev + heldout + blind..blind4, 197 factual + 58 absent): retrieval 18 -> 18, declined 8 -> 5,
 sentence 15 -> 14, quote_wrong 9 -> 10, model_kept 11 -> 11, answered_quote 17 -> 7. On the fresh blind5 (39 + 15, measured
 once after): retrieval 8, declined 4, sentence 2, quote_wrong 3, model_kept 3, answered_quote 6.
+Sixth round (names at a later sentence's start, Dutch coverage 0.2, quotes instead of the model's words; held-out and
+blind..blind6, 252 factual + 79 absent, main -> after): the model's kept answers (model_kept) are gone by design; after:
+retrieval 29, sentence 21, quote_wrong 18, declined 8, answered_quote 15. On the fresh blind7 (35 + 12, after): retrieval 6,
+quote_wrong 9, declined 2, sentence 1, answered_quote 5.
 """
 from __future__ import annotations
 

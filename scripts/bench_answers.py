@@ -9,19 +9,23 @@ likelihood re-ranking of sentences: `--sets blind2`) and "blind3" (written befor
 answerability check and passage choice: `--sets blind3`) and "blind4" (written before the fourth round, rare-term
 retrieval and the decline on an unasked relation: `--sets blind4`) and "blind5" (written before the fifth round, declines
 instead of a quote that does not answer, and quote choice: `--sets blind5`) and "blind6" (scripts/rag_eval_blind6.py, written
-2026-12-01 after the fifth round, before anyone ran the system on it: `--sets blind6`; for the next round write a fresh one). Each answer also records which path made it (the
+2026-12-01 after the fifth round, before anyone ran the system on it: `--sets blind6`) and "blind7" (scripts/rag_eval_blind7.py,
+written before the sixth round, measured once on the code before it and once after: `--sets blind7`; for the next round write a fresh one). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_BLIND2, ABSENT_BLIND3, ABSENT_BLIND4, ABSENT_BLIND5, ABSENT_HELDOUT, EN_FACTS, EN_FACTS_2,
                            EN_FACTS_BLIND, EN_FACTS_BLIND2, EN_FACTS_BLIND3, EN_FACTS_BLIND4, EN_FACTS_BLIND5, EN_FACTS_HELDOUT, NL_FACTS_BLIND,
                            NL_FACTS_BLIND2, NL_FACTS_BLIND3, NL_FACTS_BLIND4, NL_FACTS_BLIND5, NL_FACTS_HELDOUT, NL_QUESTIONS)
 from rag_eval_blind6 import ABSENT_BLIND6, EN_FACTS_BLIND6, NL_FACTS_BLIND6
+from rag_eval_blind7 import ABSENT_BLIND7, EN_FACTS_BLIND7, NL_FACTS_BLIND7
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
@@ -32,6 +36,7 @@ SETS = {
     "blind4": (NL_FACTS_BLIND4, EN_FACTS_BLIND4, ABSENT_BLIND4),  # the fourth round's: rare terms, unasked relations
     "blind5": (NL_FACTS_BLIND5, EN_FACTS_BLIND5, ABSENT_BLIND5),  # the fifth round's: declines instead of quotes that do not answer
     "blind6": (NL_FACTS_BLIND6, EN_FACTS_BLIND6, ABSENT_BLIND6),  # written after the fifth round, measured once on its code
+    "blind7": (NL_FACTS_BLIND7, EN_FACTS_BLIND7, ABSENT_BLIND7),  # written before the sixth round, measured before and after it
 }
 
 
@@ -39,8 +44,61 @@ def _norm(s: str) -> str:
     return " ".join(s.casefold().split())
 
 
-def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48, sets: tuple[str, ...] = ("dev", "heldout")) -> dict:
-    """Ask every question through ChatService with rag (greedy); returns the fractions per set and the answers."""
+def remember_model_calls(chat, path: Path) -> Callable[[], None]:
+    """Make chat's model calls look up their earlier results in the JSON file at path (a greedy answer is a function of its
+    prompt's tokens; a likelihood of the question and the texts it follows), so a rerun after a change to the checks or
+    the quote choice costs retrieval only; returns the function that writes the file back. For one bundle per file."""
+    import json
+
+    from edge_agent.services.generation import ChoiceDelta, ChoiceEnd
+
+    memo = json.loads(path.read_text()) if path.exists() else {}
+    start, question_likelihood = chat._start, chat._question_likelihood
+
+    class Replay:
+        def __init__(self, ids: list[int], done: dict):
+            self.choices = [SimpleNamespace(index=0)]
+            self.usage = SimpleNamespace(prompt_tokens=len(ids))
+            self.done = done
+
+        def events(self):
+            yield ChoiceDelta(0, self.done["text"])
+            yield ChoiceEnd(0, self.done["finish_reason"], self.done["completion_tokens"])
+
+    def remembered_start(jobs, prompt_lengths, options, priority, constraint):
+        if len(jobs) != 1 or options.temperature != 0:
+            return start(jobs, prompt_lengths, options, priority, constraint)
+        ids = list(jobs[0][0])
+        key = json.dumps(["answer", ids, options.max_tokens, sorted(options.stop)])
+        if key not in memo:
+            run, text, end = start(jobs, prompt_lengths, options, priority, constraint), [], None
+            for ev in run.events():
+                if isinstance(ev, ChoiceDelta):
+                    text.append(ev.text)
+                elif isinstance(ev, ChoiceEnd):
+                    end = ev
+            memo[key] = {"text": "".join(text), "finish_reason": end.finish_reason, "completion_tokens": end.completion_tokens}
+        return Replay(ids, memo[key])
+
+    def remembered_likelihood(question, sc):
+        inner = question_likelihood(question, sc)
+
+        def likely(texts: list[str]) -> list[float]:
+            key = json.dumps(["likelihood", question, sc.passage, sc.question, list(texts)])
+            if key not in memo:
+                memo[key] = inner(texts)
+            return memo[key]
+
+        return likely
+
+    chat._start, chat._question_likelihood = remembered_start, remembered_likelihood
+    return lambda: path.write_text(json.dumps(memo))
+
+
+def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48, sets: tuple[str, ...] = ("dev", "heldout"),
+                  memo: Path | None = None) -> dict:
+    """Ask every question through ChatService with rag (greedy); returns the fractions per set and the answers.
+    memo: a JSON file of the model's earlier results on the same prompts (remember_model_calls)."""
     import re
 
     from edge_agent.rag import language
@@ -48,14 +106,26 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
     from edge_agent.services.chat import ChatService, SamplingOptions
     from edge_agent.services.grounding import SCAFFOLDS, GroundingPolicy, RagOptions
 
+    import edge_agent.services.chat as chat_module
+
+    settle = chat_module.settle
     scheduler = build_engine(settings.model_copy(update={"model": str(bundle), "context_length": 2048, "max_batch": 4}))
     try:
         chat = ChatService(scheduler)
         chat.attach_documents(lambda: svc)
         chat.grounding = GroundingPolicy.from_settings(settings)
         absent_texts = {chat.grounding.scaffold(lang).absent for lang in SCAFFOLDS}
+        save = remember_model_calls(chat, memo) if memo is not None else None
+        settled: list = []  # what the model said and the sentences it was shown (for scripts/answer_failures.py)
+
+        def recorded_settle(answer, question, evidence, *args, **kwargs):
+            settled.append({"model_said": answer, "shown": [[n, s.text, round(s.match, 3)] for n, s in evidence]})
+            return settle(answer, question, evidence, *args, **kwargs)
+
+        chat_module.settle = recorded_settle
 
         def ask(q: str) -> dict:
+            settled.clear()
             gen = chat.chat([{"role": "user", "content": q}], SamplingOptions(max_tokens=max_tokens, temperature=0), rag=RagOptions(k=k))
             a = gen.collect()[0].text.strip()
             report = getattr(gen, "grounding", None) or {}
@@ -63,7 +133,7 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
             used = {s.number for s in gen.sources or [] if getattr(s, "used", None)}
             cites = {int(n) for n in re.findall(r"\[(\d{1,3})\]", a)}
             return {"answer": a, "declined": a in absent_texts, "empty": not a, "path": path.get("answer", "?"),
-                    "check": path.get("check", "?"), "citations_match": cites == used}
+                    "check": path.get("check", "?"), "citations_match": cites == used, **(settled[0] if settled else {})}
 
         out: dict = {"k": k, "max_tokens": max_tokens}
         t0 = time.perf_counter()
@@ -96,7 +166,10 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
             out[name] = s
             rows_all += rows + absent
         out["seconds"] = round(time.perf_counter() - t0, 1)
+        if save is not None:
+            save()
         out["answers"] = rows_all
         return out
     finally:
+        chat_module.settle = settle
         scheduler.stop()

@@ -9,8 +9,8 @@ group="document") and passage Recall@5 on 60 questions written from the topics' 
 Recall@5 on 24 held-out ones and on 28 blind ones (EN_FUSION_BLIND, written before the document-level
 fusion and measured once before and once after it); Dutch: passage Recall@3 on corpus-nl/questions-dev.jsonl, on 24
 paraphrased questions of our own and on 34 held-out ones (scripts/rag_eval_sets.py), for dense, BM25
-and hybrid. Held-out sets were written after the ranking work began and chose no setting. With --sets blind6 also
-on the 22 Dutch questions of scripts/rag_eval_blind6.py (a fresh blind row: measure it, do not tune on it).
+and hybrid. Held-out sets were written after the ranking work began and chose no setting. With --sets blind6 (blind7) also
+on the 22 (18) Dutch questions of scripts/rag_eval_blind6.py (blind7.py) (fresh blind rows: measure them, do not tune on them).
 Answers (--only answers): the default model with rag k=4 on factual questions (Dutch and English,
 short-span facts) and questions the documents do not answer: the share stating the fact, the share
 declining, per set (--sets dev,heldout: the dev set the answer side was tuned on, 24 Dutch + 20 English
@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
 from rag_eval_blind6 import NL_RETRIEVAL_BLIND6  # noqa: E402
+from rag_eval_blind7 import NL_RETRIEVAL_BLIND7  # noqa: E402
 from rag_eval_sets import EN_FUSION_BLIND, EN_HELDOUT, EN_QUESTIONS, NL_HELDOUT, NL_QUESTIONS  # noqa: E402
 
 QUESTIONS = EN_QUESTIONS
@@ -88,16 +89,17 @@ def dutch_dev_questions() -> list[tuple[str, str]]:
     return [(d["q"], d["phrase"]) for d in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if d]
 
 
-def bench_quality(svc, modes=("dense", "bm25", "hybrid"), blind6: bool = False) -> dict:
+def bench_quality(svc, modes=("dense", "bm25", "hybrid"), blind: tuple[str, ...] = ()) -> dict:
     """English: document Recall@5 (a top-5 chunk from a topic holding the answer phrase) and passage Recall@5;
-    Dutch: passage Recall@3 (a top-3 chunk holds the phrase) on questions-dev.jsonl and on our own sets (blind6 too if asked)."""
+    Dutch: passage Recall@3 (a top-3 chunk holds the phrase) on questions-dev.jsonl and on our own sets (blind6, blind7 too if asked)."""
     from pydoc_data.topics import topics
 
     titles = {f"Python reference: {k}": _norm(v) for k, v in topics.items()}
     out: dict = {"en_questions": len(EN_QUESTIONS), "en_heldout_questions": len(EN_HELDOUT), "en_fusion_blind_questions": len(EN_FUSION_BLIND), "nl_dev_questions": len(dutch_dev_questions()),
                  "nl_own_questions": len(NL_QUESTIONS), "nl_heldout_questions": len(NL_HELDOUT)}
-    if blind6:
-        out["nl_blind6_questions"] = len(NL_RETRIEVAL_BLIND6)
+    extra = [(name, qs) for name, qs in (("blind6", NL_RETRIEVAL_BLIND6), ("blind7", NL_RETRIEVAL_BLIND7)) if name in blind]
+    for name, qs in extra:
+        out[f"nl_{name}_questions"] = len(qs)
 
     def doc_recall(qs, mode, group="chunk") -> float:
         return sum(any(_norm(a) in titles.get(h.title, "") for h in svc.retrieve(q, k=5, mode=mode, group=group)) for q, a in qs) / len(qs)
@@ -106,7 +108,7 @@ def bench_quality(svc, modes=("dense", "bm25", "hybrid"), blind6: bool = False) 
         psg5 = sum(any(_norm(a) in _norm(h.text) for h in svc.retrieve(q, k=5, mode=mode)) for q, a in EN_QUESTIONS)
         nl = {}
         nl_sets = [("dev", dutch_dev_questions()), ("own", [(q, p) for q, p, _ in NL_QUESTIONS]), ("heldout", NL_HELDOUT)]
-        for name, qs in nl_sets + ([("blind6", NL_RETRIEVAL_BLIND6)] if blind6 else []):
+        for name, qs in nl_sets + extra:
             nl[name] = sum(any(_norm(p) in _norm(h.text) for h in svc.retrieve(q, k=3, mode=mode)) for q, p in qs) / len(qs)
         out[mode] = {"en_doc_recall_at_5": round(doc_recall(EN_QUESTIONS, mode), 3),
                      "en_doc_recall_at_5_as_documents": round(doc_recall(EN_QUESTIONS, mode, "document"), 3),
@@ -234,8 +236,11 @@ def main() -> int:
     ap.add_argument("--chunk-tokens", type=int, default=Settings().chunk_tokens)
     ap.add_argument("--chunk-overlap", type=int, default=Settings().chunk_overlap)
     ap.add_argument("--model", default=str(REPO / "models" / "default"), help="model bundle for --only answers")
-    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind6 "
-                         "(with --only quality, blind6 adds its Dutch retrieval row)")
+    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind7 "
+                         "(with --only quality, blind6 and blind7 add their Dutch retrieval rows)")
+    ap.add_argument("--memo", help="--only answers: a JSON file that remembers the model's answers and likelihoods by prompt "
+                                   "(greedy: the same prompt gives the same answer), so a rerun after a change to the checks runs "
+                                   "the model only on prompts it has not seen; one file per bundle")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -265,11 +270,12 @@ def main() -> int:
             result["ingest"]["seconds"] = round(time.perf_counter() - t, 1)
             result["chunking"] = {"chunk_tokens": args.chunk_tokens, "overlap": args.chunk_overlap}
             if args.only == "quality":
-                result["quality"] = bench_quality(svc, blind6="blind6" in args.sets.split(","))
+                result["quality"] = bench_quality(svc, blind=tuple(args.sets.split(",")))
             else:
                 from bench_answers import bench_answers
 
-                result["answers"] = bench_answers(svc, Path(args.model), settings, sets=tuple(args.sets.split(",")))
+                result["answers"] = bench_answers(svc, Path(args.model), settings, sets=tuple(args.sets.split(",")),
+                                                  memo=Path(args.memo) if args.memo else None)
             result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
             svc.close()
             print(json.dumps(result))

@@ -2,10 +2,11 @@
 on them, the extractive answer when it does not, and the "[n]" citations that tie an answer to its sources.
 
 A 270M base model reads a few sentences better than whole chunks, and restates the fact in about half of its
-answers; the rest are empty, echo the question, or invent. So its answer is kept only when what it adds to the
-question is found in the sentences it was given (the best-matching one first); otherwise the answer is that
-best sentence, quoted, with its citation: the documents' own words, never an invention. Which path produced
-an answer is reported with the response (`grounding`).
+answers; the rest are empty, echo the question, or invent. Even its answers that pass the check (what they add to
+the question is found in one of the sentences it was given) held the fact less often than that sentence quoted, so
+the answer is a sentence, quoted, with its citation: the documents' own words, never an invention. The model's
+answer chooses the sentence where it states a figure (it copies figures from the sentence it read); otherwise the best
+one is quoted. Which path produced an answer is reported with the response (`grounding`).
 
 Sentences are ranked by the share of the question's content terms they hold (stemmed in the question's
 language), each term weighed by how rare it is among the retrieved sentences, with a small penalty per
@@ -214,19 +215,24 @@ def coverage(question: str, passage: str, lang: str) -> float:
 
 
 # a name the question refers to: a word of two characters or more with a digit ("5090", "M4", "70B"), a capital after its
-# first letter ("OpenAI", "AI300", "NVIDIA"), or a capital first where it is not the question's first word ("Vera", "Peru")
+# first letter ("OpenAI", "AI300", "NVIDIA"), or a capital first where it does not start a sentence ("Vera", "Peru"; not
+# "Waarom" in "Kan een VM dat bijhouden? Waarom niet?", nor "Quick" in "Hi! Quick question: ...")
 _WORD = re.compile(r"\w+", re.UNICODE)
+_SENTENCE_END_MARK = re.compile(r"[.!?:][\"'”’)\]]*\s")  # not the dot of "pdb.Pdb"
 NAME_PREFIX_MIN = 4  # a name this long also matches a passage word it starts ("Rubin" in "Rubin-rekken" is split anyway)
 
 
 def names(question: str) -> set[str]:
     """The names and figures a question refers to (see _WORD's comment), folded and casefolded."""
     out = set()
-    for i, m in enumerate(_WORD.finditer(question)):
+    end = None  # where the word before ends (None: no word before)
+    for m in _WORD.finditer(question):
         w = m.group(0)
+        starts = end is None or _SENTENCE_END_MARK.search(question, end, m.start()) is not None
+        end = m.end()
         if len(w) < 2 or "_" in w:
             continue
-        if any(c.isdigit() for c in w) or any(c.isupper() for c in w[1:]) or (i > 0 and w[0].isupper()):
+        if any(c.isdigit() for c in w) or any(c.isupper() for c in w[1:]) or (not starts and w[0].isupper()):
             out.add(language.fold(w.casefold()))
     return out
 
@@ -566,14 +572,17 @@ def drop_repeats(answer: str) -> str:
 
 
 def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]], lang: str,
-           decline: str | None = None) -> tuple[str, dict[str, str]]:
-    """The answer to give for a model's answer, and how it was made: {"answer": "model", "check": "ok"} (the
-    model's words, cited with the passage they rest on) or {"answer": "extractive", "check": why} (the best
-    sentence that holds what the question asks for, quoted and cited) or, given a decline text, that text when no
-    sentence holds the figure or amount the question asks for (answers_kind: of its unit, not a date or a version),
-    or none holds MIN_MATCH of the question's weight (the first, FIRST_MIN_MATCH); a piece of a table, or for a question
-    about a default a sentence that never says "default", is never quoted then (_may_answer)
-    ({"answer": "declined", "check": "no_answer"}).
+           decline: str | None = None, model_words: bool = False) -> tuple[str, dict[str, str]]:
+    """The answer to give for a model's answer, and how it was made: {"answer": "extractive", "check": why} (a sentence
+    of the evidence, quoted and cited: the one the model's answer rests on where it passes the check and states a figure
+    the question does not (the figure points at its sentence: "16" at "... -t 16"), else the best sentence that holds what
+    the question asks for) or, given a decline text, that text when no sentence holds the figure or amount the question
+    asks for (answers_kind: of its unit, not a date or a version), or none holds MIN_MATCH of the question's weight (the
+    first, FIRST_MIN_MATCH); a piece of a table, or for a question about a default a sentence that never says "default",
+    is never quoted then (_may_answer) ({"answer": "declined", "check": "no_answer"}).
+    model_words: a model's answer that passes the check is given in its own words, cited with the passage it rests on
+    ({"answer": "model", "check": "ok"}). Off by default: the default model's checked answers held the fact less often
+    than the quote (held-out and blind sets, see GroundingPolicy.model_words).
     evidence: (passage number, sentence) pairs, best first; with none, the model's answer is given unchecked
     ({"answer": "model", "check": "none"})."""
     answer = drop_repeats(answer)
@@ -582,7 +591,10 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     number = {s: k for k, s in evidence}
     verdict = check_answer(answer, question, [s for _, s in evidence], lang)
     if verdict.ok and verdict.support is not None:
-        return with_citation(answer.strip(), number[verdict.support], set(number.values())), {"answer": "model", "check": "ok"}
+        if model_words:
+            return with_citation(answer.strip(), number[verdict.support], set(number.values())), {"answer": "model", "check": "ok"}
+        if set(_DIGITS.findall(strip_citations(answer))) - set(_DIGITS.findall(question)):  # all in support (check_answer)
+            return extractive(verdict.support, number[verdict.support]), {"answer": "extractive", "check": "ok"}
     kind = answer_kind(question, lang)
     top = max(s.match for _, s in evidence)
     # one that matches the question nearly as well as the best, not only by its figure (the model's first: FIRST_MIN_MATCH

@@ -466,7 +466,7 @@ class ChatService:
                 ends[ev.index] = ev
         choices, reports, said = [], [], set()
         for i in sorted(texts):
-            text, how = settle("".join(texts[i]), gp.question, gp.evidence, gp.language, gp.absent)
+            text, how = settle("".join(texts[i]), gp.question, gp.evidence, gp.language, gp.absent, self.grounding.model_words)
             reason = ends[i].finish_reason if how["answer"] == "model" else "stop"
             choices.append(_Choice(i, CannedHandle(text, ends[i].completion_tokens, reason)))
             reports.append(how)

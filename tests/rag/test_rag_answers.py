@@ -69,10 +69,28 @@ def test_the_check_keeps_only_answers_that_add_what_the_best_sentences_hold(answ
     v = A.check_answer(answer, NL_Q, [s for _, s in ev], "nl")
     assert v.status == status
     text, how = A.settle(answer, NL_Q, ev, "nl")
+    # the documents' own words, quoted, with the number of the passage they come from
+    assert text == FACT_QUOTE and how == {"answer": "extractive", "check": status}
+    text, how = A.settle(answer, NL_Q, ev, "nl", model_words=True)  # the model's own words where they pass the check
     if status == "ok":
         assert text == "De code is QX-7731-B. [1]" and how == {"answer": "model", "check": "ok"}
-    else:  # the documents' own words, quoted, with the number of the passage they come from
+    else:
         assert text == FACT_QUOTE and how == {"answer": "extractive", "check": status}
+
+
+def test_a_checked_answer_that_states_a_figure_picks_the_sentence_to_quote():
+    """The default model copies a figure from the sentence it read ("16" from "... -t 16"): that sentence is quoted, not
+    the best by words; a checked answer without a figure of its own gets the best sentence."""
+    q = "How many threads does the benchmark command use?"
+    best = A.Sentence(0, 0, "The benchmark command fixes the prompt length and the number of tokens to generate.", 0.9, 0.9)
+    figure = A.Sentence(1, 0, "The benchmark command: llama-bench -p 512 -n 128 -t 16 (threads).", 0.8, 0.8)
+    ev = [(1, best), (2, figure)]
+    assert A.check_answer("16", q, [best, figure], "en").support is figure
+    assert A.settle("16", q, ev, "en", "Not covered.") == (f'"{figure.text}" [2]', {"answer": "extractive", "check": "ok"})
+    assert A.settle("16", q, ev, "en", "Not covered.", model_words=True) == ("16 [2]", {"answer": "model", "check": "ok"})
+    q2 = "What does the benchmark command fix?"  # an answer that passes the check without a figure: the best sentence
+    assert A.check_answer("The prompt length.", q2, [best, figure], "en").ok
+    assert A.settle("The prompt length.", q2, ev, "en", "Not covered.") == (f'"{best.text}" [1]', {"answer": "extractive", "check": "ok"})
 
 
 @pytest.mark.parametrize("answer, said", [
@@ -85,7 +103,7 @@ def test_the_check_keeps_only_answers_that_add_what_the_best_sentences_hold(answ
 def test_a_looping_answer_says_its_sentence_once(answer, said):
     assert A.drop_repeats(answer) == said
     if said.startswith("De code is QX-7731-B."):
-        text, how = A.settle(answer, NL_Q, _evidence(NL_Q, [NL_DOC, EN_DOC], "nl"), "nl")
+        text, how = A.settle(answer, NL_Q, _evidence(NL_Q, [NL_DOC, EN_DOC], "nl"), "nl", model_words=True)
         assert how == {"answer": "model", "check": "ok"} and text.count("QX-7731-B") == 1, text
 
 
@@ -270,6 +288,11 @@ def test_the_models_likelihood_reorders_the_sentences_the_words_found():
     ("Which TCP port does pdb listen on?", {"tcp"}),
     ("What does str.find return when __debug__ is off?", set()),  # code names are lowercase words: not names
     ("Welke bandbreedte heeft gewoon geheugen?", set()),  # the first word's capital is not a name
+    # nor the first word of a later sentence: "Waarom", "Quick", "Could" name nothing a passage must hold
+    ("Kan een VM zonder videokaart een H200 bijhouden? Waarom niet?", {"vm", "h200"}),
+    ("Hi! Quick question: is it safe to delete keys while looping?", set()),
+    ("Hello, I mistyped an escape sequence. Could you tell me what happens?", set()),
+    ("Goedemorgen, ik las het stuk. Kunt u zeggen wat OpenAI met \"Vera\" doet?", {"openai", "vera"}),
 ])
 def test_the_names_and_figures_a_question_refers_to(question, found):
     assert A.names(question) == found
@@ -321,6 +344,8 @@ def test_a_who_question_gets_a_sentence_with_a_name_or_a_decline():
     assert A.settle("Het archief is de topman.", q, _evidence(q, [without], "nl"), "nl", "Niet gevonden.") == (
         "Niet gevonden.", {"answer": "declined", "check": "no_answer"})
     text, how = A.settle("Jan Verhoeven.", q, _evidence(q, [without + " " + named], "nl"), "nl", "Niet gevonden.")
+    assert text == f'"{named}" [1]' and how == {"answer": "extractive", "check": "ok"}
+    text, how = A.settle("Jan Verhoeven.", q, _evidence(q, [without + " " + named], "nl"), "nl", "Niet gevonden.", model_words=True)
     assert text == "Jan Verhoeven. [1]" and how == {"answer": "model", "check": "ok"}
     text, how = A.settle("De topman.", q, _evidence(q, [without + " " + named], "nl"), "nl", "Niet gevonden.")
     assert text == f'"{named}" [1]' and how["answer"] == "extractive"

@@ -33,6 +33,22 @@ def test_policy_language_scaffold_and_coverage():
     assert custom.scaffold("nl").passage == "Tekst"
 
 
+def test_the_coverage_a_question_needs_depends_on_its_language():
+    """A Dutch question paraphrases ("videokaart" where the text says "GPU"), so it needs less of its words in a passage
+    than an English one; a language without its own value uses min_coverage, and {} makes it apply everywhere."""
+    passage = [_chunk("Formaten zoals AWQ en EXL2 zijn specifiek geoptimaliseerd voor de geheugenhiërarchie van GPU's.")]
+    q = "Welke bestandsformaten zijn er speciaal gemaakt voor videokaarten met veel geheugen?"  # 0.3 of its words held
+    policy = GroundingPolicy()
+    assert policy.coverage_for("nl") < policy.coverage_for("en") == policy.min_coverage
+    assert policy.covered(q, passage, "nl")
+    assert not GroundingPolicy(language_coverage={}).covered(q, passage, "nl")
+    assert GroundingPolicy(language_coverage={"nl": 0.5}).coverage_for("nl") == 0.5
+    assert not policy.covered("Wat is de hoofdstad van Australië?", passage, "nl")  # none of its words: still declined
+    from edge_agent.config import Settings
+
+    assert GroundingPolicy.from_settings(Settings(rag_min_coverage_by_language={"de": 0.2})).language_coverage == {"de": 0.2}
+
+
 def test_canned_handle_is_a_finished_generation():
     from edge_agent.engine.types import Finished, TextDelta
 
