@@ -23,15 +23,16 @@ from typing import Any
 
 from edge_agent.rag import language
 from edge_agent.services import figures, persons
+from edge_agent.services.sentences import (
+    CLOSED,
+    HEAD_WORDS,
+    SENTENCE_END,
+    Sentence,
+    match_credits,
+    question_words,
+    split_sentences,
+)
 
-# a sentence ends at . ! ? (and closing quotes or brackets) before whitespace; a paragraph at a blank line,
-# a list item at a line that starts with a bullet or a number: single line breaks inside a paragraph are wrapping
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=\S)")
-_BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[•·*\-–]|\d{1,2}[.)])\s)")
-HEAD_WORDS = 12  # a paragraph this short without a closing mark heads the next sentence
-_TITLE = re.compile(r"[^\n]{1,120}\n[ \t]*([*=~^#+-])\1{2,}[ \t]*\Z|#{1,6}[ \t]+[^\n]{1,120}\Z")
-_CLOSED = re.compile(r"[.!?:;][\"'”’)\]]*$")
-MAX_SENTENCE_CHARS = 400  # a longer "sentence" (a grammar listing, a table) is cut at its clauses, then its words
 RANK_PENALTY = 0.02  # per retrieval rank of the sentence's chunk, in shares of the question's weight
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 # an answer is kept when one sentence holds this share of the terms it adds to the question (dev set: 0.6-0.8
@@ -53,68 +54,6 @@ QUOTE_CHARS = 400  # an extractive answer quotes the best sentence and the next 
 LANGUAGE_CHECK_WORDS = 4  # shorter answers are not judged by language: too few words to tell
 
 
-@dataclass(frozen=True)
-class Sentence:
-    """One sentence of a retrieved chunk: the chunk's retrieval rank (0-based), its place in the chunk, its score."""
-
-    chunk: int
-    index: int
-    text: str
-    score: float
-    match: float = 0.0  # the share of the question's weight it holds (the score before rank, kind and code terms)
-    after: str = ""  # the chunk's next sentence ("" for its last): quoted with it where both fit (extractive)
-
-
-def split_sentences(text: str) -> list[str]:
-    """text's sentences, whitespace collapsed, wrapped lines joined; pieces of 3 characters or fewer left out.
-
-    A short paragraph without a closing . ! ? : ; (a heading, a signature such as "object.__len__(self)", a
-    bullet without a full stop) is not a sentence of its own: it heads the sentence that follows it. A document's
-    section title (a line underlined with *** or ===, or a Markdown "# " line) is left out: it names a subject
-    and answers nothing, and its words would make the first sentence under it seem to.
-    """
-    out: list[str] = []
-    head = ""
-    for para in _BREAK.split(text):
-        if _TITLE.match(para.strip()):
-            if len(head) > 3:
-                out.extend(_cap(head))
-            head = ""
-            continue
-        para = " ".join(para.split())
-        if not para:
-            continue
-        if len(para.split()) <= HEAD_WORDS and not _CLOSED.search(para) and ">>>" not in para:
-            if len(head) > 3:  # only the nearest one heads the next sentence; an earlier one stands alone
-                out.extend(_cap(head))
-            head = para
-            continue
-        pieces = [s.strip() for s in _SENTENCE_END.split(para) if s.strip()]
-        if head and pieces:
-            pieces[0], head = f"{head} {pieces[0]}", ""
-        for s in pieces:
-            if len(s) > 3:
-                out.extend(_cap(s))
-    if len(head) > 3:
-        out.extend(_cap(head))
-    return out
-
-
-def _cap(s: str) -> list[str]:
-    if len(s) <= MAX_SENTENCE_CHARS:
-        return [s]
-    parts, cur = [], ""
-    for piece in re.split(r"(?<=[;:,])\s+|\s+", s):
-        if cur and len(cur) + 1 + len(piece) > MAX_SENTENCE_CHARS:
-            parts.append(cur)
-            cur = piece
-        else:
-            cur = f"{cur} {piece}" if cur else piece
-    if cur:
-        parts.append(cur)
-    return [p for p in parts if len(p) > 3]
-
-
 def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sentence]:
     """Every sentence of the chunks (best-ranked chunk first), best match to the question first (see the module doc):
     a question word matched only as part of a compound counts in part (match_credits); a sentence that holds what
@@ -123,7 +62,7 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     one that reads as code (a ">>>" prompt, a grammar rule) loses CODE_PENALTY."""
     qterms = language.content_terms(question, lang)
     kind = answer_kind(question, lang)
-    qwords = _question_words(question, lang)
+    qwords = question_words(question, lang)
     items = []
     after: dict[tuple[int, int], str] = {}
     for r, c in enumerate(chunks):
@@ -156,62 +95,6 @@ def rerank_sentences(sentences: Sequence[Sentence], likelihood: Sequence[float])
         raise ValueError("one likelihood per sentence is needed")
     order = sorted(range(len(sentences)), key=lambda i: (-(sentences[i].score + likelihood[i]), i))
     return [sentences[i] for i in order]
-
-
-def _question_words(question: str, lang: str) -> dict[str, str]:
-    """The question's content terms -> the folded word each comes from (for compound matching)."""
-    out: dict[str, str] = {}
-    skip = language.QUESTION_WORDS.get(lang, frozenset())
-    for w in language.words(question.casefold()):
-        if w in skip:
-            continue
-        ts = language.terms(w, lang)
-        if ts:
-            out.setdefault(ts[0], language.fold(w))
-    return out
-
-
-def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str) -> dict[str, float]:
-    """How far text holds each of the question's terms: 1 for the term itself; in a language that writes compounds
-    as one word ("promptlengte", "toolverwerking"), a question word that is not there counts by the share of its
-    letters found as words of the text at its start and end ("prompts", "tool-verwerking": COMPOUND_PART letters
-    at least), and fully when it is the start or end of a longer word of the text ("geheugen" in "systeemgeheugen")."""
-    held = set(language.terms(text, lang))
-    out = {t: 1.0 for t in qterms if t in held}
-    if lang not in language.COMPOUNDING or len(out) == len(qterms):
-        return out
-    stops = language.stop_words(lang)
-    parts = {language.fold(w) for w in language.words(text.casefold()) if len(w) >= COMPOUND_PART and w not in stops}
-    for t in qterms - out.keys():
-        w = qwords.get(t)
-        if not w or len(w) < COMPOUND_MIN or w.isdigit():
-            continue
-        if any(len(p) > len(w) and (p.startswith(w) or p.endswith(w)) for p in parts):
-            out[t] = 1.0
-            continue
-        head = max((n for p in parts if (n := _common_prefix(w, p)) >= COMPOUND_PART and len(p) - n <= INFLECTION < len(w) - n), default=0)
-        tail = max((len(p) for p in parts if len(p) < len(w) and w.endswith(p)), default=0)
-        got = min(1.0, (head + tail) / len(w))
-        if got > 0:
-            out[t] = got
-    return out
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def coverage(question: str, passage: str, lang: str) -> float:
-    """The share of the question's content terms passage holds (match_credits; 1.0 for a question without any)."""
-    qterms = language.content_terms(question, lang)
-    if not qterms:
-        return 1.0
-    return sum(match_credits(qterms, _question_words(question, lang), passage, lang).values()) / len(qterms)
 
 
 # a name the question refers to: a word of two characters or more with a digit ("5090", "M4", "70B"), a capital after its
@@ -258,7 +141,7 @@ def relation_terms(question: str, lang: str) -> tuple[set[str], set[str]]:
     """(thing, relation): the question's content terms that come from its names (names(): "AI300", "NVIDIA") and
     the others, stop words left out ("kost", "topman", "videogeheugen": what is asked about the thing)."""
     qterms = language.content_terms(question, lang)
-    qwords = _question_words(question, lang)
+    qwords = question_words(question, lang)
     named = names(question)
     thing = {t for t in qterms if qwords.get(t) in named}
     stops = language.stop_words(lang)
@@ -277,7 +160,7 @@ def unasked_relation(question: str, texts: Sequence[str], lang: str) -> bool:
     if not thing or not relation:
         return False
     qterms = thing | relation
-    qwords = _question_words(question, lang)
+    qwords = question_words(question, lang)
     named_somewhere = False
     for text in texts:
         sents = split_sentences(text)
@@ -334,9 +217,6 @@ _EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning|Exit|Iteration|In
 _QUOTED = re.compile(r"[\"“]([^\"”\s]{1,40})[\"”]")
 KIND_BONUS = 0.15  # in shares of the question's weight
 CODE_PENALTY = 0.15
-COMPOUND_PART = 4  # least letters of a word that counts as part of a question's compound word
-COMPOUND_MIN = 5  # shorter question words are not looked for inside compounds
-INFLECTION = 2  # letters a text's word may add to the part of a compound it matches ("prompts" for "prompt-lengte")
 
 
 # "who" (persons.asks_who): a person's or an organisation's name is asked for
@@ -535,7 +415,7 @@ def _may_answer(sentence: Sentence, question: str) -> bool:
 def _bare(sentence: Sentence) -> bool:
     """Whether the sentence is a heading or a signature left alone at the end of its chunk ("str.partition(sep)"):
     HEAD_WORDS words or fewer, no closing mark, nothing after it: it names what the text is about and answers nothing."""
-    return not sentence.after and len(sentence.text.split()) <= HEAD_WORDS and not _CLOSED.search(sentence.text)
+    return not sentence.after and len(sentence.text.split()) <= HEAD_WORDS and not CLOSED.search(sentence.text)
 
 
 def extractive(sentence: Sentence, number: int) -> str:
@@ -558,12 +438,12 @@ def report(lang: str, how: list[dict[str, str]]) -> dict:
 def drop_repeats(answer: str) -> str:
     """A base model that loops ("X. X. X. X") says X once, and a last piece cut off by the token limit that only
     restarts a sentence it already said goes too; an answer without a repeat comes back as it was."""
-    parts = _SENTENCE_END.split(answer.strip())
+    parts = SENTENCE_END.split(answer.strip())
     kept: list[str] = []
     seen: set[str] = set()
     for i, part in enumerate(parts):
         key = " ".join(part.casefold().split())
-        cut = i == len(parts) - 1 and not _CLOSED.search(part)
+        cut = i == len(parts) - 1 and not CLOSED.search(part)
         if key in seen or (cut and any(k.startswith(key) for k in seen)):
             continue
         seen.add(key)

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edge_agent.rag import language
-from edge_agent.services.answers import Sentence, coverage, missing_names, rank_sentences, rerank_sentences, unasked_relation
+from edge_agent.services.answers import missing_names, rank_sentences, rerank_sentences, unasked_relation
+from edge_agent.services.sentences import Sentence, coverage
 from edge_agent.services.errors import InvalidRequestError, UnavailableError
 
 INSTRUCTION = "Use the sources to answer."
@@ -120,7 +121,7 @@ class GroundingPolicy:
         return Scaffold(sc.passage, sc.question, sc.answer, sc.instruction, absent) if absent else sc
 
     def covered(self, question: str, chunks: Sequence[Any], lang: str, similarity: float | None = None) -> bool:
-        """Whether some chunk holds at least coverage_for(lang) of the question's content words (answers.coverage: a
+        """Whether some chunk holds at least coverage_for(lang) of the question's content words (sentences.coverage: a
         word found only as part of a compound counts in part) and, where the embedding model covers the question's
         language (similarity given: the best chunk's cosine to the question), is at least min_similarity alike,
         and (require_names) the chunks hold every name and figure of the question (answers.missing_names), and

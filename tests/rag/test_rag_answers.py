@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from edge_agent.services import answers as A
+from edge_agent.services import sentences as S
 from edge_agent.services.grounding import SCAFFOLDS, GroundedPrompt, RagOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
@@ -39,17 +40,17 @@ def _chunk(text: str, rank: int = 0):
     return SimpleNamespace(document_id=rank + 1, chunk_id=rank + 1, title=f"doc{rank}", location={}, score=0.1, snippet="", text=text)
 
 
-def _evidence(question: str, texts: list[str], lang: str) -> list[tuple[int, A.Sentence]]:
+def _evidence(question: str, texts: list[str], lang: str) -> list[tuple[int, S.Sentence]]:
     ranked = A.rank_sentences(question, [_chunk(t, i) for i, t in enumerate(texts)], lang)
     return [(s.chunk + 1, s) for s in ranked[:3]]
 
 
 def test_sentences_join_wrapped_lines_and_headings_head_the_next_sentence():
     text = "object.__len__(self)\n\n   Called to implement the built-in\n   function \"len()\".  Should return an int.\n\n• Bullet one.\n• Bullet two"
-    assert A.split_sentences(text) == [
+    assert S.split_sentences(text) == [
         'object.__len__(self) Called to implement the built-in function "len()".', "Should return an int.", "• Bullet one.", "• Bullet two"]
     long = "word " * 200
-    assert all(len(s) <= A.MAX_SENTENCE_CHARS for s in A.split_sentences(long))
+    assert all(len(s) <= S.MAX_SENTENCE_CHARS for s in S.split_sentences(long))
 
 
 def test_the_sentence_with_the_rare_question_words_ranks_first():
@@ -82,8 +83,8 @@ def test_a_checked_answer_that_states_a_figure_picks_the_sentence_to_quote():
     """The default model copies a figure from the sentence it read ("16" from "... -t 16"): that sentence is quoted, not
     the best by words; a checked answer without a figure of its own gets the best sentence."""
     q = "How many threads does the benchmark command use?"
-    best = A.Sentence(0, 0, "The benchmark command fixes the prompt length and the number of tokens to generate.", 0.9, 0.9)
-    figure = A.Sentence(1, 0, "The benchmark command: llama-bench -p 512 -n 128 -t 16 (threads).", 0.8, 0.8)
+    best = S.Sentence(0, 0, "The benchmark command fixes the prompt length and the number of tokens to generate.", 0.9, 0.9)
+    figure = S.Sentence(1, 0, "The benchmark command: llama-bench -p 512 -n 128 -t 16 (threads).", 0.8, 0.8)
     ev = [(1, best), (2, figure)]
     assert A.check_answer("16", q, [best, figure], "en").support is figure
     assert A.settle("16", q, ev, "en", "Not covered.") == (f'"{figure.text}" [2]', {"answer": "extractive", "check": "ok"})
@@ -141,11 +142,11 @@ def test_a_dutch_compound_counts_in_part_where_its_parts_are_separate_words():
     other = "Een moderne GPU zoals een RTX 5090 biedt daarentegen meer dan 1.000 GB/s."
     from edge_agent.rag import language
 
-    assert language.coverage(q, passage, "nl") < 0.34 <= A.coverage(q, passage, "nl")  # "prompts" is part of "promptlengte"
+    assert language.coverage(q, passage, "nl") < 0.34 <= S.coverage(q, passage, "nl")  # "prompts" is part of "promptlengte"
     q2, p2 = "Na hoeveel jaar kwam er nieuw productiesilicium?", "hun eerste productie-silicon in 35 jaar"
-    assert language.coverage(q2, p2, "nl") == 0.25 < A.coverage(q2, p2, "nl") < 0.5  # "productie" is half the compound
-    assert A.coverage(q, other, "nl") == 0.0
-    assert A.coverage("What does the systemmemory cost?", "The memory cost is high.", "en") == 0.5  # English: no compounds
+    assert language.coverage(q2, p2, "nl") == 0.25 < S.coverage(q2, p2, "nl") < 0.5  # "productie" is half the compound
+    assert S.coverage(q, other, "nl") == 0.0
+    assert S.coverage("What does the systemmemory cost?", "The memory cost is high.", "en") == 0.5  # English: no compounds
     from edge_agent.services.grounding import GroundingPolicy
 
     assert GroundingPolicy().covered(q, [_chunk(other), _chunk(passage, 1)], "nl")
@@ -222,14 +223,14 @@ def test_citations_name_only_passages_that_exist():
     assert A.with_citation("Het is QX-7731-B [7].", 2, {1, 2}) == "Het is QX-7731-B. [2]"
     assert A.with_citation("Het is QX-7731-B [1].", 2, {1, 2}) == "Het is QX-7731-B [1]."
     assert A.cited('"a" [1] en [3]') == {1, 3}
-    quote = A.extractive(A.Sentence(0, 0, 'Return "True" if all cased characters [4] in the string are uppercase [2].', 1.0), 1)
+    quote = A.extractive(S.Sentence(0, 0, 'Return "True" if all cased characters [4] in the string are uppercase [2].', 1.0), 1)
     assert quote == '"Return "True" if all cased characters in the string are uppercase." [1]' and A.cited(quote) == {1}
 
 
 def test_a_which_method_question_quotes_a_sentence_that_writes_a_code_name():
     q = "Which method of the context manager is called when a with block starts?"
-    best = A.Sentence(0, 0, "The with statement wraps a block with methods of a context manager called when it starts.", 0.9, 0.9)
-    named = A.Sentence(0, 1, 'The manager\'s "__enter__()" method is invoked.', 0.4, 0.4)
+    best = S.Sentence(0, 0, "The with statement wraps a block with methods of a context manager called when it starts.", 0.9, 0.9)
+    named = S.Sentence(0, 1, 'The manager\'s "__enter__()" method is invoked.', 0.4, 0.4)
     assert A.fits(named.text, "code", q, "en") and not A.fits(best.text, "code", q, "en") and named.match < A.NEAR_BEST * best.match
     text, how = A.settle("It is called.", q, [(1, best), (1, named)], "en", "Not covered.")
     assert text == f'"{named.text}" [1]' and how["answer"] == "extractive"
@@ -247,15 +248,15 @@ def test_a_quote_carries_the_next_sentence_of_its_chunk_where_both_fit():
     # the model's answer fails its check: the quote is the rule and, after it, the detail the question asks for
     text, how = A.settle("It counts them.", q, [(1, s) for s in ranked], "en", "Not covered.")
     assert text == f'"{doc}" [1]' and how["answer"] == "extractive"
-    long = A.Sentence(0, 0, "word " * 70, 1.0, 1.0, "Next one. " * 10)
+    long = S.Sentence(0, 0, "word " * 70, 1.0, 1.0, "Next one. " * 10)
     assert A.extractive(long, 2) == f'"{"word " * 69}word" [2]'  # both would not fit: the sentence alone
-    assert A.extractive(A.Sentence(0, 0, "One [4].", 1.0, 1.0, "Two [5]."), 1) == '"One. Two." [1]'  # footnotes left out
+    assert A.extractive(S.Sentence(0, 0, "One [4].", 1.0, 1.0, "Two [5]."), 1) == '"One. Two." [1]'  # footnotes left out
 
 
 def test_the_models_likelihood_reorders_the_sentences_the_words_found():
     from edge_agent.services.grounding import focus
 
-    a, b, c = (A.Sentence(0, i, t, sc) for i, (t, sc) in enumerate((("De topman is druk.", 0.6), ("Rene Haas leidt Arm.", 0.3),
+    a, b, c = (S.Sentence(0, i, t, sc) for i, (t, sc) in enumerate((("De topman is druk.", 0.6), ("Rene Haas leidt Arm.", 0.3),
                                                                     ("Arm maakt chips.", 0.2))))
     assert A.rerank_sentences([a, b, c], [-2.0, -1.5, -1.9]) == [b, a, c]  # 0.3-1.5 beats 0.6-2.0
     assert A.rerank_sentences([a, b, c], [-2.0, -2.0, -2.0]) == [a, b, c]  # no preference: the words decide
@@ -263,7 +264,7 @@ def test_the_models_likelihood_reorders_the_sentences_the_words_found():
     with pytest.raises(ValueError):
         A.rerank_sentences([a, b], [-1.0])
     # evidence ranked by more than words: a weak first sentence is passed over, not a reason to decline
-    weak, fact = A.Sentence(0, 0, "Bezoekers melden zich aan de balie.", 0.05, 0.05), A.Sentence(0, 1, FACT_SENTENCE, 0.9, 0.9)
+    weak, fact = S.Sentence(0, 0, "Bezoekers melden zich aan de balie.", 0.05, 0.05), S.Sentence(0, 1, FACT_SENTENCE, 0.9, 0.9)
     assert A.settle("Canberra.", NL_Q, [(1, weak), (1, fact)], "nl", "Niet gevonden.") == (
         f'"{FACT_SENTENCE}" [1]', {"answer": "extractive", "check": "off_source"})
     assert A.settle("Canberra.", NL_Q, [(1, weak)], "nl", "Niet gevonden.")[0] == "Niet gevonden."
