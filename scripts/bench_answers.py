@@ -106,7 +106,7 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
     from edge_agent.services.chat import ChatService, SamplingOptions
     from edge_agent.services.grounding import SCAFFOLDS, GroundingPolicy, RagOptions
 
-    import edge_agent.services.chat as chat_module
+    import edge_agent.services.grounded_chat as chat_module  # where a grounded answer is settled
 
     settle = chat_module.settle
     scheduler = build_engine(settings.model_copy(update={"model": str(bundle), "context_length": 2048, "max_batch": 4}))

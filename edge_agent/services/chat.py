@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from edge_agent.engine.types import (
     QueueFullError,
     SamplingParams,
 )
-from edge_agent.services.answers import cited, report, settle
+from edge_agent.services.answers import report
 from edge_agent.services.constrained import OutputConstraint, grammar_loaded, grammar_tokenizer
 from edge_agent.services.constrained import processors as grammar_processors
 from edge_agent.services.errors import (
@@ -27,30 +27,20 @@ from edge_agent.services.errors import (
     ContextLengthExceededError,
     InvalidRequestError,
     ModelNotFoundError,
-    ServiceError,
     UnavailableError,
 )
 from edge_agent.services.grounding import (
-    ANSWER_GRAMMAR,
-    FOCUS_SENTENCES,
-    INSTRUCTION,
     CannedHandle,
     DocumentRetriever,
-    DocumentsUnavailableError,
     GroundedPrompt,
-    Grounding,
     GroundingPolicy,
     RagOptions,
-    Source,
     completion_question,
-    fit_sources,
-    focus,
     question_of,
-    source_of,
     strip_labels,
-    with_sources,
 )
-from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation, _Choice
+from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation, _Choice  # noqa: F401 (the event types, importable from here)
+from edge_agent.services.grounded_chat import GroundedChat
 from edge_agent.services.prompts import PromptFormatter
 from edge_agent.services.tools import Tool, call_constraint
 
@@ -116,7 +106,7 @@ def _service_error(e: BaseException) -> BaseException:
     return e
 
 
-class ChatService:
+class ChatService(GroundedChat):
     """Chat and text completions over one BatchScheduler (one model)."""
 
     def __init__(self, scheduler, *, request_timeout_s: float = 300.0, default_max_tokens: int = 512, max_tokens_limit: int = 4096):
@@ -335,167 +325,6 @@ class ChatService:
         """Most prompt tokens that leave the answer its room (max_tokens, else a quarter of the context up to the default)."""
         room = options.max_tokens if options.max_tokens is not None else min(self.default_max_tokens, max(16, self.context_length // 4))
         return self.context_length - room
-
-    def _retrieve(self, query: str, rag: RagOptions) -> list:
-        if self.retriever is None:
-            raise DocumentsUnavailableError("documents are not served by this process (serve_documents is off)")
-        return self.retriever.retrieve(query, rag)
-
-    def _fit(self, chunks: list, base_tokens: int, limit: int, measure: Callable[[Grounding], int], label: str = "Source",
-             instruction: str = INSTRUCTION) -> Grounding:
-        """The chunks that fit in `limit` prompt tokens; measure(g) is the real prompt length with g.
-
-        Token counts of the pieces estimate the prompt's; an overshoot shrinks the budget by as much and retries.
-        """
-        budget = limit - base_tokens
-        for _ in range(4):
-            g = fit_sources(chunks, budget, self.count_tokens, self.cut_tokens, label, instruction)
-            if not g.sources:
-                break
-            over = measure(g) - limit
-            if over <= 0:
-                return g
-            budget -= over
-        return Grounding()
-
-    def _ground_chat(self, messages: list[dict[str, str]], options: SamplingOptions, instruction: str,
-                     rag: RagOptions) -> tuple[list[dict[str, str]], list[Source]] | GroundedPrompt:
-        """A decline when no passage covers the question (GroundingPolicy); for a base model (no constraint),
-        a GroundedPrompt: passages, then the question, in its language's scaffold; else messages with the
-        best chunks that fit as a system message (or, if the template refuses one, in the last user turn)."""
-        question = question_of(messages)
-        # before the search, a prompt that cannot fit is refused (embedding a question of megabytes takes seconds): the
-        # messages go in whole, sources or not; a base model's grounded prompt holds the question, its blanks collapsed
-        base = None
-        if self.formatter.kind == "completion" and not instruction:
-            self._check_length(" ".join(question.split()), options)
-        else:
-            base = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))
-        chunks = self._retrieve(question, rag)
-        policy = self.grounding
-        lang = policy.language_of(question)
-        sc = policy.scaffold(lang)
-        alike = self.retriever.similarity(question, chunks, lang) if policy.min_similarity > 0 and self.retriever else None
-        why = policy.uncovered(question, chunks, lang, alike)
-        if why is not None:  # what was searched is reported, none used
-            return GroundedPrompt(sources=[replace(source_of(c), number=i, used=False) for i, c in enumerate(chunks, 1)],
-                                  decline=sc.absent, question=question, language=lang, why=why)
-        if base is None:
-            enc = self.formatter.encoder
-            tail = "\n\n" + sc.question + " ".join(question.split()) + "\n" + sc.answer
-
-            def ids_of(g: Grounding) -> list[int]:
-                table: dict[str, str] = {}
-                return enc.encode(enc.defuse(g.block + tail, table), table)  # passages and question are data
-
-            limit = self._prompt_limit(options)
-            likely = self._question_likelihood(question, sc) if policy.rerank > 1 else None
-            for n in range(FOCUS_SENTENCES, 0, -1):  # the sentences that hold the question's words, fewer if they do not fit
-                g = focus(question, chunks, lang, sc.passage, n, likely, policy.rerank)
-                ids = ids_of(g)
-                if g.sources and len(ids) <= limit:
-                    return GroundedPrompt(ids, g.sources, policy.stops(sc), None, question, lang, g.evidence, sc.absent)
-            g = self._fit(chunks, len(ids_of(Grounding())), limit, lambda g: len(ids_of(g)), sc.passage, "")  # one long sentence: cut
-            if g.sources:
-                return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc), None, question, lang)  # no sentences to check against
-            return messages, []
-        in_user = False
-        try:  # a template that refuses system messages gets the sources in the last user turn
-            self.formatter.format_chat(with_sources(messages, "Sources."), instruction=instruction)
-        except InvalidRequestError:
-            in_user = True
-
-        def measure(g: Grounding) -> int:
-            return len(self.formatter.format_chat(with_sources(messages, g.block, in_user), instruction=instruction).ids)
-
-        g = self._fit(chunks, len(base.ids), self._prompt_limit(options), measure, sc.passage, sc.instruction)
-        if not g.sources:
-            return messages, []
-        options.stop = list(dict.fromkeys([*options.stop, "\n" + sc.passage + " [", "\nSource ["]))
-        return with_sources(messages, g.block, in_user), g.sources
-
-    def _question_likelihood(self, question: str, sc) -> Callable[[list[str]], list[float]]:
-        """texts -> the model's log-probability per token of the question after each ("<passage label>: text" and the
-        question label), in one batched scoring pass (services/scoring.py), remembered per list of texts; where the
-        scoring fails (the engine busy stopping, a text too long) every text gets 0, so the word ranking stands."""
-        from edge_agent.services.scoring import ContinuationScorer
-
-        done: dict[tuple[str, ...], list[float]] = {}
-
-        def likely(texts: list[str]) -> list[float]:
-            key = tuple(texts)
-            if key not in done:
-                scorer = ContinuationScorer(self)
-                cont = scorer.encode(" " + " ".join(question.split()), bos=False)
-                pending = []
-                try:
-                    for t in texts:
-                        pending.append(scorer.start(scorer.encode(f"{sc.passage}: {t}\n\n{sc.question.strip()}"), [cont]))
-                    done[key] = [p.result()[0][0] / len(cont) for p in pending]
-                except (ServiceError, ValueError) as e:
-                    for p in pending:
-                        p.cancel()
-                    log.warning("grounded answer: sentences ranked by words only (%s)", e)
-                    done[key] = [0.0] * len(texts)
-            return done[key]
-
-        return likely
-
-    def _start_grounded(self, gp: GroundedPrompt, options: SamplingOptions, n: int, priority: int,
-                        constraint: OutputConstraint | None) -> Generation:
-        """A base model's grounded answer: its one-line completion when answers.settle keeps it (cited), else the
-        best sentence quoted; or the decline without the model. The model runs to the end here (a short line), so
-        the answer is checked before any of it is sent, and `sources` say which passages it used."""
-        if gp.decline is not None:
-            gen = Generation(self.model_name, [_Choice(i, CannedHandle(gp.decline)) for i in range(n)], 0, self.request_timeout_s)
-            gen.sources = gp.sources
-            gen.grounding = report(gp.language, [{"answer": "declined", "check": gp.why}] * n)
-            return gen
-        options.stop = list(dict.fromkeys([*options.stop, *gp.stop]))
-        if constraint is None:
-            import llguidance as llg
-
-            constraint = OutputConstraint("grounded", llg.LLMatcher.grammar_from_lark(ANSWER_GRAMMAR))
-        run = self._start([(gp.ids, "", i) for i in range(n)], [len(gp.ids)], options, priority, constraint)
-        texts: dict[int, list[str]] = {c.index: [] for c in run.choices}
-        ends: dict[int, ChoiceEnd] = {}
-        for ev in run.events():
-            if isinstance(ev, ChoiceDelta):
-                texts[ev.index].append(ev.text)
-            elif isinstance(ev, ChoiceEnd):
-                ends[ev.index] = ev
-        choices, reports, said = [], [], set()
-        for i in sorted(texts):
-            text, how = settle("".join(texts[i]), gp.question, gp.evidence, gp.language, gp.absent, self.grounding.model_words)
-            reason = ends[i].finish_reason if how["answer"] == "model" else "stop"
-            choices.append(_Choice(i, CannedHandle(text, ends[i].completion_tokens, reason)))
-            reports.append(how)
-            said |= cited(text)
-        gen = Generation(self.model_name, choices, run.usage.prompt_tokens, self.request_timeout_s)
-        checked = said or all(h["check"] != "none" for h in reports)  # else used stays unknown
-        gen.sources = [replace(s, used=s.number in said if checked else None) for s in gp.sources]
-        gen.grounding = report(gp.language, reports)
-        return gen
-
-    def _ground_prompt(self, prompt: str, options: SamplingOptions, rag: RagOptions) -> tuple[str | list[str], list[Source]]:
-        """[sources block, prompt] with the best chunks that fit, or prompt alone when none do; the block's words
-        in the question's language (no instruction for a base model: it made the default model answer nothing)."""
-        self._check_length(prompt, options)  # the prompt goes in whole, with or without sources
-        labels = self.formatter.labels
-        query = strip_labels(prompt, labels["user"], labels["assistant"])
-        chunks = self._retrieve(query, rag)
-        if not chunks:
-            return prompt, []
-        sc = self.grounding.scaffold(self.grounding.language_of(query))
-        g = self._fit(chunks, len(self.engine.encode(prompt)), self._prompt_limit(options),
-                      lambda g: len(self.formatter.encode_with_documents(g.block, prompt).ids), sc.passage,
-                      "" if self.formatter.kind == "completion" else sc.instruction)
-        if not g.sources:
-            return prompt, []
-        # a question-and-answer transcript: a new question line is a turn the caller did not ask for
-        turn = [f"\n{lab}" for lab in (labels["user"].strip(), sc.question.strip()) if lab and lab in prompt]
-        options.stop = list(dict.fromkeys([*options.stop, "\n" + sc.passage + " [", "\nSource [", *turn]))
-        return [g.block, prompt], g.sources
 
     def _params(self, options: SamplingOptions, prompt_tokens: int, index: int) -> SamplingParams:
         d = self.defaults
