@@ -57,9 +57,10 @@ from edge_agent.engine.detokenize import IncrementalDecoder
 from edge_agent.engine.engine import OnnxEngine
 from edge_agent.engine.pacing import Pacing
 from edge_agent.engine.prefix_cache import PrefixCache
-from edge_agent.engine.sampling import is_greedy, sample, suppress, token_logprob
+from edge_agent.engine.sampling import is_greedy, token_logprob
 from edge_agent.engine.sequence import Event, GenerationHandle, Sequence
 from edge_agent.engine.step_gate import StepGate
+from edge_agent.engine.token_choice import TokenChoice
 from edge_agent.engine.types import (
     ENGINE_STOPPED,
     ContextLengthError,
@@ -81,7 +82,7 @@ class _EngineBroken(Exception):
     """The model fails step after step: the scheduler gives up."""
 
 
-class BatchScheduler(Admission, Pacing):
+class BatchScheduler(Admission, Pacing, TokenChoice):
     """Runs every generation through one continuously batched decode loop.
 
     submit() raises QueueFullError when max_queue requests of its kind (interactive or
@@ -489,61 +490,6 @@ class BatchScheduler(Admission, Pacing):
         if hi == len(seqs) and not fails(hi):
             return
         self._finish(seqs[hi - 1], "error", error=f"the model step failed: {type(e).__name__}")
-
-    def _choose_and_accept(self, s: Sequence, logits: np.ndarray) -> None:
-        # logprobs come from the raw row; only a repetition penalty changes it in place (processors get a copy)
-        raw = logits.copy() if s.logprobs is not None and s.params.repetition_penalty != 1.0 else logits
-        try:
-            tok = self._choose(s, logits)
-            lp = None if s.logprobs is None else token_logprob(raw, tok, s.params.logprobs)
-        except Exception as e:  # a bad processor or distribution ends this sequence, not the batch
-            log.warning("sampling failed for one sequence: %s", e)
-            self._finish(s, "error", error=f"sampling failed: {e}")
-            return
-        try:
-            self._accept(s, tok, lp)
-        except Exception as e:
-            log.exception("accepting a token failed")
-            self._finish(s, "error", error=f"generation failed: {type(e).__name__}")
-
-    @staticmethod
-    def _below_min(s: Sequence) -> bool:
-        """True while s has generated fewer than min_tokens: its stop ids are masked and no stop ends it."""
-        return len(s.tokens) < s.params.min_tokens
-
-    def _choose(self, s: Sequence, logits: np.ndarray) -> int:
-        p = s.params
-        if p.logits_processor is not None:
-            logits = np.asarray(p.logits_processor(list(s.tokens), logits.copy()), np.float32)
-        if self._below_min(s):  # after the processor: min_tokens has the last word
-            logits = suppress(logits, [*p.stop_token_ids, *(() if p.ignore_eos else self.engine.stop_token_ids)])
-        if is_greedy(p):
-            return int(np.argmax(logits))
-        return sample(logits, p, s.rng, s.history())
-
-    def _accept(self, s: Sequence, tok: int, lp=None) -> None:
-        """Record one new token of s (lp: its TokenLogprob when asked for): emit its text, check every way to finish."""
-        if s.first_token == 0.0:
-            s.first_token = time.monotonic()
-        p = s.params
-        early = self._below_min(s)  # this token is one of the first min_tokens: no stop ends the generation
-        if not early and (tok in self.engine.stop_token_ids and not p.ignore_eos or tok in p.stop_token_ids):
-            self._finish(s, "stop")
-            return
-        s.tokens.append(tok)
-        if lp is not None:
-            s.logprobs.append(lp)
-        s.next_token = tok
-        self.tokens_generated += 1
-        piece = s.detok.add(tok)
-        if piece:
-            if not p.stop or early:
-                s.emit(piece)
-            elif s.emit_until_stop(piece):
-                self._finish(s, "stop", emit_tail=False)
-                return
-        if len(s.tokens) >= p.max_tokens or s.length >= self.engine.context_length:
-            self._finish(s, "length")
 
     def _finish(self, s: Sequence, reason: FinishReason, error: str | None = None, emit_tail: bool = True) -> None:
         """Free s's place and send its Finished event (always, even if freeing fails)."""
