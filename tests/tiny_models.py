@@ -13,9 +13,12 @@ CORPUS = (
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
 
 
-def make_tokenizer_dir(folder: Path) -> int:
-    """Train a small byte-level BPE tokenizer and save it as a HF fast tokenizer; returns its vocab size."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+def make_tokenizer_dir(folder: Path, extra_tokens: dict[str, bool] | None = None) -> int:
+    """Train a small byte-level BPE tokenizer and save it as a HF fast tokenizer; returns its vocab size.
+
+    extra_tokens: {text: special} added tokens after the trained vocabulary (special False: a user-defined one).
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -26,19 +29,21 @@ def make_tokenizer_dir(folder: Path) -> int:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
     tok.train_from_iterator([CORPUS], trainer)
+    for text, special in (extra_tokens or {}).items():
+        (tok.add_special_tokens if special else tok.add_tokens)([AddedToken(text, special=special, normalized=False)])
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
     fast.save_pretrained(str(folder))
     return tok.get_vocab_size()
 
 
-def make_checkpoint(folder: Path, arch: str, seed: int = 0, **overrides) -> Path:
+def make_checkpoint(folder: Path, arch: str, seed: int = 0, extra_tokens: dict[str, bool] | None = None, **overrides) -> Path:
     """A random-weight HF checkpoint (config + safetensors + tokenizer) of the given architecture."""
     import torch
     from transformers import AutoModelForCausalLM, Gemma3TextConfig, LlamaConfig, Qwen2Config
 
     folder.mkdir(parents=True, exist_ok=True)
-    vocab = make_tokenizer_dir(folder)
+    vocab = make_tokenizer_dir(folder, extra_tokens)
     common = dict(TINY, vocab_size=vocab, bos_token_id=1, eos_token_id=2, pad_token_id=0)
     common.update(overrides)
     if arch == "llama":

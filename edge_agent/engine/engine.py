@@ -18,6 +18,7 @@ from edge_agent.engine import prepacked
 from edge_agent.engine.bundle import Bundle
 from edge_agent.engine.device_runner import DeviceOnnxModel
 from edge_agent.engine.runner import CacheShape, Embedding, OnnxModel, make_session
+from edge_agent.engine.tokens import mark_never_written
 from edge_agent.hardware import CUDA, DeviceError, GpuNeed, Hardware, detect
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,11 @@ class OnnxEngine:
         self.tokenizer = Tokenizer.from_file(str(bundle.tokenizer_file))
         release_free_heap()  # parsing tokenizer.json leaves ~200 MB of freed heap mapped
         self.stop_token_ids = frozenset(bundle.stop_token_ids)
+        special = bundle.manifest.get("special_tokens", {})
+        never = mark_never_written(self.tokenizer, (special.get(k) for k in ("bos", "pad", "unk")), self.stop_token_ids)
+        # tokens the scheduler never samples: image markers, unused slots, bos/pad/unk (not rendered either)
+        self.never_generated_ids = np.asarray([i for i in never if i < self.vocab_size], np.int64)
+        self.never_generated_set = frozenset(self.never_generated_ids.tolist())
         factory = session_factory or (make_session if spinning else functools.partial(make_session, spinning=False))
         embedding = Embedding(bundle.path)
         self.model: Any = None

@@ -16,9 +16,19 @@ log = logging.getLogger("edge_agent.engine.scheduler")  # the scheduler's log, a
 class TokenChoice:
     """BatchScheduler's per-token work; it uses the scheduler's engine, _finish and tokens_generated."""
 
+    def _ban_never_generated(self, logits: np.ndarray) -> np.ndarray:
+        """logits [vocab] (in place) with the engine's never-generated tokens (image markers, unused slots,
+        bos/pad/unk) at -inf: neither the sampler nor a logits processor can choose them."""
+        never = self.engine.never_generated_ids
+        if never.size:
+            logits[never] = -np.inf
+        return logits
+
     def _choose_and_accept(self, s: Sequence, logits: np.ndarray) -> None:
-        # logprobs come from the raw row; only a repetition penalty changes it in place (processors get a copy)
-        raw = logits.copy() if s.logprobs is not None and s.params.repetition_penalty != 1.0 else logits
+        # logprobs come from the raw row (vLLM's default); the ban and a repetition penalty change it in place
+        # (processors get a copy)
+        changed = s.params.repetition_penalty != 1.0 or self.engine.never_generated_ids.size
+        raw = logits.copy() if s.logprobs is not None and changed else logits
         try:
             tok = self._choose(s, logits)
             lp = None if s.logprobs is None else token_logprob(raw, tok, s.params.logprobs)
@@ -39,8 +49,9 @@ class TokenChoice:
 
     def _choose(self, s: Sequence, logits: np.ndarray) -> int:
         p = s.params
+        self._ban_never_generated(logits)
         if p.logits_processor is not None:
-            logits = np.asarray(p.logits_processor(list(s.tokens), logits.copy()), np.float32)
+            logits = self._ban_never_generated(np.asarray(p.logits_processor(list(s.tokens), logits.copy()), np.float32))
         if self._below_min(s):  # after the processor: min_tokens has the last word
             logits = suppress(logits, [*p.stop_token_ids, *(() if p.ignore_eos else self.engine.stop_token_ids)])
         if is_greedy(p):

@@ -9,9 +9,11 @@ models/gguf_tokenizer.py uses the same twin, and the byte-level BPE table below.
 from __future__ import annotations
 
 import json
+import re
 import threading
+from typing import Iterable
 
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 
 _LOCK = threading.Lock()
 
@@ -42,6 +44,36 @@ def plain_twin(tok: Tokenizer) -> Tokenizer:
 def encode_plain(tok: Tokenizer, text: str, add_special_tokens: bool = False) -> list[int]:
     """Ids of text with no special-token parsing ("<bos>" typed by a user stays text)."""
     return plain_twin(tok).encode(text, add_special_tokens=add_special_tokens).ids
+
+
+# Added tokens a text model has no business writing: a multimodal vocabulary's image/audio markers, unused and
+# reserved slots, the mask. A GGUF marks some of them user-defined (type 4) rather than control: Gemma 3's
+# <start_of_image>, <end_of_image> and [multimodal] (its tokenizer_config says "special": false), and a user-defined
+# token is rendered as its text (by llama.cpp too). Gemma 3 270M writes <start_of_image> after an empty prompt.
+_NEVER_WRITTEN = re.compile(
+    r"<unused\d+>|<\|reserved_special_token_\d+\|>|<mask>|\[multimodal\]"
+    r"|<(?:start|end)_of_(?:image|audio|video)>|<(?:image|audio|video)_soft_token>"
+    r"|<\|(?:vision|image|video|audio)_(?:start|end|pad)\|>"
+)
+
+
+def mark_never_written(tok: Tokenizer, also: Iterable[int | None] = (), keep: Iterable[int] = ()) -> list[int]:
+    """Mark tok's added tokens a text model should never write (image markers, unused slots), and the ids in `also`
+    (a bundle's bos, pad, unk), special; return their ids, less those in `keep` (its stop tokens).
+
+    Call it before the tokenizer is shared: a special token is dropped from decoded text (skip_special_tokens), and
+    user text that spells one stays text (encode_plain). Works on existing bundles' tokenizer.json as loaded. Cost:
+    one pass over the added tokens (~6,400 on Gemma 3), ~15 ms.
+    """
+    added = tok.get_added_tokens_decoder()
+    ids = {i for i, a in added.items() if _NEVER_WRITTEN.fullmatch(a.content)}
+    ids |= {int(i) for i in also if i is not None and int(i) in added}
+    ids -= {int(i) for i in keep}
+    plain = [added[i] for i in sorted(ids) if not added[i].special]
+    if plain:
+        tok.add_special_tokens([AddedToken(a.content, special=True, normalized=False, lstrip=a.lstrip, rstrip=a.rstrip,
+                                           single_word=a.single_word) for a in plain])
+    return sorted(ids)
 
 
 def special_token_ids(tok: Tokenizer) -> dict[str, int]:
