@@ -47,7 +47,7 @@ def _unwritable(path: Path) -> str | None:
 
 def cmd_batch_run(args: argparse.Namespace) -> int:
     from edge_agent.engine.bundle import BundleError
-    from edge_agent.jobs.batch import write_jsonl
+    from edge_agent.jobs.batch import batch_lines, write_jsonl
     from edge_agent.jobs.batch_files import run_offline
     from edge_agent.jobs.kinds import InvalidJobError, JobContext
     from edge_agent.runtime import build_runtime
@@ -57,6 +57,11 @@ def cmd_batch_run(args: argparse.Namespace) -> int:
         data = args.input.read_bytes()
     except OSError as e:
         print(f"error: cannot read {args.input}: {e.strerror}", file=sys.stderr)
+        return 2
+    try:
+        batch_lines(data)  # an empty, non-text or too long file: refused before the model loads, nothing written
+    except InvalidJobError as e:
+        print(f"error: {args.input}: {e}", file=sys.stderr)
         return 2
     if args.output.resolve() == args.input.resolve() or (args.errors and args.errors.resolve() == args.input.resolve()):
         print("error: the output and error files must differ from the input file", file=sys.stderr)

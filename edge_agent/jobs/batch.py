@@ -69,12 +69,9 @@ def error_body(message: str, type: str = "invalid_request_error", param: str | N
 
 
 # --- reading the input file ---------------------------------------------------------
-def parse_batch(data: bytes, endpoint: str | None = None) -> list[Item]:
-    """One item per non-blank line, in order; a line that is not a request gets its error in the payload.
-
-    UTF-16 with a byte-order mark (what Windows PowerShell 5's `>` and Out-File write) is read too.
-    Raises InvalidJobError when the file is not UTF-8 text or has more than MAX_LINES lines.
-    """
+def batch_lines(data: bytes) -> list[str]:
+    """The lines of a batch file. Raises InvalidJobError when it is not UTF-8 text, has no request (as OpenAI's
+    Batch API refuses it) or more than MAX_LINES."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -83,8 +80,22 @@ def parse_batch(data: bytes, endpoint: str | None = None) -> list[Item]:
         raise InvalidJobError("the batch file is not UTF-8 text (JSONL: one JSON request per line; PowerShell: "
                               "Out-File -Encoding utf8)", "input_file_id")
     lines = text.splitlines()
-    if sum(1 for raw in lines if raw.strip()) > MAX_LINES:
+    requests = sum(1 for raw in lines if raw.strip())
+    if not requests:
+        raise InvalidJobError("the batch file has no requests: write one JSON request per line "
+                              '({"custom_id", "method", "url", "body"})', "input_file_id")
+    if requests > MAX_LINES:
         raise InvalidJobError(f"the batch file has more than {MAX_LINES} requests: split it into several batches", "input_file_id")
+    return lines
+
+
+def parse_batch(data: bytes, endpoint: str | None = None) -> list[Item]:
+    """One item per non-blank line, in order; a line that is not a request gets its error in the payload.
+
+    UTF-16 with a byte-order mark (what Windows PowerShell 5's `>` and Out-File write) is read too.
+    Raises InvalidJobError when the file is not UTF-8 text, has no request or more than MAX_LINES.
+    """
+    lines = batch_lines(data)
     items: list[Item] = []
     seen: set[str] = set()
     for n, raw in enumerate(lines, start=1):
@@ -383,8 +394,13 @@ class BatchKind:
         if window not in COMPLETION_WINDOWS:
             raise InvalidJobError("completion_window must be 24h", "completion_window")
         file_id = params.get("input_file_id")
-        if not isinstance(file_id, str) or stores(ctx.settings, getattr(ctx, "db", None)).files.get(file_id) is None:
+        try:
+            data = stores(ctx.settings, getattr(ctx, "db", None)).files.read_bytes(file_id) if isinstance(file_id, str) else None
+        except (KeyError, FileNotFoundError):
+            data = None
+        if data is None:
             raise InvalidJobError(f"input file {file_id!r} not found: upload it with POST /v1/files (purpose=batch)", "input_file_id")
+        batch_lines(data)  # an empty, non-text or too long file is refused now, not by a run that fails later
         out = {"input_file_id": file_id, "endpoint": endpoint, "completion_window": window}
         if params.get("batch_id"):
             out["batch_id"] = str(params["batch_id"])

@@ -95,6 +95,22 @@ def test_cli_batch_run_refuses_non_utf8(tiny_bundles, tmp_path, capsys):
     assert not (tmp_path / "o.jsonl").exists()
 
 
+def test_cli_batch_run_refuses_an_empty_file_before_loading_the_model(tiny_bundles, tmp_path, capsys, monkeypatch):
+    """A file without a request line ran to "0 requests" with exit 0 and wrote an empty output file."""
+    import edge_agent.runtime as runtime
+    from edge_agent.cli import main
+
+    monkeypatch.setattr(runtime, "build_runtime", lambda *a, **k: pytest.fail("the model loaded for an empty file"))
+    src = tmp_path / "in.jsonl"
+    for data in (b"", b"\n  \n\r\n"):
+        src.write_bytes(data)
+        rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
+                   "batch", "run", str(src), "-o", str(tmp_path / "o.jsonl"), "--quiet"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "no requests" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # nothing written
+
+
 def test_cli_batch_run_checks_its_output_paths_before_running_any_request(tiny_bundles, tmp_path, capsys, monkeypatch):
     """An output that cannot be written (a folder, a path under a file) was found only after every request had run:
     the night's results were lost with a traceback (IsADirectoryError from os.replace)."""
@@ -173,6 +189,19 @@ def test_upload_limits_and_bad_input(server, tmp_path):
         client.batches.create(input_file_id="file-0000", endpoint="/v1/chat/completions", completion_window="24h")
     with pytest.raises(openai.BadRequestError):
         client.batches.create(input_file_id="file-0000", endpoint="/v1/nothing", completion_window="24h")  # type: ignore[arg-type]
+
+
+def test_a_batch_of_an_empty_file_is_a_400(server):
+    """OpenAI's Batch API refuses an input file without requests; here it completed with 0 requests."""
+    srv, rt = server
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=30)
+    for data in (b"", b"\n \n"):
+        f = client.files.create(file=("empty.jsonl", data), purpose="batch")
+        with pytest.raises(openai.BadRequestError) as e:
+            client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+        assert "no requests" in e.value.message and e.value.body["param"] == "input_file_id"
+    assert client.batches.list().data == []  # no batch, no job, no run left behind
+    assert rt.jobs.store.list_runs()[0] == [] and rt.jobs.list_jobs() == []
 
 
 def test_cancel_a_batch_keeps_what_finished(server):
