@@ -8,7 +8,8 @@ import logging
 import threading
 import time
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response, current_app, g, request
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from edge_agent.api import access_log
 from edge_agent.api.errors import error_response, register_error_handlers
@@ -23,6 +24,20 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 METRIC_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})  # any other is "other": a label per
 # made-up method ("AAAA", "AAAB", ...) would let any client grow /metrics and the process without bound
 DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def route_template(req) -> str:
+    """The URL rule a request matched; for a method the route lacks (a 405) the rule its path matches; else "unmatched"."""
+    if req.url_rule is not None:
+        return req.url_rule.rule
+    exc = req.routing_exception
+    if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+        try:
+            rule, _ = current_app.url_map.bind_to_environ(req.environ).match(method=exc.valid_methods[0], return_rule=True)
+            return rule.rule
+        except HTTPException:
+            pass
+    return "unmatched"
 
 
 def host_name(host: str) -> str:
@@ -144,7 +159,7 @@ class SecurityGuard:
         resp.headers.setdefault("X-Content-Type-Options", "nosniff")
         resp.headers.setdefault("Cache-Control", "no-store")
         t0 = g.get("edge_agent_t0")
-        route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        route = route_template(request)
         method = request.method if request.method in METRIC_METHODS else "other"
         self.metrics.observe_request(route, method, resp.status_code, time.perf_counter() - t0 if t0 else 0.0)
         rec = request.environ.get(access_log.ENVIRON_KEY)

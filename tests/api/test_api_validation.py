@@ -333,6 +333,23 @@ def test_waitress_own_413_is_counted_in_metrics(live):
     assert live.metric("edge_agent_http_requests_total", labels) == before + 1
 
 
+def test_a_method_the_route_lacks_is_counted_under_the_route(live):
+    """A GET on a POST-only route (405) was counted under route "unmatched", with the 404s: it is a matched route."""
+    before = live.metric("edge_agent_http_requests_total", 'method="GET",route="/v1/chat/completions",status="405"')
+    unmatched = live.metric("edge_agent_http_requests_total", 'method="GET",route="unmatched",status="405"')
+    status, _, body = live.request("GET", "/v1/chat/completions")
+    assert status == 405 and json.loads(body)["error"]
+    status, _, _ = live.request("GET", "/v1/no-such-route")
+    assert status == 404
+    assert live.metric("edge_agent_http_requests_total", 'method="GET",route="/v1/chat/completions",status="405"') == before + 1
+    assert live.metric("edge_agent_http_requests_total", 'method="GET",route="unmatched",status="405"') == unmatched
+    assert live.metric("edge_agent_http_requests_total", 'method="GET",route="unmatched",status="404"') >= 1
+    # a route with an id in its path is labelled with its template, never the id
+    status, _, _ = live.request("PUT", "/v1/files/file-abc123")
+    assert status == 405
+    assert live.metric("edge_agent_http_requests_total", 'method="PUT",route="/v1/files/<file_id>",status="405"') >= 1
+
+
 def test_server_still_answers_after_all_that(live):
     assert live.request("GET", "/health", key=None)[0] == 200
     status, _, body = live.request("POST", "/v1/chat/completions", CHAT)
