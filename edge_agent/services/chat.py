@@ -318,6 +318,18 @@ class ChatService(GroundedChat):
                 least, options.max_tokens or 0, self.context_length,
             )
 
+    def _check_fits(self, prompt_tokens: int, options: SamplingOptions) -> None:
+        """Raise ContextLengthExceededError when a prompt of prompt_tokens (an exact count) leaves no room for max_tokens
+        (1 when unset): the refusal the engine would give, before work is spent on the prompt (a grounded answer's search)."""
+        room = options.max_tokens if options.max_tokens is not None else 1
+        if prompt_tokens + room > self.context_length:
+            asked = "no room is left for a completion" if options.max_tokens is None else f"{room} more were requested"
+            raise ContextLengthExceededError(
+                f"this model's context is {self.context_length} tokens and the prompt has {prompt_tokens} tokens: {asked}; "
+                "shorten the prompt" + ("" if options.max_tokens is None else " or lower max_tokens"),
+                prompt_tokens, options.max_tokens or 0, self.context_length,
+            )
+
     def _length_check(self, options: SamplingOptions) -> Callable[[str], None]:
         return lambda text: self._check_length(text, options)
 

@@ -69,30 +69,36 @@ class GroundedChat:
         a GroundedPrompt: passages, then the question, in its language's scaffold; else messages with the
         best chunks that fit as a system message (or, if the template refuses one, in the last user turn)."""
         question = question_of(messages)
-        # before the search, a prompt that cannot fit is refused (embedding a question of megabytes takes seconds): the
-        # messages go in whole, sources or not; a base model's grounded prompt holds the question, its blanks collapsed
+        # before the search, a prompt that cannot fit is refused (embedding a question of megabytes takes seconds,
+        # ranking its sentences runs the model): the messages go in whole, sources or not, and are counted exactly
+        # after the cheap floor (which lets a question of some thousand tokens through); a base model's grounded
+        # prompt holds the question, its blanks collapsed, and the messages go alone only when that cannot fit
         base = None
         if self.formatter.kind == "completion" and not instruction:
             self._check_length(" ".join(question.split()), options)
         else:
             base = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))
-        chunks = self._retrieve(question, rag)
+            self._check_fits(len(base.ids), options)
         policy = self.grounding
         lang = policy.language_of(question)
         sc = policy.scaffold(lang)
+        enc = self.formatter.encoder
+        tail = "\n\n" + sc.question + " ".join(question.split()) + "\n" + sc.answer
+
+        def ids_of(g: Grounding) -> list[int]:
+            table: dict[str, str] = {}
+            return enc.encode(enc.defuse(g.block + tail, table), table)  # passages and question are data
+
+        bare = len(ids_of(Grounding())) if base is None else 0
+        if base is None and bare > self._prompt_limit(options):
+            self._check_fits(len(self.formatter.format_chat(messages, check=self._length_check(options)).ids), options)
+        chunks = self._retrieve(question, rag)
         alike = self.retriever.similarity(question, chunks, lang) if policy.min_similarity > 0 and self.retriever else None
         why = policy.uncovered(question, chunks, lang, alike)
         if why is not None:  # what was searched is reported, none used
             return GroundedPrompt(sources=[replace(source_of(c), number=i, used=False) for i, c in enumerate(chunks, 1)],
                                   decline=sc.absent, question=question, language=lang, why=why)
         if base is None:
-            enc = self.formatter.encoder
-            tail = "\n\n" + sc.question + " ".join(question.split()) + "\n" + sc.answer
-
-            def ids_of(g: Grounding) -> list[int]:
-                table: dict[str, str] = {}
-                return enc.encode(enc.defuse(g.block + tail, table), table)  # passages and question are data
-
             limit = self._prompt_limit(options)
             likely = self._question_likelihood(question, sc) if policy.rerank > 1 else None
             for n in range(FOCUS_SENTENCES, 0, -1):  # the sentences that hold the question's words, fewer if they do not fit
@@ -100,7 +106,7 @@ class GroundedChat:
                 ids = ids_of(g)
                 if g.sources and len(ids) <= limit:
                     return GroundedPrompt(ids, g.sources, policy.stops(sc), None, question, lang, g.evidence, sc.absent)
-            g = self._fit(chunks, len(ids_of(Grounding())), limit, lambda g: len(ids_of(g)), sc.passage, "")  # one long sentence: cut
+            g = self._fit(chunks, bare, limit, lambda g: len(ids_of(g)), sc.passage, "")  # one long sentence: cut
             if g.sources:
                 return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc), None, question, lang)  # no sentences to check against
             return messages, []
@@ -185,14 +191,16 @@ class GroundedChat:
     def _ground_prompt(self, prompt: str, options: SamplingOptions, rag: RagOptions) -> tuple[str | list[str], list[Source]]:
         """[sources block, prompt] with the best chunks that fit, or prompt alone when none do; the block's words
         in the question's language (no instruction for a base model: it made the default model answer nothing)."""
-        self._check_length(prompt, options)  # the prompt goes in whole, with or without sources
+        self._check_length(prompt, options)  # the prompt goes in whole, with or without sources: refused before the search
+        prompt_tokens = len(self.engine.encode(prompt))
+        self._check_fits(prompt_tokens, options)
         labels = self.formatter.labels
         query = strip_labels(prompt, labels["user"], labels["assistant"])
         chunks = self._retrieve(query, rag)
         if not chunks:
             return prompt, []
         sc = self.grounding.scaffold(self.grounding.language_of(query))
-        g = self._fit(chunks, len(self.engine.encode(prompt)), self._prompt_limit(options),
+        g = self._fit(chunks, prompt_tokens, self._prompt_limit(options),
                       lambda g: len(self.formatter.encode_with_documents(g.block, prompt).ids), sc.passage,
                       "" if self.formatter.kind == "completion" else sc.instruction)
         if not g.sources:

@@ -139,3 +139,32 @@ def test_a_completion_gets_the_passages_in_front_labelled_in_its_language(ground
     (block, _), _ = chat._ground_prompt("Question: What does the canteen serve on Mondays?\nAnswer:", SamplingOptions(max_tokens=8),
                                         RagOptions(k=1))
     assert block.startswith("Text [1] (Canteen): The canteen serves tomato soup")
+
+
+@pytest.mark.parametrize("template", [False, True])
+def test_a_question_too_long_for_the_context_is_refused_before_the_search(grounded_chat, monkeypatch, template):
+    """A question within the cheap length floor but over the context ran the search and ranked sentences first
+    (the question embedded, BM25, the model scoring passages) and was refused only after them."""
+    from edge_agent.services.chat import SamplingOptions
+    from edge_agent.services.errors import ContextLengthExceededError
+    from edge_agent.services.grounding import RagOptions
+
+    chat = grounded_chat
+    searched = []
+    real = chat.retriever.retrieve
+    monkeypatch.setattr(chat.retriever, "retrieve", lambda *a, **k: searched.append(a) or real(*a, **k))
+    q = "Wat is de toegangscode van het Zeeuwse archief, en waar ligt de sleutel? " * 12  # ~900 tokens, context 512
+    assert len(chat.engine.encode(q)) > chat.context_length
+    for max_tokens in (8, None):
+        with pytest.raises(ContextLengthExceededError) as e:
+            chat.chat([{"role": "user", "content": q}], SamplingOptions(max_tokens=max_tokens), rag=RagOptions(k=2),
+                      json_object=template)  # JSON: an instruction, so the chat path (sources as a message)
+        assert e.value.prompt_tokens > chat.context_length and "512" in e.value.message
+    for max_tokens in (8, None) if not template else ():  # a completion's prompt goes in whole too
+        with pytest.raises(ContextLengthExceededError):
+            chat.complete([f"Vraag: {q}\nAntwoord:"], SamplingOptions(max_tokens=max_tokens), rag=RagOptions(k=2))
+    assert searched == []
+    # a question that fits is still searched
+    chat.chat([{"role": "user", "content": "Wat is de toegangscode van het Zeeuwse archief?"}], SamplingOptions(max_tokens=4),
+              rag=RagOptions(k=2)).collect()
+    assert len(searched) == 1
