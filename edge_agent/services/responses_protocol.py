@@ -238,7 +238,7 @@ class ResponseCreateRequest(_Request):
         None, description=f"With include [\"{LOGPROBS_INCLUDE}\"]: this many most likely tokens at each position (0..{MAX_LOGPROBS}).")
     text: TextConfig | None = Field(None, description="The output format (text.format), as chat's response_format.")
     stream: bool | None = Field(None, description="Send typed Server-Sent Events (response.created ... response.completed).")
-    stream_options: ResponsesStreamOptions | None = None
+    stream_options: ResponsesStreamOptions | None = Field(None, description="Only with stream: true.")
     tools: Annotated[list[FunctionTool], Field(max_length=MAX_TOOLS)] | None = Field(
         None, description="Functions the model may call. With tool_choice \"required\" or a named function the answer is a "
                           "function_call item (its arguments constrained by a grammar to the function's parameters); with \"auto\" "
@@ -277,6 +277,14 @@ class ResponseCreateRequest(_Request):
     priority: Int(ge=0, le=9) | None = Field(None, description="Lower runs first (0, the default, is interactive). Extension.")
     rag: RagOptions | None = Field(None, description="Answer from the private documents: the response gets `sources` and "
                                                      "`grounding` (a stream: in response.created and after). Extension.")
+
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_need_stream(cls, v: ResponsesStreamOptions | None, info: ValidationInfo) -> ResponsesStreamOptions | None:
+        if v is not None and info.data.get("stream") is not True:  # as /v1/chat/completions (OpenAI: "only when stream: true")
+            raise ValueError("stream_options is only allowed with stream: true (as OpenAI's): send stream: true, "
+                             "or leave stream_options out")
+        return v
 
     @field_validator("max_output_tokens")
     @classmethod

@@ -132,7 +132,7 @@ def test_stream_through_the_client_helpers(client):
         final = stream.get_final_response()
     assert "".join(deltas) == final.output_text == whole.output_text
     assert final.usage.output_tokens == whole.usage.output_tokens
-    typed = list(client.responses.create(**kw, stream=True))
+    typed = list(client.responses.create(**kw, stream=True, stream_options={"include_obfuscation": False}))
     assert type(typed[0]).__name__ == "ResponseCreatedEvent" and type(typed[-1]).__name__ == "ResponseCompletedEvent"
     assert typed[-1].response.output_text == whole.output_text
 
@@ -190,6 +190,9 @@ BAD = [
     ({"input": Q, "background": True}, "background", "not stored"),
     ({"input": Q, "truncation": "auto"}, "truncation", "auto"),
     ({"input": Q, "top_logprobs": 2}, "top_logprobs", "include"),
+    # stream_options only with stream: true, as on /v1/chat/completions
+    ({"input": Q, "stream_options": {"include_obfuscation": False}}, "stream_options", "stream: true"),
+    ({"input": Q, "stream": False, "stream_options": {}}, "stream_options", "stream: true"),
     ({"input": "x " * 2000}, "input", "context"),
     ({"instructions": "You answer short questions about animals in the wild. " * 8, "input": Q, "max_output_tokens": 256},
      "input", "lower max_output_tokens"),
