@@ -25,7 +25,7 @@ bp = Blueprint("jobs", __name__)
 
 MAX_LIMIT = 1000
 RESULT_FIELDS = ("document_id", "custom_id", "summary", "label", "score", "response", "action", "path")
-PATH_PARAMS = ("folders", "csv_path")  # job params a kind stores resolved (absolute) on this server
+PATH_PARAMS = ("folders", "csv_path", "path_prefix")  # job params a kind stores resolved (absolute) on this server
 
 
 # --- protocol ---------------------------------------------------------------

@@ -12,7 +12,6 @@ generations in flight, so a long document cannot fill the engine's queue by itse
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from edge_agent.jobs.kinds import GenerationPoll, InvalidJobError, Item, ItemErr
 from edge_agent.jobs.prompts import COMPLETION_RETRY, COMPLETION_STOP, MIN_TOKENS, PROMPT_VERSION, summary_prompt
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
+from edge_agent.services.paths import PathNotAllowedError, prefix_under_roots
 from edge_agent.store.jobs import SummaryStore
 
 PARALLEL_PER_ITEM = 4
@@ -46,10 +46,12 @@ class SummarizeKind:
         if prefix is not None:
             if not isinstance(prefix, str) or not prefix.strip() or "\x00" in prefix:
                 raise InvalidJobError("path_prefix must be a non-empty folder path", param="params.path_prefix")
-            if not os.path.isabs(prefix):
-                raise InvalidJobError("path_prefix must be an absolute path (documents are stored by their full path)",
-                                      param="params.path_prefix")
-            out["path_prefix"] = os.path.normpath(prefix)
+            try:  # relative: under the ingest roots, as the jobs and documents APIs show paths
+                out["path_prefix"] = prefix_under_roots(prefix, getattr(ctx.settings, "ingest_roots", None) or [])
+            except PathNotAllowedError as e:
+                raise InvalidJobError(f"path_prefix: {e}", param="params.path_prefix") from None
+            except OSError:  # a name too long, a loop of links: the error's text would name server paths
+                raise InvalidJobError("path_prefix is not a usable folder path", param="params.path_prefix") from None
         types = params.get("types")
         if types is not None:
             if isinstance(types, str):

@@ -51,6 +51,31 @@ def resolve_confined(raw: str | os.PathLike, roots: Sequence[Path]) -> Path:
     raise PathNotAllowedError("path is outside the configured ingest roots (symlinks are followed before checking)")
 
 
+def prefix_under_roots(raw: str, roots: Sequence[Path]) -> str:
+    """A path prefix (a folder or file documents are stored under) as stored paths are: an absolute one as given
+    (normalised: a document added from the CLI may lie outside the roots), a relative one, as responses show paths,
+    under the first ingest root that has it (symlinks followed), else under the first root.
+
+    Raises PathNotAllowedError for a URL, NUL, `..`, a relative prefix without ingest roots, or one whose symlinks
+    lead outside them.
+    """
+    if "\x00" in raw:
+        raise PathNotAllowedError("path contains a NUL byte")
+    if os.path.isabs(raw):
+        return os.path.normpath(raw)
+    if "://" in raw or raw.lower().startswith("file:"):
+        raise PathNotAllowedError("URLs are not accepted: give a folder under an ingest root")
+    if ".." in PurePosixPath(raw).parts or ".." in PureWindowsPath(raw).parts:
+        raise PathNotAllowedError("'..' is not allowed in document paths")
+    if not roots:
+        raise PathNotAllowedError("a relative path is taken under the ingest roots, and none are configured: "
+                                  "give an absolute path, or set EDGE_AGENT_INGEST_ROOTS")
+    try:
+        return str(resolve_confined(raw, roots))
+    except FileNotFoundError:  # gone from disk, its documents maybe not: the path as it was under the first root
+        return os.path.normpath(Path(roots[0]).expanduser().resolve() / raw)
+
+
 def walk_files(path: Path, roots: Sequence[Path] | None = None) -> list[Path]:
     """Files under a folder, recursively and sorted (hidden ones skipped); a file gives itself.
 

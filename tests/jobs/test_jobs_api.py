@@ -174,3 +174,26 @@ def test_job_replies_show_paths_relative_to_the_ingest_roots_as_documents_do(liv
         assert str(tmp_path) not in json.dumps(live("GET", path)[1]), path
     status, same = live("PATCH", "/v1/jobs/ri", {"params": job["params"]})  # what a reply shows can be sent back
     assert status == 200 and same["params"]["folders"] == ["shared"], same
+
+
+def test_summarize_path_prefix_may_be_relative_to_the_ingest_roots_as_replies_show_it(live, tmp_path):
+    """path_prefix had to be absolute ("documents are stored by their full path") while every reply shows paths
+    relative to the ingest roots: now a relative one is taken under them, and the reply shows it that way."""
+    reports = tmp_path / "docs" / "reports"
+    reports.mkdir(parents=True)
+    (reports / "a.md").write_text(doc_text(5, 3))
+    doc = live.rt.documents.add_file(reports / "a.md").document_id
+    live.rt.documents.add_text("other", doc_text(6, 3))
+    status, job = live("POST", "/v1/jobs", {"name": "rel", "kind": "summarize", "params": {"path_prefix": "reports", "max_tokens": 8}})
+    assert status == 200 and job["params"]["path_prefix"] == "reports", job
+    assert live.rt.jobs.get_job("rel").params["path_prefix"] == str(reports.resolve())  # stored as documents are
+    run = _wait(live, live("POST", "/v1/jobs/rel/run")[1]["id"])
+    assert run["status"] == "succeeded", run
+    assert [r["key"] for r in live("GET", f"/v1/runs/{run['id']}/results")[1]["data"]] == [f"doc:{doc}"]
+    status, same = live("PATCH", "/v1/jobs/rel", {"params": job["params"]})  # what a reply shows can be sent back
+    assert status == 200 and same["params"]["path_prefix"] == "reports", same
+    status, absolute = live("POST", "/v1/jobs", {"name": "abs", "kind": "summarize", "params": {"path_prefix": str(reports)}})
+    assert status == 200 and absolute["params"]["path_prefix"] == "reports"  # an absolute one still works, shown relative
+    for bad in ("../elsewhere", "reports/../../x"):
+        status, err = live("POST", "/v1/jobs", {"name": "bad", "kind": "summarize", "params": {"path_prefix": bad}})
+        assert status == 400 and err["error"]["param"] == "params.path_prefix" and "'..'" in err["error"]["message"], err

@@ -87,9 +87,18 @@ def test_summarize_filters_and_bad_params(make_runtime, tmp_path):
     assert [i.key for i in rt.jobs.results(run.id)[0]] == [f"doc:{a}"]
     rt.jobs.create_job("md", "summarize", {"types": ["md"], "max_tokens": 8, "force": True})
     assert [i.key for i in rt.jobs.results(_run(rt, "md").id)[0]] == [f"doc:{a}"]
-    for bad in ({"types": ["exe"]}, {"path_prefix": "relative/dir"}, {"max_tokens": 0}, {"colour": 1}, {"force": "yes"}):
-        with pytest.raises(InvalidJobError):
+    # a prefix relative to the ingest root, as the jobs and documents APIs show paths (was: "must be an absolute path")
+    job = rt.jobs.create_job("reports-rel", "summarize", {"path_prefix": "reports", "max_tokens": 8, "force": True})
+    assert job.params["path_prefix"] == str(folder.resolve())
+    assert [i.key for i in rt.jobs.results(_run(rt, "reports-rel").id)[0]] == [f"doc:{a}"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "docs" / "link").symlink_to(outside, target_is_directory=True)
+    for bad in ({"types": ["exe"]}, {"path_prefix": "../outside"}, {"path_prefix": "link"}, {"path_prefix": "a\x00b"},
+                {"max_tokens": 0}, {"colour": 1}, {"force": "yes"}):
+        with pytest.raises(InvalidJobError) as e:
             rt.jobs.create_job("bad", "summarize", bad)
+        assert str(tmp_path) not in str(e.value)
 
 
 def test_reindex_adds_updates_and_removes(make_runtime, tmp_path):
