@@ -16,6 +16,7 @@ from pydantic.json_schema import models_json_schema
 from edge_agent.api import protocol as p
 from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.errors import ApiError, error_body, error_response, read_json
+from edge_agent.api.errors import scrub_paths as _scrub
 from edge_agent.services.documents import DocumentError, DocumentNotFoundError, IngestResult, PathRefusedError
 from edge_agent.services.grounding import DocumentsUnavailableError
 from edge_agent.services.ingest_tasks import FolderTask, TooManyTasksError
@@ -23,7 +24,6 @@ from edge_agent.services.storage import InsufficientStorageError
 
 bp = Blueprint("documents", __name__)
 
-_ABS_PATH = re.compile(r"(?<![\w.])(/[^\s'\":]+)+")
 MAX_LIMIT = 1000
 UPLOAD_SLACK = 1024 * 1024  # multipart headers and boundaries on top of the file
 
@@ -218,11 +218,6 @@ def _service():
 def _max_body() -> int:
     settings = getattr(_runtime(), "settings", None)
     return int(getattr(settings, "max_body_bytes", 8 * 1024 * 1024))
-
-
-def _scrub(message: str) -> str:
-    """Replace absolute paths in a message by their last part (no server paths in responses)."""
-    return _ABS_PATH.sub(lambda m: m.group(0).rstrip("/").rsplit("/", 1)[-1], message)
 
 
 def _json(model: BaseModel, status: int = 200) -> Response:

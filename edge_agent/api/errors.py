@@ -4,6 +4,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from flask import Flask, Response, request
@@ -11,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 
 from edge_agent.services.errors import ServiceError
+from edge_agent.services.paths import shown_path
 from edge_agent.services.protocol import UNKNOWN_FIELD
 
 log = logging.getLogger(__name__)
@@ -27,6 +31,15 @@ _HTTP_MESSAGES = {
     415: "the request body must be JSON (Content-Type: application/json)",
     431: "the request headers are too large",
 }
+
+
+_ABS_PATH = re.compile(r"(?<![\w.])(/[^\s'\":]+)+")
+
+
+def scrub_paths(message: str, roots: Sequence[Path] = ()) -> str:
+    """message with every absolute path in it shown as a client may see it (no server paths in responses): relative
+    to the ingest root it lies under (services.paths.shown_path), else by its last part."""
+    return _ABS_PATH.sub(lambda m: shown_path(m.group(0).rstrip("/") or "/", roots) or m.group(0), message)
 
 
 class ApiError(Exception):

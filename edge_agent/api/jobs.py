@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from edge_agent.api.context import runtime
-from edge_agent.api.errors import ApiError, error_response, read_json
+from edge_agent.api.errors import ApiError, error_response, read_json, scrub_paths
 from edge_agent.jobs.kinds import InvalidJobError
 from edge_agent.jobs.schedule import iso
 from edge_agent.services.errors import UnavailableError
@@ -188,7 +188,8 @@ def job_object(job, roots: list | None = None) -> Job:
                created_at=int(job.created_at), updated_at=int(job.updated_at))
 
 
-def run_object(run) -> Run:
+def run_object(run, roots: list | None = None) -> Run:
+    """The API's run; with `roots` the paths in its error are shown relative to them (scrub_paths), else as stored (the CLI)."""
     c = run.counts
     total = run.total_items
     done = c.get("succeeded", 0) + c.get("failed", 0)
@@ -199,22 +200,24 @@ def run_object(run) -> Run:
                          skipped=c.get("skipped", 0)),
         progress=round(done / total, 4) if total else (1.0 if run.status == "succeeded" else 0.0),
         concurrency=run.concurrency, max_items=run.max_items, deadline_at=iso(run.deadline_at), cancel_requested=run.cancel_requested,
-        carried_from=run.carried_from, resumes=run.resumes, error=run.error, bundle_id=run.bundle_id, prompt_version=run.prompt_version,
+        carried_from=run.carried_from, resumes=run.resumes,
+        error=scrub_paths(run.error, roots) if run.error and roots is not None else run.error, bundle_id=run.bundle_id, prompt_version=run.prompt_version,
         generated_tokens=run.generated_tokens, created_at=int(run.created_at), started_at=run.started_at, finished_at=run.finished_at,
         elapsed_s=round(end - run.started_at, 3) if run.started_at and end else None,
     )
 
 
 def result_object(item, roots: list | None = None) -> RunResult:
-    """The API's run result; with `roots` its key (file:<path>) and result path are shown relative to them."""
-    key, result = item.key, item.result
+    """The API's run result; with `roots` its key (file:<path>), result path and error's paths are shown relative to them."""
+    key, result, error = item.key, item.result, item.error
     if roots is not None:
+        error = scrub_paths(error, roots) if error else error
         kind, sep, rest = key.partition(":")
         key = f"file:{shown_path(rest, roots)}" if sep and kind == "file" else key
         if isinstance(result, dict) and isinstance(result.get("path"), str):
             result = {**result, "path": shown_path(result["path"], roots)}
     lifted = {k: result[k] for k in RESULT_FIELDS if isinstance(result, dict) and k in result}
-    return RunResult(key=key, status=item.status, error=item.error, result=result, bundle_id=item.bundle_id,
+    return RunResult(key=key, status=item.status, error=error, result=result, bundle_id=item.bundle_id,
                      prompt_version=item.prompt_version, started_at=item.started_at, finished_at=item.finished_at, **lifted)
 
 
@@ -302,7 +305,7 @@ def run_job(job_id: str):
     overrides = None
     if request.content_length or "chunked" in request.headers.get("Transfer-Encoding", "").lower():
         overrides = read_json(Limits, _max_body()).model_dump(exclude_none=True)
-    return _json(run_object(_service().start_run(job_id, "manual", overrides)))
+    return _json(run_object(_service().start_run(job_id, "manual", overrides), _roots()))
 
 
 @bp.get("/v1/jobs/<job_id>/runs")
@@ -310,12 +313,13 @@ def job_runs(job_id: str):
     offset = _query_int("offset", 0, 0, 1 << 62)
     limit = _query_int("limit", 20, 1, MAX_LIMIT)
     runs, total = _service().list_runs(job_id, offset, limit)
-    return _json(RunList(data=[run_object(r) for r in runs], total=total, offset=offset, limit=limit))
+    roots = _roots()
+    return _json(RunList(data=[run_object(r, roots) for r in runs], total=total, offset=offset, limit=limit))
 
 
 @bp.get("/v1/runs/<run_id>")
 def get_run(run_id: str):
-    return _json(run_object(_service().get_run(run_id)))
+    return _json(run_object(_service().get_run(run_id), _roots()))
 
 
 @bp.get("/v1/runs/<run_id>/results")
@@ -333,7 +337,7 @@ def run_results(run_id: str):
 
 @bp.post("/v1/runs/<run_id>/cancel")
 def cancel_run(run_id: str):
-    return _json(run_object(_service().cancel_run(run_id)))
+    return _json(run_object(_service().cancel_run(run_id), _roots()))
 
 
 # --- OpenAPI ----------------------------------------------------------------

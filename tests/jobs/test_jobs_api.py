@@ -197,3 +197,41 @@ def test_summarize_path_prefix_may_be_relative_to_the_ingest_roots_as_replies_sh
     for bad in ("../elsewhere", "reports/../../x"):
         status, err = live("POST", "/v1/jobs", {"name": "bad", "kind": "summarize", "params": {"path_prefix": bad}})
         assert status == 400 and err["error"]["param"] == "params.path_prefix" and "'..'" in err["error"]["message"], err
+
+
+def test_run_and_item_errors_name_no_server_path(live, tmp_path):
+    """An item that failed on an OSError ("[Errno 6] No such device or address: '/tmp/.../docs/shared/s.sock'") showed
+    the server's path in its error; errors are shown as the documents API shows them: relative to the ingest root."""
+    import os
+    import socket
+
+    shared = tmp_path / "docs" / "shared"
+    shared.mkdir(parents=True)
+    (shared / "a.txt").write_text(doc_text(1, 2))
+    sock = socket.socket(socket.AF_UNIX)
+    cwd = os.getcwd()
+    os.chdir(shared)  # a relative name: a socket's path may not exceed 108 bytes
+    try:
+        sock.bind("s.sock")  # listed as a file, and opening it fails with its full path in the message
+    finally:
+        os.chdir(cwd)
+    try:
+        assert live("POST", "/v1/jobs", {"name": "ri", "kind": "reindex", "params": {"folders": ["shared"]}})[0] == 200
+        run = _wait(live, live("POST", "/v1/jobs/ri/run")[1]["id"])
+    finally:
+        sock.close()
+    assert run["counts"]["failed"] == 1, run
+    (stored,) = [i for i in live.rt.jobs.results(run["id"])[0] if i.status == "failed"]
+    assert str(tmp_path) in stored.error  # the store keeps the whole text (the CLI, the log)
+    status, page = live("GET", f"/v1/runs/{run['id']}/results?status=failed")
+    assert status == 200
+    (item,) = page["data"]
+    assert item["error"] and str(tmp_path) not in item["error"] and "shared/s.sock" in item["error"], item
+    # a run's own error (a finishing hook's OSError is kept as its text) is shown the same way; the CLI keeps it whole
+    from dataclasses import replace
+
+    from edge_agent.api.jobs import run_object
+
+    record = replace(live.rt.jobs.get_run(run["id"]), error=f"[Errno 20] Not a directory: '{tmp_path}/var/files/out.jsonl'")
+    assert run_object(record, [tmp_path / "docs"]).error == "[Errno 20] Not a directory: 'out.jsonl'"
+    assert run_object(record).error == record.error
