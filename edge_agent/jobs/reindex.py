@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from edge_agent.jobs.kinds import DonePending, InvalidJobError, Item, ItemError, JobContext
-from edge_agent.services.document_results import DocumentError, DocumentNotFoundError
+from edge_agent.services.document_results import DocumentError, DocumentNotFoundError, escaped_name, file_name_error
 from edge_agent.services.errors import UnavailableError
-from edge_agent.services.paths import PathNotAllowedError, resolve_confined, walk_files
+from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_files
 from edge_agent.store.jobs import SummaryStore
 
 PARAMS = {"folders", "remove_deleted"}
@@ -71,15 +71,19 @@ class ReindexKind:
     def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
         """Files under the folders (file:<path>), then indexed documents whose file is gone (remove:<id>)."""
         self._service(ctx)
+        roots = list(ctx.settings.ingest_roots)
         seen = set()
         for folder in params["folders"]:
             if not os.path.isdir(folder):
                 raise InvalidJobError(f"folder {Path(folder).name!r} no longer exists; fix or delete the job")
             for path in walk_files(Path(folder)):
-                key = f"file:{path}"
+                why = file_name_error(shown_path(str(path), roots) or path.name)
+                shown = escaped_name(str(path))  # a name not UTF-8 could not even be stored as the item's key
+                key = f"file:{shown}"
                 if key not in seen:
                     seen.add(key)
-                    yield Item(key, {"action": "add", "path": str(path)})
+                    yield Item(key, {"action": "add", "path": str(path)} if why is None else
+                               {"action": "refuse", "path": shown, "error": why})
         if params.get("remove_deleted", True):
             store = SummaryStore(ctx.db)
             for folder in params["folders"]:
@@ -95,6 +99,8 @@ class ReindexKind:
     @staticmethod
     def _run(docs, payload: dict) -> dict:
         path = payload["path"]
+        if payload["action"] == "refuse":  # skipped, saying why (a name with a control or bidi-override character)
+            raise ItemError(payload["error"])
         if payload["action"] == "remove":
             if os.path.exists(path):
                 return {"action": "kept", "document_id": payload["document_id"], "path": path}

@@ -25,17 +25,58 @@ class DocumentError(Exception):
 _UNSAFE_IN_NAME = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
 
 
+def _unsafe(ch: str) -> bool:
+    return ch in _UNSAFE_IN_NAME or unicodedata.category(ch) in ("Cc", "Cs")  # Cs: a byte not UTF-8, from the file system
+
+
+def name_problem(name: str) -> str | None:
+    """What makes a name unfit to store and show: "U+202E (RIGHT-TO-LEFT OVERRIDE)" for a control character (C0,
+    DEL, C1: NUL, tab, newline ...) or a bidi override, "a byte that is not UTF-8" for a file name's undecodable byte
+    (Python's surrogate escape), else None."""
+    for ch in name:
+        if _unsafe(ch):
+            if unicodedata.category(ch) == "Cs":
+                return "a byte that is not UTF-8"
+            return f"U+{ord(ch):04X}" + (f" ({unicodedata.name(ch)})" if unicodedata.name(ch, "") else "")
+    return None
+
+
+def escaped_name(name: str) -> str:
+    """name with each character name_problem objects to written as an escape ("\\u202e", "\\n", "\\xe9" for a byte
+    that is not UTF-8): safe to store, log and show, and still telling which file it was."""
+    if not any(_unsafe(ch) for ch in name):
+        return name
+    out = []
+    for ch in name:
+        if not _unsafe(ch):
+            out.append(ch)
+        elif unicodedata.category(ch) == "Cs":
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}" if 0xDC80 <= ord(ch) <= 0xDCFF else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii") if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+    return "".join(out)
+
+
+def file_name_error(shown: str) -> str | None:
+    """Why a file on disk (its path as shown, relative to its ingest root) is not indexed, or None: a name with a
+    control or bidi-override character, or not UTF-8, as an upload so named is refused (checked_name)."""
+    problem = name_problem(shown)
+    if problem is None:
+        return None
+    return (f"file name contains {problem}: control and bidi-override characters, and names that are not UTF-8, "
+            "are not indexed; rename the file")
+
+
 def checked_name(raw: str | None, field: str, param: str, fix: str) -> str:
     """A document title or upload name as stored: trimmed, in NFC (one name in any Unicode form), possibly "".
 
     Raises DocumentError (param `param`) for a control character (C0, DEL, C1: NUL, tab, newline ...) or a bidi
     override inside it: a title is shown in lists, sources and logs, where these forge or hide what a reader sees."""
     name = unicodedata.normalize("NFC", (raw or "").strip())
-    for ch in name:
-        if ch in _UNSAFE_IN_NAME or unicodedata.category(ch) == "Cc":
-            label = f"U+{ord(ch):04X}" + (f" ({unicodedata.name(ch)})" if unicodedata.name(ch, "") else "")
-            raise DocumentError(f"{field} contains {label}: control and bidi-override characters are not accepted; {fix}",
-                                param=param)
+    problem = name_problem(name)
+    if problem is not None:
+        raise DocumentError(f"{field} contains {problem}: control and bidi-override characters are not accepted; {fix}",
+                            param=param)
     return name
 
 

@@ -30,6 +30,8 @@ from edge_agent.services.document_results import (
     DocumentError,
     DocumentNotFoundError,
     IndexInUseError,
+    escaped_name,
+    file_name_error,
     IngestResult,
     PathRefusedError,
     ReadOnlyError,
@@ -245,7 +247,7 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             except InsufficientStorageError:
                 raise
             except (DocumentError, OSError) as exc:
-                res = IngestResult("failed", str(p), error=str(exc))
+                res = IngestResult("failed", escaped_name(str(p)), error=str(exc))
             results.append(res)
             if progress:
                 progress(res)
@@ -285,6 +287,9 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             raise DocumentError(f"cannot open that path: {exc.strerror or type(exc).__name__}", param="path") from None
 
     def _ingest_file(self, real: Path) -> IngestResult:
+        why = file_name_error(self.shown_path(str(real)) or real.name)
+        if why is not None:  # as an upload so named: it would forge or hide what a list shows (or not store at all)
+            raise DocumentError(why, param="path")
         key = f"file:{real}"
         try:
             st = real.stat()

@@ -138,6 +138,38 @@ def test_reindex_adds_updates_and_removes(make_runtime, tmp_path):
             rt.jobs.create_job("bad-index", "reindex", {"folders": folders})
 
 
+def test_reindex_skips_file_names_with_control_or_bidi_characters(make_runtime, tmp_path):
+    """Uploads refuse a name with a control or bidi-override character (a 400); a file on disk so named was indexed
+    as is ("Factuur <RLO>txt.exe" listed as "Factuur exe.txt"). Now each such file fails alone, saying why; the
+    rest of the folder is indexed and the run succeeds."""
+    import os
+
+    rt = make_runtime()
+    shared = tmp_path / "docs" / "shared"
+    (shared / "sub\u2067dir").mkdir(parents=True)
+    names = {"ok.txt": None, "Factuur \u202etxt.exe": "U+202E", "two\nlines.txt": "U+000A", "tab\there.md": "U+0009",
+             "sub\u2067dir/inner.txt": "U+2067"}
+    for i, name in enumerate(names):
+        (shared / name).write_text(doc_text(20 + i, 2))
+    raw = os.fsencode(shared) + b"/latin1-\xe9t\xe9.txt"  # not UTF-8: a surrogate in the str name
+    with open(raw, "wb") as f:
+        f.write(doc_text(30, 2).encode())
+    rt.jobs.create_job("ri", "reindex", {"folders": [str(shared)]})
+    run = _run(rt, "ri")
+    assert run.status == "succeeded" and run.counts["succeeded"] == 1 and run.counts["failed"] == 5, run
+    errors = {i.key.split("/shared/", 1)[-1]: i.error for i in rt.jobs.results(run.id)[0] if i.status == "failed"}
+    # keys show the characters escaped (a name not UTF-8 could not be stored at all: the run failed at listing)
+    assert set(errors) == {"Factuur \\u202etxt.exe", "two\\nlines.txt", "tab\\there.md", "sub\\u2067dir/inner.txt",
+                           "latin1-\\xe9t\\xe9.txt"}, errors
+    for key, code in zip(sorted(errors), ["U+202E", "not UTF-8", "U+2067", "U+0009", "U+000A"]):
+        assert code in errors[key] and "file name" in errors[key] and "rename" in errors[key], (key, errors[key])
+    listed = [d["path"] for d in rt.documents.list(0, 100)[0]]
+    assert [p.rsplit("/", 1)[-1] for p in listed] == ["ok.txt"], listed  # nothing stored for the refused ones
+    with pytest.raises(Exception) as e:  # adding one by path is refused as an upload of that name is
+        rt.documents.add_file(shared / "Factuur \u202etxt.exe")
+    assert getattr(e.value, "param", None) == "path" and "U+202E" in str(e.value)
+
+
 def test_reindex_from_a_second_process_says_the_daemon_owns_the_index(make_runtime, tmp_path, embedder):
     """A read-only document service (another process owns the index) fails the run with what to do instead."""
     from edge_agent.services.documents import DocumentService
