@@ -271,8 +271,8 @@ def create_job():
 def list_jobs():
     offset = _query_int("offset", 0, 0, 1 << 62)
     limit = _query_int("limit", MAX_LIMIT, 1, MAX_LIMIT)  # the default keeps this list whole for clients that never paged it
-    jobs, roots = _service().list_jobs(), _roots()
-    return _json(JobList(data=[job_object(j, roots) for j in jobs[offset:offset + limit]], total=len(jobs), offset=offset, limit=limit))
+    (jobs, total), roots = _service().page_jobs(offset, limit), _roots()
+    return _json(JobList(data=[job_object(j, roots) for j in jobs], total=total, offset=offset, limit=limit))
 
 
 @bp.get("/v1/jobs/<job_id>")

@@ -154,6 +154,10 @@ class JobsService:
     def list_jobs(self) -> list[JobRecord]:
         return self.store.list_jobs()
 
+    def page_jobs(self, offset: int = 0, limit: int = -1) -> tuple[list[JobRecord], int]:
+        """Jobs oldest first from offset (at most limit; -1: all) and how many there are in all."""
+        return self.store.page_jobs(offset, limit)
+
     def update_job(self, ref: str, changes: dict) -> JobRecord:
         """Change name, params, schedule (None removes it), enabled or limits; raises InvalidJobError / JobConflictError."""
         job = self.get_job(ref)

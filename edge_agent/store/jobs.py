@@ -215,8 +215,14 @@ class JobStore:
             return _job(conn.execute("SELECT * FROM jobs WHERE name = ?", (name,)).fetchone())
 
     def list_jobs(self) -> list[JobRecord]:
+        return self.page_jobs(0, -1)[0]
+
+    def page_jobs(self, offset: int = 0, limit: int = -1) -> tuple[list[JobRecord], int]:
+        """Jobs oldest first from offset (at most limit; -1: all) and the total count: one page read, not the table."""
         with self.db.read() as conn:
-            return [_job(r) for r in conn.execute("SELECT * FROM jobs ORDER BY created_at, name")]  # type: ignore[misc]
+            rows = conn.execute("SELECT * FROM jobs ORDER BY created_at, name LIMIT ? OFFSET ?", (limit, offset)).fetchall()
+            total = conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
+        return [_job(r) for r in rows], total  # type: ignore[misc]
 
     def update_job(self, job_id: str, **values: Any) -> JobRecord | None:
         """Set the given columns (params/limits as dicts); raises DuplicateJobError on a taken name."""

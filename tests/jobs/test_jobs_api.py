@@ -148,6 +148,22 @@ def test_the_job_list_pages_and_checks_limit_and_offset_as_the_other_lists(live)
     assert status == 200 and [j["name"] for j in page["data"]] == ["b"]
     assert (page["total"], page["offset"], page["limit"]) == (3, 1, 1)
     assert [j["name"] for j in live("GET", "/v1/jobs")[1]["data"]] == ["a", "b", "c"]  # no limit: all of them (up to 1000)
+    status, page = live("GET", "/v1/jobs?offset=5")
+    assert status == 200 and page["data"] == [] and page["total"] == 3
+
+
+def test_the_job_list_reads_one_page_not_the_table(live, monkeypatch):
+    """GET /v1/jobs read every job and sliced the page in memory; the page is read in SQL (LIMIT/OFFSET)."""
+    import edge_agent.store.jobs as store_jobs
+
+    for i in range(30):
+        assert live("POST", "/v1/jobs", {"name": f"j{i:02d}", "kind": "summarize"})[0] == 200
+    made = []
+    real = store_jobs._job
+    monkeypatch.setattr(store_jobs, "_job", lambda row: made.append(row) or real(row))
+    status, page = live("GET", "/v1/jobs?offset=10&limit=3")
+    assert status == 200 and [j["name"] for j in page["data"]] == ["j10", "j11", "j12"] and page["total"] == 30
+    assert len(made) == 3  # records built for the page only
 
 
 def test_job_replies_show_paths_relative_to_the_ingest_roots_as_documents_do(live, tmp_path):
