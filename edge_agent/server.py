@@ -48,17 +48,28 @@ class ServeError(Exception):
 
 
 def check_bind(settings: Settings) -> list[str]:
-    """The accepted API keys; raises ServeError for a non-loopback bind without any key, or an unreadable key file."""
+    """The accepted API keys; raises ServeError for a host name that does not resolve, a non-loopback bind without any
+    key, or an unreadable key file."""
     try:
         keys = settings.accepted_keys()
     except OSError as e:
         raise ServeError(f"cannot read api_key_file {settings.api_key_file}: {e.strerror or e}") from None
+    check_resolves(settings.host)  # a name that is no address at all is refused for that, not for a missing key
     if not keys and not is_loopback(settings.host):
         raise ServeError(
             f"refusing to listen on {settings.host}, which other machines can reach, without an API key: "
             "set api_keys (EDGE_AGENT_API_KEYS='[\"...\"]') or api_key_file, or bind 127.0.0.1"
         )
     return keys
+
+
+def check_resolves(host: str) -> None:
+    """Raise ServeError when host is a name this machine cannot resolve (an address, or a name that resolves, passes)."""
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ServeError(f"cannot listen on {host}: the name does not resolve ({e.strerror or e}): give an address of this "
+                         "machine, or a name it resolves (--host, EDGE_AGENT_HOST; 0.0.0.0 listens on every address)") from None
 
 
 def check_port(host: str, port: int) -> None:

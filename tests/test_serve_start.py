@@ -1,6 +1,7 @@
 """`edge-agent serve` start-up faults an operator meets: a taken port is reported at once, before any model loads."""
 from __future__ import annotations
 
+import json
 import socket
 
 from edge_agent.cli import main
@@ -57,3 +58,16 @@ def test_an_address_that_is_not_one_is_refused_as_such_not_for_a_missing_api_key
         err = capsys.readouterr().err
         assert "'host' from flag" in err and "not a valid IP address" in err and "API key" not in err, (host, err)
     assert not (tmp_path / "var").exists()
+
+
+def test_a_host_name_that_does_not_resolve_is_refused_as_such_not_for_a_missing_api_key(tmp_path, monkeypatch, capsys):
+    """`--host nosuch.invalid` without an API key was told the name is reachable by other machines and needs a key."""
+    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
+    for keys in ([], ["k"]):  # with a key it was refused at the bind, for the name, already
+        monkeypatch.setenv("EDGE_AGENT_API_KEYS", json.dumps(keys))
+        assert main(["--models-dir", str(tmp_path / "models"), "serve", "--host", "nosuch.invalid", "--port", "0"]) == 2
+        err = capsys.readouterr().err
+        assert "nosuch.invalid" in err and ("does not resolve" in err or "not known" in err) and "API key" not in err, err
+    assert not (tmp_path / "var").exists()
+
