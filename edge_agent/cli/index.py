@@ -59,10 +59,10 @@ BUSY_HINT = (
 def _service(check: bool = True, write: bool = True, check_on_open: bool = True):
     """The DocumentService. Writing commands need the index to themselves: while a daemon owns it
     they exit with status 2 saying what to do instead; reading ones fall back to a read-only view."""
-    from edge_agent.config import Settings
+    from edge_agent.config import load_settings
     from edge_agent.services.documents import DocumentService, IndexInUseError
 
-    settings = Settings()
+    settings = load_settings()
     try:
         svc = DocumentService.from_settings(settings, check_on_open=check_on_open)
     except IndexInUseError as e:
