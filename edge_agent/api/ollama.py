@@ -6,7 +6,8 @@ of the answer and done false, then one with done true, done_reason ("stop" or "l
 the OpenAI routes' usage) and the durations in nanoseconds; stream false answers the same fields in one JSON object. A
 failure after the first line is told as a last line {"error": "..."}, as Ollama does; a client that hangs up frees its
 slot. Errors are Ollama's {"error": "text"} on these routes (the API key, Host and CORS checks answer before any route,
-in the OpenAI shape as everywhere). A model is named by its id or "default", with or without ":latest".
+in the OpenAI shape as everywhere). A model is named by its id or "default", with or without ":latest". A body is read as
+JSON whatever its Content-Type, as Ollama reads it (its docs post with `curl -d`, which sends a form type).
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def _json(reply: BaseModel) -> Response:
 def _read(model):
     rt = _runtime()
     s = rt.settings
-    return read_json(model, s.max_body_bytes, {"max_messages": s.max_messages}), rt
+    return read_json(model, s.max_body_bytes, {"max_messages": s.max_messages}, any_type=True), rt  # Ollama ignores Content-Type
 
 
 def _chat_service(rt, name: str):

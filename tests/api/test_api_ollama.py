@@ -241,3 +241,20 @@ def test_a_full_queue_is_a_429_with_retry_after(small_live):
         if queued is not None:
             queued.close()
     assert wait_until(lambda: server.runtime.scheduler.active == 0 and server.metric("edge_agent_queue_depth") == 0, 5)
+
+
+def test_a_body_sent_as_curl_sends_it_is_read_as_ollama_reads_it(live):
+    """Ollama's own docs post with `curl ... -d '{...}'` (Content-Type application/x-www-form-urlencoded) and Ollama reads
+    the body as JSON whatever its type: that was a 415 here. A browser page of another origin is still refused."""
+    body = {"model": "default", "prompt": "Een", "stream": False, "options": GREEDY}
+    for ctype in ("application/x-www-form-urlencoded", None):
+        headers = {"Content-Type": ctype} if ctype else {"Content-Type": ""}
+        status, _, raw = live.request("POST", "/api/generate", body, headers=headers)
+        assert status == 200 and json.loads(raw)["done"] is True, (ctype, raw)
+    status, _, raw = live.request("POST", "/api/chat", {"model": "default", "messages": MSGS, "stream": False, "options": GREEDY},
+                                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 200 and json.loads(raw)["message"]["role"] == "assistant", raw
+    status, _, raw = live.request("POST", "/api/generate", "model=default&prompt=Een", headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 400 and "JSON" in json.loads(raw)["error"], raw  # a real form is no JSON: Ollama's shape, saying so
+    status, _, raw = live.request("POST", "/api/generate", body, headers={"Content-Type": "text/plain", "Origin": "http://evil.example"})
+    assert status == 403, raw  # a cross-site form post (no preflight) stays refused before any route reads it
