@@ -82,6 +82,8 @@ def register_error_handlers(app: Flask) -> None:
         headers = {}
         if status == 405 and getattr(e, "valid_methods", None):
             headers["Allow"] = ", ".join(e.valid_methods)
+        if request.path.startswith("/api/"):  # Ollama's routes answer in Ollama's shape, an unknown one too
+            return Response(json.dumps({"error": message}), status=status, mimetype="application/json", headers=headers)
         kind = _HTTP_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
         return error_response(status, message, kind, None, None, headers)
 

@@ -239,6 +239,14 @@ def show():
     raise o.OllamaModelNotFound(name)
 
 
+@bp.route("/api/<any(pull, push, create, copy, delete):action>", methods=["POST", "DELETE"])
+def manage(action: str):
+    """Ollama's model management: never here (offline; `edge-agent model` installs bundles), said in Ollama's shape."""
+    done = {"pull": "pulled", "push": "pushed", "create": "created", "copy": "copied", "delete": "deleted"}[action]
+    raise ApiError(400, f"models are not {done} through this API: this server is offline; "
+                   "copy the model file onto it and run `edge-agent model import FILE --name NAME` (see `edge-agent model list`)")
+
+
 # --- /openapi.json -------------------------------------------------------------------
 _REF = "#/components/schemas/{model}"
 

@@ -258,3 +258,17 @@ def test_a_body_sent_as_curl_sends_it_is_read_as_ollama_reads_it(live):
     assert status == 400 and "JSON" in json.loads(raw)["error"], raw  # a real form is no JSON: Ollama's shape, saying so
     status, _, raw = live.request("POST", "/api/generate", body, headers={"Content-Type": "text/plain", "Origin": "http://evil.example"})
     assert status == 403, raw  # a cross-site form post (no preflight) stays refused before any route reads it
+
+
+def test_pulling_or_managing_models_is_refused_in_ollamas_shape_with_what_to_do(live, client):
+    """Open WebUI's download button and `client.pull` got the OpenAI-shaped 404 "no route matches this URL; see GET
+    /openapi.json", which the ollama client shows as a dict; now Ollama's shape, saying how models get here."""
+    for call in (lambda: client.pull("llama3.2"), lambda: client.delete("default"), lambda: client.copy("default", "mine"),
+                 lambda: client.push("default")):
+        with pytest.raises(ollama.ResponseError) as e:
+            call()
+        assert e.value.status_code == 400 and "edge-agent model import" in e.value.error and "copyed" not in e.value.error, e.value.error
+    status, _, raw = live.request("GET", "/api/nothing-here")
+    assert status == 404 and isinstance(json.loads(raw)["error"], str), raw
+    status, headers, raw = live.request("GET", "/api/chat")
+    assert status == 405 and isinstance(json.loads(raw)["error"], str) and "POST" in headers["allow"], raw
