@@ -142,7 +142,7 @@ class Settings(BaseSettings):
     api_key_file: Path | None = Field(None, description="File with one accepted bearer token per line.")
     allowed_hosts: list[str] = Field(
         default_factory=lambda: ["localhost", "127.0.0.1", "[::1]", "::1"],
-        description="Host header values accepted (DNS-rebinding guard); '*' accepts any.",
+        description="Host header values accepted (DNS-rebinding guard) beside the loopback names, which are always accepted; '*' accepts any.",
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty = CORS off.")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond).")
