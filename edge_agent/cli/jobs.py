@@ -99,7 +99,7 @@ def _service(args: argparse.Namespace, with_model: bool = False, kind: str | Non
         scheduler = build_engine(settings)
         chat = ChatService(scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
                            max_tokens_limit=settings.max_tokens_limit)
-    documents = _Documents(settings, writable=kind == "reindex")
+    documents = _Documents(settings, writable=kind == "reindex", job=getattr(args, "name", None) or "NAME")
     from edge_agent.services.embeddings import EmbeddingService
 
     embeddings = EmbeddingService(documents, lambda: documents.status)
@@ -112,8 +112,8 @@ def _service(args: argparse.Namespace, with_model: bool = False, kind: str | Non
 class _Documents:
     """The DocumentService, opened on first use: writable when the job writes the index, else read-only if another owns it."""
 
-    def __init__(self, settings, writable: bool):
-        self.settings, self.writable = settings, writable
+    def __init__(self, settings, writable: bool, job: str = "NAME"):
+        self.settings, self.writable, self.job = settings, writable, job
         self.svc = None
         self.status: str | None = None
 
@@ -125,10 +125,8 @@ class _Documents:
                 self.svc = DocumentService.from_settings(self.settings)
             except IndexInUseError as e:
                 if self.writable:
-                    from edge_agent.cli.index import BUSY_HINT
-
-                    raise SystemExit(_fail(f"{e}: the daemon owns the document index; run the job through it "
-                                           f"(POST /v1/jobs/{{id}}/run) or stop it first ({BUSY_HINT})")) from None
+                    raise SystemExit(_fail(f"{e}: run the job through the daemon (POST /v1/jobs/{self.job}/run) "
+                                           "or stop the daemon first")) from None
                 self.svc = DocumentService.from_settings(self.settings, read_only=True)
         return self.svc
 

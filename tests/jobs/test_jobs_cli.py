@@ -41,7 +41,9 @@ def test_jobs_cli_round_trip(cli, capsys, tmp_path, embedder, monkeypatch):
     assert cli("add", "ri", "reindex", "--params", json.dumps({"folders": [str(tmp_path / "docs")]})) == 0
     capsys.readouterr()
     assert cli("run", "ri") == 2
-    assert "run the job through it" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "run the job through the daemon (POST /v1/jobs/ri/run)" in err
+    assert err.count("stop the daemon") == 1 and "add documents" not in err, err  # was both hints at once, one about uploads
     docs.close()
     monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings, **_: embedder)
     assert cli("run", "ri", "--no-progress") == 0
