@@ -111,6 +111,8 @@ def test_daemon_tells_systemd_ready_when_ready_pets_the_watchdog_and_says_stoppi
                     port = int(m.group(1))
                     break
             assert port, "the daemon did not start"
+            # "(model llama, 88 threads, ...)" read as the engine's threads beside "loaded ... with 1 threads"
+            assert "HTTP worker threads" in line, line
             threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # keep the pipe flowing
             seen: list[str] = []
             end = time.monotonic() + 120
