@@ -234,7 +234,7 @@ def show():
             chat = capabilities == ["completion"]
             return _json(o.OllamaShow(
                 parameters=o.parameters(rt.chat.defaults) if chat else "",
-                template=str(rt.chat.formatter.prompt_format.get("template") or "") if chat else "",
+                template=o.template_of(rt.chat.formatter) if chat else "",
                 details=card.details, model_info=info, capabilities=capabilities, modified_at=card.modified_at))
     raise o.OllamaModelNotFound(name)
 

@@ -272,3 +272,10 @@ def test_pulling_or_managing_models_is_refused_in_ollamas_shape_with_what_to_do(
     assert status == 404 and isinstance(json.loads(raw)["error"], str), raw
     status, headers, raw = live.request("GET", "/api/chat")
     assert status == 405 and isinstance(json.loads(raw)["error"], str) and "POST" in headers["allow"], raw
+
+
+def test_show_gives_a_base_models_prompt_frame_as_its_template(client):
+    """/api/show said template "" for a base model, which in Ollama means "the prompt goes as it is"; but /api/generate
+    (without raw) frames it as "Question: ...\\nAnswer:", so a prompt already in that form came back empty."""
+    shown = client.show("default")
+    assert shown.template == "{{ if .System }}{{ .System }}\n\n{{ end }}Question: {{ .Prompt }}\nAnswer:", shown.template
