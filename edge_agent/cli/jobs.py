@@ -11,6 +11,7 @@ import argparse
 import datetime as dt
 import json
 import sys
+import time
 from typing import Any
 
 
@@ -75,6 +76,9 @@ def _limits(args: argparse.Namespace) -> dict | None:
     out = {k: v for k, v in (("concurrency", args.concurrency), ("max_items", args.max_items), ("deadline", args.deadline))
            if v is not None}
     return out or None
+
+
+PROGRESS_LINE_S = 60.0  # without a terminal, `jobs run` writes a progress line at most this often (and at the end)
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -217,16 +221,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     except BundleError as e:
         return _fail(str(e))
     bar = None
-    if not args.no_progress and not args.json:
+    shown = not args.no_progress and not args.json
+    if shown and sys.stderr.isatty():
         from tqdm import tqdm
 
         bar = tqdm(total=0, unit="item", desc=job.name, file=sys.stderr)
+    last = {"at": time.monotonic(), "done": -1}
 
     def progress(done: int, total: int) -> None:
         if bar is not None:
             bar.total = total
             bar.n = done
             bar.refresh()
+        elif shown and total and done != last["done"] and (done >= total or time.monotonic() - last["at"] >= PROGRESS_LINE_S):
+            last.update(at=time.monotonic(), done=done)  # no terminal (a timer's journal): a whole line now and then
+            print(f"{job.name}: {done}/{total} items", file=sys.stderr, flush=True)
 
     try:
         run = svc.run_foreground(job.id, progress=progress, overrides=_limits(args))

@@ -26,7 +26,9 @@ def test_jobs_cli_round_trip(cli, capsys, tmp_path, embedder, monkeypatch):
     assert cli("run", "sum") == 0
     out = capsys.readouterr()
     assert "3 succeeded, 0 failed, 0 left" in out.out
-    assert "3/3" in out.err  # the progress bar reached the end
+    assert "3/3" in out.err  # the progress reached the end
+    # stderr is no terminal here (a systemd timer's journal): whole lines, not a bar redrawn with \r into one line
+    assert "\r" not in out.err and "sum: 3/3 items" in out.err.splitlines(), out.err
     run_id = out.out.split()[1].rstrip(":")
     assert cli("results", run_id, "--json") == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
