@@ -177,7 +177,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not jobs:
         print("no jobs; add one with `edge-agent jobs add NAME KIND`")
     else:
-        rows = [("NAME", "KIND", "SCHEDULE", "NEXT RUN", "LAST SUCCESS")]
+        zone = dt.datetime.now().astimezone().strftime("%Z")  # _when's times are this machine's; a schedule may name another zone
+        rows = [("NAME", "KIND", "SCHEDULE", f"NEXT RUN ({zone})", f"LAST SUCCESS ({zone})")]
         for j in jobs:
             sched = f"{j.schedule_cron} {j.schedule_tz}" if j.schedule_cron else "-"
             rows.append((j.name, j.kind, sched + ("" if j.enabled else " (off)"), _when(j.next_run_at), _when(j.last_success_at)))
@@ -202,7 +203,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         job = svc.create_job(args.name, args.kind, params, sched, not args.disabled, _limits(args))
     except _errors() as e:
         return _fail(str(e))
-    print(f"added job {job.name} ({job.id}), kind {job.kind}" + (f", next run {_when(job.next_run_at)}" if job.next_run_at else ""))
+    print(f"added job {job.name} ({job.id}), kind {job.kind}" + (f", next run {_when(job.next_run_at)} ({dt.datetime.now().astimezone():%Z})" if job.next_run_at else ""))
     return 0
 
 
