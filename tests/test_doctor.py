@@ -178,3 +178,27 @@ def test_load_reports_a_gpu_fallback_as_a_problem(site, capsys, monkeypatch):
     assert "device: cuda (NVIDIA H100" in out and "load: served on cpu" in out
     assert "the GPU was chosen but failed, the CPU serves: RuntimeError: onnxruntime did not load its CUDA provider" in out
     assert "fix: fix the GPU set-up" in out
+
+
+def test_the_jobs_behind_openai_batches_are_counted_not_listed(site, capsys):
+    """Every POST /v1/batches makes a job: doctor listed each one ("batch_8994... (batch): manual enabled"), so a
+    site that runs batches saw hundreds of lines; `jobs list` already hides them the same way."""
+    from edge_agent.config import load_settings
+    from edge_agent.jobs.batch_files import BATCH_SOURCE
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+    from edge_agent.store.jobs import JobRecord, JobStore
+
+    assert main(["jobs", "add", "nightly", "summarize", "--schedule", "0 2 * * *"]) == 0
+    db = SqliteDatabase(default_db_path(load_settings()))
+    try:
+        for i in range(3):
+            JobStore(db).create_job(JobRecord(id=f"job_b{i}", name=f"batch_{i:024d}", kind="batch", source=BATCH_SOURCE,
+                                              params={"batch_id": f"batch_{i:024d}"}))
+    finally:
+        db.close()
+    capsys.readouterr()
+    assert main(["--threads", "1", "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "nightly (summarize): 0 2 * * *" in out and "batch_0000" not in out, out
+    assert "(3 OpenAI batch jobs not shown; see `edge-agent jobs list --all`)" in out, out

@@ -175,6 +175,7 @@ def check_index(r: Report) -> None:
 def _jobs(svc) -> list[dict[str, Any]] | None:
     """Job schedules from the database (None when this version has no jobs table)."""
     try:
+        from edge_agent.jobs.batch_files import is_openai_batch_job
         from edge_agent.store.jobs import JobStore
 
         rows = JobStore(svc.store.db).list_jobs()
@@ -182,7 +183,7 @@ def _jobs(svc) -> list[dict[str, Any]] | None:
         return None
     return [
         {"name": j.name, "kind": j.kind, "schedule": j.schedule_cron, "timezone": j.schedule_tz, "enabled": j.enabled,
-         "next_run_at": j.next_run_at, "last_success_at": j.last_success_at}
+         "next_run_at": j.next_run_at, "last_success_at": j.last_success_at, "openai_batch": is_openai_batch_job(j)}
         for j in rows
     ]
 
@@ -268,9 +269,12 @@ def _print(r: Report) -> None:
     if "index" in sec:
         print("\n".join(_index_lines(sec["index"])))
     if "jobs" in sec:
-        print("jobs: " + ("none" if not sec["jobs"] else ""))
-        for j in sec["jobs"]:
+        shown = [j for j in sec["jobs"] if not j.get("openai_batch")]  # one per POST /v1/batches: counted, as `jobs list` does
+        print("jobs: " + ("none" if not shown else ""))
+        for j in shown:
             print(f"  {j['name']} ({j['kind']}): {j['schedule'] or 'manual'} {j['timezone'] or ''} {'enabled' if j['enabled'] else 'disabled'}")
+        if len(shown) < len(sec["jobs"]):
+            print(f"  ({len(sec['jobs']) - len(shown)} OpenAI batch jobs not shown; see `edge-agent jobs list --all`)")
     ls = sec["listen"]
     print(f"listen: {ls['address']} ({'loopback' if ls['loopback'] else 'network'}; auth {'on, ' + str(ls['api_keys']) + ' keys' if ls['auth'] else 'off'})")
     for name, dk in sec["disk"].items():
