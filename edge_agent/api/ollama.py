@@ -209,6 +209,12 @@ def _models(rt) -> list[tuple[o.OllamaModel, dict[str, Any], list[str], int]]:
     return out
 
 
+@bp.get("/")
+def root():
+    """Ollama's probe (GET or HEAD /): its client's heartbeat and other tools ask it before anything else."""
+    return Response("Ollama is running", mimetype="text/plain")
+
+
 @bp.get("/api/version")
 def version():
     return _json(o.OllamaVersion(version=o.API_VERSION))
@@ -301,6 +307,8 @@ def openapi_paths(runtime) -> dict[str, Any]:
             "200": {"description": "OK.", "content": {"application/json": ref(ok)}}, **errors(500)}}}
 
     return {
+        "/": {"get": {"summary": "Ollama's liveness probe: \"Ollama is running\"", "operationId": "ollamaRoot", "responses": {
+            "200": {"description": "OK.", "content": {"text/plain": {"schema": {"type": "string"}}}}, **errors(500)}}},
         "/api/version": get("The Ollama API version these routes follow", "ollamaVersion", "OllamaVersion"),
         "/api/tags": get("Models served (Ollama)", "ollamaTags", "OllamaTags"),
         "/api/ps": get("Models loaded (Ollama): all of them, always", "ollamaPs", "OllamaPs"),

@@ -279,3 +279,13 @@ def test_show_gives_a_base_models_prompt_frame_as_its_template(client):
     (without raw) frames it as "Question: ...\\nAnswer:", so a prompt already in that form came back empty."""
     shown = client.show("default")
     assert shown.template == "{{ if .System }}{{ .System }}\n\n{{ end }}Question: {{ .Prompt }}\nAnswer:", shown.template
+
+
+def test_the_root_answers_as_ollamas_does_for_clients_that_probe_it(live):
+    """Ollama answers GET and HEAD / with 200 "Ollama is running", the probe its own client (heartbeat) and other
+    tools send before anything else; it was a 404 here. It is behind the API key like every route but /health."""
+    status, headers, body = live.request("GET", "/")
+    assert status == 200 and body == b"Ollama is running" and headers["content-type"].startswith("text/plain"), body
+    assert live.request("HEAD", "/")[0] == 200
+    assert live.request("GET", "/", key=None)[0] == 401
+    assert "/" in json.loads(live.request("GET", "/openapi.json")[2])["paths"]
