@@ -16,7 +16,7 @@ from pydantic.json_schema import models_json_schema
 from edge_agent.api import protocol as p
 from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.errors import ApiError, error_body, error_response, read_json
-from edge_agent.services.documents import DocumentError, DocumentNotFoundError, IngestResult, PathRefusedError
+from edge_agent.services.documents import DocumentError, DocumentNotFoundError, FileTooLargeError, IngestResult, PathRefusedError
 from edge_agent.services.grounding import DocumentsUnavailableError
 from edge_agent.services.ingest_tasks import FolderTask, TooManyTasksError
 from edge_agent.services.storage import InsufficientStorageError
@@ -281,6 +281,8 @@ def _on_document_error(exc: DocumentError):
         return error_response(404, _scrub(str(exc)), "not_found_error", exc.param, "document_not_found")
     if isinstance(exc, PathRefusedError):
         return error_response(403, _scrub(str(exc)), "permission_error", "path", "path_not_allowed")
+    if isinstance(exc, FileTooLargeError):  # as a body over the upload limit is (_uploads)
+        return error_response(413, _scrub(str(exc)), "invalid_request_error", exc.param, exc.code)
     return error_response(400, _scrub(str(exc)), "invalid_request_error", exc.param, exc.code)
 
 
@@ -355,7 +357,7 @@ def add_documents():
                     raise
                 body = error_body(_scrub(str(exc)), "invalid_request_error", exc.param, exc.code)
                 body["data"] = [_ingested(r, svc).model_dump() for r in results]
-                return Response(json.dumps(body), status=400, mimetype="application/json")
+                return Response(json.dumps(body), status=413 if isinstance(exc, FileTooLargeError) else 400, mimetype="application/json")
     else:
         body = read_json(AddDocumentRequest, _max_body()).root
         if isinstance(body, AddPathRequest):
