@@ -423,22 +423,25 @@ def get_task(task_id: str):
     return _json(_task_json(svc, task))
 
 
-def _document_id(document_id: int) -> int:
-    if not 1 <= document_id <= p.ID_MAX:
-        raise DocumentNotFoundError(f"no document with id {document_id}", param="document_id")
-    return document_id
+def _document_id(raw: str) -> int:
+    """The path's id; one that is no id ("abc", -1) is unknown like any other (404 naming document_id), not "no route"."""
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19 and 1 <= int(raw) <= p.ID_MAX):
+        raise DocumentNotFoundError(f"no document with id {raw[:40]!r}" if not raw.isdigit() else f"no document with id {raw}",
+                                    param="document_id")
+    return int(raw)
 
 
-@bp.get("/v1/documents/<int:document_id>")
-def get_document(document_id: int):
+@bp.get("/v1/documents/<document_id>")
+def get_document(document_id: str):
     svc = _service()
     return _json(DocumentDetail.model_validate(_shown(svc, svc.get(_document_id(document_id)))))
 
 
-@bp.delete("/v1/documents/<int:document_id>")
-def delete_document(document_id: int):
-    _service().delete(_document_id(document_id))
-    return _json(DocumentDeleted(id=document_id))
+@bp.delete("/v1/documents/<document_id>")
+def delete_document(document_id: str):
+    doc_id = _document_id(document_id)
+    _service().delete(doc_id)
+    return _json(DocumentDeleted(id=doc_id))
 
 
 @bp.post("/v1/retrieve")
