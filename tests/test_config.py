@@ -134,3 +134,13 @@ def test_a_list_setting_from_the_environment_takes_json_or_commas_and_a_bad_one_
     monkeypatch.setenv("EDGE_AGENT_RAG_ABSENT_ANSWERS", "Dat staat er niet in.")  # a table: JSON only
     with pytest.raises(ConfigError, match=r"'rag_absent_answers' from environment EDGE_AGENT_RAG_ABSENT_ANSWERS: .*JSON"):
         load_settings()
+
+
+def test_cluster_status_with_an_unreadable_key_file_is_one_line(config_file, capsys, tmp_path, monkeypatch):
+    """An operator not in the service's group runs `edge-agent cluster status` beside /etc/edge-agent/api-keys
+    (0640 root:edge-agent): that was a PermissionError traceback; a folder stands in for the unreadable file."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EDGE_AGENT_API_KEY_FILE", str(tmp_path))
+    assert main(["cluster", "status"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot read api_key_file {tmp_path}") and "Traceback" not in err, err
