@@ -12,10 +12,11 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError,
+                               TomlConfigSettingsSource)
 
 DEFAULT_CONFIG_FILE = Path("/etc/edge-agent/config.toml")
 ENV_PREFIX = "EDGE_AGENT_"
@@ -60,6 +61,23 @@ class _CheckedToml(TomlConfigSettingsSource):
                     "(`edge-agent config show` lists every setting)"
                 )
         return data
+
+
+class _ListFriendlyEnv(EnvSettingsSource):
+    """EDGE_AGENT_* variables: a list of names or paths is JSON or comma-separated (`/srv/a,/srv/b`); another list or
+    table is JSON. Raises ConfigError (wrapped by pydantic-settings in SettingsError) naming the variable when it is neither."""
+
+    def decode_complex_value(self, field_name: str, field: Any, value: Any) -> Any:
+        try:
+            return super().decode_complex_value(field_name, field, value)
+        except ValueError as e:
+            items = get_args(field.annotation)
+            if get_origin(field.annotation) is list and items and items[0] in (str, Path) and not value.lstrip().startswith("["):
+                return [part.strip() for part in value.split(",") if part.strip()]
+            var = _env_names().get(field_name, ENV_PREFIX + field_name.upper())
+            shape = "a JSON list such as [\"a\", \"b\"] (or a,b)" if items and items[0] in (str, Path) else (
+                "a JSON list" if get_origin(field.annotation) is list else "a JSON object such as {\"nl\": \"...\"}")
+            raise ConfigError(f"invalid setting {field_name!r} from environment {var}: not valid JSON ({e}): give {shape}") from None
 
 
 class Settings(BaseSettings):
@@ -124,7 +142,7 @@ class Settings(BaseSettings):
     api_key_file: Path | None = Field(None, description="File with one accepted bearer token per line.")
     allowed_hosts: list[str] = Field(
         default_factory=lambda: ["localhost", "127.0.0.1", "[::1]", "::1"],
-        description="Host header values accepted (DNS-rebinding guard); '*' accepts any.",
+        description="Host header values accepted (DNS-rebinding guard) beside the loopback names, which are always accepted; '*' accepts any.",
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty = CORS off.")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond).")
@@ -271,7 +289,7 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         path = _config_file()
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        sources: list[PydanticBaseSettingsSource] = [init_settings, _ListFriendlyEnv(settings_cls)]
         if path.is_file():
             sources.append(_CheckedToml(settings_cls, toml_file=path))
         elif path.is_dir():  # read as "no file", every setting would silently fall back to its default
@@ -383,3 +401,5 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as e:
         raise ConfigError(explain(e, frozenset(overrides))) from None
+    except SettingsError as e:  # an environment variable that does not decode (_ListFriendlyEnv says which and how)
+        raise (e.__cause__ if isinstance(e.__cause__, ConfigError) else ConfigError(f"{e}: fix the variable")) from None

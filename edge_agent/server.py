@@ -461,7 +461,7 @@ def _run(settings: Settings, runtime) -> int:
     try:
         srv.start()
         auth = "API key required" if settings.accepted_keys() else "no API key (loopback only)"
-        print(f"edge-agent listening on {srv.url} (model {runtime.chat.model_name}, {threads} threads, {auth})", file=sys.stderr, flush=True)
+        print(f"edge-agent listening on {srv.url} (model {runtime.chat.model_name}, {threads} HTTP worker threads, {auth})", file=sys.stderr, flush=True)
         notifier = ServiceNotifier()
         while True:  # readiness to systemd (READY=1 once every part answers, STATUS=, WATCHDOG=1 while the loop lives)
             ready, parts = runtime.readiness()

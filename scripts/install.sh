@@ -61,6 +61,7 @@ for v in PREFIX DATA CONFIG_DIR; do
 done
 CONFIG=$CONFIG_DIR/config.toml
 UNIT_DIR=/etc/systemd/system
+VENV=$PREFIX/venv
 
 systemd_here() {  # systemd is PID 1 (the documented test: /run/systemd/system exists) and we may install units
   [ "$SYSTEMD" != no ] && [ -n "$SERVICE_USER" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null
@@ -74,11 +75,37 @@ as_user() {  # run a command as the service user (or as ourselves with --no-user
   fi
 }
 
+write_path_dropins() {  # UNIT_DIR: 10-paths.conf for the daemon and the job units when a path or the user is not the default
+  local unit command dir
+  for unit in edge-agent.service edge-agent-job@.service; do
+    dir=$1/$unit.d
+    if [ "$PREFIX" != /opt/edge-agent ] || [ "$DATA" != /var/lib/edge-agent ] || [ "$CONFIG_DIR" != /etc/edge-agent ] || [ "$SERVICE_USER" != edge-agent ]; then
+      case $unit in edge-agent.service) command=serve ;; *) command='jobs run %i' ;; esac
+      mkdir -p "$dir"
+      cat > "$dir/10-paths.conf" <<EOF
+# written by install.sh for a non-default prefix, data folder, config folder or user
+[Service]
+ExecStart=
+ExecStart=$VENV/bin/edge-agent $command
+User=$SERVICE_USER
+Group=$(id -gn "$SERVICE_USER")
+WorkingDirectory=$DATA
+ReadWritePaths=$DATA
+Environment=EDGE_AGENT_CONFIG=$CONFIG HOME=$DATA
+EOF
+    else
+      rm -f "$dir/10-paths.conf"
+    fi
+  done
+}
+
+if [ "${BASH_SOURCE[0]}" != "$0" ]; then return 0; fi  # sourced (tests/test_systemd.py): the options and functions only
+
 if [ "$ACTION" = uninstall ]; then
   if systemd_here; then
     systemctl disable --now edge-agent.service 2>/dev/null || true
     for t in $(systemctl list-units --all --plain --no-legend 'edge-agent-job@*' 2>/dev/null | awk '{print $1}'); do systemctl disable --now "$t" || true; done
-    rm -rf "$UNIT_DIR/edge-agent.service" "$UNIT_DIR/edge-agent.service.d" "$UNIT_DIR/edge-agent-job@.service" "$UNIT_DIR/edge-agent-job@.timer"
+    rm -rf "$UNIT_DIR/edge-agent.service" "$UNIT_DIR/edge-agent.service.d" "$UNIT_DIR/edge-agent-job@.service" "$UNIT_DIR/edge-agent-job@.service.d" "$UNIT_DIR/edge-agent-job@.timer"
     systemctl daemon-reload
   fi
   rm -rf "$PREFIX"
@@ -124,7 +151,6 @@ chmod 0750 "$DATA"
 # pip sees only the bundle's wheels: no index, no machine or user pip configuration
 for v in $(env | sed -n 's/^\(PIP_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 export PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-VENV=$PREFIX/venv
 if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
   say "replacing $VENV (made with another Python)"; rm -rf "$VENV"
 fi
@@ -186,23 +212,9 @@ as_user env HOME="$DATA" EDGE_AGENT_CONFIG="$CONFIG" HF_HUB_OFFLINE=1 TRANSFORME
 # --- systemd ------------------------------------------------------------------------------------
 if systemd_here; then
   install -m 0644 "$HERE/systemd/edge-agent.service" "$HERE/systemd/edge-agent-job@.service" "$HERE/systemd/edge-agent-job@.timer" "$UNIT_DIR/"
+  write_path_dropins "$UNIT_DIR"
   dropins=$UNIT_DIR/edge-agent.service.d
   mkdir -p "$dropins"
-  if [ "$PREFIX" != /opt/edge-agent ] || [ "$DATA" != /var/lib/edge-agent ] || [ "$CONFIG_DIR" != /etc/edge-agent ] || [ "$SERVICE_USER" != edge-agent ]; then
-    cat > "$dropins/10-paths.conf" <<EOF
-# written by install.sh for a non-default prefix, data folder, config folder or user
-[Service]
-ExecStart=
-ExecStart=$VENV/bin/edge-agent serve
-User=$SERVICE_USER
-Group=$(id -gn "$SERVICE_USER")
-WorkingDirectory=$DATA
-ReadWritePaths=$DATA
-Environment=EDGE_AGENT_CONFIG=$CONFIG HOME=$DATA
-EOF
-  else
-    rm -f "$dropins/10-paths.conf"
-  fi
   if [ -e /dev/nvidiactl ]; then
     install -m 0644 "$HERE/systemd/gpu.conf" "$dropins/gpu.conf"; say "NVIDIA devices found: installed the GPU drop-in"
   fi

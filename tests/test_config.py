@@ -110,3 +110,37 @@ def test_a_config_file_saved_with_a_bom_is_read(config_file):
     config_file.write_bytes(b"\xef\xbb\xbfport = 9001\r\nthreads = 1\r\n")  # Notepad: BOM and CRLF (was 'Invalid statement' at 1:1)
     s = load_settings()
     assert (s.port, s.threads) == (9001, 1) and s.source_of("port") == f"file {config_file}"
+
+
+def test_a_list_setting_from_the_environment_takes_json_or_commas_and_a_bad_one_is_one_line(config_file, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # the form the ingest-roots error tells a user to set: was a pydantic_settings SettingsError traceback, exit 1
+    monkeypatch.setenv("EDGE_AGENT_INGEST_ROOTS", "/srv/shared")
+    assert [str(p) for p in load_settings().ingest_roots] == ["/srv/shared"]
+    monkeypatch.setenv("EDGE_AGENT_INGEST_ROOTS", "/srv/a, /srv/b")
+    assert [str(p) for p in load_settings().ingest_roots] == ["/srv/a", "/srv/b"]
+    monkeypatch.setenv("EDGE_AGENT_INGEST_ROOTS", '["/srv/a,b"]')  # JSON as before, for a path that holds a comma
+    assert [str(p) for p in load_settings().ingest_roots] == ["/srv/a,b"]
+    monkeypatch.setenv("EDGE_AGENT_API_KEYS", "sk-one")
+    assert load_settings().accepted_keys() == ["sk-one"]
+    monkeypatch.setenv("EDGE_AGENT_INGEST_ROOTS", '["/srv/a"')  # broken JSON stays an error, not two odd paths
+    assert main(["config", "show"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid setting 'ingest_roots' from environment EDGE_AGENT_INGEST_ROOTS") and "JSON" in err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert main(["index", "stats"]) == 2  # built its Settings() directly: the same traceback
+    assert capsys.readouterr().err.startswith("error: invalid setting 'ingest_roots'")
+    monkeypatch.delenv("EDGE_AGENT_INGEST_ROOTS")
+    monkeypatch.setenv("EDGE_AGENT_RAG_ABSENT_ANSWERS", "Dat staat er niet in.")  # a table: JSON only
+    with pytest.raises(ConfigError, match=r"'rag_absent_answers' from environment EDGE_AGENT_RAG_ABSENT_ANSWERS: .*JSON"):
+        load_settings()
+
+
+def test_cluster_status_with_an_unreadable_key_file_is_one_line(config_file, capsys, tmp_path, monkeypatch):
+    """An operator not in the service's group runs `edge-agent cluster status` beside /etc/edge-agent/api-keys
+    (0640 root:edge-agent): that was a PermissionError traceback; a folder stands in for the unreadable file."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EDGE_AGENT_API_KEY_FILE", str(tmp_path))
+    assert main(["cluster", "status"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot read api_key_file {tmp_path}") and "Traceback" not in err, err

@@ -45,7 +45,8 @@ def test_healthy_site_exits_0_and_shows_everything(site, capsys):
     assert any(x.strip().startswith("threads ") and "[flag]" in x for x in out.splitlines())
     assert "model: llama OK (llama" in out and "sha256" in out
     assert "device: cpu (" in out and "threads: 1" in out
-    assert "index: " in out and '"documents": 0' in out
+    assert "index: 0 documents, 0 chunks, 0 vectors in " in out and "embedder: " in out
+    assert '"documents"' not in out  # a line for a person, not a JSON dump of ~900 characters (--json has it)
     assert "listen: 127.0.0.1:9090 (loopback; auth off)" in out
     assert "disk data_dir: var" in out and "no problems found" in out
 
@@ -177,3 +178,27 @@ def test_load_reports_a_gpu_fallback_as_a_problem(site, capsys, monkeypatch):
     assert "device: cuda (NVIDIA H100" in out and "load: served on cpu" in out
     assert "the GPU was chosen but failed, the CPU serves: RuntimeError: onnxruntime did not load its CUDA provider" in out
     assert "fix: fix the GPU set-up" in out
+
+
+def test_the_jobs_behind_openai_batches_are_counted_not_listed(site, capsys):
+    """Every POST /v1/batches makes a job: doctor listed each one ("batch_8994... (batch): manual enabled"), so a
+    site that runs batches saw hundreds of lines; `jobs list` already hides them the same way."""
+    from edge_agent.config import load_settings
+    from edge_agent.jobs.batch_files import BATCH_SOURCE
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+    from edge_agent.store.jobs import JobRecord, JobStore
+
+    assert main(["jobs", "add", "nightly", "summarize", "--schedule", "0 2 * * *"]) == 0
+    db = SqliteDatabase(default_db_path(load_settings()))
+    try:
+        for i in range(3):
+            JobStore(db).create_job(JobRecord(id=f"job_b{i}", name=f"batch_{i:024d}", kind="batch", source=BATCH_SOURCE,
+                                              params={"batch_id": f"batch_{i:024d}"}))
+    finally:
+        db.close()
+    capsys.readouterr()
+    assert main(["--threads", "1", "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "nightly (summarize): 0 2 * * *" in out and "batch_0000" not in out, out
+    assert "(3 OpenAI batch jobs not shown; see `edge-agent jobs list --all`)" in out, out

@@ -111,6 +111,8 @@ def test_daemon_tells_systemd_ready_when_ready_pets_the_watchdog_and_says_stoppi
                     port = int(m.group(1))
                     break
             assert port, "the daemon did not start"
+            # "(model llama, 88 threads, ...)" read as the engine's threads beside "loaded ... with 1 threads"
+            assert "HTTP worker threads" in line, line
             threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # keep the pipe flowing
             seen: list[str] = []
             end = time.monotonic() + 120
@@ -208,3 +210,29 @@ def test_gpu_and_lan_drop_ins_verify_and_keep_the_score(unit_root, tmp_path):
         assert "broken.conf" in r.stdout + r.stderr
     finally:
         shutil.rmtree(d)
+
+
+def test_install_sh_gives_the_job_units_the_same_non_default_paths_as_the_daemon(unit_root, tmp_path):
+    """`install.sh --prefix/--data/--config-dir/--user` wrote 10-paths.conf for edge-agent.service only, so
+    edge-agent-job@NAME.service still ran /opt/edge-agent/venv/bin/edge-agent in /var/lib/edge-agent as edge-agent."""
+    analyze, shared = unit_root
+    root = tmp_path / "root"
+    shutil.copytree(shared, root, symlinks=True, ignore=lambda d, names: ["opt"] if Path(d) == shared else [])
+    exe = root / "srv/ea/venv/bin/edge-agent"  # the only program there is: the one under --prefix
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    units = root / "etc/systemd/system"
+    script = (f"source {REPO}/scripts/install.sh --prefix /srv/ea --data /srv/ea-data --config-dir /srv/ea-etc --user daemon"
+              f" && write_path_dropins {units}")
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _verify(analyze, root, "edge-agent.service", "edge-agent-job@nightly.service", "edge-agent-job@nightly.timer")
+    assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+    job = (units / "edge-agent-job@.service.d/10-paths.conf").read_text()
+    for line in ("ExecStart=/srv/ea/venv/bin/edge-agent jobs run %i", "User=daemon", "WorkingDirectory=/srv/ea-data",
+                 "ReadWritePaths=/srv/ea-data", "Environment=EDGE_AGENT_CONFIG=/srv/ea-etc/config.toml HOME=/srv/ea-data"):
+        assert f"\n{line}\n" in job, (line, job)
+    assert "\nExecStart=/srv/ea/venv/bin/edge-agent serve\n" in (units / "edge-agent.service.d/10-paths.conf").read_text()
+    r = subprocess.run(["bash", "-c", f"source {REPO}/scripts/install.sh && write_path_dropins {units}"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and not list(units.glob("*.d/10-paths.conf")), r.stderr  # the defaults need no drop-in: removed

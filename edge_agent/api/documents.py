@@ -17,7 +17,7 @@ from edge_agent.api import protocol as p
 from edge_agent.api.context import runtime as _runtime
 from edge_agent.api.errors import ApiError, error_body, error_response, read_json
 from edge_agent.api.errors import scrub_paths as _scrub
-from edge_agent.services.documents import DocumentError, DocumentNotFoundError, IngestResult, PathRefusedError
+from edge_agent.services.documents import DocumentError, DocumentNotFoundError, FileTooLargeError, IngestResult, PathRefusedError
 from edge_agent.services.grounding import DocumentsUnavailableError
 from edge_agent.services.ingest_tasks import FolderTask, TooManyTasksError
 from edge_agent.services.storage import InsufficientStorageError
@@ -276,6 +276,8 @@ def _on_document_error(exc: DocumentError):
         return error_response(404, _scrub(str(exc)), "not_found_error", exc.param, "document_not_found")
     if isinstance(exc, PathRefusedError):
         return error_response(403, _scrub(str(exc)), "permission_error", "path", "path_not_allowed")
+    if isinstance(exc, FileTooLargeError):  # as a body over the upload limit is (_uploads)
+        return error_response(413, _scrub(str(exc)), "invalid_request_error", exc.param, exc.code)
     return error_response(400, _scrub(str(exc)), "invalid_request_error", exc.param, exc.code)
 
 
@@ -350,7 +352,7 @@ def add_documents():
                     raise
                 body = error_body(_scrub(str(exc)), "invalid_request_error", exc.param, exc.code)
                 body["data"] = [_ingested(r, svc).model_dump() for r in results]
-                return Response(json.dumps(body), status=400, mimetype="application/json")
+                return Response(json.dumps(body), status=413 if isinstance(exc, FileTooLargeError) else 400, mimetype="application/json")
     else:
         body = read_json(AddDocumentRequest, _max_body()).root
         if isinstance(body, AddPathRequest):
@@ -416,22 +418,25 @@ def get_task(task_id: str):
     return _json(_task_json(svc, task))
 
 
-def _document_id(document_id: int) -> int:
-    if not 1 <= document_id <= p.ID_MAX:
-        raise DocumentNotFoundError(f"no document with id {document_id}", param="document_id")
-    return document_id
+def _document_id(raw: str) -> int:
+    """The path's id; one that is no id ("abc", -1) is unknown like any other (404 naming document_id), not "no route"."""
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19 and 1 <= int(raw) <= p.ID_MAX):
+        raise DocumentNotFoundError(f"no document with id {raw[:40]!r}" if not raw.isdigit() else f"no document with id {raw}",
+                                    param="document_id")
+    return int(raw)
 
 
-@bp.get("/v1/documents/<int:document_id>")
-def get_document(document_id: int):
+@bp.get("/v1/documents/<document_id>")
+def get_document(document_id: str):
     svc = _service()
     return _json(DocumentDetail.model_validate(_shown(svc, svc.get(_document_id(document_id)))))
 
 
-@bp.delete("/v1/documents/<int:document_id>")
-def delete_document(document_id: int):
-    _service().delete(_document_id(document_id))
-    return _json(DocumentDeleted(id=document_id))
+@bp.delete("/v1/documents/<document_id>")
+def delete_document(document_id: str):
+    doc_id = _document_id(document_id)
+    _service().delete(doc_id)
+    return _json(DocumentDeleted(id=doc_id))
 
 
 @bp.post("/v1/retrieve")

@@ -95,6 +95,8 @@ def register_error_handlers(app: Flask) -> None:
         headers = {}
         if status == 405 and getattr(e, "valid_methods", None):
             headers["Allow"] = ", ".join(e.valid_methods)
+        if request.path.startswith("/api/"):  # Ollama's routes answer in Ollama's shape, an unknown one too
+            return Response(json.dumps({"error": message}), status=status, mimetype="application/json", headers=headers)
         kind = _HTTP_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
         return error_response(status, message, kind, None, None, headers)
 
@@ -156,11 +158,13 @@ def _param(loc: tuple) -> str | None:
 _TYPE_ERRORS = {"literal_error", "model_type", "is_instance_of", "union_tag_invalid", "none_required"}
 
 
-def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = None) -> M:
-    """Validate the JSON body into model. Raises ApiError: 415 (not JSON), 413 (too large), 400 (invalid)."""
+def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = None, any_type: bool = False) -> M:
+    """Validate the JSON body into model; any_type reads it as JSON whatever its Content-Type says (as Ollama does, so
+    `curl -d` works; the cross-site guard has refused browser form posts before this). Raises ApiError: 415 (not
+    JSON), 413 (too large), 400 (invalid)."""
     mimetype = (request.mimetype or "").lower()
     charset = (request.mimetype_params.get("charset") or "utf-8").lower()
-    if mimetype != "application/json" or charset not in ("utf-8", "utf8"):
+    if (mimetype != "application/json" and not any_type) or charset not in ("utf-8", "utf8"):
         raise ApiError(415, "the request body must be JSON: send Content-Type: application/json (UTF-8)", code="unsupported_media_type")
     raw = read_body(max_bytes)
     try:

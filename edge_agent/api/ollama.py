@@ -6,7 +6,8 @@ of the answer and done false, then one with done true, done_reason ("stop" or "l
 the OpenAI routes' usage) and the durations in nanoseconds; stream false answers the same fields in one JSON object. A
 failure after the first line is told as a last line {"error": "..."}, as Ollama does; a client that hangs up frees its
 slot. Errors are Ollama's {"error": "text"} on these routes (the API key, Host and CORS checks answer before any route,
-in the OpenAI shape as everywhere). A model is named by its id or "default", with or without ":latest".
+in the OpenAI shape as everywhere). A model is named by its id or "default", with or without ":latest". A body is read as
+JSON whatever its Content-Type, as Ollama reads it (its docs post with `curl -d`, which sends a form type).
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def _json(reply: BaseModel) -> Response:
 def _read(model):
     rt = _runtime()
     s = rt.settings
-    return read_json(model, s.max_body_bytes, {"max_messages": s.max_messages}), rt
+    return read_json(model, s.max_body_bytes, {"max_messages": s.max_messages}, any_type=True), rt  # Ollama ignores Content-Type
 
 
 def _chat_service(rt, name: str):
@@ -208,6 +209,12 @@ def _models(rt) -> list[tuple[o.OllamaModel, dict[str, Any], list[str], int]]:
     return out
 
 
+@bp.get("/")
+def root():
+    """Ollama's probe (GET or HEAD /): its client's heartbeat and other tools ask it before anything else."""
+    return Response("Ollama is running", mimetype="text/plain")
+
+
 @bp.get("/api/version")
 def version():
     return _json(o.OllamaVersion(version=o.API_VERSION))
@@ -233,9 +240,17 @@ def show():
             chat = capabilities == ["completion"]
             return _json(o.OllamaShow(
                 parameters=o.parameters(rt.chat.defaults) if chat else "",
-                template=str(rt.chat.formatter.prompt_format.get("template") or "") if chat else "",
+                template=o.template_of(rt.chat.formatter) if chat else "",
                 details=card.details, model_info=info, capabilities=capabilities, modified_at=card.modified_at))
     raise o.OllamaModelNotFound(name)
+
+
+@bp.route("/api/<any(pull, push, create, copy, delete):action>", methods=["POST", "DELETE"])
+def manage(action: str):
+    """Ollama's model management: never here (offline; `edge-agent model` installs bundles), said in Ollama's shape."""
+    done = {"pull": "pulled", "push": "pushed", "create": "created", "copy": "copied", "delete": "deleted"}[action]
+    raise ApiError(400, f"models are not {done} through this API: this server is offline; "
+                   "copy the model file onto it and run `edge-agent model import FILE --name NAME` (see `edge-agent model list`)")
 
 
 # --- /openapi.json -------------------------------------------------------------------
@@ -292,6 +307,8 @@ def openapi_paths(runtime) -> dict[str, Any]:
             "200": {"description": "OK.", "content": {"application/json": ref(ok)}}, **errors(500)}}}
 
     return {
+        "/": {"get": {"summary": "Ollama's liveness probe: \"Ollama is running\"", "operationId": "ollamaRoot", "responses": {
+            "200": {"description": "OK.", "content": {"text/plain": {"schema": {"type": "string"}}}}, **errors(500)}}},
         "/api/version": get("The Ollama API version these routes follow", "ollamaVersion", "OllamaVersion"),
         "/api/tags": get("Models served (Ollama)", "ollamaTags", "OllamaTags"),
         "/api/ps": get("Models loaded (Ollama): all of them, always", "ollamaPs", "OllamaPs"),

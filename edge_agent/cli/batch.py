@@ -83,13 +83,15 @@ def cmd_batch_run(args: argparse.Namespace) -> int:
         return 2
     t0 = time.monotonic()
     last = [0.0]
+    tty = sys.stderr.isatty()  # a terminal: one line redrawn; cron or a timer's journal: a whole line each minute
 
     def progress(done: int, total: int) -> None:
         now = time.monotonic()
-        if args.quiet or (now - last[0] < 0.5 and done < total):
+        if args.quiet or (now - last[0] < (0.5 if tty else 60.0) and done < total):
             return
         last[0] = now
-        print(f"\r{done}/{total} requests, {now - t0:.1f} s", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        line = f"{done}/{total} requests, {now - t0:.1f} s"
+        print(f"\r{line}" if tty else line, end="" if tty and done < total else "\n", file=sys.stderr, flush=True)
 
     ctx = JobContext(chat=rt.chat, embeddings=rt.embeddings, documents=lambda: None, settings=s, priority=0)
     try:

@@ -20,7 +20,12 @@ def register(sub) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     s = settings_from(args)
     host = "127.0.0.1" if s.host in ("0.0.0.0", "::", "") else s.host
-    keys = s.accepted_keys()
+    try:
+        keys = s.accepted_keys()
+    except OSError as e:  # 0640 root:edge-agent, and this shell is neither
+        print(f"error: cannot read api_key_file {s.api_key_file}: {e.strerror or e}: run this as root or as the service's "
+              "user, or give this shell a config whose api_keys the daemon accepts", file=sys.stderr)
+        return 2
     headers = {"Authorization": f"Bearer {keys[0]}"} if keys else {}
     conn = http.client.HTTPConnection(host, s.port, timeout=10)
     try:

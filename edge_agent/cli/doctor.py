@@ -175,6 +175,7 @@ def check_index(r: Report) -> None:
 def _jobs(svc) -> list[dict[str, Any]] | None:
     """Job schedules from the database (None when this version has no jobs table)."""
     try:
+        from edge_agent.jobs.batch_files import is_openai_batch_job
         from edge_agent.store.jobs import JobStore
 
         rows = JobStore(svc.store.db).list_jobs()
@@ -182,7 +183,7 @@ def _jobs(svc) -> list[dict[str, Any]] | None:
         return None
     return [
         {"name": j.name, "kind": j.kind, "schedule": j.schedule_cron, "timezone": j.schedule_tz, "enabled": j.enabled,
-         "next_run_at": j.next_run_at, "last_success_at": j.last_success_at}
+         "next_run_at": j.next_run_at, "last_success_at": j.last_success_at, "openai_batch": is_openai_batch_job(j)}
         for j in rows
     ]
 
@@ -266,12 +267,14 @@ def _print(r: Report) -> None:
     t = sec["threads"]
     print(f"threads: {t['onnxruntime_threads']} ({t['physical_cores']} physical cores)")
     if "index" in sec:
-        ix = sec["index"]
-        print("index: " + (json.dumps({k: ix[k] for k in ix if k not in ("ok",)}, default=str) if ix["ok"] else "cannot be opened"))
+        print("\n".join(_index_lines(sec["index"])))
     if "jobs" in sec:
-        print("jobs: " + ("none" if not sec["jobs"] else ""))
-        for j in sec["jobs"]:
+        shown = [j for j in sec["jobs"] if not j.get("openai_batch")]  # one per POST /v1/batches: counted, as `jobs list` does
+        print("jobs: " + ("none" if not shown else ""))
+        for j in shown:
             print(f"  {j['name']} ({j['kind']}): {j['schedule'] or 'manual'} {j['timezone'] or ''} {'enabled' if j['enabled'] else 'disabled'}")
+        if len(shown) < len(sec["jobs"]):
+            print(f"  ({len(sec['jobs']) - len(shown)} OpenAI batch jobs not shown; see `edge-agent jobs list --all`)")
     ls = sec["listen"]
     print(f"listen: {ls['address']} ({'loopback' if ls['loopback'] else 'network'}; auth {'on, ' + str(ls['api_keys']) + ' keys' if ls['auth'] else 'off'})")
     for name, dk in sec["disk"].items():
@@ -282,6 +285,33 @@ def _print(r: Report) -> None:
             print(f"  - {p['problem']}\n    fix: {p['fix']}")
     else:
         print("\nno problems found")
+
+
+def _index_lines(ix: dict) -> list[str]:
+    """The index section for a person (--json has every field): size, search, languages, embedder, last check."""
+    if not ix["ok"]:
+        return ["index: cannot be opened"]
+    f = ix.get("index") or {}
+    by_status = ", ".join(f"{n} {k}" for k, n in sorted((ix.get("documents_by_status") or {}).items()))
+    ann = f.get("ann", "off")
+    search = f"exact search up to {f['ann_threshold']:,} chunks" if ann == "off" else f"approximate search (HNSW: {ann})"
+    lines = [f"index: {ix['documents']} documents{f' ({by_status})' if by_status else ''}, {ix['chunks']} chunks, "
+             f"{f.get('vectors', 0)} vectors in {f.get('index_file', '?')}; {search}"]
+    langs = f.get("languages") or {}
+    if langs:
+        lines.append("  languages: " + ", ".join(
+            f"{code} {v['chunks']} chunk{'' if v['chunks'] == 1 else 's'}" + ("" if v.get("embedder_covers") else " (the embedder does not cover it: BM25 leads)")
+            for code, v in sorted(langs.items(), key=lambda kv: -kv[1]["chunks"])))
+    emb = ix.get("embedder") or {}
+    if emb:
+        lines.append(f"  embedder: {emb.get('model')} ({', '.join(str(emb[k]) for k in ('backend', 'variant') if emb.get(k))})")
+    if ix.get("reembed"):
+        lines.append(f"  re-embedding: {json.dumps(ix['reembed'], default=str)}")
+    last = ix.get("last_check") or {}
+    if last:
+        lines.append(f"  last check: {'ok' if last.get('ok') else 'MISMATCH'} ({last.get('sqlite_chunks')} chunks in SQLite, "
+                     f"{last.get('index_vectors')} vectors in the index)")
+    return lines
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -56,18 +56,18 @@ BUSY_HINT = (
 )
 
 
-def _service(check: bool = True, write: bool = True, check_on_open: bool = True):
+def _service(check: bool = True, write: bool = True, check_on_open: bool = True, busy_hint: str = BUSY_HINT):
     """The DocumentService. Writing commands need the index to themselves: while a daemon owns it
-    they exit with status 2 saying what to do instead; reading ones fall back to a read-only view."""
-    from edge_agent.config import Settings
+    they exit with status 2 saying what to do instead (busy_hint); reading ones fall back to a read-only view."""
+    from edge_agent.config import load_settings
     from edge_agent.services.documents import DocumentService, IndexInUseError
 
-    settings = Settings()
+    settings = load_settings()
     try:
         svc = DocumentService.from_settings(settings, check_on_open=check_on_open)
     except IndexInUseError as e:
         if write:
-            raise SystemExit(_fail(f"{e}: {BUSY_HINT}")) from None
+            raise SystemExit(_fail(f"{e}: {busy_hint}")) from None
         print(f"note: {e}; reading it without changes", file=sys.stderr)
         return DocumentService.from_settings(settings, read_only=True)
     if check and svc.last_check is not None and not svc.last_check.ok:
@@ -147,7 +147,7 @@ def cmd_index_search(args: argparse.Namespace) -> int:
 def cmd_index_remove(args: argparse.Namespace) -> int:
     from edge_agent.services.documents import DocumentNotFoundError
 
-    with closing(_service()) as svc:
+    with closing(_service(busy_hint=f"delete it through the daemon (DELETE /v1/documents/{args.id}) or stop the daemon first")) as svc:
         try:
             svc.delete(args.id)
         except DocumentNotFoundError as e:
@@ -157,7 +157,7 @@ def cmd_index_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:
-    with closing(_service(check=False)) as svc:
+    with closing(_service(check=False, busy_hint="a rebuild needs the index to itself: stop the daemon first")) as svc:
         out = svc.rebuild(reembed=args.reembed)
     print(f"rebuilt {out['vectors']} vectors in {out['seconds']} s" + (" (re-embedded)" if out["reembedded"] else ""))
     return 0
@@ -179,7 +179,8 @@ def cmd_index_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_index_check(args: argparse.Namespace) -> int:
-    with closing(_service(check=False, write=not args.no_repair, check_on_open=False)) as svc:
+    hint = "run `edge-agent index check --no-repair` (it checks a copy while the daemon runs) or stop the daemon first to repair"
+    with closing(_service(check=False, write=not args.no_repair, check_on_open=False, busy_hint=hint)) as svc:
         res = svc.check(repair=not args.no_repair)
     print(json.dumps(res.to_dict(), indent=2))
     return 0 if res.ok else 1

@@ -11,6 +11,7 @@ import argparse
 import datetime as dt
 import json
 import sys
+import time
 from typing import Any
 
 
@@ -77,6 +78,9 @@ def _limits(args: argparse.Namespace) -> dict | None:
     return out or None
 
 
+PROGRESS_LINE_S = 60.0  # without a terminal, `jobs run` writes a progress line at most this often (and at the end)
+
+
 def _fail(message: str, code: int = 2) -> int:
     print(f"error: {message}", file=sys.stderr)
     return code
@@ -99,7 +103,7 @@ def _service(args: argparse.Namespace, with_model: bool = False, kind: str | Non
         scheduler = build_engine(settings)
         chat = ChatService(scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
                            max_tokens_limit=settings.max_tokens_limit)
-    documents = _Documents(settings, writable=kind == "reindex")
+    documents = _Documents(settings, writable=kind == "reindex", job=getattr(args, "name", None) or "NAME")
     from edge_agent.services.embeddings import EmbeddingService
 
     embeddings = EmbeddingService(documents, lambda: documents.status)
@@ -112,8 +116,8 @@ def _service(args: argparse.Namespace, with_model: bool = False, kind: str | Non
 class _Documents:
     """The DocumentService, opened on first use: writable when the job writes the index, else read-only if another owns it."""
 
-    def __init__(self, settings, writable: bool):
-        self.settings, self.writable = settings, writable
+    def __init__(self, settings, writable: bool, job: str = "NAME"):
+        self.settings, self.writable, self.job = settings, writable, job
         self.svc = None
         self.status: str | None = None
 
@@ -125,10 +129,8 @@ class _Documents:
                 self.svc = DocumentService.from_settings(self.settings)
             except IndexInUseError as e:
                 if self.writable:
-                    from edge_agent.cli.index import BUSY_HINT
-
-                    raise SystemExit(_fail(f"{e}: the daemon owns the document index; run the job through it "
-                                           f"(POST /v1/jobs/{{id}}/run) or stop it first ({BUSY_HINT})")) from None
+                    raise SystemExit(_fail(f"{e}: run the job through the daemon (POST /v1/jobs/{self.job}/run) "
+                                           "or stop the daemon first")) from None
                 self.svc = DocumentService.from_settings(self.settings, read_only=True)
         return self.svc
 
@@ -175,7 +177,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not jobs:
         print("no jobs; add one with `edge-agent jobs add NAME KIND`")
     else:
-        rows = [("NAME", "KIND", "SCHEDULE", "NEXT RUN", "LAST SUCCESS")]
+        zone = dt.datetime.now().astimezone().strftime("%Z")  # _when's times are this machine's; a schedule may name another zone
+        rows = [("NAME", "KIND", "SCHEDULE", f"NEXT RUN ({zone})", f"LAST SUCCESS ({zone})")]
         for j in jobs:
             sched = f"{j.schedule_cron} {j.schedule_tz}" if j.schedule_cron else "-"
             rows.append((j.name, j.kind, sched + ("" if j.enabled else " (off)"), _when(j.next_run_at), _when(j.last_success_at)))
@@ -200,7 +203,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         job = svc.create_job(args.name, args.kind, params, sched, not args.disabled, _limits(args))
     except _errors() as e:
         return _fail(str(e))
-    print(f"added job {job.name} ({job.id}), kind {job.kind}" + (f", next run {_when(job.next_run_at)}" if job.next_run_at else ""))
+    print(f"added job {job.name} ({job.id}), kind {job.kind}" + (f", next run {_when(job.next_run_at)} ({dt.datetime.now().astimezone():%Z})" if job.next_run_at else ""))
     return 0
 
 
@@ -219,16 +222,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     except BundleError as e:
         return _fail(str(e))
     bar = None
-    if not args.no_progress and not args.json:
+    shown = not args.no_progress and not args.json
+    if shown and sys.stderr.isatty():
         from tqdm import tqdm
 
         bar = tqdm(total=0, unit="item", desc=job.name, file=sys.stderr)
+    last = {"at": time.monotonic(), "done": -1}
 
     def progress(done: int, total: int) -> None:
         if bar is not None:
             bar.total = total
             bar.n = done
             bar.refresh()
+        elif shown and total and done != last["done"] and (done >= total or time.monotonic() - last["at"] >= PROGRESS_LINE_S):
+            last.update(at=time.monotonic(), done=done)  # no terminal (a timer's journal): a whole line now and then
+            print(f"{job.name}: {done}/{total} items", file=sys.stderr, flush=True)
 
     try:
         run = svc.run_foreground(job.id, progress=progress, overrides=_limits(args))

@@ -84,6 +84,12 @@ class DocumentNotFoundError(DocumentError):
     code = "not_found"
 
 
+class FileTooLargeError(DocumentError):
+    """A file or text over max_file_bytes (413)."""
+
+    code = "file_too_large"
+
+
 class IndexInUseError(DocumentError):
     """Another process owns the index (see edge_agent.rag.owner); `pid` is that process's."""
 

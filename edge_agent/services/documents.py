@@ -29,6 +29,7 @@ from edge_agent.services.document_results import (
     CheckResult,
     DocumentError,
     DocumentNotFoundError,
+    FileTooLargeError,
     IndexInUseError,
     escaped_name,
     file_name_error,
@@ -267,7 +268,7 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             raise DocumentError("text is empty", param="text")
         data = text.encode("utf-8")
         if len(data) > self.limits.max_file_bytes:
-            raise DocumentError(f"text is over the {self.limits.max_file_bytes}-byte limit", param="text")
+            raise FileTooLargeError(f"text is over the {self.limits.max_file_bytes}-byte limit (max_file_bytes): split it", param="text")
         meta = DocumentMeta(f"text:{title}", title, "txt", _sha256(data), len(data), mime="text/plain")
         return meta, LoadedDocument(title, "txt", [Section(text.strip())])
 

@@ -341,6 +341,16 @@ def embedding_model(facts: dict[str, Any] | None) -> tuple[OllamaModel, dict[str
     return card, {"general.architecture": "bert", "bert.embedding_length": dim, "bert.context_length": window}
 
 
+def template_of(formatter) -> str:
+    """/api/show's template: the bundle's chat template, or a base model's transcript frame in Ollama's Go-template
+    words (an empty template would tell a client the prompt goes as it is, which only raw true does)."""
+    if formatter.prompt_format.get("template"):
+        return str(formatter.prompt_format["template"])
+    lab = formatter.labels
+    return (f"{{{{ if .System }}}}{{{{ .System }}}}{lab['system_separator']}{{{{ end }}}}"
+            f"{lab['user']}{{{{ .Prompt }}}}{lab['separator']}{lab['assistant']}")
+
+
 def parameters(defaults: dict[str, Any]) -> str:
     """The bundle's sampling defaults as a Modelfile's PARAMETER lines ("temperature 0.8")."""
     return "\n".join(f"{k} {v}" for k, v in sorted(defaults.items()) if isinstance(v, (int, float, str)))

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from edge_agent.rag.loaders import detect_kind, load_bytes
 from edge_agent.rag.retrieval import IndexUpdate
-from edge_agent.services.document_results import DocumentError, IngestResult, ReadOnlyError, checked_name
+from edge_agent.services.document_results import DocumentError, FileTooLargeError, IngestResult, ReadOnlyError, checked_name
 from edge_agent.store.documents import DocumentMeta
 from edge_agent.services.ingest_tasks import TooManyTasksError
 
@@ -131,7 +131,8 @@ class UploadIngest:
         if len(name) > MAX_UPLOAD_NAME:  # no file system names a file so; the title would ride along with every chunk
             raise DocumentError(f"the file name is longer than {MAX_UPLOAD_NAME} characters: rename the file", param="file")
         if len(data) > self.limits.max_file_bytes:
-            raise DocumentError(f"file is over the {self.limits.max_file_bytes}-byte limit", param="file")
+            raise FileTooLargeError(f"file is over the {self.limits.max_file_bytes}-byte limit (max_file_bytes): split it, "
+                                    "or raise the setting", param="file")
         kind = detect_kind(name) or "unknown"
         return DocumentMeta(f"upload:{name}", Path(name).stem or name, kind, hashlib.sha256(data).hexdigest(), len(data)), name
 

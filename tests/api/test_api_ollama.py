@@ -241,3 +241,51 @@ def test_a_full_queue_is_a_429_with_retry_after(small_live):
         if queued is not None:
             queued.close()
     assert wait_until(lambda: server.runtime.scheduler.active == 0 and server.metric("edge_agent_queue_depth") == 0, 5)
+
+
+def test_a_body_sent_as_curl_sends_it_is_read_as_ollama_reads_it(live):
+    """Ollama's own docs post with `curl ... -d '{...}'` (Content-Type application/x-www-form-urlencoded) and Ollama reads
+    the body as JSON whatever its type: that was a 415 here. A browser page of another origin is still refused."""
+    body = {"model": "default", "prompt": "Een", "stream": False, "options": GREEDY}
+    for ctype in ("application/x-www-form-urlencoded", None):
+        headers = {"Content-Type": ctype} if ctype else {"Content-Type": ""}
+        status, _, raw = live.request("POST", "/api/generate", body, headers=headers)
+        assert status == 200 and json.loads(raw)["done"] is True, (ctype, raw)
+    status, _, raw = live.request("POST", "/api/chat", {"model": "default", "messages": MSGS, "stream": False, "options": GREEDY},
+                                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 200 and json.loads(raw)["message"]["role"] == "assistant", raw
+    status, _, raw = live.request("POST", "/api/generate", "model=default&prompt=Een", headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 400 and "JSON" in json.loads(raw)["error"], raw  # a real form is no JSON: Ollama's shape, saying so
+    status, _, raw = live.request("POST", "/api/generate", body, headers={"Content-Type": "text/plain", "Origin": "http://evil.example"})
+    assert status == 403, raw  # a cross-site form post (no preflight) stays refused before any route reads it
+
+
+def test_pulling_or_managing_models_is_refused_in_ollamas_shape_with_what_to_do(live, client):
+    """Open WebUI's download button and `client.pull` got the OpenAI-shaped 404 "no route matches this URL; see GET
+    /openapi.json", which the ollama client shows as a dict; now Ollama's shape, saying how models get here."""
+    for call in (lambda: client.pull("llama3.2"), lambda: client.delete("default"), lambda: client.copy("default", "mine"),
+                 lambda: client.push("default")):
+        with pytest.raises(ollama.ResponseError) as e:
+            call()
+        assert e.value.status_code == 400 and "edge-agent model import" in e.value.error and "copyed" not in e.value.error, e.value.error
+    status, _, raw = live.request("GET", "/api/nothing-here")
+    assert status == 404 and isinstance(json.loads(raw)["error"], str), raw
+    status, headers, raw = live.request("GET", "/api/chat")
+    assert status == 405 and isinstance(json.loads(raw)["error"], str) and "POST" in headers["allow"], raw
+
+
+def test_show_gives_a_base_models_prompt_frame_as_its_template(client):
+    """/api/show said template "" for a base model, which in Ollama means "the prompt goes as it is"; but /api/generate
+    (without raw) frames it as "Question: ...\\nAnswer:", so a prompt already in that form came back empty."""
+    shown = client.show("default")
+    assert shown.template == "{{ if .System }}{{ .System }}\n\n{{ end }}Question: {{ .Prompt }}\nAnswer:", shown.template
+
+
+def test_the_root_answers_as_ollamas_does_for_clients_that_probe_it(live):
+    """Ollama answers GET and HEAD / with 200 "Ollama is running", the probe its own client (heartbeat) and other
+    tools send before anything else; it was a 404 here. It is behind the API key like every route but /health."""
+    status, headers, body = live.request("GET", "/")
+    assert status == 200 and body == b"Ollama is running" and headers["content-type"].startswith("text/plain"), body
+    assert live.request("HEAD", "/")[0] == 200
+    assert live.request("GET", "/", key=None)[0] == 401
+    assert "/" in json.loads(live.request("GET", "/openapi.json")[2])["paths"]

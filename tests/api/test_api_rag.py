@@ -186,7 +186,7 @@ def test_sources_go_where_the_model_reads_instructions(llama_engine):
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE"])
-@pytest.mark.parametrize("doc_id", [999999, 0, 2**63])  # unknown, and outside the ids SQLite can hold
+@pytest.mark.parametrize("doc_id", [999999, 0, 2**63, "abc", -1, "1.5"])  # unknown, outside the ids SQLite can hold, no id at all
 def test_an_unknown_document_is_a_404_that_names_the_path_parameter(rag_server, method, doc_id):
     """Both routes name `document_id`, the path parameter of /openapi.json (as job_id, run_id, file_id, batch_id do)."""
     status, _, raw = rag_server.request(method, f"/v1/documents/{doc_id}")

@@ -152,3 +152,20 @@ def test_made_up_methods_do_not_grow_the_metrics(live):
     methods = set(re.findall(r'edge_agent_http_requests_total\{method="([^"]*)"', body.decode()))
     assert methods <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}, methods
     assert live.metric("edge_agent_http_requests_total", 'method="other",route="/v1/models",status="401"') >= 40
+
+
+def test_a_lan_allow_list_keeps_the_loopback_names(tiny_bundles, api_tmp):
+    """lan.conf.example's `allowed_hosts = ["edge-agent.lan", "192.168.10.5"]` replaced the default list, so
+    `curl localhost:8080/ready` (install.sh's last line), `edge-agent cluster status` and every local client got
+    403 host_not_allowed. A browser tricked by DNS rebinding sends the attacker's name, never a loopback one, so
+    loopback names stay accepted; other names still need the list."""
+    from api_helpers import start_server
+
+    server = start_server(api_settings(tiny_bundles["llama"], api_tmp / "lan", allowed_hosts=["edge-agent.lan"]))
+    try:
+        for host, status in (("localhost:8080", 200), ("127.0.0.1", 200), ("[::1]:8080", 200), ("edge-agent.lan", 200),
+                             ("192.168.10.5", 403), ("evil.example", 403)):
+            got, _, body = server.request("GET", "/v1/models", headers={"Host": host})
+            assert got == status, (host, body)
+    finally:
+        server.close()

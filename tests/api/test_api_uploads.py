@@ -295,3 +295,14 @@ def test_a_bad_json_document_names_the_field_it_got_wrong(make_server, body, par
     status, _, raw = server.request("POST", "/v1/documents", body)
     err = json.loads(raw)["error"]
     assert status == 400 and err["param"] == param and words in err["message"], err
+
+
+def test_a_file_over_max_file_bytes_is_a_413_whatever_its_size(make_server):
+    """Within a MiB over max_file_bytes an upload was a 400 "file is over the N-byte limit", further over a 413
+    "the upload is larger than ...": one cause, two answers. Now 413 both, naming the setting, nothing stored."""
+    server = make_server(max_file_bytes=4096)
+    for size in (5000, 3 * 1024 * 1024):
+        status, _, err = upload(server, "big.txt", b"a " * (size // 2))
+        assert status == 413, (size, err)
+        assert "max_file_bytes" in err["error"]["message"] or err["error"]["code"] == "body_too_large", err
+    assert _documents(server) == []

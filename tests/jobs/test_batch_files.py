@@ -84,6 +84,18 @@ def test_cli_batch_run_offline(tiny_bundles, tmp_path):
     assert merged[2]["custom_id"] == "req-2" and merged[2]["response"]["status_code"] == 200
 
 
+def test_cli_batch_run_writes_whole_progress_lines_without_a_terminal(tiny_bundles, tmp_path, capsys):
+    """cron or a systemd timer: "\r1/9 requests, 0.1 s\r9/9 requests, 0.3 s" was one line in the journal."""
+    from edge_agent.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(batch_bytes())
+    main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
+          "batch", "run", str(src), "-o", str(tmp_path / "out.jsonl")])
+    err = capsys.readouterr().err
+    assert "\r" not in err and any(line.startswith("9/9 requests, ") for line in err.splitlines()), err
+
+
 def test_cli_batch_run_refuses_non_utf8(tiny_bundles, tmp_path, capsys):
     from edge_agent.cli import main
 

@@ -1,6 +1,7 @@
 """`edge-agent jobs ...` in-process on tmp_path: add, list, run with a progress bar, runs, results, cancel, delete."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 from jobs_helpers import doc_text
@@ -15,18 +16,26 @@ def test_jobs_cli_round_trip(cli, capsys, tmp_path, embedder, monkeypatch):
         docs.add_text(f"d{i}", doc_text(i, 3))
     assert cli("add", "sum", "summarize", "--params", '{"max_tokens": 8}', "--schedule", "0 2 * * *", "--timezone",
                "Europe/Amsterdam") == 0
-    assert "added job sum" in capsys.readouterr().out
+    added = capsys.readouterr().out
+    assert "added job sum" in added and added.rstrip().endswith(f"({dt.datetime.now().astimezone():%Z})")  # "... 01:00 (UTC)"
     assert cli("add", "bad", "summarise") == 2
     assert "unknown job kind 'summarise'" in capsys.readouterr().err
     assert cli("add", "bad", "summarize", "--schedule", "0 25 * * *") == 2
     assert "bad cron expression" in capsys.readouterr().err
     assert cli("list") == 0
-    assert "0 2 * * * Europe/Amsterdam" in capsys.readouterr().out
+    listing = capsys.readouterr().out
+    assert "0 2 * * * Europe/Amsterdam" in listing
+    # the next run is this machine's local time: its zone is named, or "0 2 * * * Europe/Amsterdam" beside
+    # "2026-12-02 01:00" (a box on UTC) reads as a wrong schedule
+    zone = dt.datetime.now().astimezone().strftime("%Z")
+    assert f"NEXT RUN ({zone})" in listing and f"LAST SUCCESS ({zone})" in listing
 
     assert cli("run", "sum") == 0
     out = capsys.readouterr()
     assert "3 succeeded, 0 failed, 0 left" in out.out
-    assert "3/3" in out.err  # the progress bar reached the end
+    assert "3/3" in out.err  # the progress reached the end
+    # stderr is no terminal here (a systemd timer's journal): whole lines, not a bar redrawn with \r into one line
+    assert "\r" not in out.err and "sum: 3/3 items" in out.err.splitlines(), out.err
     run_id = out.out.split()[1].rstrip(":")
     assert cli("results", run_id, "--json") == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -41,7 +50,9 @@ def test_jobs_cli_round_trip(cli, capsys, tmp_path, embedder, monkeypatch):
     assert cli("add", "ri", "reindex", "--params", json.dumps({"folders": [str(tmp_path / "docs")]})) == 0
     capsys.readouterr()
     assert cli("run", "ri") == 2
-    assert "run the job through it" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "run the job through the daemon (POST /v1/jobs/ri/run)" in err
+    assert err.count("stop the daemon") == 1 and "add documents" not in err, err  # was both hints at once, one about uploads
     docs.close()
     monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings, **_: embedder)
     assert cli("run", "ri", "--no-progress") == 0

@@ -62,8 +62,12 @@ def test_cli_refuses_writes_while_the_daemon_owns_the_index(make_service, index_
     assert run("add", str(note), "--no-progress") == 2
     err = capsys.readouterr().err
     assert "in use by process" in err and "POST /v1/documents" in err
-    assert run("remove", "1") == 2 and run("rebuild") == 2 and run("check") == 2
-    capsys.readouterr()
+    # each refusal says what to do instead for that command, not "add documents through it" for all of them
+    for argv, hint in ((["remove", "1"], "DELETE /v1/documents/1"), (["rebuild"], "stop the daemon first"),
+                       (["check"], "`edge-agent index check --no-repair`")):
+        assert run(*argv) == 2
+        err = capsys.readouterr().err
+        assert "in use by process" in err and hint in err and "POST /v1/documents" not in err, (argv, err)
     assert run("search", "E-442", "-k", "1") == 0
     out = capsys.readouterr()
     assert "Alpha" in out.out and "read" in out.err
