@@ -1,4 +1,5 @@
-"""Blind 8 Dutch retrieval set for scripts/bench_rag.py (data, and a check of the data).
+"""Dutch retrieval set nl8 for scripts/bench_rag.py (data, and a check of the data); called blind8 while it was written
+(the answers set of the same session is blind8, scripts/rag_eval_blind8.py).
 
 Written 2026-12-01 13:10-13:30 UTC from the three articles in ../shared/corpus-nl only, before the retrieval round of
 issue 13 (branch nlret) changed anything, without looking at any earlier set's failures; committed before its first
@@ -6,10 +7,10 @@ measurement and never used to choose a setting. Phrased as users type them: para
 words (processor/videokaart for CPU/GPU, ...), informal, some typos, some bare keyword queries, and a few questions in
 English about the Dutch articles (a user of a mixed-language box asks in either).
 
-NL_FACTS_BLIND8: (question, exact phrase of the answer passage, short fact the answer must state).
-NL_RETRIEVAL_BLIND8: their (question, phrase) for passage Recall@3; each phrase occurs once in the texts.
+NL_FACTS_NL8: (question, exact phrase of the answer passage, short fact the answer must state).
+NL_RETRIEVAL_NL8: their (question, phrase) for passage Recall@3; each phrase occurs once in the texts.
 
-    .venv/bin/python scripts/rag_eval_blind8.py     checks every phrase against the texts and every fact against its phrase
+    .venv/bin/python scripts/rag_eval_nl8.py     checks every phrase against the texts and every fact against its phrase
 
 The corpus is small and 206 phrases of earlier sets cover most of its facts: 40 of these 46 answer passages hold a phrase an
 earlier set asks about too; the wording of the questions is new. Every phrase lies inside one chunk of the 200/40 chunking,
@@ -26,7 +27,7 @@ agreement change (same embedder, 13:43-13:47): hybrid 0.804. MiniLM with the rou
 """
 from __future__ import annotations
 
-NL_FACTS_BLIND8 = [
+NL_FACTS_NL8 = [
     # De CPU is terug (000)
     ("hoeveel processors per videokaart bij agents volgens intel?", "Convergeren naar 1:1", "1:1"),
     ("Welk deel van de totale vertraging komt bij agent-werk door het tool-gedoe op de processor?",
@@ -103,14 +104,14 @@ NL_FACTS_BLIND8 = [
      "niet de beperkende factor"),
 ]
 
-NL_RETRIEVAL_BLIND8 = [(q, p) for q, p, _ in NL_FACTS_BLIND8]
+NL_RETRIEVAL_NL8 = [(q, p) for q, p, _ in NL_FACTS_NL8]
 
 
 def check(corpus_nl) -> list[str]:
     """Problems with the set (rag_eval_blind6.check's rules); an empty list when all hold."""
     from rag_eval_blind6 import check as check_set
 
-    return check_set(corpus_nl, NL_FACTS_BLIND8, [], NL_RETRIEVAL_BLIND8, [])
+    return check_set(corpus_nl, NL_FACTS_NL8, [], NL_RETRIEVAL_NL8, [])
 
 
 if __name__ == "__main__":
@@ -118,5 +119,5 @@ if __name__ == "__main__":
     from pathlib import Path
 
     found = check(Path(__file__).resolve().parents[2] / "shared" / "corpus-nl")
-    print("\n".join(found) or f"ok: {len(NL_RETRIEVAL_BLIND8)} nl retrieval; every phrase once in its texts, every fact in its phrase")
+    print("\n".join(found) or f"ok: {len(NL_RETRIEVAL_NL8)} nl retrieval; every phrase once in its texts, every fact in its phrase")
     sys.exit(1 if found else 0)
