@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
 DECISION_FILE = "edge-agent-embedder.json"
 LANGUAGES_FILE = "edge-agent-embedding.json"  # an imported model's manifest: {"languages": [...], ...}
+# named prompts of a model (sentence-transformers config_sentence_transformers.json) used for a search query and for
+# a passage (a chunk, an /v1/embeddings input), first found: e5 wants "query: " and "passage: " before its texts
+QUERY_PROMPTS = ("query",)
+PASSAGE_PROMPTS = ("passage", "document")
 DECISION_VERSION = 7  # bump when the candidates change: cached decisions of older versions are made again (7: no timing)
 MIN_COSINE = 0.99
 EMBEDDING_BATCH = 16  # the config default (see config.embedding_batch)
@@ -178,8 +182,12 @@ class _SentenceEmbedder:
 
     @property
     def model_id(self) -> str:
-        """Names the vectors' space: stored vectors from another id must be re-embedded."""
-        return f"{self.name}/{self.dim}"
+        """Names the vectors' space: stored vectors from another id must be re-embedded (a model that puts prompts
+        before its texts is named apart from the same model without them)."""
+        from edge_agent.rag.onnx_sentence import prompts
+
+        known = prompts(self.folder)
+        return f"{self.name}/{self.dim}" + ("+prompts" if any(known.get(n) for n in QUERY_PROMPTS + PASSAGE_PROMPTS) else "")
 
     @property
     def tokenizer(self):  # -> tokenizers.Tokenizer
@@ -194,18 +202,25 @@ class _SentenceEmbedder:
         return self._tokenizer
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """L2-normalised float32 vectors [len(texts), dim], computed in batches."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self._model.encode(
-            list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        return np.ascontiguousarray(vecs, dtype=np.float32)
+        """L2-normalised float32 vectors [len(texts), dim], computed in batches; a model with a passage prompt
+        (PASSAGE_PROMPTS) gets it before each text."""
+        return self._encode(texts, PASSAGE_PROMPTS)
 
     def embed_query(self, text: str) -> np.ndarray:
-        """One normalised vector [dim] for a search query."""
-        return self.embed([text])[0]
+        """One normalised vector [dim] for a search query (with the model's query prompt, if it has one)."""
+        return self._encode([text], QUERY_PROMPTS)[0]
+
+    def _encode(self, texts: Sequence[str], prompt_names: tuple[str, ...]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._model
+        known = getattr(model, "prompts", None) or {}
+        name = next((n for n in prompt_names if known.get(n)), None)
+        vecs = model.encode(
+            list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
+            show_progress_bar=False, **({"prompt_name": name} if name else {}),
+        )
+        return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
 class TorchEmbedder(_SentenceEmbedder):

@@ -51,6 +51,13 @@ def supported(folder: Path) -> bool:
                 and (folder / "tokenizer.json").is_file())
 
 
+def prompts(folder: Path) -> dict[str, str]:
+    """The model's named prompts (config_sentence_transformers.json "prompts", e.g. e5's {"query": "query: ",
+    "passage": "passage: "}); empty when it has none."""
+    found = (_read_json(folder / "config_sentence_transformers.json") or {}).get("prompts")
+    return {str(k): str(v) for k, v in found.items() if isinstance(v, str) and v} if isinstance(found, dict) else {}
+
+
 def embedding_dimension(folder: Path) -> int | None:
     """The pooling module's output size from its configuration, or None when it does not say."""
     modules = _read_json(folder / "modules.json")
@@ -95,6 +102,7 @@ class OrtSentenceModel:
         pooling = _read_json(folder / str(modules[1].get("path", "")) / "config.json") or {}
         self.dim = int(pooling.get("word_embedding_dimension") or pooling.get("embedding_dimension")
                        or self.session.get_outputs()[0].shape[-1])
+        self.prompts = prompts(folder)
 
     def get_embedding_dimension(self) -> int:
         return self.dim
@@ -117,9 +125,12 @@ class OrtSentenceModel:
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return pooled.astype(np.float32, copy=False)
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32, normalize_embeddings: bool = False, **_: Any) -> np.ndarray:
-        """Vectors [len(texts), dim] (float32), computed in batches of texts of similar length."""
-        texts = list(texts)
+    def encode(self, texts: Sequence[str], batch_size: int = 32, normalize_embeddings: bool = False, prompt_name: str | None = None,
+               **_: Any) -> np.ndarray:
+        """Vectors [len(texts), dim] (float32), computed in batches of texts of similar length; prompt_name: the model's
+        prompt of that name (see `prompts`) put before each text, as sentence-transformers does."""
+        prompt = self.prompts[prompt_name] if prompt_name else ""
+        texts = [prompt + t for t in texts]
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.zeros((len(texts), self.dim), np.float32)
         for start in range(0, len(texts), batch_size):

