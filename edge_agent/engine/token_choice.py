@@ -49,9 +49,9 @@ class TokenChoice:
 
     def _choose(self, s: Sequence, logits: np.ndarray) -> int:
         p = s.params
+        if p.logits_processor is not None:  # it sees the raw row (a teacher-forcing scorer reads its log-softmax)
+            logits = np.asarray(p.logits_processor(list(s.tokens), logits.copy()), np.float32)
         self._ban_never_generated(logits)
-        if p.logits_processor is not None:
-            logits = self._ban_never_generated(np.asarray(p.logits_processor(list(s.tokens), logits.copy()), np.float32))
         if self._below_min(s):  # after the processor: min_tokens has the last word
             logits = suppress(logits, [*p.stop_token_ids, *(() if p.ignore_eos else self.engine.stop_token_ids)])
         if is_greedy(p):
