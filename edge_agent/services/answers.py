@@ -224,17 +224,45 @@ NAME_ANSWER_WORDS = 3  # an answer this short may give the name as its first wor
 # "which year": a year is asked for
 _YEAR_ASKS = re.compile(r"\b(?:which|what|in welk|welk|in welchem|welches|quel|quelle|en qué|qué)\s+(?:year|jaar|jahr|année|año)\b")
 _YEAR = re.compile(r"(?<![\d.,])(?:1[5-9]|20)\d\d(?![\d.,]\d)")
+# "which version", "sinds welke versie": a version is asked for ("Changed in version 3.8", "Python 3", "1.6.0")
+_VERSION_ASKS = re.compile(r"\b(?:which|what|welke|welk|welcher|welche|welches|quelle|qué)\s+(?:[\w.-]+\s+)?(?:version|versie|release)s?\b")
+_NAMED_VERSION = re.compile(r"\b(?:version|versions|versie|versies|release|python)\s+v?(\d+(?:\.\d+)*)", re.IGNORECASE)
+_DOTTED = re.compile(r"(?<![\w.,])v?(\d+(?:\.\d+){1,3})(?![\w]|[.,]\d)")
+# "when did X come out", "wanneer kwam X op de markt": a date is asked for (a year, a month, or, for software, a version);
+# not "When a key is added twice, ...": an English "when" asks only before was/did/will/...
+_RELEASE_ASKS = re.compile(
+    r"^\W*(?:when\s+(?:was|were|did|does|do|will|is|are|has|have)|wanneer|wann|quand)\b[^,;]*\b(?:kwam|kwamen|komt|verscheen|verschenen|verschijnt|uitgebracht|bracht|brengt|"
+    r"lanceerde|lanceert|gelanceerd|introduceerde|geïntroduceerd|opgericht|gepubliceerd|getekend|ondertekend|released?|launched?|"
+    r"introduced?|came|comes?|appeared?|added|founded|published|signed|erschien|erscheint)\b")
+_MONTH = re.compile(r"\b(?:januari|februari|maart|april|mei|juni|juli|augustus|september|oktober|november|december|january|"
+                    r"february|march|june|july|august|october|januar|februar|märz|juli|oktober|dezember)\b", re.IGNORECASE)
+
+
+def versions(text: str) -> set[str]:
+    """The versions text writes: a figure after "version", "versie", "Python" ("version 3", "Python 3.11"), or a dotted
+    figure of two to four parts ("3.8", "1.6.0"), not one whose later parts are all of three digits (the "1.000" of a
+    thousand)."""
+    found = {m.group(1) for m in _NAMED_VERSION.finditer(text)}
+    for m in _DOTTED.finditer(text):
+        if not all(len(part) == 3 for part in m.group(1).split(".")[1:]):
+            found.add(m.group(1))
+    return found
 
 
 def answer_kind(question: str, lang: str) -> str | None:
     """What the question asks for: "money" (an amount: "how much does it cost", "wat kost", "how expensive"), "number" (a
     figure: "how many", "hoeveel", "how fast", or a unit named last: "... in watt?"), "code" (a name as code writes it: "which method", "welke
-    omgevingsvariabele"), "name" (a name: "who", "wie"), "year" ("which year", "in welk jaar"), or None (anything:
-    its words decide)."""
+    omgevingsvariabele"), "name" (a name: "who", "wie"), "year" ("which year", "in welk jaar"), "version" ("which version",
+    "welke versie"), "date" (when something came out: "wanneer kwam X uit", "when was X added"), or None (anything: its
+    words decide)."""
     if persons.asks_who(question, lang):
         return "name"
     if _YEAR_ASKS.search(question.casefold()):
         return "year"
+    if _VERSION_ASKS.search(question.casefold()):
+        return "version"
+    if _RELEASE_ASKS.search(question.casefold()):
+        return "date"
     if figures.asks_money(question):  # "Wat kost X?", "What does X cost?", "How expensive is X?"
         return "money"
     low = " ".join(language.words(question.casefold()))
@@ -265,9 +293,15 @@ def fits(text: str, kind: str, question: str, lang: str) -> bool:
     a number word, "duizenden" too) for "number", a figure and an amount of money (figures.states_money) for "money", a
     name as code writes it for "code", a capitalised word that is not the question's, a stop word, a question word
     ("When" after a code line) or (in a text of more than NAME_ANSWER_WORDS words) the first word, for "name" (for a
-    question about a person, a person's name: persons.names_person); a year (1500-2099) the question does not name, for "year"."""
+    question about a person, a person's name: persons.names_person); a year (1500-2099) the question does not name, for "year";
+    a version it does not name (versions), for "version"; a year, a month or a version, for "date"."""
     if kind == "year":
         return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)))
+    if kind == "version":
+        return bool(versions(text) - versions(question))
+    if kind == "date":  # a year, a month or a version the question does not name
+        return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)) or _MONTH.search(text)
+                    or versions(text) - versions(question))
     if kind == "name" and persons.asks_person(question, lang):  # a person's name, not "Intel" or "PEP"
         return persons.names_person(text, question, lang)
     if kind == "name":
@@ -470,12 +504,15 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
         return answer.strip(), {"answer": "model", "check": "none"}
     number = {s: k for k, s in evidence}
     verdict = check_answer(answer, question, [s for _, s in evidence], lang)
+    kind = answer_kind(question, lang)
     if verdict.ok and verdict.support is not None:
         if model_words:
             return with_citation(answer.strip(), number[verdict.support], set(number.values())), {"answer": "model", "check": "ok"}
-        if set(_DIGITS.findall(strip_citations(answer))) - set(_DIGITS.findall(question)):  # all in support (check_answer)
+        # the figure points at its sentence (all in support: check_answer), where that sentence holds what is asked (a
+        # figure of the asked quantity: not the "16 kernen" of a sentence for "hoe lang duurt ...?")
+        if set(_DIGITS.findall(strip_citations(answer))) - set(_DIGITS.findall(question)) \
+                and (not kind or answers_kind(verdict.support.text, kind, question, lang)):
             return extractive(verdict.support, number[verdict.support]), {"answer": "extractive", "check": "ok"}
-    kind = answer_kind(question, lang)
     top = max(s.match for _, s in evidence)
     # one that matches the question nearly as well as the best, not only by its figure (the model's first: FIRST_MIN_MATCH
     # is enough, as "bijna nul marginale hardwarekosten" under a sentence about servers); the evidence may be ranked

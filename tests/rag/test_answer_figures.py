@@ -69,6 +69,11 @@ def test_a_figure_question_answered_only_by_a_date_or_a_span_of_time_is_declined
     ev = _evidence(q, [doc], "nl")
     assert A.fits(ev[0][1].text, "number", q, "nl")  # a figure, so the old rule quoted it
     assert A.settle("De Vera heeft 36 kernen.", q, ev, "nl", DECLINE) == (DECLINE, {"answer": "declined", "check": "no_answer"})
+    # nor where the model's answer copies such a figure: its sentence must hold a figure of the asked quantity too
+    spans = "De Vera-processor van NVIDIA is het werk van 35 jaar onderzoek."
+    ev2 = _evidence(q, [spans], "nl")
+    assert A.check_answer("35.", q, [s for _, s in ev2], "nl").ok  # the figure is in a sentence about the Vera
+    assert A.settle("35.", q, ev2, "nl", DECLINE) == (DECLINE, {"answer": "declined", "check": "no_answer"})
     # the figure the question asks for is quoted
     doc2 = doc + " De Vera-processor van NVIDIA heeft 88 kernen."
     text, how = A.settle("Veel.", q, _evidence(q, [doc2], "nl"), "nl", DECLINE)

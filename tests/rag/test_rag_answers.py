@@ -334,6 +334,42 @@ def test_a_year_question_gets_a_sentence_with_a_year_or_a_decline():
     assert A.settle("Python 3.0 was released.", q, ev, "en", "Not covered.")[0] == "Not covered."
 
 
+@pytest.mark.parametrize("question, lang, kind", [
+    ("Welke versie van vLLM heeft de CPU-backend?", "nl", "version"), ("Since which Python version can I use underscores?", "en", "version"),
+    ("Wanneer kwam de Orka X2 op de markt?", "nl", "date"), ("When was the walrus operator added?", "en", "date"),
+    ("Wanneer is het huurcontract getekend?", "nl", "date"),
+    ("When an item is added to a list, what happens?", "en", None),  # a conditional "when" asks for no date
+    ("Wanneer draai je een model beter op de processor?", "nl", None),  # a condition, not a release
+])
+def test_a_version_or_release_question_asks_for_a_version_or_a_date(question, lang, kind):
+    assert A.answer_kind(question, lang) == kind
+
+
+def test_versions_are_dotted_or_named_figures_not_thousands():
+    assert A.versions("Changed in version 3.6: before 3.5, and Python 3 too; llama.cpp 1.6.0") == {"3.6", "3.5", "3", "1.6.0"}
+    assert A.versions("meer dan 1.000 GB/s, circa 5,5 GB en 35 jaar") == set()
+
+
+def test_a_version_question_gets_a_sentence_with_a_version_or_a_decline():
+    q = "Welke versie van vLLM heeft de CPU-backend?"
+    without = "De CPU-backend van vLLM ondersteunt nu continuous batching en prefix caching. Deze werken op x86 en Arm."
+    text, how = A.settle("vLLM heeft een CPU-backend.", q, _evidence(q, [without], "nl"), "nl", "Niet gevonden.")
+    assert (text, how) == ("Niet gevonden.", {"answer": "declined", "check": "no_answer"})  # the subject, not the version
+    with_version = without + " De CPU-backend zit in vLLM sinds versie 0.6.2."
+    text, how = A.settle("vLLM heeft een CPU-backend.", q, _evidence(q, [with_version], "nl"), "nl", "Niet gevonden.")
+    assert "0.6.2" in text and how["answer"] == "extractive"
+
+
+def test_a_release_question_gets_a_sentence_with_a_date_or_a_decline():
+    q = "Wanneer kwam de Orka X2 op de markt?"
+    assert A.settle("In 2019.", q, _evidence(q, [AI_DOC], "nl"), "nl", "Niet gevonden.")[0] == "Niet gevonden."  # no date of the X2
+    dated = AI_DOC + " De Orka X2 kwam in maart uit."
+    assert "maart" in A.settle("In 2019.", q, _evidence(q, [dated], "nl"), "nl", "Niet gevonden.")[0]
+    q2 = "When was the walrus operator added?"  # for software, a version dates it
+    assert A.fits('New in version 3.8: the walrus operator ":=".', "date", q2, "en")
+    assert not A.fits("The walrus operator assigns to a name inside an expression.", "date", q2, "en")
+
+
 def test_a_who_question_gets_a_sentence_with_a_name_or_a_decline():
     q = "Wie is de topman van het Zeeuwse archief?"
     without = "Het Zeeuwse archief heeft een topman die op werkdagen aanwezig is."
