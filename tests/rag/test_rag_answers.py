@@ -370,6 +370,25 @@ def test_a_release_question_gets_a_sentence_with_a_date_or_a_decline():
     assert not A.fits("The walrus operator assigns to a name inside an expression.", "date", q2, "en")
 
 
+def test_a_value_asked_of_a_named_thing_is_quoted_only_from_a_passage_that_names_it():
+    q = "Hoeveel watt verbruikt de Orka X2?"
+    about = AI_DOC + " Het verbruik van de Orka X2 hangt af van de stand van de schakelaar."
+    servers = "Een GPU-cluster van 700 watt verbruikt in een jaar duizenden kilowatturen."
+    ev = _evidence(q, [about, servers], "nl")
+    assert any("700 watt" in s.text and s.chunk == 1 for _, s in ev)  # a figure of the asked unit, in the other passage
+    passages = [f"doc0\n{about}", f"doc1\n{servers}"]
+    assert A.settle("700 watt.", q, ev, "nl", "Niet gevonden.", passages=passages) == (
+        "Niet gevonden.", {"answer": "declined", "check": "no_answer"})
+    assert "700 watt" in A.settle("700 watt.", q, ev, "nl", "Niet gevonden.")[0]  # without passages: as before
+    named = [f"doc0\n{about}", f"doc1\nDe Orka X2 in het rekenvoorbeeld. {servers}"]  # the passage speaks of the X2
+    assert "700 watt" in A.settle("700 watt.", q, ev, "nl", "Niet gevonden.", passages=named)[0]
+    # a question without a name, or one that asks no value, is not held to it
+    assert A.thing_check("Hoeveel watt verbruikt een server?", passages, "nl") is None
+    assert A.thing_check("Wat voor ventilator heeft de Orka X2?", passages, "nl") is None
+    check = A.thing_check(q, passages, "nl")
+    assert check(passages[0]) and not check(passages[1])
+
+
 def test_a_who_question_gets_a_sentence_with_a_name_or_a_decline():
     q = "Wie is de topman van het Zeeuwse archief?"
     without = "Het Zeeuwse archief heeft een topman die op werkdagen aanwezig is."
@@ -468,6 +487,15 @@ def test_an_empty_generation_falls_back_to_the_extractive_answer(base_chat):
     assert gen.grounding["choices"][0] == {"index": 0, "answer": "extractive", "check": "empty"}
     assert r.text == FACT_QUOTE
     _consistent(r.text, gen.sources)
+
+
+def test_a_grounded_prompt_carries_the_retrieved_passages_by_rank(base_chat):
+    from edge_agent.services.chat import SamplingOptions
+
+    gp = base_chat._ground_chat([{"role": "user", "content": NL_Q}], SamplingOptions(max_tokens=4), "", RagOptions(k=2))
+    assert isinstance(gp, GroundedPrompt) and gp.evidence and len(gp.passages) == 2
+    assert gp.passages[0].startswith("Zeeuws archief\n")  # title, then text, of the best chunk
+    assert all(s.text.split()[0] in gp.passages[s.chunk] for _, s in gp.evidence)
 
 
 def test_a_question_below_the_threshold_is_declined_in_its_language(base_chat):
