@@ -146,6 +146,11 @@ def test_a_dutch_compound_counts_in_part_where_its_parts_are_separate_words():
     q2, p2 = "Na hoeveel jaar kwam er nieuw productiesilicium?", "hun eerste productie-silicon in 35 jaar"
     assert language.coverage(q2, p2, "nl") == 0.25 < S.coverage(q2, p2, "nl") < 0.5  # "productie" is half the compound
     assert S.coverage(q, other, "nl") == 0.0
+    # a word that only starts a longer one where a vowel follows is another word, not part of a compound
+    assert S.coverage("Wat is het recept voor appeltaart?", "De CPU is een receptionist die het werk regelt.", "nl") == 0.0
+    assert S.coverage("Welk recept?", "Het receptenboek ligt klaar.", "nl") == 1.0  # joined by "en": a compound
+    assert S.coverage("Welke kamer?", "De kameraden wachten.", "nl") == 0.0
+    assert S.coverage("Hoeveel geheugen?", "De geheugenbandbreedte is hoog.", "nl") == 1.0
     assert S.coverage("What does the systemmemory cost?", "The memory cost is high.", "en") == 0.5  # English: no compounds
     from edge_agent.services.grounding import GroundingPolicy
 
