@@ -8,6 +8,11 @@ the answer is a sentence, quoted, with its citation: the documents' own words, n
 answer chooses the sentence where it states a figure (it copies figures from the sentence it read); otherwise the best
 one is quoted. Which path produced an answer is reported with the response (`grounding`).
 
+A quote that names the question's subject but not what it asks is worse than none: where the question asks for a value
+(a figure of the asked quantity or a ratio, an amount, a name, a year, a version, a release date: answer_kind) no
+sentence without one is quoted, and a value asked of a named thing is quoted only from a passage that names it
+(thing_check); with neither, the answer is the "documents do not cover this" text.
+
 Sentences are ranked by the share of the question's content terms they hold (stemmed in the question's
 language), each term weighed by how rare it is among the retrieved sentences, with a small penalty per
 retrieval rank of the chunk; ties keep retrieval and text order.
