@@ -10,7 +10,8 @@ answerability check and passage choice: `--sets blind3`) and "blind4" (written b
 retrieval and the decline on an unasked relation: `--sets blind4`) and "blind5" (written before the fifth round, declines
 instead of a quote that does not answer, and quote choice: `--sets blind5`) and "blind6" (scripts/rag_eval_blind6.py, written
 2026-12-01 after the fifth round, before anyone ran the system on it: `--sets blind6`) and "blind7" (scripts/rag_eval_blind7.py,
-written before the sixth round, measured once on the code before it and once after: `--sets blind7`; for the next round write a fresh one). Each answer also records which path made it (the
+written before the sixth round, measured once on the code before it and once after: `--sets blind7`) and "blind8"
+(scripts/rag_eval_blind8.py, written before the seventh round, declines of absent facts: `--sets blind8`; for the next round write a fresh one). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
@@ -26,6 +27,7 @@ from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_BLIND2, ABSENT_BLIND3, A
                            NL_FACTS_BLIND2, NL_FACTS_BLIND3, NL_FACTS_BLIND4, NL_FACTS_BLIND5, NL_FACTS_HELDOUT, NL_QUESTIONS)
 from rag_eval_blind6 import ABSENT_BLIND6, EN_FACTS_BLIND6, NL_FACTS_BLIND6
 from rag_eval_blind7 import ABSENT_BLIND7, EN_FACTS_BLIND7, NL_FACTS_BLIND7
+from rag_eval_blind8 import ABSENT_BLIND8, EN_FACTS_BLIND8, NL_FACTS_BLIND8
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
@@ -37,6 +39,7 @@ SETS = {
     "blind5": (NL_FACTS_BLIND5, EN_FACTS_BLIND5, ABSENT_BLIND5),  # the fifth round's: declines instead of quotes that do not answer
     "blind6": (NL_FACTS_BLIND6, EN_FACTS_BLIND6, ABSENT_BLIND6),  # written after the fifth round, measured once on its code
     "blind7": (NL_FACTS_BLIND7, EN_FACTS_BLIND7, ABSENT_BLIND7),  # written before the sixth round, measured before and after it
+    "blind8": (NL_FACTS_BLIND8, EN_FACTS_BLIND8, ABSENT_BLIND8),  # written before the seventh round (declines), measured before and after it
 }
 
 

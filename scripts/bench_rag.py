@@ -9,8 +9,8 @@ group="document") and passage Recall@5 on 60 questions written from the topics' 
 Recall@5 on 24 held-out ones and on 28 blind ones (EN_FUSION_BLIND, written before the document-level
 fusion and measured once before and once after it); Dutch: passage Recall@3 on corpus-nl/questions-dev.jsonl, on 24
 paraphrased questions of our own and on 34 held-out ones (scripts/rag_eval_sets.py), for dense, BM25
-and hybrid. Held-out sets were written after the ranking work began and chose no setting. With --sets blind6 (blind7, nl8) also
-on the 22 (18, 46) Dutch questions of scripts/rag_eval_blind6.py (blind7.py, nl8.py) (fresh blind rows: measure them, do not tune on them).
+and hybrid. Held-out sets were written after the ranking work began and chose no setting. With --sets blind6 (blind7, blind8, nl8) also
+on the 22 (18, 19, 46) Dutch questions of scripts/rag_eval_blind6.py (blind7.py, blind8.py, nl8.py) (fresh blind rows: measure them, do not tune on them).
 Answers (--only answers): the default model with rag k=4 on factual questions (Dutch and English,
 short-span facts) and questions the documents do not answer: the share stating the fact, the share
 declining, per set (--sets dev,heldout: the dev set the answer side was tuned on, 24 Dutch + 20 English
@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from rag_eval_blind6 import NL_RETRIEVAL_BLIND6  # noqa: E402
 from rag_eval_blind7 import NL_RETRIEVAL_BLIND7  # noqa: E402
+from rag_eval_blind8 import NL_RETRIEVAL_BLIND8  # noqa: E402
 from rag_eval_nl8 import NL_RETRIEVAL_NL8  # noqa: E402
 from rag_eval_sets import EN_FUSION_BLIND, EN_HELDOUT, EN_QUESTIONS, NL_HELDOUT, NL_QUESTIONS  # noqa: E402
 
@@ -99,7 +100,8 @@ def bench_quality(svc, modes=("dense", "bm25", "hybrid"), blind: tuple[str, ...]
     titles = {f"Python reference: {k}": _norm(v) for k, v in topics.items()}
     out: dict = {"en_questions": len(EN_QUESTIONS), "en_heldout_questions": len(EN_HELDOUT), "en_fusion_blind_questions": len(EN_FUSION_BLIND), "nl_dev_questions": len(dutch_dev_questions()),
                  "nl_own_questions": len(NL_QUESTIONS), "nl_heldout_questions": len(NL_HELDOUT)}
-    extra = [(name, qs) for name, qs in (("blind6", NL_RETRIEVAL_BLIND6), ("blind7", NL_RETRIEVAL_BLIND7), ("nl8", NL_RETRIEVAL_NL8)) if name in blind]
+    blind_rows = (("blind6", NL_RETRIEVAL_BLIND6), ("blind7", NL_RETRIEVAL_BLIND7), ("blind8", NL_RETRIEVAL_BLIND8), ("nl8", NL_RETRIEVAL_NL8))
+    extra = [(name, qs) for name, qs in blind_rows if name in blind]
     for name, qs in extra:
         out[f"nl_{name}_questions"] = len(qs)
 
@@ -240,8 +242,8 @@ def main() -> int:
     ap.add_argument("--chunk-tokens", type=int, default=Settings().chunk_tokens)
     ap.add_argument("--chunk-overlap", type=int, default=Settings().chunk_overlap)
     ap.add_argument("--model", default=str(REPO / "models" / "default"), help="model bundle for --only answers")
-    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind7 "
-                         "(with --only quality, blind6, blind7 and nl8 add their Dutch retrieval rows)")
+    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind8 "
+                         "(with --only quality, blind6 .. blind8 and nl8 add their Dutch retrieval rows)")
     ap.add_argument("--memo", help="--only answers: a JSON file that remembers the model's answers and likelihoods by prompt "
                                    "(greedy: the same prompt gives the same answer), so a rerun after a change to the checks runs "
                                    "the model only on prompts it has not seen; one file per bundle")

@@ -8,6 +8,11 @@ the answer is a sentence, quoted, with its citation: the documents' own words, n
 answer chooses the sentence where it states a figure (it copies figures from the sentence it read); otherwise the best
 one is quoted. Which path produced an answer is reported with the response (`grounding`).
 
+A quote that names the question's subject but not what it asks is worse than none: where the question asks for a value
+(a figure of the asked quantity or a ratio, an amount, a name, a year, a version, a release date: answer_kind) no
+sentence without one is quoted, and a value asked of a named thing is quoted only from a passage that names it
+(thing_check); with neither, the answer is the "documents do not cover this" text.
+
 Sentences are ranked by the share of the question's content terms they hold (stemmed in the question's
 language), each term weighed by how rare it is among the retrieved sentences, with a small penalty per
 retrieval rank of the chunk; ties keep retrieval and text order.
@@ -17,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,6 +179,30 @@ def unasked_relation(question: str, texts: Sequence[str], lang: str) -> bool:
     return named_somewhere
 
 
+# questions that ask for a value (VALUE_KINDS: a figure, an amount, a name, a year, a version, a date): where they name a
+# thing, the quote comes from a passage that names it too ("Hoeveel watt verbruikt de Vera?" is not answered by "een
+# GPU-cluster van 700 watt" in a passage about servers): on the older sets this declined 4 unanswerable questions and
+# no answerable one
+VALUE_KINDS = RELATION_KINDS | {"version", "date"}
+
+
+def thing_check(question: str, passages: Sequence[str], lang: str) -> Callable[[str], bool] | None:
+    """For a question of VALUE_KINDS that names a thing (relation_terms): passage -> whether it names every name of the
+    question that one of passages names; None where there is nothing to check (another kind, no name, no passages)."""
+    if not passages or answer_kind(question, lang) not in VALUE_KINDS:
+        return None
+    thing, _ = relation_terms(question, lang)
+    if not thing:
+        return None
+    qwords = question_words(question, lang)
+
+    def held(text: str) -> set[str]:
+        return {t for t, v in match_credits(thing, qwords, text, lang).items() if v >= 1.0}
+
+    named = set().union(*(held(p) for p in passages))
+    return (lambda passage: named <= held(passage)) if named else None
+
+
 # what a question asks for, by its question words: a figure, or an amount of money (a figure with a currency)
 _NUMBER_ASKS = {
     "en": ("how many", "how much", "how fast", "how long", "how large", "how big", "how high", "how often", "how old",
@@ -224,17 +253,45 @@ NAME_ANSWER_WORDS = 3  # an answer this short may give the name as its first wor
 # "which year": a year is asked for
 _YEAR_ASKS = re.compile(r"\b(?:which|what|in welk|welk|in welchem|welches|quel|quelle|en qué|qué)\s+(?:year|jaar|jahr|année|año)\b")
 _YEAR = re.compile(r"(?<![\d.,])(?:1[5-9]|20)\d\d(?![\d.,]\d)")
+# "which version", "sinds welke versie": a version is asked for ("Changed in version 3.8", "Python 3", "1.6.0")
+_VERSION_ASKS = re.compile(r"\b(?:which|what|welke|welk|welcher|welche|welches|quelle|qué)\s+(?:[\w.-]+\s+)?(?:version|versie|release)s?\b")
+_NAMED_VERSION = re.compile(r"\b(?:version|versions|versie|versies|release|python)\s+v?(\d+(?:\.\d+)*)", re.IGNORECASE)
+_DOTTED = re.compile(r"(?<![\w.,])v?(\d+(?:\.\d+){1,3})(?![\w]|[.,]\d)")
+# "when did X come out", "wanneer kwam X op de markt": a date is asked for (a year, a month, or, for software, a version);
+# not "When a key is added twice, ...": an English "when" asks only before was/did/will/...
+_RELEASE_ASKS = re.compile(
+    r"^\W*(?:when\s+(?:was|were|did|does|do|will|is|are|has|have)|wanneer|wann|quand)\b[^,;]*\b(?:kwam|kwamen|komt|verscheen|verschenen|verschijnt|uitgebracht|bracht|brengt|"
+    r"lanceerde|lanceert|gelanceerd|introduceerde|geïntroduceerd|opgericht|gepubliceerd|getekend|ondertekend|released?|launched?|"
+    r"introduced?|came|comes?|appeared?|added|founded|published|signed|erschien|erscheint)\b")
+_MONTH = re.compile(r"\b(?:januari|februari|maart|april|mei|juni|juli|augustus|september|oktober|november|december|january|"
+                    r"february|march|june|july|august|october|januar|februar|märz|juli|oktober|dezember)\b", re.IGNORECASE)
+
+
+def versions(text: str) -> set[str]:
+    """The versions text writes: a figure after "version", "versie", "Python" ("version 3", "Python 3.11"), or a dotted
+    figure of two to four parts ("3.8", "1.6.0"), not one whose later parts are all of three digits (the "1.000" of a
+    thousand)."""
+    found = {m.group(1) for m in _NAMED_VERSION.finditer(text)}
+    for m in _DOTTED.finditer(text):
+        if not all(len(part) == 3 for part in m.group(1).split(".")[1:]):
+            found.add(m.group(1))
+    return found
 
 
 def answer_kind(question: str, lang: str) -> str | None:
     """What the question asks for: "money" (an amount: "how much does it cost", "wat kost", "how expensive"), "number" (a
     figure: "how many", "hoeveel", "how fast", or a unit named last: "... in watt?"), "code" (a name as code writes it: "which method", "welke
-    omgevingsvariabele"), "name" (a name: "who", "wie"), "year" ("which year", "in welk jaar"), or None (anything:
-    its words decide)."""
+    omgevingsvariabele"), "name" (a name: "who", "wie"), "year" ("which year", "in welk jaar"), "version" ("which version",
+    "welke versie"), "date" (when something came out: "wanneer kwam X uit", "when was X added"), or None (anything: its
+    words decide)."""
     if persons.asks_who(question, lang):
         return "name"
     if _YEAR_ASKS.search(question.casefold()):
         return "year"
+    if _VERSION_ASKS.search(question.casefold()):
+        return "version"
+    if _RELEASE_ASKS.search(question.casefold()):
+        return "date"
     if figures.asks_money(question):  # "Wat kost X?", "What does X cost?", "How expensive is X?"
         return "money"
     low = " ".join(language.words(question.casefold()))
@@ -265,9 +322,15 @@ def fits(text: str, kind: str, question: str, lang: str) -> bool:
     a number word, "duizenden" too) for "number", a figure and an amount of money (figures.states_money) for "money", a
     name as code writes it for "code", a capitalised word that is not the question's, a stop word, a question word
     ("When" after a code line) or (in a text of more than NAME_ANSWER_WORDS words) the first word, for "name" (for a
-    question about a person, a person's name: persons.names_person); a year (1500-2099) the question does not name, for "year"."""
+    question about a person, a person's name: persons.names_person); a year (1500-2099) the question does not name, for "year";
+    a version it does not name (versions), for "version"; a year, a month or a version, for "date"."""
     if kind == "year":
         return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)))
+    if kind == "version":
+        return bool(versions(text) - versions(question))
+    if kind == "date":  # a year, a month or a version the question does not name
+        return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)) or _MONTH.search(text)
+                    or versions(text) - versions(question))
     if kind == "name" and persons.asks_person(question, lang):  # a person's name, not "Intel" or "PEP"
         return persons.names_person(text, question, lang)
     if kind == "name":
@@ -452,7 +515,7 @@ def drop_repeats(answer: str) -> str:
 
 
 def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]], lang: str,
-           decline: str | None = None, model_words: bool = False) -> tuple[str, dict[str, str]]:
+           decline: str | None = None, model_words: bool = False, passages: Sequence[str] = ()) -> tuple[str, dict[str, str]]:
     """The answer to give for a model's answer, and how it was made: {"answer": "extractive", "check": why} (a sentence
     of the evidence, quoted and cited: the one the model's answer rests on where it passes the check and states a figure
     the question does not (the figure points at its sentence: "16" at "... -t 16"), else the best sentence that holds what
@@ -464,24 +527,35 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     ({"answer": "model", "check": "ok"}). Off by default: the default model's checked answers held the fact less often
     than the quote (held-out and blind sets, see GroundingPolicy.model_words).
     evidence: (passage number, sentence) pairs, best first; with none, the model's answer is given unchecked
-    ({"answer": "model", "check": "none"})."""
+    ({"answer": "model", "check": "none"}).
+    passages: the retrieved chunks' texts by retrieval rank (Sentence.chunk); given a decline text, a question that asks
+    a value of a named thing is answered only from a passage that names it (thing_check)."""
     answer = drop_repeats(answer)
     if not evidence:  # a prompt of cut chunks, not sentences: nothing to check against
         return answer.strip(), {"answer": "model", "check": "none"}
     number = {s: k for k, s in evidence}
     verdict = check_answer(answer, question, [s for _, s in evidence], lang)
+    kind = answer_kind(question, lang)
+    names_thing = thing_check(question, passages, lang) if decline is not None else None
+
+    def on_thing(s: Sentence) -> bool:
+        return names_thing is None or (s.chunk < len(passages) and names_thing(passages[s.chunk]))
+
     if verdict.ok and verdict.support is not None:
         if model_words:
             return with_citation(answer.strip(), number[verdict.support], set(number.values())), {"answer": "model", "check": "ok"}
-        if set(_DIGITS.findall(strip_citations(answer))) - set(_DIGITS.findall(question)):  # all in support (check_answer)
+        # the figure points at its sentence (all in support: check_answer), where that sentence holds what is asked (a
+        # figure of the asked quantity: not the "16 kernen" of a sentence for "hoe lang duurt ...?")
+        if set(_DIGITS.findall(strip_citations(answer))) - set(_DIGITS.findall(question)) and on_thing(verdict.support) \
+                and (not kind or answers_kind(verdict.support.text, kind, question, lang)):
             return extractive(verdict.support, number[verdict.support]), {"answer": "extractive", "check": "ok"}
-    kind = answer_kind(question, lang)
     top = max(s.match for _, s in evidence)
     # one that matches the question nearly as well as the best, not only by its figure (the model's first: FIRST_MIN_MATCH
     # is enough, as "bijna nul marginale hardwarekosten" under a sentence about servers); the evidence may be ranked
     # by more than words (grounding.focus), so a sentence below MIN_MATCH is passed over, not an end
     for i, (k, best) in enumerate(evidence):
-        if (decline is not None and (best.match < (FIRST_MIN_MATCH if i == 0 else MIN_MATCH) or not _may_answer(best, question))) \
+        if (decline is not None and (best.match < (FIRST_MIN_MATCH if i == 0 else MIN_MATCH) or not _may_answer(best, question)
+                                     or not on_thing(best))) \
                 or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue
         if not kind or (answers_kind(best.text, kind, question, lang) and (i == 0 or best.match >= NEAR_BEST * top)):

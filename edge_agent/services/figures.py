@@ -22,7 +22,13 @@ UNITS = {
     "data": frozenset("byte bytes kb mb gb tb kib mib gib bit bits".split()),
     "power": frozenset("w watt watts kw kwh".split()),
     "percent": frozenset("% procent percent".split()),
+    "ratio": frozenset("× x times keer maal".split()),
 }
+# a ratio in one word ("twice as fast", "dubbel zo snel")
+_RATIO_WORDS = frozenset("twice double triple half dubbel drievoudig helft".split())
+# "how much slower ... than", "hoeveel meer bandbreedte ... dan": a ratio (or a percentage) is asked for
+_RATIO_ASKS = re.compile(r"\b(?:how\s+much|how\s+many\s+times|hoeveel|hoe\s+veel|wie\s+viel)\s+(?:(?:meer|more|extra)\s+\w+|\w+er)\b"
+                         r"[^?]*\b(?:than|dan|als)\b")
 # nouns that ask for a quantity of a class besides the units themselves ("how much memory", "hoeveel vermogen")
 _ASKED_NOUNS = {
     "time": frozenset("tijd time duur".split()),
@@ -35,7 +41,7 @@ _ASKS = re.compile(r"\b(?:how\s+(?:many|much)|hoeveel|hoe\s+veel|wie\s+viele?|wi
                    r"(?:(?:meer|more|extra)\s+)?(\w+)")
 # "... in watt?", "in GB": the unit is named
 _IN_UNIT = re.compile(r"\bin\s+(%|\w+)\s*\??\s*$")
-_FIGURE = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)*)(?:\s*(%|[^\W\d_]+))?")
+_FIGURE = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)*)(?:\s*(%|×|[^\W\d_]+))?")
 _YEAR = re.compile(r"(?:1[5-9]|20)\d\d")
 # a year after these words is a date ("in maart 2026", "tegen 2030", "Q1 2026"), a figure after these a version
 _DATE_BEFORE = frozenset(
@@ -65,10 +71,12 @@ def asked_noun(question: str, lang: str) -> str | None:
 
 
 def asked_class(question: str, lang: str) -> str | None:
-    """The class of the quantity a question asks for (time, data, power, percent) by its asked_noun; None where
+    """The class of the quantity a question asks for (time, data, power, percent, ratio) by its asked_noun, else "ratio"
+    for a comparison ("how much slower ... than", "hoeveel meer bandbreedte ... dan": "1,8×", "tien keer"); None where
     the noun has no class (a count of things: "kernen", "arguments") or there is none."""
     noun = asked_noun(question, lang)
-    return next((cls for cls, units in UNITS.items() if noun in units or noun in _ASKED_NOUNS.get(cls, ())), None) if noun else None
+    cls = next((cls for cls, units in UNITS.items() if noun in units or noun in _ASKED_NOUNS.get(cls, ())), None) if noun else None
+    return cls or ("ratio" if _RATIO_ASKS.search(question.casefold()) else None)
 
 
 def _class_of(unit: str | None) -> str | None:
@@ -115,21 +123,26 @@ def _composed(word: str, number_words: frozenset[str]) -> bool:
 def states(text: str, question: str, lang: str, number_words: frozenset[str] = frozenset()) -> bool:
     """Whether text states a figure the question does not, of the quantity it asks for: where the asked noun has a
     class (asked_class), a figure followed by a unit of that class, or a number word (number_words) with one among
-    the NUMBER_WORD_REACH words after it ("twee tot drie jaar"); where it names a count of things ("kernen"), any
-    figure but a span of time ("35 jaar"); else any figure or number word. Dates and versions never count (figures)."""
+    the NUMBER_WORD_REACH words after it ("twee tot drie jaar"), and for a ratio ("hoeveel sneller ... dan") a percentage
+    or a ratio word ("twice", "dubbel") too; where it names a count of things ("kernen") or asks what something costs,
+    any figure but a span of time ("35 jaar", "twee tot drie jaar"); else any figure or number word. Dates and versions
+    never count (figures)."""
     noun = asked_noun(question, lang)
     cls = asked_class(question, lang)
+    counted = noun or asks_money(question)  # a count of things or an amount: never a span of time ("twee tot drie jaar")
+    fitting = {cls, "percent"} if cls == "ratio" else {cls}  # "30% sneller" answers "hoeveel sneller ... dan"
     asked = {f for f, _ in figures(question)}
     for fig, unit in figures(text):
         if fig in asked:
             continue
-        if unit == cls if cls else not (noun and unit == "time"):
+        if unit in fitting if cls else not (counted and unit == "time"):
             return True
     ws = language.words(text.casefold())
     qws = set(language.words(question.casefold()))
     for i, w in enumerate(ws):
         if w not in qws and is_number_word(w, number_words):
-            if cls is None or any(_class_of(x) == cls for x in ws[i + 1 : i + 1 + NUMBER_WORD_REACH]):
+            after = {_class_of(x) for x in ws[i + 1 : i + 1 + NUMBER_WORD_REACH]}
+            if (cls == "ratio" and w in _RATIO_WORDS) or (after & fitting if cls else not (counted and "time" in after)):
                 return True
     return False
 

@@ -105,7 +105,8 @@ class GroundedChat:
                 g = focus(question, chunks, lang, sc.passage, n, likely, policy.rerank)
                 ids = ids_of(g)
                 if g.sources and len(ids) <= limit:
-                    return GroundedPrompt(ids, g.sources, policy.stops(sc), None, question, lang, g.evidence, sc.absent)
+                    return GroundedPrompt(ids, g.sources, policy.stops(sc), None, question, lang, g.evidence, sc.absent,
+                                          passages=[f"{getattr(c, 'title', '')}\n{c.text}" for c in chunks])
             g = self._fit(chunks, bare, limit, lambda g: len(ids_of(g)), sc.passage, "")  # one long sentence: cut
             if g.sources:
                 return GroundedPrompt(ids_of(g), g.sources, policy.stops(sc), None, question, lang)  # no sentences to check against
@@ -177,7 +178,8 @@ class GroundedChat:
                 ends[ev.index] = ev
         choices, reports, said = [], [], set()
         for i in sorted(texts):
-            text, how = settle("".join(texts[i]), gp.question, gp.evidence, gp.language, gp.absent, self.grounding.model_words)
+            text, how = settle("".join(texts[i]), gp.question, gp.evidence, gp.language, gp.absent, self.grounding.model_words,
+                               gp.passages)
             reason = ends[i].finish_reason if how["answer"] == "model" else "stop"
             choices.append(_Choice(i, CannedHandle(text, ends[i].completion_tokens, reason)))
             reports.append(how)

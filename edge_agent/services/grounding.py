@@ -380,6 +380,7 @@ class GroundedPrompt:
     evidence: list[tuple[int, Sentence]] = field(default_factory=list)  # (passage number, sentence), best first
     absent: str | None = None  # the decline to give when no sentence holds what the question asks for
     why: str = "no_passage"  # why it declines without the model (GroundingPolicy.uncovered), with decline
+    passages: list[str] = field(default_factory=list)  # each retrieved chunk's title and text, by retrieval rank (Sentence.chunk)
 
 
 def focus(question: str, chunks: Sequence[Any], lang: str, label: str, n: int = FOCUS_SENTENCES,

@@ -112,7 +112,7 @@ def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str
         w = qwords.get(t)
         if not w or len(w) < COMPOUND_MIN or w.isdigit():
             continue
-        if any(len(p) > len(w) and (p.startswith(w) or p.endswith(w)) for p in parts):
+        if any(len(p) > len(w) and (p.endswith(w) or (p.startswith(w) and _starts_a_word(p[len(w):]))) for p in parts):
             out[t] = 1.0
             continue
         head = max((n for p in parts if (n := _common_prefix(w, p)) >= COMPOUND_PART and len(p) - n <= INFLECTION < len(w) - n), default=0)
@@ -121,6 +121,20 @@ def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str
         if got > 0:
             out[t] = got
     return out
+
+
+_VOWELS = "aeiouyáéíóúàèëïöü"
+
+
+def _starts_a_word(rest: str) -> bool:
+    """Whether what follows a question word at the start of a longer word can start the compound's next word: a
+    consonant (a linking "s" too), or after a linking "en" or "e" one that starts COMPOUND_PART letters or more ("prompt" is
+    part of "promptlengte", "recept" of "receptenboek"; "recept" is no part of "receptionist", "kamer" none of "kameraden")."""
+    rest = rest.lstrip("-")
+    if rest and rest[0] not in _VOWELS:
+        return True
+    link = next((rest[len(x):] for x in ("en", "e") if rest.startswith(x)), "")
+    return len(link) >= COMPOUND_PART and link[0] not in _VOWELS
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -34,6 +34,26 @@ def test_the_quantity_a_question_asks_for(question, lang, noun, cls):
     assert F.asked_class(question, lang) == cls
 
 
+@pytest.mark.parametrize("text, says", [
+    ("Het draait 1,8× sneller dan op x86.", True), ("It takes tien keer langer.", True), ("Het is 30% sneller.", True),
+    ("It is twice as slow.", True), ("If two nested handlers exist for the same exception, the outer one waits.", False),
+    ("Op 16 kernen draait het sneller.", False),  # a count of things, not how much faster
+])
+def test_a_comparison_is_answered_by_a_ratio_or_a_percentage(text, says):
+    q = "Hoeveel sneller draait het model op de Vera dan op x86?"
+    assert F.asked_class(q, "nl") == "ratio" and F.asked_class("How much slower is a try block than an if?", "en") == "ratio"
+    assert F.asked_class("Hoeveel meer geheugen heeft de Vera dan een x86?", "nl") == "data"  # the noun's class first
+    assert F.states(text, q, "nl", A._NUMBER_WORDS) is says
+
+
+def test_what_something_costs_is_no_span_of_time():
+    q = "Wat kost een kilowattuur stroom in het rekenvoorbeeld?"
+    tco = "De Total Cost of Ownership (TCO) over een periode van twee tot drie jaar is doorslaggevend."
+    assert A.fits(tco, "money", q, "nl") and not A.answers_kind(tco, "money", q, "nl")  # a cost word, but the figure is time
+    assert A.answers_kind("Een kilowattuur kost 30 cent.", "money", q, "nl")
+    assert A.answers_kind("bijna nul marginale hardwarekosten", "money", "Wat kost inferentie aan extra hardware?", "nl")
+
+
 def test_dates_and_versions_are_no_figures():
     assert F.figures("Lanceerde in maart 2026 de chip, de eerste in 35 jaar.") == [("35", "time")]
     assert F.figures("Changed in version 3.5: calls accept any number of unpackings (PEP 448).") == []
@@ -69,6 +89,11 @@ def test_a_figure_question_answered_only_by_a_date_or_a_span_of_time_is_declined
     ev = _evidence(q, [doc], "nl")
     assert A.fits(ev[0][1].text, "number", q, "nl")  # a figure, so the old rule quoted it
     assert A.settle("De Vera heeft 36 kernen.", q, ev, "nl", DECLINE) == (DECLINE, {"answer": "declined", "check": "no_answer"})
+    # nor where the model's answer copies such a figure: its sentence must hold a figure of the asked quantity too
+    spans = "De Vera-processor van NVIDIA is het werk van 35 jaar onderzoek."
+    ev2 = _evidence(q, [spans], "nl")
+    assert A.check_answer("35.", q, [s for _, s in ev2], "nl").ok  # the figure is in a sentence about the Vera
+    assert A.settle("35.", q, ev2, "nl", DECLINE) == (DECLINE, {"answer": "declined", "check": "no_answer"})
     # the figure the question asks for is quoted
     doc2 = doc + " De Vera-processor van NVIDIA heeft 88 kernen."
     text, how = A.settle("Veel.", q, _evidence(q, [doc2], "nl"), "nl", DECLINE)

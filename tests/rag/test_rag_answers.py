@@ -146,6 +146,11 @@ def test_a_dutch_compound_counts_in_part_where_its_parts_are_separate_words():
     q2, p2 = "Na hoeveel jaar kwam er nieuw productiesilicium?", "hun eerste productie-silicon in 35 jaar"
     assert language.coverage(q2, p2, "nl") == 0.25 < S.coverage(q2, p2, "nl") < 0.5  # "productie" is half the compound
     assert S.coverage(q, other, "nl") == 0.0
+    # a word that only starts a longer one where a vowel follows is another word, not part of a compound
+    assert S.coverage("Wat is het recept voor appeltaart?", "De CPU is een receptionist die het werk regelt.", "nl") == 0.0
+    assert S.coverage("Welk recept?", "Het receptenboek ligt klaar.", "nl") == 1.0  # joined by "en": a compound
+    assert S.coverage("Welke kamer?", "De kameraden wachten.", "nl") == 0.0
+    assert S.coverage("Hoeveel geheugen?", "De geheugenbandbreedte is hoog.", "nl") == 1.0
     assert S.coverage("What does the systemmemory cost?", "The memory cost is high.", "en") == 0.5  # English: no compounds
     from edge_agent.services.grounding import GroundingPolicy
 
@@ -334,6 +339,61 @@ def test_a_year_question_gets_a_sentence_with_a_year_or_a_decline():
     assert A.settle("Python 3.0 was released.", q, ev, "en", "Not covered.")[0] == "Not covered."
 
 
+@pytest.mark.parametrize("question, lang, kind", [
+    ("Welke versie van vLLM heeft de CPU-backend?", "nl", "version"), ("Since which Python version can I use underscores?", "en", "version"),
+    ("Wanneer kwam de Orka X2 op de markt?", "nl", "date"), ("When was the walrus operator added?", "en", "date"),
+    ("Wanneer is het huurcontract getekend?", "nl", "date"),
+    ("When an item is added to a list, what happens?", "en", None),  # a conditional "when" asks for no date
+    ("Wanneer draai je een model beter op de processor?", "nl", None),  # a condition, not a release
+])
+def test_a_version_or_release_question_asks_for_a_version_or_a_date(question, lang, kind):
+    assert A.answer_kind(question, lang) == kind
+
+
+def test_versions_are_dotted_or_named_figures_not_thousands():
+    assert A.versions("Changed in version 3.6: before 3.5, and Python 3 too; llama.cpp 1.6.0") == {"3.6", "3.5", "3", "1.6.0"}
+    assert A.versions("meer dan 1.000 GB/s, circa 5,5 GB en 35 jaar") == set()
+
+
+def test_a_version_question_gets_a_sentence_with_a_version_or_a_decline():
+    q = "Welke versie van vLLM heeft de CPU-backend?"
+    without = "De CPU-backend van vLLM ondersteunt nu continuous batching en prefix caching. Deze werken op x86 en Arm."
+    text, how = A.settle("vLLM heeft een CPU-backend.", q, _evidence(q, [without], "nl"), "nl", "Niet gevonden.")
+    assert (text, how) == ("Niet gevonden.", {"answer": "declined", "check": "no_answer"})  # the subject, not the version
+    with_version = without + " De CPU-backend zit in vLLM sinds versie 0.6.2."
+    text, how = A.settle("vLLM heeft een CPU-backend.", q, _evidence(q, [with_version], "nl"), "nl", "Niet gevonden.")
+    assert "0.6.2" in text and how["answer"] == "extractive"
+
+
+def test_a_release_question_gets_a_sentence_with_a_date_or_a_decline():
+    q = "Wanneer kwam de Orka X2 op de markt?"
+    assert A.settle("In 2019.", q, _evidence(q, [AI_DOC], "nl"), "nl", "Niet gevonden.")[0] == "Niet gevonden."  # no date of the X2
+    dated = AI_DOC + " De Orka X2 kwam in maart uit."
+    assert "maart" in A.settle("In 2019.", q, _evidence(q, [dated], "nl"), "nl", "Niet gevonden.")[0]
+    q2 = "When was the walrus operator added?"  # for software, a version dates it
+    assert A.fits('New in version 3.8: the walrus operator ":=".', "date", q2, "en")
+    assert not A.fits("The walrus operator assigns to a name inside an expression.", "date", q2, "en")
+
+
+def test_a_value_asked_of_a_named_thing_is_quoted_only_from_a_passage_that_names_it():
+    q = "Hoeveel watt verbruikt de Orka X2?"
+    about = AI_DOC + " Het verbruik van de Orka X2 hangt af van de stand van de schakelaar."
+    servers = "Een GPU-cluster van 700 watt verbruikt in een jaar duizenden kilowatturen."
+    ev = _evidence(q, [about, servers], "nl")
+    assert any("700 watt" in s.text and s.chunk == 1 for _, s in ev)  # a figure of the asked unit, in the other passage
+    passages = [f"doc0\n{about}", f"doc1\n{servers}"]
+    assert A.settle("700 watt.", q, ev, "nl", "Niet gevonden.", passages=passages) == (
+        "Niet gevonden.", {"answer": "declined", "check": "no_answer"})
+    assert "700 watt" in A.settle("700 watt.", q, ev, "nl", "Niet gevonden.")[0]  # without passages: as before
+    named = [f"doc0\n{about}", f"doc1\nDe Orka X2 in het rekenvoorbeeld. {servers}"]  # the passage speaks of the X2
+    assert "700 watt" in A.settle("700 watt.", q, ev, "nl", "Niet gevonden.", passages=named)[0]
+    # a question without a name, or one that asks no value, is not held to it
+    assert A.thing_check("Hoeveel watt verbruikt een server?", passages, "nl") is None
+    assert A.thing_check("Wat voor ventilator heeft de Orka X2?", passages, "nl") is None
+    check = A.thing_check(q, passages, "nl")
+    assert check(passages[0]) and not check(passages[1])
+
+
 def test_a_who_question_gets_a_sentence_with_a_name_or_a_decline():
     q = "Wie is de topman van het Zeeuwse archief?"
     without = "Het Zeeuwse archief heeft een topman die op werkdagen aanwezig is."
@@ -432,6 +492,15 @@ def test_an_empty_generation_falls_back_to_the_extractive_answer(base_chat):
     assert gen.grounding["choices"][0] == {"index": 0, "answer": "extractive", "check": "empty"}
     assert r.text == FACT_QUOTE
     _consistent(r.text, gen.sources)
+
+
+def test_a_grounded_prompt_carries_the_retrieved_passages_by_rank(base_chat):
+    from edge_agent.services.chat import SamplingOptions
+
+    gp = base_chat._ground_chat([{"role": "user", "content": NL_Q}], SamplingOptions(max_tokens=4), "", RagOptions(k=2))
+    assert isinstance(gp, GroundedPrompt) and gp.evidence and len(gp.passages) == 2
+    assert gp.passages[0].startswith("Zeeuws archief\n")  # title, then text, of the best chunk
+    assert all(s.text.split()[0] in gp.passages[s.chunk] for _, s in gp.evidence)
 
 
 def test_a_question_below_the_threshold_is_declined_in_its_language(base_chat):
