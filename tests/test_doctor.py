@@ -51,6 +51,20 @@ def test_healthy_site_exits_0_and_shows_everything(site, capsys):
     assert "disk data_dir: var" in out and "no problems found" in out
 
 
+def test_context_shown_is_the_one_served(site, capsys):
+    """The engine serves min(context_length, the bundle's limit): doctor shows that, with the bundle's maximum beside it."""
+    (site / "config.toml").write_text("context_length = 256\n")  # the tiny bundle allows 512
+    assert main(["doctor", "--no-index"]) == 0
+    out = capsys.readouterr().out
+    assert "context 256 (the bundle allows 512)" in out and "context 512" not in out
+    assert main(["doctor", "--no-index", "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)["model"]
+    assert model["context_length"] == 256 and model["bundle_context_length"] == 512
+    (site / "config.toml").write_text("context_length = 8192\n")  # more than the bundle allows: the bundle's limit is served
+    assert main(["doctor", "--no-index"]) == 0
+    assert "context 512;" in capsys.readouterr().out
+
+
 def test_problems_exit_1_with_their_fixes(site, capsys, monkeypatch):
     shutil.rmtree(site / "models" / "default")
     monkeypatch.setenv("EDGE_AGENT_HOST", "0.0.0.0")

@@ -94,10 +94,16 @@ def check_models(r: Report, s) -> Any:
     gpu = cached_record(b)
     r.sections["model"] = {
         "name": b.name, "ok": True, "path": str(b.path), "architecture": b.architecture.get("arch"),
-        "context_length": b.context_length, "checked": "every file matches its sha256 in the manifest",
+        # what the daemon serves (the engine takes the smaller of the two), and the bundle's own maximum beside it
+        "context_length": served_context(b, s), "bundle_context_length": b.context_length, "checked": "every file matches its sha256 in the manifest",
         "gpu_graph": {"built": True, "sha256": gpu["sha256"], "bytes": gpu["bytes"]} if gpu else {"built": False},
     }
     return b
+
+
+def served_context(bundle, s) -> int:
+    """The context the daemon serves: the setting, capped by the bundle's own limit (as OnnxEngine does)."""
+    return min(bundle.context_length, s.context_length)
 
 
 def check_device(r: Report, s, bundle) -> None:
@@ -107,7 +113,7 @@ def check_device(r: Report, s, bundle) -> None:
     threads = s.threads or physical_cores()
     r.sections["threads"] = {"onnxruntime_threads": threads, "physical_cores": physical_cores(), "setting": s.threads}
     try:
-        need = gpu_need(bundle, s.max_batch, min(bundle.context_length, s.context_length)) if bundle is not None and s.device != "cpu" else None
+        need = gpu_need(bundle, s.max_batch, served_context(bundle, s)) if bundle is not None and s.device != "cpu" else None
         hw = detect(s.device, need)
     except DeviceError as e:
         r.sections["device"] = {"device": None, "error": str(e)}
@@ -252,7 +258,8 @@ def _print(r: Report) -> None:
     m = sec["model"]
     if m["ok"]:
         g = m["gpu_graph"]
-        print(f"model: {m['name']} OK ({m['architecture']}, context {m['context_length']}; {m['checked']}); GPU graph {'built' if g['built'] else 'not built'}")
+        ctx = f"context {m['context_length']}" + (f" (the bundle allows {m['bundle_context_length']})" if m["bundle_context_length"] != m["context_length"] else "")
+        print(f"model: {m['name']} OK ({m['architecture']}, {ctx}; {m['checked']}); GPU graph {'built' if g['built'] else 'not built'}")
     else:
         print(f"model: {m['name']}: {m['error']}")
     print("bundles: " + (", ".join(f"{b['name']}{'' if b['ok'] else ' (broken)'}" for b in sec["bundles"]) or "none"))
