@@ -65,6 +65,17 @@ def test_context_shown_is_the_one_served(site, capsys):
     assert "context 512;" in capsys.readouterr().out
 
 
+def test_index_check_uses_the_global_flags(site, capsys, monkeypatch):
+    """The index check opens the index with the settings doctor shows (flags included), as `index stats` would."""
+    from edge_agent.rag import embedder as embedder_module
+
+    seen, real = [], embedder_module.build_embedder
+    monkeypatch.setattr(embedder_module, "build_embedder", lambda settings, **kw: seen.append(settings.threads) or real(settings, **kw))
+    assert main(["--threads", "1", "doctor", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["index"]["ok"] is True
+    assert seen == [1]
+
+
 def test_problems_exit_1_with_their_fixes(site, capsys, monkeypatch):
     shutil.rmtree(site / "models" / "default")
     monkeypatch.setenv("EDGE_AGENT_HOST", "0.0.0.0")

@@ -153,13 +153,13 @@ def check_load(r: Report, s, bundle) -> None:
                   "fix the GPU set-up (README, 'GPU'; `scripts/gpu-check` shows the details), or set device = cpu")
 
 
-def check_index(r: Report) -> None:
+def check_index(r: Report, s) -> None:
     from contextlib import closing
 
     from edge_agent.cli.index import _service
 
     try:
-        with closing(_service(check=True, write=False)) as svc:
+        with closing(_service(s, check=True, write=False)) as svc:
             stats = svc.stats()
             jobs = _jobs(svc)
     except SystemExit as e:  # _service exits with a message when it cannot open the index
@@ -237,7 +237,7 @@ def run_checks(s, index: bool = True, load: bool = False) -> Report:
     check_listen(r, s)
     check_disk(r, s)
     if index:
-        check_index(r)
+        check_index(r, s)
     return r
 
 

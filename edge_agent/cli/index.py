@@ -8,6 +8,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from edge_agent.cli.common import settings_from
+
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the `index` command and its subcommands to an argparse subparsers object."""
@@ -56,13 +58,12 @@ BUSY_HINT = (
 )
 
 
-def _service(check: bool = True, write: bool = True, check_on_open: bool = True, busy_hint: str = BUSY_HINT):
-    """The DocumentService. Writing commands need the index to themselves: while a daemon owns it
-    they exit with status 2 saying what to do instead (busy_hint); reading ones fall back to a read-only view."""
-    from edge_agent.config import load_settings
+def _service(settings: Any, check: bool = True, write: bool = True, check_on_open: bool = True, busy_hint: str = BUSY_HINT):
+    """The DocumentService over settings (the CLI's: `settings_from(args)`, global flags included). Writing
+    commands need the index to themselves: while a daemon owns it they exit with status 2 saying what to do
+    instead (busy_hint); reading ones fall back to a read-only view."""
     from edge_agent.services.documents import DocumentService, IndexInUseError
 
-    settings = load_settings()
     try:
         svc = DocumentService.from_settings(settings, check_on_open=check_on_open)
     except IndexInUseError as e:
@@ -95,7 +96,7 @@ def cmd_index_add(args: argparse.Namespace) -> int:
         if not p.exists():
             return _fail(f"{raw}: no such file or folder")
         files.extend(walk_files(p))
-    with closing(_service()) as svc:
+    with closing(_service(settings_from(args))) as svc:
         bar = tqdm(total=len(files), unit="file", disable=args.no_progress or args.json, file=sys.stderr)
 
         def progress(res) -> None:
@@ -127,7 +128,7 @@ def cmd_index_search(args: argparse.Namespace) -> int:
         filters["types"] = args.types
     if args.path_prefix:
         filters["path_prefix"] = str(Path(args.path_prefix).expanduser().resolve())
-    with closing(_service(write=False)) as svc:
+    with closing(_service(settings_from(args), write=False)) as svc:
         try:
             hits = svc.retrieve(args.query, args.k, filters or None, args.mode, diversity=args.diversity,
                                 neighbors=args.neighbors, group=args.group)
@@ -147,7 +148,7 @@ def cmd_index_search(args: argparse.Namespace) -> int:
 def cmd_index_remove(args: argparse.Namespace) -> int:
     from edge_agent.services.documents import DocumentNotFoundError
 
-    with closing(_service(busy_hint=f"delete it through the daemon (DELETE /v1/documents/{args.id}) or stop the daemon first")) as svc:
+    with closing(_service(settings_from(args), busy_hint=f"delete it through the daemon (DELETE /v1/documents/{args.id}) or stop the daemon first")) as svc:
         try:
             svc.delete(args.id)
         except DocumentNotFoundError as e:
@@ -157,14 +158,14 @@ def cmd_index_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:
-    with closing(_service(check=False, busy_hint="a rebuild needs the index to itself: stop the daemon first")) as svc:
+    with closing(_service(settings_from(args), check=False, busy_hint="a rebuild needs the index to itself: stop the daemon first")) as svc:
         out = svc.rebuild(reembed=args.reembed)
     print(f"rebuilt {out['vectors']} vectors in {out['seconds']} s" + (" (re-embedded)" if out["reembedded"] else ""))
     return 0
 
 
 def cmd_index_stats(args: argparse.Namespace) -> int:
-    with closing(_service(write=False)) as svc:
+    with closing(_service(settings_from(args), write=False)) as svc:
         stats = svc.stats()
         print(json.dumps(stats, indent=2, default=str))
     langs = stats.get("index", {}).get("languages") or {}
@@ -180,7 +181,7 @@ def cmd_index_stats(args: argparse.Namespace) -> int:
 
 def cmd_index_check(args: argparse.Namespace) -> int:
     hint = "run `edge-agent index check --no-repair` (it checks a copy while the daemon runs) or stop the daemon first to repair"
-    with closing(_service(check=False, write=not args.no_repair, check_on_open=False, busy_hint=hint)) as svc:
+    with closing(_service(settings_from(args), check=False, write=not args.no_repair, check_on_open=False, busy_hint=hint)) as svc:
         res = svc.check(repair=not args.no_repair)
     print(json.dumps(res.to_dict(), indent=2))
     return 0 if res.ok else 1

@@ -38,3 +38,16 @@ def test_index_commands(run, tmp_path, capsys):
     assert run("check") == 1  # found and repaired
     capsys.readouterr()
     assert run("check") == 0
+
+
+def test_index_commands_use_the_global_flags(index_cli, embedder, monkeypatch, capsys):
+    """`edge-agent --threads 2 index ...` builds the embedder from the settings the rest of the CLI resolves
+    (flags over environment over file), not from a second load_settings() that drops the flags."""
+    from edge_agent.cli import main
+
+    seen = []
+    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings, **_: seen.append(settings.threads) or embedder)
+    for argv in (["stats"], ["search", "anything"], ["check", "--no-repair"], ["rebuild"]):
+        assert main(["--threads", "2", "index", *argv]) in (0, 1), argv
+    capsys.readouterr()
+    assert seen == [2, 2, 2, 2]
