@@ -274,7 +274,9 @@ def _print(r: Report) -> None:
     t = sec["threads"]
     print(f"threads: {t['onnxruntime_threads']} ({t['physical_cores']} physical cores)")
     if "index" in sec:
-        print("\n".join(_index_lines(sec["index"])))
+        from edge_agent.cli.index import stats_lines
+
+        print("\n".join(stats_lines(sec["index"])) if sec["index"]["ok"] else "index: cannot be opened")
     if "jobs" in sec:
         shown = [j for j in sec["jobs"] if not j.get("openai_batch")]  # one per POST /v1/batches: counted, as `jobs list` does
         print("jobs: " + ("none" if not shown else ""))
@@ -292,33 +294,6 @@ def _print(r: Report) -> None:
             print(f"  - {p['problem']}\n    fix: {p['fix']}")
     else:
         print("\nno problems found")
-
-
-def _index_lines(ix: dict) -> list[str]:
-    """The index section for a person (--json has every field): size, search, languages, embedder, last check."""
-    if not ix["ok"]:
-        return ["index: cannot be opened"]
-    f = ix.get("index") or {}
-    by_status = ", ".join(f"{n} {k}" for k, n in sorted((ix.get("documents_by_status") or {}).items()))
-    ann = f.get("ann", "off")
-    search = f"exact search up to {f['ann_threshold']:,} chunks" if ann == "off" else f"approximate search (HNSW: {ann})"
-    lines = [f"index: {ix['documents']} documents{f' ({by_status})' if by_status else ''}, {ix['chunks']} chunks, "
-             f"{f.get('vectors', 0)} vectors in {f.get('index_file', '?')}; {search}"]
-    langs = f.get("languages") or {}
-    if langs:
-        lines.append("  languages: " + ", ".join(
-            f"{code} {v['chunks']} chunk{'' if v['chunks'] == 1 else 's'}" + ("" if v.get("embedder_covers") else " (the embedder does not cover it: BM25 leads)")
-            for code, v in sorted(langs.items(), key=lambda kv: -kv[1]["chunks"])))
-    emb = ix.get("embedder") or {}
-    if emb:
-        lines.append(f"  embedder: {emb.get('model')} ({', '.join(str(emb[k]) for k in ('backend', 'variant') if emb.get(k))})")
-    if ix.get("reembed"):
-        lines.append(f"  re-embedding: {json.dumps(ix['reembed'], default=str)}")
-    last = ix.get("last_check") or {}
-    if last:
-        lines.append(f"  last check: {'ok' if last.get('ok') else 'MISMATCH'} ({last.get('sqlite_chunks')} chunks in SQLite, "
-                     f"{last.get('index_vectors')} vectors in the index)")
-    return lines
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

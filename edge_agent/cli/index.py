@@ -43,7 +43,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     b.add_argument("--reembed", action="store_true", help="compute every vector again (after changing the model)")
     b.set_defaults(func=cmd_index_rebuild)
 
-    st = sub.add_parser("stats", help="counts of documents, chunks and vectors")
+    st = sub.add_parser("stats", help="documents, chunks and vectors; search, languages, embedder, last check")
+    st.add_argument("--json", action="store_true", help="one JSON object with every field instead of text")
     st.set_defaults(func=cmd_index_stats)
 
     c = sub.add_parser("check", help="check that the index file and SQLite agree (repairs unless --no-repair)")
@@ -167,16 +168,40 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
 def cmd_index_stats(args: argparse.Namespace) -> int:
     with closing(_service(settings_from(args), write=False)) as svc:
         stats = svc.stats()
+    if args.json:
         print(json.dumps(stats, indent=2, default=str))
-    langs = stats.get("index", {}).get("languages") or {}
-    if langs:  # the JSON above for scripts, this line for people
-        said = [f"{lang} {v['chunks']} chunks ({'embedder covers it' if v['embedder_covers'] else 'embedder does not cover it: BM25 leads'})"
-                for lang, v in langs.items()]
-        print("languages: " + "; ".join(said), file=sys.stderr)
-    fields = stats.get("index", {}).get("bm25_fields") or {}
-    if fields.get("subwords"):
-        print(f"BM25: {fields['subwords']} character n-grams let compound words match their parts", file=sys.stderr)
+    else:
+        print("\n".join(stats_lines(stats)))
     return 0
+
+
+def stats_lines(ix: dict) -> list[str]:
+    """The index's stats for a person (`index stats`, doctor; --json has every field): size, search, languages,
+    BM25's n-grams, embedder, re-embedding, last check."""
+    f = ix.get("index") or {}
+    by_status = ", ".join(f"{n} {k}" for k, n in sorted((ix.get("documents_by_status") or {}).items()))
+    ann = f.get("ann", "off")
+    search = f"exact search up to {f['ann_threshold']:,} chunks" if ann == "off" else f"approximate search (HNSW: {ann})"
+    lines = [f"index: {ix['documents']} documents{f' ({by_status})' if by_status else ''}, {ix['chunks']} chunks, "
+             f"{f.get('vectors', 0)} vectors in {f.get('index_file', '?')}; {search}"]
+    langs = f.get("languages") or {}
+    if langs:
+        lines.append("  languages: " + ", ".join(
+            f"{code} {v['chunks']} chunk{'' if v['chunks'] == 1 else 's'}" + ("" if v.get("embedder_covers") else " (the embedder does not cover it: BM25 leads)")
+            for code, v in sorted(langs.items(), key=lambda kv: -kv[1]["chunks"])))
+    subwords = (f.get("bm25_fields") or {}).get("subwords")
+    if subwords:
+        lines.append(f"  BM25: {subwords} character n-grams let compound words match their parts")
+    emb = ix.get("embedder") or {}
+    if emb:
+        lines.append(f"  embedder: {emb.get('model')} ({', '.join(str(emb[k]) for k in ('backend', 'variant') if emb.get(k))})")
+    if ix.get("reembed"):
+        lines.append(f"  re-embedding: {json.dumps(ix['reembed'], default=str)}")
+    last = ix.get("last_check") or {}
+    if last:
+        lines.append(f"  last check: {'ok' if last.get('ok') else 'MISMATCH'} ({last.get('sqlite_chunks')} chunks in SQLite, "
+                     f"{last.get('index_vectors')} vectors in the index)")
+    return lines
 
 
 def cmd_index_check(args: argparse.Namespace) -> int:

@@ -27,11 +27,15 @@ def test_index_commands(run, tmp_path, capsys):
     assert run("remove", str(hits[0]["document_id"])) == 0
     assert run("remove", "999") == 1
     capsys.readouterr()
-    assert run("stats") == 0
+    assert run("stats", "--json") == 0  # for scripts: every field, on stdout, nothing else
     out = capsys.readouterr()
     stats = json.loads(out.out)
     assert stats["chunks"] == 1 and stats["index"]["bm25_fields"]["subwords"] > 0  # the Dutch note's n-grams
-    assert "compound words" in out.err
+    assert out.err == ""
+    assert run("stats") == 0  # for a person (as `jobs list`, doctor): text on stdout
+    out = capsys.readouterr()
+    assert out.out.startswith("index: 2 documents (1 failed, 1 ready), 1 chunks, 1 vectors") and "compound words" in out.out
+    assert "{" not in out.out and out.err == ""
     assert run("rebuild") == 0 and "rebuilt 1 vectors" in capsys.readouterr().out
     (tmp_path / "index" / "chunks.faiss").write_bytes(b"junk")
     assert run("check", "--no-repair") == 1
