@@ -56,7 +56,7 @@ def test_context_shown_is_the_one_served(site, capsys):
     (site / "config.toml").write_text("context_length = 256\n")  # the tiny bundle allows 512
     assert main(["doctor", "--no-index"]) == 0
     out = capsys.readouterr().out
-    assert "context 256 (the bundle allows 512)" in out and "context 512" not in out
+    assert "context 256 of the bundle's 512;" in out
     assert main(["doctor", "--no-index", "--json"]) == 0
     model = json.loads(capsys.readouterr().out)["model"]
     assert model["context_length"] == 256 and model["bundle_context_length"] == 512

@@ -258,7 +258,7 @@ def _print(r: Report) -> None:
     m = sec["model"]
     if m["ok"]:
         g = m["gpu_graph"]
-        ctx = f"context {m['context_length']}" + (f" (the bundle allows {m['bundle_context_length']})" if m["bundle_context_length"] != m["context_length"] else "")
+        ctx = f"context {m['context_length']}" + (f" of the bundle's {m['bundle_context_length']}" if m["bundle_context_length"] != m["context_length"] else "")
         print(f"model: {m['name']} OK ({m['architecture']}, {ctx}; {m['checked']}); GPU graph {'built' if g['built'] else 'not built'}")
     else:
         print(f"model: {m['name']}: {m['error']}")
