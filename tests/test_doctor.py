@@ -51,6 +51,31 @@ def test_healthy_site_exits_0_and_shows_everything(site, capsys):
     assert "disk data_dir: var" in out and "no problems found" in out
 
 
+def test_context_shown_is_the_one_served(site, capsys):
+    """The engine serves min(context_length, the bundle's limit): doctor shows that, with the bundle's maximum beside it."""
+    (site / "config.toml").write_text("context_length = 256\n")  # the tiny bundle allows 512
+    assert main(["doctor", "--no-index"]) == 0
+    out = capsys.readouterr().out
+    assert "context 256 of the bundle's 512;" in out
+    assert main(["doctor", "--no-index", "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)["model"]
+    assert model["context_length"] == 256 and model["bundle_context_length"] == 512
+    (site / "config.toml").write_text("context_length = 8192\n")  # more than the bundle allows: the bundle's limit is served
+    assert main(["doctor", "--no-index"]) == 0
+    assert "context 512;" in capsys.readouterr().out
+
+
+def test_index_check_uses_the_global_flags(site, capsys, monkeypatch):
+    """The index check opens the index with the settings doctor shows (flags included), as `index stats` would."""
+    from edge_agent.rag import embedder as embedder_module
+
+    seen, real = [], embedder_module.build_embedder
+    monkeypatch.setattr(embedder_module, "build_embedder", lambda settings, **kw: seen.append(settings.threads) or real(settings, **kw))
+    assert main(["--threads", "1", "doctor", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["index"]["ok"] is True
+    assert seen == [1]
+
+
 def test_problems_exit_1_with_their_fixes(site, capsys, monkeypatch):
     shutil.rmtree(site / "models" / "default")
     monkeypatch.setenv("EDGE_AGENT_HOST", "0.0.0.0")

@@ -11,8 +11,8 @@ import time
 from typing import Any, Literal
 
 from flask import Blueprint, Response, request
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.json_schema import models_json_schema
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema, models_json_schema
 
 from edge_agent.api.context import runtime
 from edge_agent.api.errors import ApiError, error_response, read_json, scrub_paths
@@ -67,6 +67,14 @@ class UpdateJobRequest(_Body):
     schedule: Schedule | None = None
     enabled: bool = Field(None)  # type: ignore[assignment]
     limits: Limits | None = None
+    # not a field one can change (so not in the schema): named here so the 400 says what to do instead of "unknown field"
+    kind: SkipJsonSchema[Any] = None
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind_is_fixed(cls, value: Any) -> Any:
+        raise ValueError("the kind of a job cannot be changed (its params, runs and results belong to that kind): "
+                         "create a new job with POST /v1/jobs, and delete this one if it is no longer needed")
 
 
 class Job(BaseModel):

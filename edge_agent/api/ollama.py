@@ -6,8 +6,9 @@ of the answer and done false, then one with done true, done_reason ("stop" or "l
 the OpenAI routes' usage) and the durations in nanoseconds; stream false answers the same fields in one JSON object. A
 failure after the first line is told as a last line {"error": "..."}, as Ollama does; a client that hangs up frees its
 slot. Errors are Ollama's {"error": "text"} on these routes (the API key, Host and CORS checks answer before any route,
-in the OpenAI shape as everywhere). A model is named by its id or "default", with or without ":latest". A body is read as
-JSON whatever its Content-Type, as Ollama reads it (its docs post with `curl -d`, which sends a form type).
+in the OpenAI shape as everywhere). A model is named by its id or "default", with or without ":latest", in any case (as
+Ollama matches names). A body is read as JSON whatever its Content-Type, as Ollama reads it (its docs post with `curl -d`,
+which sends a form type).
 """
 from __future__ import annotations
 
@@ -159,12 +160,13 @@ def _answer(req, gen: Generation, t0: int, reply: Callable[..., BaseModel]) -> R
 
 # --- routes ------------------------------------------------------------------------
 def _generation(model: type[o.OllamaChatRequest] | type[o.OllamaGenerateRequest], reply: Callable[..., BaseModel]) -> Response:
-    """/api/chat's and /api/generate's answer: done_reason "load" when the request asks nothing, else the generation."""
+    """/api/chat's and /api/generate's answer: done_reason "load" (or "unload", keep_alive 0) when the request asks nothing,
+    else the generation."""
     t0 = time.perf_counter_ns()
     req, rt = _read(model)
     svc = _chat_service(rt, req.model)
     if req.asks_nothing():
-        return _json(reply("", model=req.model, created_at=o.now(), done=True, done_reason="load",
+        return _json(reply("", model=req.model, created_at=o.now(), done=True, done_reason=req.done_reason_of_nothing(),
                            total_duration=time.perf_counter_ns() - t0, load_duration=0))
     return _answer(req, req.start(svc), t0, reply)
 

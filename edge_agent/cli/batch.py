@@ -20,6 +20,7 @@ def register(sub) -> None:
     r.add_argument("--errors", type=Path, default=None, help="where failed lines go (default: into the output file, as vllm run-batch)")
     r.add_argument("--concurrency", type=int, default=0, help="requests in flight at once (default: the engine's batch size)")
     r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.add_argument("--json", action="store_true", help="the summary as one JSON object (requests, completed, failed, seconds)")
     r.set_defaults(func=cmd_batch_run)
 
 
@@ -111,5 +112,10 @@ def cmd_batch_run(args: argparse.Namespace) -> int:
             print(f"error: cannot write {target}: {e.strerror or type(e).__name__}", file=sys.stderr)
             return 2
     summary = {"requests": len(out) + len(err), "completed": len(out), "failed": len(err), "seconds": round(time.monotonic() - t0, 2)}
-    print(json.dumps(summary), file=sys.stderr)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        where = f"results in {args.output}" + (f", failed lines in {args.errors}" if args.errors is not None else "")
+        print(f"{summary['requests']} requests: {summary['completed']} completed, {summary['failed']} failed "
+              f"in {summary['seconds']} s; {where}")
     return 0 if not err else 1

@@ -94,10 +94,16 @@ def check_models(r: Report, s) -> Any:
     gpu = cached_record(b)
     r.sections["model"] = {
         "name": b.name, "ok": True, "path": str(b.path), "architecture": b.architecture.get("arch"),
-        "context_length": b.context_length, "checked": "every file matches its sha256 in the manifest",
+        # what the daemon serves (the engine takes the smaller of the two), and the bundle's own maximum beside it
+        "context_length": served_context(b, s), "bundle_context_length": b.context_length, "checked": "every file matches its sha256 in the manifest",
         "gpu_graph": {"built": True, "sha256": gpu["sha256"], "bytes": gpu["bytes"]} if gpu else {"built": False},
     }
     return b
+
+
+def served_context(bundle, s) -> int:
+    """The context the daemon serves: the setting, capped by the bundle's own limit (as OnnxEngine does)."""
+    return min(bundle.context_length, s.context_length)
 
 
 def check_device(r: Report, s, bundle) -> None:
@@ -107,7 +113,7 @@ def check_device(r: Report, s, bundle) -> None:
     threads = s.threads or physical_cores()
     r.sections["threads"] = {"onnxruntime_threads": threads, "physical_cores": physical_cores(), "setting": s.threads}
     try:
-        need = gpu_need(bundle, s.max_batch, min(bundle.context_length, s.context_length)) if bundle is not None and s.device != "cpu" else None
+        need = gpu_need(bundle, s.max_batch, served_context(bundle, s)) if bundle is not None and s.device != "cpu" else None
         hw = detect(s.device, need)
     except DeviceError as e:
         r.sections["device"] = {"device": None, "error": str(e)}
@@ -147,13 +153,13 @@ def check_load(r: Report, s, bundle) -> None:
                   "fix the GPU set-up (README, 'GPU'; `scripts/gpu-check` shows the details), or set device = cpu")
 
 
-def check_index(r: Report) -> None:
+def check_index(r: Report, s) -> None:
     from contextlib import closing
 
     from edge_agent.cli.index import _service
 
     try:
-        with closing(_service(check=True, write=False)) as svc:
+        with closing(_service(s, check=True, write=False)) as svc:
             stats = svc.stats()
             jobs = _jobs(svc)
     except SystemExit as e:  # _service exits with a message when it cannot open the index
@@ -231,7 +237,7 @@ def run_checks(s, index: bool = True, load: bool = False) -> Report:
     check_listen(r, s)
     check_disk(r, s)
     if index:
-        check_index(r)
+        check_index(r, s)
     return r
 
 
@@ -252,7 +258,8 @@ def _print(r: Report) -> None:
     m = sec["model"]
     if m["ok"]:
         g = m["gpu_graph"]
-        print(f"model: {m['name']} OK ({m['architecture']}, context {m['context_length']}; {m['checked']}); GPU graph {'built' if g['built'] else 'not built'}")
+        ctx = f"context {m['context_length']}" + (f" of the bundle's {m['bundle_context_length']}" if m["bundle_context_length"] != m["context_length"] else "")
+        print(f"model: {m['name']} OK ({m['architecture']}, {ctx}; {m['checked']}); GPU graph {'built' if g['built'] else 'not built'}")
     else:
         print(f"model: {m['name']}: {m['error']}")
     print("bundles: " + (", ".join(f"{b['name']}{'' if b['ok'] else ' (broken)'}" for b in sec["bundles"]) or "none"))
@@ -267,7 +274,9 @@ def _print(r: Report) -> None:
     t = sec["threads"]
     print(f"threads: {t['onnxruntime_threads']} ({t['physical_cores']} physical cores)")
     if "index" in sec:
-        print("\n".join(_index_lines(sec["index"])))
+        from edge_agent.cli.index import stats_lines
+
+        print("\n".join(stats_lines(sec["index"])) if sec["index"]["ok"] else "index: cannot be opened")
     if "jobs" in sec:
         shown = [j for j in sec["jobs"] if not j.get("openai_batch")]  # one per POST /v1/batches: counted, as `jobs list` does
         print("jobs: " + ("none" if not shown else ""))
@@ -285,33 +294,6 @@ def _print(r: Report) -> None:
             print(f"  - {p['problem']}\n    fix: {p['fix']}")
     else:
         print("\nno problems found")
-
-
-def _index_lines(ix: dict) -> list[str]:
-    """The index section for a person (--json has every field): size, search, languages, embedder, last check."""
-    if not ix["ok"]:
-        return ["index: cannot be opened"]
-    f = ix.get("index") or {}
-    by_status = ", ".join(f"{n} {k}" for k, n in sorted((ix.get("documents_by_status") or {}).items()))
-    ann = f.get("ann", "off")
-    search = f"exact search up to {f['ann_threshold']:,} chunks" if ann == "off" else f"approximate search (HNSW: {ann})"
-    lines = [f"index: {ix['documents']} documents{f' ({by_status})' if by_status else ''}, {ix['chunks']} chunks, "
-             f"{f.get('vectors', 0)} vectors in {f.get('index_file', '?')}; {search}"]
-    langs = f.get("languages") or {}
-    if langs:
-        lines.append("  languages: " + ", ".join(
-            f"{code} {v['chunks']} chunk{'' if v['chunks'] == 1 else 's'}" + ("" if v.get("embedder_covers") else " (the embedder does not cover it: BM25 leads)")
-            for code, v in sorted(langs.items(), key=lambda kv: -kv[1]["chunks"])))
-    emb = ix.get("embedder") or {}
-    if emb:
-        lines.append(f"  embedder: {emb.get('model')} ({', '.join(str(emb[k]) for k in ('backend', 'variant') if emb.get(k))})")
-    if ix.get("reembed"):
-        lines.append(f"  re-embedding: {json.dumps(ix['reembed'], default=str)}")
-    last = ix.get("last_check") or {}
-    if last:
-        lines.append(f"  last check: {'ok' if last.get('ok') else 'MISMATCH'} ({last.get('sqlite_chunks')} chunks in SQLite, "
-                     f"{last.get('index_vectors')} vectors in the index)")
-    return lines
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -8,6 +8,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from edge_agent.cli.common import settings_from
+
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the `index` command and its subcommands to an argparse subparsers object."""
@@ -41,7 +43,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     b.add_argument("--reembed", action="store_true", help="compute every vector again (after changing the model)")
     b.set_defaults(func=cmd_index_rebuild)
 
-    st = sub.add_parser("stats", help="counts of documents, chunks and vectors")
+    st = sub.add_parser("stats", help="documents, chunks and vectors; search, languages, embedder, last check")
+    st.add_argument("--json", action="store_true", help="one JSON object with every field instead of text")
     st.set_defaults(func=cmd_index_stats)
 
     c = sub.add_parser("check", help="check that the index file and SQLite agree (repairs unless --no-repair)")
@@ -56,13 +59,12 @@ BUSY_HINT = (
 )
 
 
-def _service(check: bool = True, write: bool = True, check_on_open: bool = True, busy_hint: str = BUSY_HINT):
-    """The DocumentService. Writing commands need the index to themselves: while a daemon owns it
-    they exit with status 2 saying what to do instead (busy_hint); reading ones fall back to a read-only view."""
-    from edge_agent.config import load_settings
+def _service(settings: Any, check: bool = True, write: bool = True, check_on_open: bool = True, busy_hint: str = BUSY_HINT):
+    """The DocumentService over settings (the CLI's: `settings_from(args)`, global flags included). Writing
+    commands need the index to themselves: while a daemon owns it they exit with status 2 saying what to do
+    instead (busy_hint); reading ones fall back to a read-only view."""
     from edge_agent.services.documents import DocumentService, IndexInUseError
 
-    settings = load_settings()
     try:
         svc = DocumentService.from_settings(settings, check_on_open=check_on_open)
     except IndexInUseError as e:
@@ -95,7 +97,7 @@ def cmd_index_add(args: argparse.Namespace) -> int:
         if not p.exists():
             return _fail(f"{raw}: no such file or folder")
         files.extend(walk_files(p))
-    with closing(_service()) as svc:
+    with closing(_service(settings_from(args))) as svc:
         bar = tqdm(total=len(files), unit="file", disable=args.no_progress or args.json, file=sys.stderr)
 
         def progress(res) -> None:
@@ -127,7 +129,7 @@ def cmd_index_search(args: argparse.Namespace) -> int:
         filters["types"] = args.types
     if args.path_prefix:
         filters["path_prefix"] = str(Path(args.path_prefix).expanduser().resolve())
-    with closing(_service(write=False)) as svc:
+    with closing(_service(settings_from(args), write=False)) as svc:
         try:
             hits = svc.retrieve(args.query, args.k, filters or None, args.mode, diversity=args.diversity,
                                 neighbors=args.neighbors, group=args.group)
@@ -147,7 +149,7 @@ def cmd_index_search(args: argparse.Namespace) -> int:
 def cmd_index_remove(args: argparse.Namespace) -> int:
     from edge_agent.services.documents import DocumentNotFoundError
 
-    with closing(_service(busy_hint=f"delete it through the daemon (DELETE /v1/documents/{args.id}) or stop the daemon first")) as svc:
+    with closing(_service(settings_from(args), busy_hint=f"delete it through the daemon (DELETE /v1/documents/{args.id}) or stop the daemon first")) as svc:
         try:
             svc.delete(args.id)
         except DocumentNotFoundError as e:
@@ -157,30 +159,54 @@ def cmd_index_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:
-    with closing(_service(check=False, busy_hint="a rebuild needs the index to itself: stop the daemon first")) as svc:
+    with closing(_service(settings_from(args), check=False, busy_hint="a rebuild needs the index to itself: stop the daemon first")) as svc:
         out = svc.rebuild(reembed=args.reembed)
     print(f"rebuilt {out['vectors']} vectors in {out['seconds']} s" + (" (re-embedded)" if out["reembedded"] else ""))
     return 0
 
 
 def cmd_index_stats(args: argparse.Namespace) -> int:
-    with closing(_service(write=False)) as svc:
+    with closing(_service(settings_from(args), write=False)) as svc:
         stats = svc.stats()
+    if args.json:
         print(json.dumps(stats, indent=2, default=str))
-    langs = stats.get("index", {}).get("languages") or {}
-    if langs:  # the JSON above for scripts, this line for people
-        said = [f"{lang} {v['chunks']} chunks ({'embedder covers it' if v['embedder_covers'] else 'embedder does not cover it: BM25 leads'})"
-                for lang, v in langs.items()]
-        print("languages: " + "; ".join(said), file=sys.stderr)
-    fields = stats.get("index", {}).get("bm25_fields") or {}
-    if fields.get("subwords"):
-        print(f"BM25: {fields['subwords']} character n-grams let compound words match their parts", file=sys.stderr)
+    else:
+        print("\n".join(stats_lines(stats)))
     return 0
+
+
+def stats_lines(ix: dict) -> list[str]:
+    """The index's stats for a person (`index stats`, doctor; --json has every field): size, search, languages,
+    BM25's n-grams, embedder, re-embedding, last check."""
+    f = ix.get("index") or {}
+    by_status = ", ".join(f"{n} {k}" for k, n in sorted((ix.get("documents_by_status") or {}).items()))
+    ann = f.get("ann", "off")
+    search = f"exact search up to {f['ann_threshold']:,} chunks" if ann == "off" else f"approximate search (HNSW: {ann})"
+    lines = [f"index: {ix['documents']} documents{f' ({by_status})' if by_status else ''}, {ix['chunks']} chunks, "
+             f"{f.get('vectors', 0)} vectors in {f.get('index_file', '?')}; {search}"]
+    langs = f.get("languages") or {}
+    if langs:
+        lines.append("  languages: " + ", ".join(
+            f"{code} {v['chunks']} chunk{'' if v['chunks'] == 1 else 's'}" + ("" if v.get("embedder_covers") else " (the embedder does not cover it: BM25 leads)")
+            for code, v in sorted(langs.items(), key=lambda kv: -kv[1]["chunks"])))
+    subwords = (f.get("bm25_fields") or {}).get("subwords")
+    if subwords:
+        lines.append(f"  BM25: {subwords} character n-grams let compound words match their parts")
+    emb = ix.get("embedder") or {}
+    if emb:
+        lines.append(f"  embedder: {emb.get('model')} ({', '.join(str(emb[k]) for k in ('backend', 'variant') if emb.get(k))})")
+    if ix.get("reembed"):
+        lines.append(f"  re-embedding: {json.dumps(ix['reembed'], default=str)}")
+    last = ix.get("last_check") or {}
+    if last:
+        lines.append(f"  last check: {'ok' if last.get('ok') else 'MISMATCH'} ({last.get('sqlite_chunks')} chunks in SQLite, "
+                     f"{last.get('index_vectors')} vectors in the index)")
+    return lines
 
 
 def cmd_index_check(args: argparse.Namespace) -> int:
     hint = "run `edge-agent index check --no-repair` (it checks a copy while the daemon runs) or stop the daemon first to repair"
-    with closing(_service(check=False, write=not args.no_repair, check_on_open=False, busy_hint=hint)) as svc:
+    with closing(_service(settings_from(args), check=False, write=not args.no_repair, check_on_open=False, busy_hint=hint)) as svc:
         res = svc.check(repair=not args.no_repair)
     print(json.dumps(res.to_dict(), indent=2))
     return 0 if res.ok else 1

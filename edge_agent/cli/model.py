@@ -24,23 +24,24 @@ def register(sub) -> None:
     inst = msub.add_parser("install-default", help="build models/default from the packaged Gemma 3 270M")
     inst.add_argument("--force", action="store_true")
     for p in (imp, inst):
+        # what each option does; what it costs or gains on a given model is measured, and lives with its command in
+        # the README's Performance section (figures in --help go stale when the builder or onnxruntime changes)
         p.add_argument("--lm-head", dest="lm_head", choices=("int4", "int8", "dual"), default=None,
-                       help="the output projection's weights: int8 per channel or int4 blocks (a smaller, faster decode "
-                            "step; tied to the embedding, the top logits are re-scored from its int8 rows: Gemma 3 270M "
-                            "perplexity 1.028x fp32 against 1.024x for int8; one stream ~1.2x faster, 16 streams ~0.86x), "
-                            "or dual: both, tied heads only, the int4 one for steps of few rows (setting int4_head_max_rows). "
-                            "Default: int8 for import, the default model's choice for install-default")
+                       help="the output projection's weights: int8 per channel, int4 blocks (smaller; faster for steps of few rows, slower for many; "
+                            "tied to the embedding, the top logits are re-scored from its int8 rows), or dual: both, tied "
+                            "heads only, the int4 one for steps of few rows (setting int4_head_max_rows). Default: int8 for "
+                            "import, the default model's choice for install-default. Speed and perplexity: README, Performance")
         p.add_argument("--attn-out", choices=ATTN_OUT_CHOICES, default=None,
                        help="how the attention output projection is stored: int8 per channel like every layer (the "
                             "default, with --smooth-alpha), fp32 (bundles before it), or int8-block32 (8-bit blocks of 32)")
         p.add_argument("--smooth-alpha", type=float, default=None, metavar="ALPHA",
-                       help="SmoothQuant's alpha folded into the int8 weights (0..1; default 0.8; a negative value turns it off). "
-                            "Gemma 3 270M perplexity 1.014x fp32 smoothed with an int8 o_proj, 1.024x unsmoothed with an fp32 one")
+                       help="SmoothQuant's alpha folded into the int8 weights (0..1; default 0.8; a negative value turns it off): "
+                            "outlier channels no longer set the int8 scales. Perplexity with and without: README, Performance")
         p.add_argument("--kv-cache", dest="kv_cache", choices=KV_CACHE_CHOICES, default=None,
-                       help="the key/value cache's format: int8 (a quarter of fp32's memory, static scales calibrated at build; "
-                            "the build keeps fp32 when held-out perplexity rises too much), int4 (an eighth) or fp32. "
-                            "Default: fp32. Gemma 3 270M with int8: perplexity 1.0003x the fp32 cache's, 16 x 640 tokens 84 MB against 320, "
-                            "decode 1.05x (16 streams 1.08-1.28x), but prefill 0.64-0.74x and greedy answers change")
+                       help="the key/value cache's format: fp32 (the default), int8 (a quarter of fp32's memory, static "
+                            "scales calibrated at build) or int4 (an eighth); the build keeps fp32, and says why in the "
+                            "manifest, when held-out perplexity rises too much. int8 decodes many streams in less memory "
+                            "but prefills more slowly and can change greedy answers: README, Performance")
     ls = msub.add_parser("list", help="the bundles in the models folder")
     ls.add_argument("--json", action="store_true")
     msub.add_parser("verify", help="check the selected bundle against its manifest")

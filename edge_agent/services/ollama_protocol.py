@@ -4,7 +4,9 @@ Ollama's fields are read as Ollama documents them and refused (400, {"error": ".
 them: tools (the model would answer in free text, and no parser reads calls out of it: /v1/chat/completions with a
 forced tool_choice does), images, think true, suffix, a template or context, num_ctx beyond the model's context, and
 sampling options we do not implement (mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only
-tune Ollama's runtime (threads, GPU layers, mmap, batch) are accepted and ignored, as are keep_alive and num_keep.
+tune Ollama's runtime (threads, GPU layers, mmap, batch) are accepted and ignored, as are keep_alive and num_keep
+(keep_alive 0 with nothing to answer is Ollama's unload request: answered done_reason "unload" as Ollama answers it; the
+one model served stays loaded). Model names are matched case-insensitively, as Ollama matches them.
 Models live here, not in api/, as services.protocol's do (architecture: jobs may not import api).
 """
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -25,6 +28,7 @@ from edge_agent.engine.types import MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX
 
 API_VERSION = "0.9.0"  # the Ollama release whose API these routes follow (clients gate features on /api/version)
 LATEST = ":latest"
+_GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+")  # Go's time.ParseDuration
 EPOCH = "1970-01-01T00:00:00Z"  # a model's modified_at when its bundle does not say
 TEXT_ONLY = "this model reads text only: leave `images` out"
 
@@ -81,7 +85,17 @@ class OllamaOptions(_Request):
 
 class _OllamaRequest(_Request):
     model: str = Field(min_length=1, max_length=256, description="The model's name (with or without \":latest\"), or \"default\".")
-    keep_alive: Annotated[str, Field(max_length=32)] | Float | None = Field(None, description="Accepted and ignored: the model stays loaded.")
+    keep_alive: Annotated[str, Field(max_length=32)] | Float | None = Field(
+        None, description="Accepted and ignored: the model stays loaded. 0 with an empty prompt or conversation (Ollama's unload "
+                          "request) is answered done_reason \"unload\", as Ollama answers it.")
+
+    def keeps_alive_zero(self) -> bool:
+        """Whether keep_alive reads as a zero duration as Ollama reads it: a number of seconds (negative = forever),
+        or a Go duration string ("0", "0s", "0m", ...)."""
+        v = self.keep_alive
+        if isinstance(v, str):
+            return v.lstrip("+-") == "0" or (_GO_DURATION.fullmatch(v) is not None and not any(c in "123456789" for c in v))
+        return v is not None and 0 <= v * 1e9 < 1  # Go: time.Duration(seconds * 1e9), truncated
 
 
 class _Generating(_OllamaRequest):
@@ -119,8 +133,13 @@ class _Generating(_OllamaRequest):
             raise
 
     def asks_nothing(self) -> bool:
-        """An empty conversation or prompt: Ollama's way to load a model (answered with done_reason "load")."""
+        """An empty conversation or prompt: Ollama's way to load a model (answered with done_reason "load"), or with
+        keep_alive 0 to unload it ("unload")."""
         raise NotImplementedError
+
+    def done_reason_of_nothing(self) -> str:
+        """The done_reason Ollama answers a request that asks nothing: "unload" with keep_alive 0, else "load"."""
+        return "unload" if self.keeps_alive_zero() else "load"
 
     def start(self, chat) -> Generation:
         """Start the answer on the ChatService chat (raises as ChatService.chat and complete do)."""
@@ -306,9 +325,10 @@ def now() -> str:
 
 
 def served(name: str, ours: str | None) -> bool:
-    """Whether a client's model name means ours: its id or "default", with or without ":latest"."""
-    bare = name.removesuffix(LATEST)
-    return ours is not None and bare in (ours, "default")
+    """Whether a client's model name means ours: its id or "default", with or without ":latest", in any case (Ollama
+    compares names with strings.EqualFold)."""
+    bare = name.lower().removesuffix(LATEST)
+    return ours is not None and bare in (ours.lower(), "default")
 
 
 def chat_model(chat) -> tuple[OllamaModel, dict[str, Any]]:

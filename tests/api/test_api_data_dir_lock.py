@@ -71,7 +71,7 @@ def test_a_second_daemon_on_the_same_data_dir_is_refused_and_a_killed_one_blocks
 
         jobs = _cli(tmp_path, data, "jobs", "list")  # reads SQLite beside the daemon
         assert jobs.returncode == 0, jobs.stderr
-        stats = _cli(tmp_path, data, "index", "stats")  # the daemon owns the index: a read-only view
+        stats = _cli(tmp_path, data, "index", "stats", "--json")  # the daemon owns the index: a read-only view
         assert stats.returncode == 0 and '"documents"' in stats.stdout, stats.stderr
         assert first.poll() is None, "".join(first_log)
     finally:

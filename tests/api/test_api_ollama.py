@@ -82,6 +82,29 @@ def test_an_empty_prompt_or_conversation_loads_the_model(live, client):
     assert body["message"]["content"] == "" and body["load_duration"] == 0
 
 
+@pytest.mark.parametrize("keep_alive", [0, 0.0, "0", "0s", "0m", "-0h"])
+def test_keep_alive_0_with_nothing_to_answer_is_ollamas_unload(live, client, keep_alive):
+    """Ollama answers done_reason "unload" to an empty prompt or conversation with keep_alive 0 (its unload request);
+    the one model served here stays loaded (/api/ps still lists it)."""
+    r = client.generate(model="default", keep_alive=keep_alive)
+    assert r.done and r.done_reason == "unload" and r.response == ""
+    status, headers, raw = live.request("POST", "/api/chat", {"model": "default", "messages": [], "keep_alive": keep_alive})
+    body = json.loads(raw)
+    assert status == 200 and headers["content-type"] == "application/json" and body["done_reason"] == "unload", body
+    assert [m.model for m in client.ps().models] == ["llama:latest"]
+
+
+@pytest.mark.parametrize("keep_alive", [1, "5m", -1, "-1m", "0.5s", 0.5])
+def test_keep_alive_other_than_0_with_nothing_to_answer_loads(client, keep_alive):
+    assert client.generate(model="default", keep_alive=keep_alive).done_reason == "load"
+
+
+def test_a_prompt_with_keep_alive_0_is_answered(client):
+    """keep_alive 0 only unloads after the answer in Ollama: a request with a prompt is answered as any other."""
+    r = client.generate(model="default", prompt="Een", keep_alive=0, options={"temperature": 0, "num_predict": 2})
+    assert r.done_reason in ("stop", "length") and r.eval_count > 0
+
+
 def test_format_json_and_a_schema_go_through_the_grammar(client, oa):
     """Random weights write byte soup; only the grammar makes these parse (as /v1/chat/completions' response_format)."""
     r = client.chat(model="default", messages=MSGS, format=SCHEMA, options={"temperature": 0, "num_predict": 120})
@@ -118,6 +141,18 @@ def test_unknown_models_are_404_in_ollamas_shape(live, client):
         assert e.value.status_code == 404 and "not found" in e.value.error, e.value.error
     status, _, body = live.request("POST", "/api/chat", {"model": "llama3.2", "messages": MSGS})
     assert status == 404 and json.loads(body) == {"error": "model 'llama3.2' not found"}
+
+
+def test_model_names_are_matched_in_any_case_as_ollama_matches_them(live, client):
+    """Ollama compares names case-insensitively (model.Name.EqualFold): "Llama:Latest" and "DEFAULT" name the model;
+    the reply echoes the name as sent, as Ollama's does."""
+    r = client.chat(model="Llama:Latest", messages=MSGS, options={"temperature": 0, "num_predict": 2})
+    assert r.done and r.model == "Llama:Latest"
+    assert client.generate(model="DEFAULT", prompt="Een", options={"temperature": 0, "num_predict": 2}).done
+    assert client.show("LLAMA").modelinfo == client.show("llama").modelinfo
+    with pytest.raises(ollama.ResponseError) as e:
+        client.chat(model="Llama3.2", messages=MSGS)
+    assert e.value.status_code == 404
 
 
 @pytest.mark.parametrize("body, word", [

@@ -96,6 +96,24 @@ def test_cli_batch_run_writes_whole_progress_lines_without_a_terminal(tiny_bundl
     assert "\r" not in err and any(line.startswith("9/9 requests, ") for line in err.splitlines()), err
 
 
+def test_cli_batch_run_says_its_summary_on_stdout_as_text_or_json(tiny_bundles, tmp_path, capsys):
+    """As `jobs run` and doctor: a line for a person on stdout, --json for scripts; stderr keeps progress and errors only."""
+    from edge_agent.cli import main
+
+    src, out, err = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "err.jsonl"
+    src.write_bytes(batch_bytes())
+    base = ["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1", "batch", "run", str(src)]
+    assert main([*base, "-o", str(out), "--errors", str(err), "--quiet", "--json"]) == 1
+    said = capsys.readouterr()
+    summary = json.loads(said.out)
+    assert summary["requests"] == 9 and summary["completed"] + summary["failed"] == 9 and summary["failed"] > 0
+    assert said.err == ""
+    assert main([*base, "-o", str(out), "--quiet"]) == 1
+    said = capsys.readouterr()
+    assert said.out.startswith(f"9 requests: {summary['completed']} completed, {summary['failed']} failed in ")
+    assert f"results in {out}" in said.out and said.err == ""
+
+
 def test_cli_batch_run_refuses_non_utf8(tiny_bundles, tmp_path, capsys):
     from edge_agent.cli import main
 

@@ -136,6 +136,21 @@ def test_conflicts_and_unknown_ids(live):
     assert live("POST", "/v1/jobs/a/run", {"concurrency": 0})[0] == 400
 
 
+def test_changing_a_jobs_kind_says_to_create_a_new_job(live):
+    """kind is fixed at creation: the 400 says so and what to do, not "unknown field"; nothing changes; the schema leaves it out."""
+    job = live("POST", "/v1/jobs", {"name": "k", "kind": "summarize"})[1]
+    status, err = live("PATCH", f"/v1/jobs/{job['id']}", {"kind": "reindex", "enabled": False})
+    e = err["error"]
+    assert status == 400 and e["param"] == "kind" and e["type"] == "invalid_request_error", err
+    assert "kind of a job cannot be changed" in e["message"] and "POST /v1/jobs" in e["message"]
+    assert "unknown field" not in e["message"]
+    after = live("GET", f"/v1/jobs/{job['id']}")[1]
+    assert after["kind"] == "summarize" and after["enabled"] is True
+    update = live("GET", "/openapi.json")[1]["components"]["schemas"]["UpdateJobRequest"]
+    assert "kind" not in update["properties"] and update.get("additionalProperties") is False
+    assert live("PATCH", f"/v1/jobs/{job['id']}", {"kinds": "x"})[1]["error"]["message"].startswith("invalid value for 'kinds': unknown field")
+
+
 def test_the_job_list_pages_and_checks_limit_and_offset_as_the_other_lists(live):
     for name in ("a", "b", "c"):
         assert live("POST", "/v1/jobs", {"name": name, "kind": "summarize"})[0] == 200

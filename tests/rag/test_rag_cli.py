@@ -27,14 +27,31 @@ def test_index_commands(run, tmp_path, capsys):
     assert run("remove", str(hits[0]["document_id"])) == 0
     assert run("remove", "999") == 1
     capsys.readouterr()
-    assert run("stats") == 0
+    assert run("stats", "--json") == 0  # for scripts: every field, on stdout, nothing else
     out = capsys.readouterr()
     stats = json.loads(out.out)
     assert stats["chunks"] == 1 and stats["index"]["bm25_fields"]["subwords"] > 0  # the Dutch note's n-grams
-    assert "compound words" in out.err
+    assert out.err == ""
+    assert run("stats") == 0  # for a person (as `jobs list`, doctor): text on stdout
+    out = capsys.readouterr()
+    assert out.out.startswith("index: 2 documents (1 failed, 1 ready), 1 chunks, 1 vectors") and "compound words" in out.out
+    assert "{" not in out.out and out.err == ""
     assert run("rebuild") == 0 and "rebuilt 1 vectors" in capsys.readouterr().out
     (tmp_path / "index" / "chunks.faiss").write_bytes(b"junk")
     assert run("check", "--no-repair") == 1
     assert run("check") == 1  # found and repaired
     capsys.readouterr()
     assert run("check") == 0
+
+
+def test_index_commands_use_the_global_flags(index_cli, embedder, monkeypatch, capsys):
+    """`edge-agent --threads 2 index ...` builds the embedder from the settings the rest of the CLI resolves
+    (flags over environment over file), not from a second load_settings() that drops the flags."""
+    from edge_agent.cli import main
+
+    seen = []
+    monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings, **_: seen.append(settings.threads) or embedder)
+    for argv in (["stats"], ["search", "anything"], ["check", "--no-repair"], ["rebuild"]):
+        assert main(["--threads", "2", "index", *argv]) in (0, 1), argv
+    capsys.readouterr()
+    assert seen == [2, 2, 2, 2]
