@@ -248,7 +248,8 @@ class OnnxEmbedder(_SentenceEmbedder):
     spin: let onnxruntime's threads busy-wait between operators (faster bulk embedding, worse neighbour).
     quantize: "auto" keeps the first int8 candidate (edge_agent.rag.embedding_variants, fastest first as measured
     there) with cosine >= 0.99 vs torch; decided by accuracy alone, never by a timing that depends on the
-    machine's load at first start. "off" uses fp32 ONNX; "on" uses the first candidate without the check.
+    machine's load at first start, then its twin with an int8 word-embedding table if that passes too. "off" uses
+    fp32 ONNX; "on" uses the first candidate, with an int8 table, without the check.
     Raises EmbedderError if the model cannot be found or exported.
     """
 
