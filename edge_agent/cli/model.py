@@ -112,7 +112,9 @@ def _import_embedding(args: argparse.Namespace, s) -> int:
         return 2
     dest = Path(s.models_dir) / "embeddings" / args.name
     ok = [t for t in m.get("tried", []) if t.get("ok")]
-    how = (f"int8 ({ok[0]['file']}: cosine {ok[0]['cosine_min_vs_torch']} vs torch)" if ok
+    table = ("int8 word-embedding table" if m.get("table") == "int8"
+             else f"fp32 word-embedding table: {m['table_note']}" if m.get("table_note") else "fp32 word-embedding table")
+    how = (f"int8 ({ok[-1]['file']}: cosine {ok[-1]['cosine_min_vs_torch']} vs torch; {table})" if ok
            else "fp32 ONNX (no int8 candidate kept cosine >= 0.99)")
     print(f"imported {args.folder} as {dest}: {m['dim']}-d vectors, up to {m['max_tokens']} tokens, {how}")
     print(f"languages: {', '.join(m['languages']) if m.get('languages') else 'not declared (taken to cover every language)'}")

@@ -32,7 +32,8 @@ LANGUAGES_FILE = "edge-agent-embedding.json"  # an imported model's manifest: {"
 # a passage (a chunk, an /v1/embeddings input), first found: e5 wants "query: " and "passage: " before its texts
 QUERY_PROMPTS = ("query",)
 PASSAGE_PROMPTS = ("passage", "document")
-DECISION_VERSION = 7  # bump when the candidates change: cached decisions of older versions are made again (7: no timing)
+DECISION_VERSION = 8  # bump when the candidates change: cached decisions of older versions are made again (7: no timing;
+# 8: the int8 word-embedding table)
 MIN_COSINE = 0.99
 EMBEDDING_BATCH = 16  # the config default (see config.embedding_batch)
 _PROBE = [
@@ -247,7 +248,8 @@ class OnnxEmbedder(_SentenceEmbedder):
     spin: let onnxruntime's threads busy-wait between operators (faster bulk embedding, worse neighbour).
     quantize: "auto" keeps the first int8 candidate (edge_agent.rag.embedding_variants, fastest first as measured
     there) with cosine >= 0.99 vs torch; decided by accuracy alone, never by a timing that depends on the
-    machine's load at first start. "off" uses fp32 ONNX; "on" uses the first candidate without the check.
+    machine's load at first start, then its twin with an int8 word-embedding table if that passes too. "off" uses
+    fp32 ONNX; "on" uses the first candidate, with an int8 table, without the check.
     Raises EmbedderError if the model cannot be found or exported.
     """
 
@@ -360,36 +362,49 @@ class OnnxEmbedder(_SentenceEmbedder):
 
     def _try_int8(self, src: Path, folder: Path, quantize: str, batch: int) -> dict:
         """Try the int8 candidates, fastest first; keep the first whose vectors stay within cosine 0.99 of torch
-        (deterministic on a machine: no timing). With quantize "on": the first, unchecked.
+        (deterministic on a machine: no timing), then its twin with an int8 word-embedding table when that stays
+        within the bar too ("table": "int8", else "fp32" and why). With quantize "on": the first, unchecked, with
+        an int8 table.
         """
         from sentence_transformers import SentenceTransformer
 
-        from edge_agent.rag.embedding_variants import CANDIDATES, FP32_FILE, write_variant
+        from edge_agent.rag.embedding_variants import CANDIDATES, FP32_FILE, with_int8_table, write_variant
 
         fp32 = self._load(folder, FP32_FILE)
         result: dict[str, Any] = {"tried": []}
         ref = None
-        for v in CANDIDATES:
-            if not (folder / v.file_name).is_file():
-                log.info("writing int8 embedding model candidate %s", v.file_name)
-                if not write_variant(fp32, folder, v):
-                    continue
+
+        def written(v) -> bool:
+            if (folder / v.file_name).is_file():
+                return True
+            log.info("writing int8 embedding model candidate %s", v.file_name)
+            return write_variant(fp32, folder, v)
+
+        def passes(v) -> bool:
+            nonlocal ref
             int8 = self._load(folder, v.file_name)
-            if quantize == "on":
-                result.update(variant=v.name, file_name=v.file_name)
-                return result
             if ref is None:
                 reference = SentenceTransformer(str(src), device="cpu", local_files_only=True)
                 ref = reference.encode(_CHECK, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
                 del reference
             got = int8.encode(_CHECK, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
             cosine = float((ref * got).sum(axis=1).min())
-            ok = cosine >= MIN_COSINE
-            result["tried"].append({"file": v.file_name, "cosine_min_vs_torch": round(cosine, 5), "ok": ok})
+            result["tried"].append({"file": v.file_name, "cosine_min_vs_torch": round(cosine, 5), "ok": cosine >= MIN_COSINE})
             log.info("int8 embedding model candidate %s", result["tried"][-1])
-            if ok:
-                result.update(variant=v.name, file_name=v.file_name)
-                return result
+            return cosine >= MIN_COSINE
+
+        for v in CANDIDATES:
+            if not written(v) or (quantize != "on" and not passes(v)):
+                continue
+            result.update(variant=v.name, file_name=v.file_name, table="fp32")
+            twin = with_int8_table(v)
+            if not written(twin):
+                result["table_note"] = "the graph has no word-embedding Gather on input_ids"
+            elif quantize == "on" or passes(twin):
+                result.update(variant=twin.name, file_name=twin.file_name, table="int8")
+            else:
+                result["table_note"] = f"the int8 table's vectors fell below cosine {MIN_COSINE} vs torch"
+            return result
         return result
 
 
@@ -497,6 +512,7 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
         raise EmbedderError(f"could not export {src} to ONNX ({type(exc).__name__}: {str(exc)[:200]}): is it a sentence-transformers model?") from exc
     decision = emb.decision
     manifest.update(dim=emb.dim, max_tokens=emb.max_tokens, model_id=emb.model_id, export_folder=str(emb.folder),
-                    variant=decision.get("variant"), tried=decision.get("tried", []))
+                    variant=decision.get("variant"), tried=decision.get("tried", []),
+                    table=decision.get("table", "fp32"), **({"table_note": decision["table_note"]} if "table_note" in decision else {}))
     write_json_atomic(dest / LANGUAGES_FILE, manifest)
     return manifest

@@ -8,12 +8,17 @@ vectors stay within cosine 0.99 of torch wins. Where quantizing everything drift
 FFN down-projections (the MatMul after GELU, whose inputs have outliers) are what it costs most
 (all-MiniLM-L6-v2: int8 everywhere 0.987-0.989; those six with per-token scales 0.991-0.994 and
 1.46-1.75x torch; the early three kept in fp32 0.993 and 1.42-1.51x; scripts/bench_rag.py).
+
+quantize_dynamic leaves the word-embedding table (the Gather on input_ids) in fp32: for a multilingual
+model that table is most of the file and of the resident memory (multilingual-e5-small: 250k x 384,
+384 MB of a 407 MB int8 file). The candidate that passes then gets a twin whose table is int8 with one
+scale per row (quantize_table); the same cosine check keeps the twin or the fp32 table.
 """
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,8 @@ class Variant:
     # saved after onnxruntime's own fusions with SkipLayerNormalization split into Add + LayerNormalization,
     # to be loaded at the basic optimisation level (see is_preoptimized)
     ort_optimized: bool = False
+    # the word-embedding table int8 with one scale per row (see quantize_table)
+    int8_table: bool = False
 
     @property
     def name(self) -> str:
@@ -58,6 +65,14 @@ CANDIDATES = (
     Variant("onnx/model_O2_qint8_inner_layers.onnx", O2_FILE, _OPS, "outer_layers"),
     Variant("onnx/model_qint8_inner_layers.onnx", FP32_FILE, ("MatMul",), "outer_layers"),  # when optimum cannot fuse
 )
+
+
+def with_int8_table(v: Variant) -> Variant:
+    """v's twin whose word-embedding table is int8 too ("onnx/model_O2_qint8.onnx" -> "onnx/model_O2_qint8_table8.onnx")."""
+    return replace(v, file_name=v.file_name.removesuffix(".onnx") + "_table8.onnx", int8_table=True)
+
+
+VARIANTS = CANDIDATES + tuple(with_int8_table(v) for v in CANDIDATES)
 
 
 def _layer(node: Any) -> int | None:
@@ -137,10 +152,53 @@ def quantize_rows(model: Any, names: list[str]) -> int:
     return done
 
 
+def quantize_table(model: Any) -> int:
+    """Rewrite, in place, each Gather of a 2-D float initializer by the graph input input_ids (the word-embedding
+    table) to an int8 table with one scale per row: Gather(int8) -> Cast -> Mul by Gather(scales [rows, 1]);
+    returns the number of elements made int8 (0 when the graph has no such table).
+
+    Only the rows a batch looks up are turned back to float, so the fp32 table is never materialised (a
+    DequantizeLinear before the Gather would run over the whole table on every call).
+    """
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    done = 0
+    for node in list(graph.node):
+        if node.op_type != "Gather" or len(node.input) < 2 or node.input[1] != "input_ids" or node.input[0] not in inits:
+            continue
+        if next((a.i for a in node.attribute if a.name == "axis"), 0) != 0:
+            continue
+        table = inits[node.input[0]]
+        if table.data_type != TensorProto.FLOAT or len(table.dims) != 2:
+            continue
+        w = numpy_helper.to_array(table)
+        scale = (np.maximum(np.abs(w).max(axis=1, keepdims=True), 1e-12) / 127.0).astype(np.float32)
+        q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+        base = node.name or node.output[0]
+        graph.initializer.remove(table)
+        del inits[node.input[0]]
+        graph.initializer.extend([numpy_helper.from_array(q, base + ".qtable"), numpy_helper.from_array(scale, base + ".row_scale")])
+        new = [
+            helper.make_node("Gather", [base + ".qtable", node.input[1]], [base + ".qrows"], name=base + ".table_gather", axis=0),
+            helper.make_node("Cast", [base + ".qrows"], [base + ".rows"], name=base + ".table_cast", to=TensorProto.FLOAT),
+            helper.make_node("Gather", [base + ".row_scale", node.input[1]], [base + ".scales"], name=base + ".scale_gather", axis=0),
+            helper.make_node("Mul", [base + ".rows", base + ".scales"], list(node.output), name=base + ".table_mul"),
+        ]
+        pos = list(graph.node).index(node)
+        graph.node.remove(node)
+        for j, n in enumerate(new):
+            graph.node.insert(pos + j, n)
+        done += int(w.size)
+    return done
+
+
 def is_preoptimized(file_name: str) -> bool:
     """Whether a variant file already holds onnxruntime's fusions (load it at the basic level, which does
     not fuse Add + LayerNormalization back into SkipLayerNormalization)."""
-    return any(v.ort_optimized and v.file_name == file_name for v in CANDIDATES)
+    return any(v.ort_optimized and v.file_name == file_name for v in VARIANTS)
 
 
 def unfuse_skip_layernorm(model: Any) -> int:
@@ -201,7 +259,8 @@ def write_optimized(fp32_model: Any, folder: Path) -> bool:
 
 
 def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
-    """Write v into folder (first the O2 base it needs); False when this model cannot have it."""
+    """Write v into folder (first the O2 base it needs); False when this model cannot have it (v.int8_table: it has
+    no word-embedding table)."""
     if v.base == O2_FILE and not (folder / O2_FILE).is_file() and not write_optimized(fp32_model, folder):
         return False
     import onnx
@@ -210,7 +269,7 @@ def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
     model = onnx.load(str(folder / v.base))
     nodes = [n for n in model.graph.node if n.op_type in v.ops]
     exclude, rowwise = nodes_by_rule(nodes, v.keep), nodes_by_rule(nodes, v.rowwise)
-    if exclude is None or rowwise is None:
+    if exclude is None or rowwise is None or (v.int8_table and not quantize_table(model)):
         return False
     source = folder / v.base
     tmp = folder / (v.file_name + ".tmp")
@@ -218,6 +277,7 @@ def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
     try:
         if rowwise:
             quantize_rows(model, rowwise)
+        if rowwise or v.int8_table:
             source = rows_tmp
             onnx.save(model, str(source))
         del model
@@ -240,7 +300,7 @@ def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
 
 def remove_stale(folder: Path) -> list[str]:
     """Delete ONNX files in folder/onnx that no candidate uses any more (left by older versions); returns their names."""
-    keep = {FP32_FILE, O2_FILE, *(v.file_name for v in CANDIDATES)}
+    keep = {FP32_FILE, O2_FILE, *(v.file_name for v in VARIANTS)}
     removed = []
     for f in sorted((folder / "onnx").glob("model_*.onnx*")):
         if f"onnx/{f.name}" not in keep:

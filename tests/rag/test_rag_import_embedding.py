@@ -66,7 +66,7 @@ def test_import_embedding_exports_checks_and_describes_the_model(tiny_st, model_
     manifest = json.loads((dest / LANGUAGES_FILE).read_text())
     assert manifest["languages"] == ["en", "nl"] and manifest["dim"] == 32 and manifest["model_id"] == "tiny-ml/32"
     kept = [t for t in manifest["tried"] if t["ok"]]
-    assert (manifest["variant"] == "fp32") == (not kept) and (not kept or manifest["variant"] in kept[0]["file"])
+    assert (manifest["variant"] == "fp32") == (not kept) and (not kept or manifest["variant"] in kept[-1]["file"])
     assert all(t["ok"] == (t["cosine_min_vs_torch"] >= 0.99) for t in manifest["tried"])  # the cosine bar decides
     assert (dest / "modules.json").is_file() and not list(dest.parent.glob(".*tmp*"))  # copied whole, no temp folder left
     # the imported model serves: same vectors as torch (cosine), and it says which languages it covers
@@ -155,3 +155,64 @@ def test_a_model_with_prompts_gets_its_query_and_passage_prompts(tiny_st, tmp_pa
     torch_emb, torch_plain = TorchEmbedder(prompted), TorchEmbedder(tiny_st)
     assert np.allclose(torch_emb.embed_query(text), torch_plain.embed(["the " + text])[0], atol=1e-5)
     assert np.allclose(torch_emb.embed([text]), torch_plain.embed(["de " + text]), atol=1e-5)
+
+
+def _word_table(path: Path):
+    """The initializer the Gather on input_ids reads (after the int8 table: the int8 rows), as a numpy array."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    inits = {t.name: t for t in model.graph.initializer}
+    gather = next(n for n in model.graph.node if n.op_type == "Gather" and n.input[1] == "input_ids" and n.input[0] in inits)
+    return numpy_helper.to_array(inits[gather.input[0]])
+
+
+def test_the_word_embedding_table_is_int8_per_row_when_its_vectors_stay_within_the_bar(tiny_st, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from edge_agent.rag.embedder import OnnxEmbedder, import_embedding
+
+    m = import_embedding(tiny_st, "t8", tmp_path / "models", tmp_path / "cache", languages=["nl", "en"])
+    assert m["table"] == "int8" and m["variant"].endswith("_table8") and "table_note" not in m
+    chosen = m["tried"][-1]
+    assert chosen["ok"] and chosen["cosine_min_vs_torch"] >= 0.99 and chosen["file"].endswith("_table8.onnx")
+    assert m["tried"][-2]["ok"] and m["tried"][-2]["file"] == chosen["file"].replace("_table8", "")  # its fp32-table twin passed first
+    folder = Path(m["export_folder"])
+    fp32_table = _word_table(folder / "onnx" / "model.onnx")
+    int8_table = _word_table(folder / chosen["file"])
+    assert int8_table.dtype == np.int8 and int8_table.shape == fp32_table.shape
+    used = np.abs(fp32_table).max(axis=1) > 0  # the padding row is all zeros
+    assert used.sum() > 10 and (np.abs(int8_table).max(axis=1)[used] == 127).all()  # one scale per row: each uses the full range
+    assert (folder / chosen["file"]).stat().st_size < (folder / chosen["file"].replace("_table8", "")).stat().st_size
+    emb = OnnxEmbedder(tmp_path / "models" / "embeddings" / "t8", cache_dir=tmp_path / "cache")
+    assert emb.decision["file_name"] == chosen["file"]
+    texts = ["the archive code is probe", "de code van het archief", "een probe sentence", "is het"]
+    ref = SentenceTransformer(str(tiny_st), device="cpu").encode(texts, normalize_embeddings=True)
+    assert float((emb.embed(texts) * ref).sum(1).min()) >= 0.99
+
+
+def test_an_int8_table_below_the_bar_stays_fp32_and_the_manifest_says_so(tiny_st, tmp_path, monkeypatch):
+    """A table whose int8 rows lose too much (here: rows shuffled after quantizing, as a table with extreme rows
+    would) fails the same cosine check; the variant that passed is kept with its fp32 table."""
+    from onnx import numpy_helper
+
+    from edge_agent.rag import embedding_variants
+    from edge_agent.rag.embedder import import_embedding
+
+    real = embedding_variants.quantize_table
+
+    def damaged(model):
+        done = real(model)
+        for i, t in enumerate(model.graph.initializer):
+            if t.name.endswith(".qtable"):
+                q = numpy_helper.to_array(t)
+                model.graph.initializer[i].CopyFrom(numpy_helper.from_array(q[np.random.default_rng(0).permutation(len(q))], t.name))
+        return done
+
+    monkeypatch.setattr(embedding_variants, "quantize_table", damaged)
+    m = import_embedding(tiny_st, "t32", tmp_path / "models", tmp_path / "cache")
+    assert m["table"] == "fp32" and "below cosine 0.99" in m["table_note"] and not m["variant"].endswith("_table8")
+    table_try = m["tried"][-1]
+    assert table_try["file"].endswith("_table8.onnx") and not table_try["ok"] and table_try["cosine_min_vs_torch"] < 0.99
+    assert _word_table(Path(m["export_folder"]) / "onnx" / f"model_{m['variant']}.onnx").dtype == np.float32
