@@ -32,8 +32,8 @@ LANGUAGES_FILE = "edge-agent-embedding.json"  # an imported model's manifest: {"
 # a passage (a chunk, an /v1/embeddings input), first found: e5 wants "query: " and "passage: " before its texts
 QUERY_PROMPTS = ("query",)
 PASSAGE_PROMPTS = ("passage", "document")
-DECISION_VERSION = 8  # bump when the candidates change: cached decisions of older versions are made again (7: no timing;
-# 8: the int8 word-embedding table)
+DECISION_VERSION = 9  # bump when the candidates change: cached decisions of older versions are made again (7: no timing;
+# 8: the int8 word-embedding table; 9: only for a table of 64 MiB or more)
 MIN_COSINE = 0.99
 EMBEDDING_BATCH = 16  # the config default (see config.embedding_batch)
 _PROBE = [
@@ -399,7 +399,7 @@ class OnnxEmbedder(_SentenceEmbedder):
             result.update(variant=v.name, file_name=v.file_name, table="fp32")
             twin = with_int8_table(v)
             if not written(twin):
-                result["table_note"] = "the graph has no word-embedding Gather on input_ids"
+                result["table_note"] = "no word-embedding table of 64 MiB or more (a small one stays fp32)"
             elif quantize == "on" or passes(twin):
                 result.update(variant=twin.name, file_name=twin.file_name, table="int8")
             else:

@@ -152,10 +152,19 @@ def quantize_rows(model: Any, names: list[str]) -> int:
     return done
 
 
-def quantize_table(model: Any) -> int:
+# A word-embedding table smaller than this (elements) stays fp32: the int8 table is for large multilingual
+# vocabularies (multilingual-e5-small: 250k x 384, 388 -> 114 MB file, 749 -> 475 MB loaded), where it saves hundreds
+# of MB. The packaged all-MiniLM-L6-v2 (30k x 384, 47 MB) would save 34 MB, and its vectors, though within the cosine
+# bar, moved retrieval by a question either way on several sets (bench_rag --only quality: dense +3, hybrid -2 of 240):
+# not worth changing the default's answers for.
+TABLE_INT8_MIN_ELEMENTS = 16 << 20  # 64 MiB of float32
+
+
+def quantize_table(model: Any, min_elements: int | None = None) -> int:
     """Rewrite, in place, each Gather of a 2-D float initializer by the graph input input_ids (the word-embedding
-    table) to an int8 table with one scale per row: Gather(int8) -> Cast -> Mul by Gather(scales [rows, 1]);
-    returns the number of elements made int8 (0 when the graph has no such table).
+    table) of at least min_elements (default TABLE_INT8_MIN_ELEMENTS) to an int8 table with one scale per row:
+    Gather(int8) -> Cast -> Mul by Gather(scales [rows, 1]); returns the number of elements made int8 (0 when the
+    graph has no such table).
 
     Only the rows a batch looks up are turned back to float, so the fp32 table is never materialised (a
     DequantizeLinear before the Gather would run over the whole table on every call).
@@ -173,6 +182,8 @@ def quantize_table(model: Any) -> int:
             continue
         table = inits[node.input[0]]
         if table.data_type != TensorProto.FLOAT or len(table.dims) != 2:
+            continue
+        if table.dims[0] * table.dims[1] < (TABLE_INT8_MIN_ELEMENTS if min_elements is None else min_elements):
             continue
         w = numpy_helper.to_array(table)
         scale = (np.maximum(np.abs(w).max(axis=1, keepdims=True), 1e-12) / 127.0).astype(np.float32)
@@ -260,7 +271,7 @@ def write_optimized(fp32_model: Any, folder: Path) -> bool:
 
 def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
     """Write v into folder (first the O2 base it needs); False when this model cannot have it (v.int8_table: it has
-    no word-embedding table)."""
+    no word-embedding table of TABLE_INT8_MIN_ELEMENTS or more)."""
     if v.base == O2_FILE and not (folder / O2_FILE).is_file() and not write_optimized(fp32_model, folder):
         return False
     import onnx

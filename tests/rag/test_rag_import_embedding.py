@@ -168,11 +168,24 @@ def _word_table(path: Path):
     return numpy_helper.to_array(inits[gather.input[0]])
 
 
-def test_the_word_embedding_table_is_int8_per_row_when_its_vectors_stay_within_the_bar(tiny_st, tmp_path):
+def test_a_small_word_table_stays_fp32_and_the_manifest_says_why(tiny_st, tmp_path):
+    """Below TABLE_INT8_MIN_ELEMENTS (64 MiB of float32: the packaged MiniLM's 47 MB table) the table is not made
+    int8: little memory to save, and the default's vectors (so its answers) would move."""
+    from edge_agent.rag.embedder import import_embedding
+
+    m = import_embedding(tiny_st, "small", tmp_path / "models", tmp_path / "cache")
+    assert m["table"] == "fp32" and "64 MiB" in m["table_note"] and not m["variant"].endswith("_table8")
+    assert not any(t["file"].endswith("_table8.onnx") for t in m["tried"])
+    assert _word_table(Path(m["export_folder"]) / "onnx" / f"model_{m['variant']}.onnx").dtype == np.float32
+
+
+def test_the_word_embedding_table_is_int8_per_row_when_its_vectors_stay_within_the_bar(tiny_st, tmp_path, monkeypatch):
     from sentence_transformers import SentenceTransformer
 
+    from edge_agent.rag import embedding_variants
     from edge_agent.rag.embedder import OnnxEmbedder, import_embedding
 
+    monkeypatch.setattr(embedding_variants, "TABLE_INT8_MIN_ELEMENTS", 0)  # the tiny model's table stands for a large one
     m = import_embedding(tiny_st, "t8", tmp_path / "models", tmp_path / "cache", languages=["nl", "en"])
     assert m["table"] == "int8" and m["variant"].endswith("_table8") and "table_note" not in m
     chosen = m["tried"][-1]
@@ -211,6 +224,7 @@ def test_an_int8_table_below_the_bar_stays_fp32_and_the_manifest_says_so(tiny_st
         return done
 
     monkeypatch.setattr(embedding_variants, "quantize_table", damaged)
+    monkeypatch.setattr(embedding_variants, "TABLE_INT8_MIN_ELEMENTS", 0)  # the tiny model's table stands for a large one
     m = import_embedding(tiny_st, "t32", tmp_path / "models", tmp_path / "cache")
     assert m["table"] == "fp32" and "below cosine 0.99" in m["table_note"] and not m["variant"].endswith("_table8")
     table_try = m["tried"][-1]
