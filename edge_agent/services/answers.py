@@ -35,6 +35,7 @@ from edge_agent.services import figures, persons
 from edge_agent.services.sentences import (
     CLOSED,
     HEAD_WORDS,
+    LIST_ITEM,
     SENTENCE_END,
     Sentence,
     Unit,
@@ -491,13 +492,15 @@ def _may_answer(sentence: Sentence, question: str) -> bool:
 
 def _bare(sentence: Sentence) -> bool:
     """Whether the sentence is a heading or a signature left alone at the end of its chunk ("str.partition(sep)"):
-    _lone, nothing after it: it names what the text is about and answers nothing. A header line is none."""
-    return not sentence.after and not sentence.header and _lone(sentence.text)
+    HEAD_WORDS words or fewer, no closing mark, nothing after it: it names what the text is about and answers nothing.
+    A header line is none."""
+    return not sentence.after and not sentence.header and len(sentence.text.split()) <= HEAD_WORDS and not CLOSED.search(sentence.text)
 
 
 def _lone(text: str) -> bool:
-    """Whether a sentence is a piece that headed nothing: HEAD_WORDS words or fewer, no closing mark."""
-    return len(text.split()) <= HEAD_WORDS and not CLOSED.search(text)
+    """Whether a sentence is a heading, signature or greeting that headed nothing ("Conclusie", "Groet, Anna"): HEAD_WORDS
+    words or fewer, no closing mark, no list item, no code (a grammar rule)."""
+    return len(text.split()) <= HEAD_WORDS and not CLOSED.search(text) and not LIST_ITEM.match(text) and not _CODE.search(text)
 
 
 def extractive(sentence: Sentence, number: int) -> str:

@@ -15,7 +15,8 @@ from edge_agent.rag import language
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=\S)")
 _LIST_MARK = r"(?:[•·*\-–]|\d{1,2}[.)])\s"
 _BREAK = re.compile(rf"\n[ \t]*\n\s*|\n(?=[ \t]*{_LIST_MARK})")
-_ITEM = re.compile(rf"[ \t]*{_LIST_MARK}")
+LIST_ITEM = re.compile(rf"[ \t]*{_LIST_MARK}")
+_NUMBER_MARK = re.compile(r"\d{1,2}[.)]")
 HEAD_WORDS = 12  # a paragraph this short without a closing mark heads the next sentence
 _TITLE = re.compile(r"[^\n]{1,120}\n[ \t]*([*=~^#+-])\1{2,}[ \t]*\Z|#{1,6}[ \t]+[^\n]{1,120}\Z")
 CLOSED = re.compile(r"[.!?:;][\"'”’)\]]*$")
@@ -32,9 +33,10 @@ _CODE_LINE = re.compile(r"[()\[\]{}=<>|\\*\"`@]|>>>|::|\w\.\w|^\s")
 _HEADER = re.compile(r"([A-Z][\w-]{0,24}(?: [\w-]{1,24}){0,2}):[ \t]+(\S.{0,200})")
 TITLE_KEYS = frozenset("subject onderwerp title titel".split())  # what a header block is about: matched with each of its lines
 MAIL_KEYS = frozenset("from to cc bcc subject date sent reply-to van aan onderwerp datum verzonden afzender".split())
-# a head with any of these is a code signature ("str.partition(sep)", "Changed in version 3.2"): the subject of the
-# sentence it heads, quoted with it; a head without them is a heading, left out of the quote (Unit.quote)
-_SIGNATURE = re.compile(r"[()\[\]_=<>*@/\\.]")
+# a head with any of these, or one in lower case, is a code signature ("str.partition(sep)", "ll | longlist", "Changed in
+# version 3.2"): the subject of the sentence it heads, quoted with it; any other head is a heading, left out of the quote
+# (Unit.quote)
+_SIGNATURE = re.compile(r"[()\[\]_=<>*@/\\.|]|^[^\w]*[a-z]")
 
 
 @dataclass(frozen=True)
@@ -104,10 +106,12 @@ def split_units(text: str) -> list[Unit]:
             if len(seg.split()) <= HEAD_WORDS and not CLOSED.search(seg) and ">>>" not in seg:
                 flush_head()
                 head = seg
-                if _ITEM.match(seg):  # a list item stands alone: it heads nothing
+                if LIST_ITEM.match(seg):  # a list item stands alone: it heads nothing
                     flush_head()
                 continue
             pieces = [s.strip() for s in SENTENCE_END.split(seg) if s.strip()]
+            if len(pieces) > 1 and _NUMBER_MARK.fullmatch(pieces[0]):  # "2. if not, ...": the item's number, not a sentence
+                pieces[:2] = [f"{pieces[0]} {pieces[1]}"]
             for i, piece in enumerate(pieces):
                 if i == 0 and head:
                     signature = bool(_SIGNATURE.search(head))

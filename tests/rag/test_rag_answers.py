@@ -130,6 +130,9 @@ def test_hard_wrapped_prose_stays_one_sentence_and_list_items_stand_alone():
     assert "\nPython then" in textwrap.fill(prose, 40)  # a line that starts with a capital, and still no heading before it
     items = "De backends:\n• x86 AVX-512\n• IBM Z\n\nDe API is identiek over alle backends."
     assert S.split_sentences(items) == ["De backends:", "• x86 AVX-512", "• IBM Z", "De API is identiek over alle backends."]
+    steps = "De import gaat in twee stappen:\n1. zoek de module, en laad die zo nodig\n2. bind de naam in de lokale namespace."
+    assert S.split_sentences(steps) == ["De import gaat in twee stappen:", "1. zoek de module, en laad die zo nodig",
+                                        "2. bind de naam in de lokale namespace."]  # an item's number is no sentence of its own
 
 
 def test_the_sentence_with_the_rare_question_words_ranks_first():
