@@ -89,7 +89,7 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             nxt = sents[j + 1] if j + 1 < len(sents) else None
             # the next sentence goes with a quote; not a heading's section, a header line, or a heading, signature or
             # greeting left alone ("Groet, Anna", "str.partition(sep)" at a chunk's end: _bare)
-            after[r, j] = nxt.text if nxt is not None and not nxt.quote and not u.header and not _lone(nxt.text) else ""
+            after[r, j] = nxt.text if nxt and not (nxt.quote or nxt.header or u.header or _lone(nxt.text)) else ""
     df = Counter(t for *_, cr in items for t, v in cr.items() if v > 0)
     n = len(items)
     weight = {t: math.log(1.0 + (n + 1) / (df[t] + 0.5)) for t in qterms}

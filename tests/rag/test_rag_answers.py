@@ -115,6 +115,9 @@ def test_mail_headers_are_units_of_their_own_quoted_only_for_a_question_about_th
     answer, _ = A.settle("", q, [(1, s) for s in ranked[:3]], "nl", "Niet gevonden.")
     assert answer == '"From: Anna de Vries <anna@example.nl>" [1]'
     assert {s.header for s in A.rank_sentences("Aan wie is de mail gestuurd?", [_chunk(text)], "nl") if s.header} == {"to", "aan"}
+    reply = "Het pakket wordt dinsdag geleverd.\nVan: piet@example.nl\nAan: anna@example.nl\n\nKomt het pakket dinsdag?"
+    (first, *_) = A.rank_sentences("Wanneer wordt het pakket geleverd?", [_chunk(reply)], "nl")
+    assert first.text == "Het pakket wordt dinsdag geleverd." and first.after == ""  # a quote carries no header after it
 
 
 def test_hard_wrapped_prose_stays_one_sentence_and_list_items_stand_alone():
