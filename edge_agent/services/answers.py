@@ -13,6 +13,10 @@ A quote that names the question's subject but not what it asks is worse than non
 sentence without one is quoted, and a value asked of a named thing is quoted only from a passage that names it
 (thing_check); with neither, the answer is the "documents do not cover this" text.
 
+A quote is a sentence's own words (sentences.split_units): a heading over it is matched with it but left out, a list item
+stands alone, and a mail's or document's "Key: value" header lines are quoted only for a question about them (who sent
+it, when: asks_header), so that no heading or e-mail address is glued in front of an answer.
+
 Sentences are ranked by the share of the question's content terms they hold (stemmed in the question's
 language), each term weighed by how rare it is among the retrieved sentences, with a small penalty per
 retrieval rank of the chunk; ties keep retrieval and text order.
@@ -31,11 +35,15 @@ from edge_agent.services import figures, persons
 from edge_agent.services.sentences import (
     CLOSED,
     HEAD_WORDS,
+    LIST_ITEM,
     SENTENCE_END,
     Sentence,
+    Unit,
+    asks_header,
     match_credits,
     question_words,
     split_sentences,
+    split_units,
 )
 
 RANK_PENALTY = 0.02  # per retrieval rank of the sentence's chunk, in shares of the question's weight
@@ -70,11 +78,18 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     qwords = question_words(question, lang)
     items = []
     after: dict[tuple[int, int], str] = {}
+    units: dict[tuple[int, int], Unit] = {}
     for r, c in enumerate(chunks):
-        sents = split_sentences(c.text)
-        for j, s in enumerate(sents):
-            items.append((r, j, s, match_credits(qterms, qwords, s, lang)))
-            after[r, j] = sents[j + 1] if j + 1 < len(sents) else ""
+        sents = split_units(c.text)
+        for j, u in enumerate(sents):
+            if u.header and not asks_header(question, u.header, lang, kind):
+                continue
+            units[r, j] = u
+            items.append((r, j, u.text, match_credits(qterms, qwords, u.text, lang)))
+            nxt = sents[j + 1] if j + 1 < len(sents) else None
+            # the next sentence goes with a quote; not a heading's section, a header line, or a heading, signature or
+            # greeting left alone ("Groet, Anna", "str.partition(sep)" at a chunk's end: _bare)
+            after[r, j] = nxt.text if nxt and not (nxt.quote or nxt.header or u.header or _lone(nxt.text)) else ""
     df = Counter(t for *_, cr in items for t, v in cr.items() if v > 0)
     n = len(items)
     weight = {t: math.log(1.0 + (n + 1) / (df[t] + 0.5)) for t in qterms}
@@ -87,7 +102,7 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             score += KIND_BONUS
         if _CODE.search(s):
             score -= CODE_PENALTY
-        scored.append(Sentence(r, j, s, score, match, after[r, j]))
+        scored.append(Sentence(r, j, s, score, match, after[r, j], units[r, j].quote, units[r, j].header))
     return sorted(scored, key=lambda x: (-x.score, x.chunk, x.index))
 
 
@@ -477,8 +492,15 @@ def _may_answer(sentence: Sentence, question: str) -> bool:
 
 def _bare(sentence: Sentence) -> bool:
     """Whether the sentence is a heading or a signature left alone at the end of its chunk ("str.partition(sep)"):
-    HEAD_WORDS words or fewer, no closing mark, nothing after it: it names what the text is about and answers nothing."""
-    return not sentence.after and len(sentence.text.split()) <= HEAD_WORDS and not CLOSED.search(sentence.text)
+    HEAD_WORDS words or fewer, no closing mark, nothing after it: it names what the text is about and answers nothing.
+    A header line is none."""
+    return not sentence.after and not sentence.header and len(sentence.text.split()) <= HEAD_WORDS and not CLOSED.search(sentence.text)
+
+
+def _lone(text: str) -> bool:
+    """Whether a sentence is a heading, signature or greeting that headed nothing ("Conclusie", "Groet, Anna"): HEAD_WORDS
+    words or fewer, no closing mark, no list item, no code (a grammar rule)."""
+    return len(text.split()) <= HEAD_WORDS and not CLOSED.search(text) and not LIST_ITEM.match(text) and not _CODE.search(text)
 
 
 def extractive(sentence: Sentence, number: int) -> str:
@@ -486,7 +508,7 @@ def extractive(sentence: Sentence, number: int) -> str:
     QUOTE_CHARS or fewer (a rule is often stated in one sentence and its detail in the next: "str.isascii() Return
     True if ... ASCII. ASCII characters have code points in the range U+0000-U+007F."); the source's own "[4]"
     footnote marks are left out, so that every "[n]" of an answer is a citation."""
-    text = sentence.text
+    text = sentence.quote or sentence.text
     if sentence.after and len(text) + 1 + len(sentence.after) <= QUOTE_CHARS:
         text = f"{text} {sentence.after}"
     text = re.sub(r"\s+(?=[.,;:!?])", "", re.sub(r"\s{2,}", " ", strip_citations(text))).strip()

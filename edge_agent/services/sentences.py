@@ -10,9 +10,13 @@ from dataclasses import dataclass
 from edge_agent.rag import language
 
 # a sentence ends at . ! ? (and closing quotes or brackets) before whitespace; a paragraph at a blank line,
-# a list item at a line that starts with a bullet or a number: single line breaks inside a paragraph are wrapping
+# a list item at a line that starts with a bullet or a number: single line breaks inside a paragraph are wrapping,
+# except after a heading line or around a "Key: value" header line (_segments)
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=\S)")
-_BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[•·*\-–]|\d{1,2}[.)])\s)")
+_LIST_MARK = r"(?:[•·*\-–]|\d{1,2}[.)])\s"
+_BREAK = re.compile(rf"\n[ \t]*\n\s*|\n(?=[ \t]*{_LIST_MARK})")
+LIST_ITEM = re.compile(rf"[ \t]*{_LIST_MARK}")
+_NUMBER_MARK = re.compile(r"\d{1,2}[.)]")
 HEAD_WORDS = 12  # a paragraph this short without a closing mark heads the next sentence
 _TITLE = re.compile(r"[^\n]{1,120}\n[ \t]*([*=~^#+-])\1{2,}[ \t]*\Z|#{1,6}[ \t]+[^\n]{1,120}\Z")
 CLOSED = re.compile(r"[.!?:;][\"'”’)\]]*$")
@@ -20,6 +24,32 @@ MAX_SENTENCE_CHARS = 400  # a longer "sentence" (a grammar listing, a table) is 
 COMPOUND_PART = 4  # least letters of a word that counts as part of a question's compound word
 COMPOUND_MIN = 5  # shorter question words are not looked for inside compounds
 INFLECTION = 2  # letters a text's word may add to the part of a compound it matches ("prompts" for "prompt-lengte")
+# a heading line inside a paragraph (a .docx heading, a .txt title over its text): this short, no closing mark, the next
+# line starting with a capital or a figure, the line before it (if any) closed, and not full (_heading_line); a line
+# with code's marks or an indented one (pydoc's wrapped text, code and grammar listings: _CODE_LINE) is none
+HEADING_CHARS = 60
+_CODE_LINE = re.compile(r"[()\[\]{}=<>|\\*\"`@]|>>>|::|\w\.\w|^\s")
+# a "Key: value" header line (mail headers, a document's metadata): a key of one to three words starting with a capital
+_HEADER = re.compile(r"([A-Z][\w-]{0,24}(?: [\w-]{1,24}){0,2}):[ \t]+(\S.{0,200})")
+TITLE_KEYS = frozenset("subject onderwerp title titel".split())  # what a header block is about: matched with each of its lines
+MAIL_KEYS = frozenset("from to cc bcc subject date sent reply-to van aan onderwerp datum verzonden afzender".split())
+# a head with any of these, or one in lower case, is a code signature ("str.partition(sep)", "ll | longlist", "Changed in
+# version 3.2"): the subject of the sentence it heads, quoted with it; any other head is a heading, left out of the quote
+# (Unit.quote)
+_SIGNATURE = re.compile(r"[()\[\]_=<>*@/\\.|]|^[^\w]*[a-z]")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of a chunk (split_units): text, what is matched and shown to the model; quote, what of it may be quoted
+    ("": all of it); header, for a header line, its key casefolded ("from", "datum"), "" for a sentence.
+
+    A sentence under a heading: text is the heading and the sentence, quote the sentence. A header line: text is the
+    subject or title line of its block (TITLE_KEYS: what "From:" sent) and the line, quote the line."""
+
+    text: str
+    quote: str = ""
+    header: str = ""
 
 
 @dataclass(frozen=True)
@@ -31,41 +61,133 @@ class Sentence:
     text: str
     score: float
     match: float = 0.0  # the share of the question's weight it holds (the score before rank, kind and code terms)
-    after: str = ""  # the chunk's next sentence ("" for its last): quoted with it where both fit (extractive)
+    after: str = ""  # the chunk's next sentence ("" for its last, or where a heading or header follows): quoted with it where both fit (extractive)
+    quote: str = ""  # what of text may be quoted ("": all; Unit.quote): a heading or the rest of a header block never is
+    header: str = ""  # the key of a header line ("from", "datum"), casefolded; "" for a sentence (Unit.header)
 
 
 def split_sentences(text: str) -> list[str]:
+    """text's sentences and header lines (split_units), the text of each."""
+    return [u.text for u in split_units(text)]
+
+
+def split_units(text: str) -> list[Unit]:
     """text's sentences, whitespace collapsed, wrapped lines joined; pieces of 3 characters or fewer left out.
 
-    A short paragraph without a closing . ! ? : ; (a heading, a signature such as "object.__len__(self)", a
-    bullet without a full stop) is not a sentence of its own: it heads the sentence that follows it. A document's
+    A short paragraph or heading line without a closing . ! ? : ; (a heading, a signature such as
+    "object.__len__(self)", a bullet without a full stop) is not a sentence of its own: it heads the sentence that
+    follows it (a heading: matched, never quoted, Unit.quote; a signature: part of the sentence). A list item stands
+    alone. A document's
     section title (a line underlined with *** or ===, or a Markdown "# " line) is left out: it names a subject
-    and answers nothing, and its words would make the first sentence under it seem to.
+    and answers nothing, and its words would make the first sentence under it seem to. A "Key: value" header line
+    (_header_lines: mail headers, a block of metadata lines) is a unit of its own, never glued to prose.
     """
-    out: list[str] = []
+    out: list[Unit] = []
     head = ""
+
+    def flush_head() -> None:
+        nonlocal head
+        if len(head) > 3:  # only the nearest one heads the next sentence; an earlier one stands alone
+            out.extend(Unit(c) for c in _cap(head))
+        head = ""
+
     for para in _BREAK.split(text):
-        if _TITLE.match(para.strip()):
-            if len(head) > 3:
-                out.extend(_cap(head))
-            head = ""
+        for kind, seg in _segments(para):
+            if kind == "title":
+                flush_head()
+                continue
+            if kind == "header":
+                flush_head()
+                out.append(seg)
+                continue
+            seg = " ".join(seg.split())
+            if not seg:
+                continue
+            if len(seg.split()) <= HEAD_WORDS and not CLOSED.search(seg) and ">>>" not in seg:
+                flush_head()
+                head = seg
+                if LIST_ITEM.match(seg):  # a list item stands alone: it heads nothing
+                    flush_head()
+                continue
+            pieces = [s.strip() for s in SENTENCE_END.split(seg) if s.strip()]
+            if len(pieces) > 1 and _NUMBER_MARK.fullmatch(pieces[0]):  # "2. if not, ...": the item's number, not a sentence
+                pieces[:2] = [f"{pieces[0]} {pieces[1]}"]
+            for i, piece in enumerate(pieces):
+                if i == 0 and head:
+                    signature = bool(_SIGNATURE.search(head))
+                    caps = _cap(f"{head} {piece}")
+                    heading = not signature and caps[0].startswith(f"{head} ")
+                    out.append(Unit(caps[0], quote=caps[0][len(head) + 1:] if heading else ""))
+                    out.extend(Unit(c) for c in caps[1:] if len(c) > 3)
+                    head = ""
+                elif len(piece) > 3:
+                    out.extend(Unit(c) for c in _cap(piece))
+    flush_head()
+    return out
+
+
+def _segments(para: str) -> list[tuple[str, object]]:
+    """A paragraph's pieces in order: ("prose", text) with its wrapped lines, ("heading", line) for a heading line
+    (HEADING_CHARS), ("header", Unit) for each header line (_header_lines), ("title", "") for a section title."""
+    if _TITLE.match(para.strip()):
+        return [("title", "")]
+    lines = para.split("\n")
+    headers = _header_lines(lines)
+    width = max(len(line.strip()) for line in lines)
+    out: list[tuple[str, object]] = []
+    prose: list[str] = []
+    for i, line in enumerate(lines):
+        if i in headers:
+            if prose:
+                out.append(("prose", "\n".join(prose)))
+                prose = []
+            out.append(("header", headers[i]))
             continue
-        para = " ".join(para.split())
-        if not para:
+        prose.append(line)
+        if i + 1 < len(lines) and i + 1 not in headers and _heading_line(line, lines[i - 1] if prose[:-1] else None, lines[i + 1], width):
+            out.append(("title", "") if _TITLE.match(line.strip()) else ("heading", line))
+            prose = []
+    if prose:
+        out.append(("prose", "\n".join(prose)))
+    return out
+
+
+def _heading_line(line: str, before: str | None, nxt: str, width: int) -> bool:
+    """Whether a line inside a paragraph (before: the prose line above it, None at the paragraph's start; width: the
+    paragraph's longest line) is a heading of what follows (HEADING_CHARS), not a hard-wrapped line of a sentence: a
+    wrapped line is full, the next line's first word would not have fit on it."""
+    t = line.strip()
+    n = nxt.strip()
+    return (bool(t) and bool(n) and len(t) <= HEADING_CHARS and len(t.split()) <= HEAD_WORDS and not CLOSED.search(t)
+            and len(t) + 1 + len(n.split()[0]) <= width
+            and (n[0].isupper() or n[0].isdigit()) and not _CODE_LINE.search(line) and not _CODE_LINE.search(nxt)
+            and (before is None or bool(CLOSED.search(before.strip()))))
+
+
+def _header_lines(lines: list[str]) -> dict[int, Unit]:
+    """The paragraph's header lines by line number: a "Key: value" line (_HEADER) whose key is a mail header's
+    (MAIL_KEYS), or one of two or more such lines in a row (a block of metadata); a line ending in . or ! or followed
+    by a line that goes on in lower case is prose ("Note: If the object is ... the attribute reference")."""
+    found = {}
+    for i, line in enumerate(lines):
+        m = _HEADER.fullmatch(line.strip())
+        if not m or line.strip()[-1] in ".!" or ">>>" in line:
             continue
-        if len(para.split()) <= HEAD_WORDS and not CLOSED.search(para) and ">>>" not in para:
-            if len(head) > 3:  # only the nearest one heads the next sentence; an earlier one stands alone
-                out.extend(_cap(head))
-            head = para
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if nxt and nxt[0].islower():
             continue
-        pieces = [s.strip() for s in SENTENCE_END.split(para) if s.strip()]
-        if head and pieces:
-            pieces[0], head = f"{head} {pieces[0]}", ""
-        for s in pieces:
-            if len(s) > 3:
-                out.extend(_cap(s))
-    if len(head) > 3:
-        out.extend(_cap(head))
+        found[i] = m.group(1)
+    keep = {i for i in found if found[i].casefold() in MAIL_KEYS or i - 1 in found or i + 1 in found}
+    out = {}
+    for i in sorted(keep):
+        j, k = i, i
+        while j - 1 in keep:
+            j -= 1
+        while k + 1 in keep:
+            k += 1
+        line = " ".join(lines[i].split())
+        titles = [" ".join(lines[x].split()) for x in range(j, k + 1) if x != i and found[x].casefold() in TITLE_KEYS]
+        out[i] = Unit(" ".join([*titles, line]), quote=line if titles else "", header=found[i].casefold())
     return out
 
 
@@ -82,6 +204,33 @@ def _cap(s: str) -> list[str]:
     if cur:
         parts.append(cur)
     return [p for p in parts if len(p) > 3]
+
+
+# header lines (split_units: "From: jan@example.nl", "Datum: 3 maart") are no answer to a question about what a
+# mail or document says, and would put an address in a quote: one is offered only to a question about its header,
+# by the key's own word ("onderwerp", "versie") or by what it holds: a sender, recipient or date
+_SENDER_KEYS = frozenset("from van afzender sender reply-to".split())
+_RECIPIENT_KEYS = frozenset("to aan cc bcc ontvanger recipient".split())
+_DATE_KEYS = frozenset("date datum sent verzonden".split())
+_SENDER_ASKS = re.compile(r"\b(?:afzender|sender|sent|send|stuurde|stuurt|gestuurd|verstuurde|verstuurd|mailde|schreef|wrote|from whom|van wie)\b")
+_RECIPIENT_ASKS = re.compile(r"\b(?:ontvanger|ontvangers|recipients?|geadresseerde|aan wie|to whom|addressed|sent to|gestuurd aan|gericht aan)\b")
+_DATE_ASKS = re.compile(r"\b(?:wanneer|when|datum|date|dag|day)\b")
+
+
+def asks_header(question: str, key: str, lang: str, kind: str | None) -> bool:
+    """Whether a question (kind: what it asks for, answers.answer_kind) asks what a header line of this key (casefolded:
+    "from", "onderwerp") holds: it names the key ("Wat is het onderwerp van de mail?"), or asks who sent it (a
+    who-question or a sender's word, for From and Van), to whom (To, Aan, Cc), or when (Date, Datum, Verzonden)."""
+    low = question.casefold()
+    if set(language.terms(key, lang)) & language.content_terms(question, lang):
+        return True
+    if key in _RECIPIENT_KEYS:
+        return bool(_RECIPIENT_ASKS.search(low))
+    if key in _SENDER_KEYS:
+        return not _RECIPIENT_ASKS.search(low) and (bool(_SENDER_ASKS.search(low)) or kind == "name")
+    if key in _DATE_KEYS:
+        return bool(_DATE_ASKS.search(low)) or kind in ("date", "year")
+    return False
 
 
 def question_words(question: str, lang: str) -> dict[str, str]:

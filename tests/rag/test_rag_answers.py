@@ -53,6 +53,91 @@ def test_sentences_join_wrapped_lines_and_headings_head_the_next_sentence():
     assert all(len(s) <= S.MAX_SENTENCE_CHARS for s in S.split_sentences(long))
 
 
+CONTRACT = "Arbeidsovereenkomst\nDe proeftijd bedraagt twee maanden. De opzegtermijn is een maand."
+
+
+@pytest.mark.parametrize("text", [CONTRACT, CONTRACT.replace("\n", "\n\n", 1)])
+def test_a_heading_line_heads_its_sentence_for_matching_but_is_never_quoted(text):
+    """A heading (short, no closing mark, a line break after it: a .docx heading, a .txt title) is matched with the
+    sentence under it, and left out of the quote: "Arbeidsovereenkomst De proeftijd ..." is not an answer's text."""
+    (first, second) = S.split_units(text)
+    assert first.text == "Arbeidsovereenkomst De proeftijd bedraagt twee maanden."
+    assert first.quote == "De proeftijd bedraagt twee maanden." and second.quote == ""
+    q = "Hoe lang is de proeftijd van de arbeidsovereenkomst?"
+    ev = _evidence(q, [text], "nl")
+    first_match = ev[0][1].match
+    assert ev[0][1].index == 0 and first_match > A.rank_sentences(q, [_chunk(first.quote)], "nl")[0].match  # the heading's word counts
+    answer, how = A.settle("", q, ev, "nl", "Niet gevonden.")
+    assert answer == '"De proeftijd bedraagt twee maanden. De opzegtermijn is een maand." [1]' and how["answer"] == "extractive"
+
+
+def test_a_docx_heading_is_not_glued_to_the_quote_nor_a_next_section_to_it():
+    from rag_docs import make_docx
+
+    from edge_agent.rag.loaders import load_bytes
+
+    doc = load_bytes(make_docx([("p", "Arbeidsvoorwaarden"), ("p", "Het salaris wordt op de 25e van de maand betaald."),
+                                ("h2", "Verlof"), ("p", "Elke werknemer heeft recht op 25 vakantiedagen per jaar.")]), "cao.docx")
+    texts = [s.text for s in doc.sections if s.text.strip()]
+    q = "Wanneer wordt het salaris betaald?"
+    answer, _ = A.settle("", q, _evidence(q, texts, "nl"), "nl", "Niet gevonden.")
+    assert answer == '"Het salaris wordt op de 25e van de maand betaald." [1]'
+    q = "Op hoeveel vakantiedagen heeft een werknemer recht?"
+    answer, _ = A.settle("", q, _evidence(q, texts, "nl"), "nl", "Niet gevonden.")
+    assert answer == '"Elke werknemer heeft recht op 25 vakantiedagen per jaar." [2]'
+
+
+def test_mail_headers_are_units_of_their_own_quoted_only_for_a_question_about_them():
+    from rag_docs import make_eml
+
+    from edge_agent.rag.loaders import load_bytes
+
+    body = ("Hoi team,\n\nHet pakket met de nieuwe laptops wordt dinsdag tussen negen en twaalf geleverd.\n"
+            "Groet, Anna\n\nVan: Piet Bakker <piet@example.nl>\nVerzonden: maandag 2 maart 2026 09:12\n"
+            "Aan: anna@example.nl\nOnderwerp: Levering laptops\n\nWanneer komen de laptops?")
+    text = load_bytes(make_eml("Levering laptops", body), "mail.eml").sections[0].text
+    units = S.split_units(text)
+    headers = [u for u in units if u.header]
+    assert [u.header for u in headers] == ["subject", "from", "to", "date", "van", "verzonden", "aan", "onderwerp"]
+    assert headers[1].quote == "From: Anna de Vries <anna@example.nl>"
+    assert headers[1].text == "Subject: Levering laptops From: Anna de Vries <anna@example.nl>"  # matched with the subject
+    assert all(not u.header and "@" not in u.text for u in units if not u.header)  # no header glued to a sentence
+    q = "Wanneer worden de laptops geleverd?"
+    ev = _evidence(q, [text], "nl")
+    answer, _ = A.settle("", q, ev, "nl", "Niet gevonden.")
+    assert answer == '"Het pakket met de nieuwe laptops wordt dinsdag tussen negen en twaalf geleverd." [1]'
+    assert all("@" not in s.text for _, s in ev)  # the date headers are offered to a when-question, the addresses not
+    ranked = A.rank_sentences("Wat kost het pakket met de laptops?", [_chunk(text)], "nl")
+    assert not any(s.header for s in ranked)  # headers are not offered to a question about something else
+    q = "Wie stuurde de mail over de levering van de laptops?"
+    ranked = A.rank_sentences(q, [_chunk(text)], "nl")
+    assert {s.header for s in ranked if s.header} == {"from", "van"}  # who sent it: the senders, not the recipients
+    answer, _ = A.settle("", q, [(1, s) for s in ranked[:3]], "nl", "Niet gevonden.")
+    assert answer == '"From: Anna de Vries <anna@example.nl>" [1]'
+    assert {s.header for s in A.rank_sentences("Aan wie is de mail gestuurd?", [_chunk(text)], "nl") if s.header} == {"to", "aan"}
+    reply = "Het pakket wordt dinsdag geleverd.\nVan: piet@example.nl\nAan: anna@example.nl\n\nKomt het pakket dinsdag?"
+    (first, *_) = A.rank_sentences("Wanneer wordt het pakket geleverd?", [_chunk(reply)], "nl")
+    assert first.text == "Het pakket wordt dinsdag geleverd." and first.after == ""  # a quote carries no header after it
+
+
+def test_hard_wrapped_prose_stays_one_sentence_and_list_items_stand_alone():
+    import textwrap
+
+    prose = ("The interpreter first reads the whole source file, compiles it to bytecode and caches that bytecode next "
+             "to the file. Python then executes the bytecode in its virtual machine, one instruction at a time.")
+    for width, indent in [(w, i) for w in (30, 40, 50, 60, 72) for i in ("", "   ")]:
+        wrapped = textwrap.fill(prose, width, initial_indent=indent, subsequent_indent=indent)
+        assert S.split_sentences(wrapped) == S.split_sentences(prose) == [
+            prose[: prose.index("Python") - 1], prose[prose.index("Python"):]], width
+        assert all(not u.quote for u in S.split_units(wrapped))
+    assert "\nPython then" in textwrap.fill(prose, 40)  # a line that starts with a capital, and still no heading before it
+    items = "De backends:\n• x86 AVX-512\n• IBM Z\n\nDe API is identiek over alle backends."
+    assert S.split_sentences(items) == ["De backends:", "• x86 AVX-512", "• IBM Z", "De API is identiek over alle backends."]
+    steps = "De import gaat in twee stappen:\n1. zoek de module, en laad die zo nodig\n2. bind de naam in de lokale namespace."
+    assert S.split_sentences(steps) == ["De import gaat in twee stappen:", "1. zoek de module, en laad die zo nodig",
+                                        "2. bind de naam in de lokale namespace."]  # an item's number is no sentence of its own
+
+
 def test_the_sentence_with_the_rare_question_words_ranks_first():
     ranked = A.rank_sentences(NL_Q, [_chunk(EN_DOC, 0), _chunk(NL_DOC, 1)], "nl")
     assert ranked[0].text == FACT_SENTENCE and ranked[0].chunk == 1
