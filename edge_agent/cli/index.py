@@ -49,6 +49,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="check that the index file and SQLite agree (repairs unless --no-repair)")
     c.add_argument("--no-repair", action="store_true")
+    c.add_argument("--json", action="store_true", help="one JSON object (ok, counts, problems, actions) instead of text")
     c.set_defaults(func=cmd_index_check)
     return p
 
@@ -208,5 +209,18 @@ def cmd_index_check(args: argparse.Namespace) -> int:
     hint = "run `edge-agent index check --no-repair` (it checks a copy while the daemon runs) or stop the daemon first to repair"
     with closing(_service(settings_from(args), check=False, write=not args.no_repair, check_on_open=False, busy_hint=hint)) as svc:
         res = svc.check(repair=not args.no_repair)
-    print(json.dumps(res.to_dict(), indent=2))
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+    else:
+        print(check_lines(res))
     return 0 if res.ok else 1
+
+
+def check_lines(res: Any) -> str:
+    """A person's view of a CheckResult (as `index stats` and doctor show theirs)."""
+    lines = [f"index check: {'OK' if res.ok else 'problems found'} ({res.sqlite_chunks} chunks in SQLite, "
+             f"{res.index_vectors} vectors in the index)"]
+    lines += [f"  problem: {p}" for p in res.problems]
+    lines += [f"  done: {a}" for a in res.actions]
+    lines += [f"  moved aside: {m}" for m in res.moved_aside]
+    return "\n".join(lines)

@@ -37,10 +37,16 @@ def test_index_commands(run, tmp_path, capsys):
     assert out.out.startswith("index: 2 documents (1 failed, 1 ready), 1 chunks, 1 vectors") and "compound words" in out.out
     assert "{" not in out.out and out.err == ""
     assert run("rebuild") == 0 and "rebuilt 1 vectors" in capsys.readouterr().out
-    (tmp_path / "index" / "chunks.faiss").write_bytes(b"junk")
-    assert run("check", "--no-repair") == 1
-    assert run("check") == 1  # found and repaired
     capsys.readouterr()
+    assert run("check") == 0  # for a person: one line when all agree
+    assert capsys.readouterr().out == "index check: OK (1 chunks in SQLite, 1 vectors in the index)\n"
+    (tmp_path / "index" / "chunks.faiss").write_bytes(b"junk")
+    assert run("check", "--no-repair", "--json") == 1  # for scripts: the whole result as JSON on stdout
+    found = json.loads(capsys.readouterr().out)
+    assert found["ok"] is False and found["problems"] and found["actions"] == []
+    assert run("check") == 1  # found and repaired
+    out = capsys.readouterr().out
+    assert out.startswith("index check: problems found") and "  problem: " in out and "  done: " in out and "{" not in out
     assert run("check") == 0
 
 
