@@ -6,6 +6,7 @@ import json
 import os
 import re
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,20 @@ class LiveServer:
         self.srv.drain(1.0)
         self.runtime.close()
         self.srv.close()
+
+
+def multipart_parts(parts: list[tuple[str, bytes]], content_type: str = "text/plain") -> tuple[bytes, str]:
+    """A multipart/form-data body (and its Content-Type) of parts named `file`: each (the Content-Disposition tail after
+    `form-data; name="file"; `, data), sent as UTF-8."""
+    boundary = uuid.uuid4().hex
+    body = b"".join((f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; {tail}\r\n"
+                     f"Content-Type: {content_type}\r\n\r\n").encode() + data + b"\r\n" for tail, data in parts)
+    return body + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def multipart(files: list[tuple[str, bytes]], content_type: str = "text/plain") -> tuple[bytes, str]:
+    """multipart_parts of (file name, data) pairs."""
+    return multipart_parts([(f'filename="{name}"', data) for name, data in files], content_type)
 
 
 def api_settings(bundle: Path, tmp: Path, **overrides):

@@ -10,11 +10,10 @@ import json
 import os
 import subprocess
 import time
-import uuid
 
 import pytest
 
-from api_helpers import REPO, api_settings, start_server
+from api_helpers import REPO, api_settings, multipart, start_server
 
 FILLER = "The quarterly archive review covers shelving, humidity logs and the loan desk rota. " * 18  # ~1.5 KB
 
@@ -32,15 +31,6 @@ def small_disk(tmp_path):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-
-
-def _multipart(files: dict[str, bytes]) -> tuple[bytes, str]:
-    boundary = uuid.uuid4().hex
-    body = b""
-    for name, data in files.items():
-        body += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
-                 "Content-Type: text/plain\r\n\r\n").encode() + data + b"\r\n"
-    return body + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
 def test_full_disk_answers_tell_the_truth_and_survive_a_restart(small_disk, tiny_bundles, tmp_path):
@@ -85,7 +75,7 @@ def test_full_disk_answers_tell_the_truth_and_survive_a_restart(small_disk, tiny
                     misses += 1
                 if i % 5 == 0:  # several uploads in one request: 201 = all kept, 507 lists the ones kept
                     names = {f"up-{phase}-{i}-{k}.txt": f"Upload {k} of {phase}/{i}: marker up{phase}x{i}x{k}. {FILLER}".encode() for k in range(3)}
-                    payload, ctype = _multipart(names)
+                    payload, ctype = multipart(list(names.items()))
                     status, _, body = server.request("POST", "/v1/documents", payload, {"Content-Type": ctype}, key=None)
                     statuses.append(status)
                     assert status in (201, 507), (status, body)

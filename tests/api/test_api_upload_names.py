@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
-from api_helpers import api_settings, make_documents, start_server
+from api_helpers import api_settings, make_documents, multipart, multipart_parts, start_server
 
 
 @pytest.fixture(scope="module")
@@ -18,24 +17,15 @@ def docs_server(tiny_bundles, tmp_path_factory):
     server.close()
 
 
-def _multipart(files: list[tuple[str, bytes]]) -> tuple[bytes, str]:
-    boundary = uuid.uuid4().hex
-    body = b""
-    for name, data in files:
-        body += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
-                 "Content-Type: text/plain\r\n\r\n").encode() + data + b"\r\n"
-    return body + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
-
-
 def test_a_refused_later_file_names_the_kept_ones(docs_server):
-    body, ctype = _multipart([("first.txt", b"The loading dock closes at six."), ("b" * 300 + ".txt", b"Too long a name.")])
+    body, ctype = multipart([("first.txt", b"The loading dock closes at six."), ("b" * 300 + ".txt", b"Too long a name.")])
     status, _, out = docs_server.request("POST", "/v1/documents", body, headers={"Content-Type": ctype})
     err = json.loads(out)
     assert status == 400 and "longer than 255" in err["error"]["message"], out
     assert [d["source"] for d in err["data"]] == ["upload:first.txt"]  # was a bare 400 though first.txt was stored
     status, _, listed = docs_server.request("GET", "/v1/documents?limit=100")
     assert "upload:first.txt" in {d["source_key"] for d in json.loads(listed)["data"]}
-    body, ctype = _multipart([("c" * 300 + ".txt", b"x")])  # alone: a plain 400, nothing kept
+    body, ctype = multipart([("c" * 300 + ".txt", b"x")])  # alone: a plain 400, nothing kept
     status, _, out = docs_server.request("POST", "/v1/documents", body, headers={"Content-Type": ctype})
     assert status == 400 and "longer than 255" in json.loads(out)["error"]["message"] and "data" not in json.loads(out)
 
@@ -47,7 +37,7 @@ def test_a_name_written_in_another_unicode_form_replaces_the_same_document(docs_
     import unicodedata
 
     def upload(name: str, data: bytes) -> dict:
-        body, ctype = _multipart([(name, data)])
+        body, ctype = multipart([(name, data)])
         status, _, out = docs_server.request("POST", "/v1/documents", body, headers={"Content-Type": ctype})
         assert status in (200, 201), out
         return json.loads(out)
@@ -63,14 +53,6 @@ def test_a_name_written_in_another_unicode_form_replaces_the_same_document(docs_
     status, _, listed = docs_server.request("GET", "/v1/documents?limit=100")
     titles = [d["title"] for d in json.loads(listed)["data"]]
     assert titles.count(unicodedata.normalize("NFC", "Notitie café")) == 1 and unicodedata.normalize("NFD", "Notitie café") not in titles
-
-
-def _disposition_multipart(disposition: str, data: bytes) -> tuple[bytes, str]:
-    """One part named `file` with this Content-Disposition tail (after form-data; name="file"; ), sent as UTF-8."""
-    boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; {disposition}\r\n"
-            "Content-Type: text/plain\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
-    return body, f"multipart/form-data; boundary={boundary}"
 
 
 def _titles(server) -> list[str]:
@@ -93,12 +75,12 @@ def test_a_title_with_a_control_or_bidi_override_character_is_refused(docs_serve
     err = json.loads(out)["error"]
     assert status == 400 and err["param"] == "title" and "U+" in err["message"], out
     if "\x00" not in title and "\n" not in title:  # a raw name in the header (NUL and newline: the filename* form below)
-        body, ctype = _disposition_multipart(f'filename="{title}.txt"', b"Vergadering om tien uur.")
+        body, ctype = multipart_parts([(f'filename="{title}.txt"', b"Vergadering om tien uur.")])
         status, _, out = docs_server.request("POST", "/v1/documents", body, headers={"Content-Type": ctype})
         err = json.loads(out)["error"]
         assert status == 400 and err["param"] == "file" and "U+" in err["message"], out
     from urllib.parse import quote
-    body, ctype = _disposition_multipart(f"filename*=UTF-8''{quote(title + '.txt')}", b"Vergadering om tien uur.")
+    body, ctype = multipart_parts([(f"filename*=UTF-8''{quote(title + '.txt')}", b"Vergadering om tien uur.")])
     status, _, out = docs_server.request("POST", "/v1/documents", body, headers={"Content-Type": ctype})
     assert status == 400 and json.loads(out)["error"]["param"] == "file", out
     assert _titles(docs_server) == before
@@ -118,7 +100,7 @@ def test_white_space_around_a_title_is_still_trimmed_not_refused(docs_server):
 def test_a_windows_path_as_file_name_keeps_its_last_component(docs_server, disposition, name):
     """werkzeug reads filename="..." as an RFC 2616 quoted-string, so the backslashes of the path IE sends were eaten and
     the document was named "C:UsersjanDocumentsnotulen.txt"; browsers (and Django) take the last path component."""
-    body, ctype = _disposition_multipart(disposition, b"De notulen van de vergadering in mei.")
+    body, ctype = multipart_parts([(disposition, b"De notulen van de vergadering in mei.")])
     status, _, out = docs_server.request("POST", "/v1/documents", body, headers={"Content-Type": ctype})
     assert status in (200, 201), out
     assert json.loads(out)["source"] == "upload:" + name, out

@@ -8,26 +8,16 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 
 import pytest
 
-from api_helpers import KEY, REPO, api_settings, start_server, wait_until
+from api_helpers import KEY, REPO, api_settings, multipart, start_server, wait_until
 
 TEXT = "The boiler in block D is serviced every March by Hendriks Installatie. " * 4
 
 
-def _multipart(files: list[tuple[str, bytes]]) -> tuple[bytes, str]:
-    boundary = uuid.uuid4().hex
-    body = b""
-    for name, data in files:
-        body += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
-                 "Content-Type: application/octet-stream\r\n\r\n").encode() + data + b"\r\n"
-    return body + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
-
-
 def upload(server, name: str, data: bytes, path: str = "/v1/documents", headers: dict | None = None) -> tuple[int, dict, dict]:
-    body, ctype = _multipart([(name, data)])
+    body, ctype = multipart([(name, data)], "application/octet-stream")
     status, head, raw = server.request("POST", path, body, headers={"Content-Type": ctype, **(headers or {})})
     return status, head, json.loads(raw)
 
