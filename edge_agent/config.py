@@ -19,6 +19,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSett
                                TomlConfigSettingsSource)
 
 DEFAULT_CONFIG_FILE = Path("/etc/edge-agent/config.toml")
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")  # Host names the API always accepts (allowed_hosts adds to them)
 ENV_PREFIX = "EDGE_AGENT_"
 # EDGE_AGENT_* variables that are not settings: the config file's path, the tests' prebuilt bundle and cache
 OTHER_ENV = frozenset({"EDGE_AGENT_CONFIG", "EDGE_AGENT_TEST_BUNDLE", "EDGE_AGENT_TEST_EMBED_CACHE"})
@@ -141,7 +142,7 @@ class Settings(BaseSettings):
     api_keys: list[str] = Field(default_factory=list, description="Accepted bearer tokens; empty = no auth (loopback only).")
     api_key_file: Path | None = Field(None, description="File with one accepted bearer token per line.")
     allowed_hosts: list[str] = Field(
-        default_factory=lambda: ["localhost", "127.0.0.1", "[::1]", "::1"],
+        default_factory=lambda: list(LOOPBACK_HOSTS),
         description="Host header values accepted (DNS-rebinding guard) beside the loopback names, which are always accepted; '*' accepts any.",
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty = CORS off.")

@@ -13,6 +13,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from edge_agent.api import access_log
 from edge_agent.api.errors import error_response, register_error_handlers
+from edge_agent.config import LOOPBACK_HOSTS
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +74,10 @@ def _same_origin(origin: str, host: str) -> bool:
     return split(rest) == split(host.strip().lower())
 
 
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
-
-
 def allowed_host_names(settings) -> set[str]:
     """allowed_hosts, the bound address and the loopback names: a page that DNS rebinding points here sends its own
     name, never a loopback one, so a LAN list (lan.conf.example) need not lock out curl on this machine."""
-    names = {h.strip().lower() for h in settings.allowed_hosts if h.strip()} | LOOPBACK_NAMES
+    names = {h.strip().lower() for h in settings.allowed_hosts if h.strip()} | set(LOOPBACK_HOSTS)
     bind = settings.host.strip().lower()
     if bind and bind not in ("0.0.0.0", "::", "[::]", "*"):
         names.add(f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind)
