@@ -200,8 +200,7 @@ def stats_lines(ix: dict) -> list[str]:
         lines.append(f"  re-embedding: {json.dumps(ix['reembed'], default=str)}")
     last = ix.get("last_check") or {}
     if last:
-        lines.append(f"  last check: {'ok' if last.get('ok') else 'MISMATCH'} ({last.get('sqlite_chunks')} chunks in SQLite, "
-                     f"{last.get('index_vectors')} vectors in the index)")
+        lines.append(f"  last check: {'ok' if last.get('ok') else 'MISMATCH'} {_counts(last)}")
     return lines
 
 
@@ -216,10 +215,14 @@ def cmd_index_check(args: argparse.Namespace) -> int:
     return 0 if res.ok else 1
 
 
+def _counts(check: dict) -> str:
+    """What a check compared, as `index check` and the stats' last check show it."""
+    return f"({check.get('sqlite_chunks')} chunks in SQLite, {check.get('index_vectors')} vectors in the index)"
+
+
 def check_lines(res: Any) -> str:
     """A person's view of a CheckResult (as `index stats` and doctor show theirs)."""
-    lines = [f"index check: {'OK' if res.ok else 'problems found'} ({res.sqlite_chunks} chunks in SQLite, "
-             f"{res.index_vectors} vectors in the index)"]
+    lines = [f"index check: {'OK' if res.ok else 'problems found'} {_counts(res.to_dict())}"]
     lines += [f"  problem: {p}" for p in res.problems]
     lines += [f"  done: {a}" for a in res.actions]
     lines += [f"  moved aside: {m}" for m in res.moved_aside]
