@@ -194,12 +194,11 @@ class _SentenceEmbedder:
     def tokenizer(self):  # -> tokenizers.Tokenizer
         """The model's fast tokenizer without truncation or padding (for chunking by tokens)."""
         if self._tokenizer is None:
-            from tokenizers import Tokenizer
+            from edge_agent.rag.onnx_sentence import OrtSentenceModel, plain_tokenizer
 
-            tok = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
-            tok.no_truncation()
-            tok.no_padding()
-            self._tokenizer = tok
+            # the loaded onnxruntime model's own (untruncated) tokenizer when there is one: one copy, not two
+            held = self._held.tokenizer if isinstance(self._held, OrtSentenceModel) else None
+            self._tokenizer = held if held is not None else plain_tokenizer(self.folder)
         return self._tokenizer
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -315,7 +314,7 @@ class OnnxEmbedder(_SentenceEmbedder):
         if not supported(folder):
             return self._load(folder, file_name)
         try:
-            return OrtSentenceModel(folder, file_name, self._session_options(file_name))
+            return OrtSentenceModel(folder, file_name, self._session_options(file_name), getattr(self, "_tokenizer", None))
         except Exception as exc:
             raise EmbedderError(f"could not load ONNX embedding model from {folder} ({exc}): delete that folder to rebuild it") from exc
 

@@ -80,23 +80,34 @@ def max_seq_length(folder: Path) -> int:
     return int(limit) if isinstance(limit, int) and limit < 100_000 else positions
 
 
+def plain_tokenizer(folder: Path):  # -> tokenizers.Tokenizer
+    """The folder's fast tokenizer without truncation or padding."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
 class OrtSentenceModel:
     """The encode() of a sentence-transformers ONNX model, on onnxruntime and tokenizers.
 
     Raises onnxruntime's and tokenizers' errors for unreadable files.
     """
 
-    def __init__(self, folder: Path, file_name: str, session_options: Any):
+    def __init__(self, folder: Path, file_name: str, session_options: Any, tokenizer: Any = None):
+        """tokenizer: the folder's tokenizer without truncation or padding (see `plain_tokenizer`), shared with the
+        chunker (a multilingual vocabulary costs ~280 MB resident a copy); loaded here when not given."""
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         self.max_seq_length = max_seq_length(folder)
         modules = _read_json(folder / "modules.json")
         self.normalize = len(modules) == 3
-        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        tok.no_padding()
-        tok.enable_truncation(self.max_seq_length)
-        self.tokenizer = tok
+        self.tokenizer = tokenizer if tokenizer is not None else plain_tokenizer(folder)
+        # truncation is done per text (as tokenizers' own would: the text's tokens cut so that the special ones fit),
+        # so the shared tokenizer keeps no truncation setting for the chunker to trip over
+        self._content_max = max(1, self.max_seq_length - self.tokenizer.num_special_tokens_to_add(False))
         self.session = ort.InferenceSession(str(folder / file_name), session_options, providers=["CPUExecutionProvider"])
         self._inputs = [i.name for i in self.session.get_inputs()]
         pooling = _read_json(folder / str(modules[1].get("path", "")) / "config.json") or {}
@@ -108,7 +119,10 @@ class OrtSentenceModel:
         return self.dim
 
     def _batch(self, texts: list[str]) -> np.ndarray:
-        encs = self.tokenizer.encode_batch(texts, add_special_tokens=True)
+        encs = self.tokenizer.encode_batch(texts, add_special_tokens=False)
+        for e in encs:
+            e.truncate(self._content_max)
+        encs = [self.tokenizer.post_process(e) for e in encs]
         n = max(len(e.ids) for e in encs)
         ids = np.zeros((len(encs), n), np.int64)
         mask = np.zeros((len(encs), n), np.int64)

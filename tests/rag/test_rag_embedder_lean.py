@@ -56,3 +56,18 @@ def test_loading_the_embedder_imports_no_torch(embedder):
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"torch": False, "transformers": False, "sentence_transformers": False}
+
+
+def test_the_chunker_and_the_model_share_one_untruncated_tokenizer(embedder):
+    """A multilingual vocabulary costs ~280 MB resident a copy: the chunker's tokenizer is the model's own, and
+    sharing it leaves the chunker's counts untruncated and the model's inputs truncated."""
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    long_text = "word " * 3 * embedder.max_tokens
+    for e in (embedder, OnnxEmbedder(cache_dir=embedder.folder.parent, load=False)):
+        tok = e.tokenizer  # asked before an on-demand model is loaded, too
+        assert len(tok.encode(long_text, add_special_tokens=False).ids) == 3 * embedder.max_tokens
+        vec = e.embed([long_text])
+        assert e._model.tokenizer is tok
+        assert tok.truncation is None and tok.padding is None  # embedding changed no setting the chunker sees
+        assert np.allclose(vec, e.embed(["word " * embedder.max_tokens]), atol=1e-6)  # cut to max_seq_length
