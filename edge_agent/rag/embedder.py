@@ -470,10 +470,11 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def import_embedding(source: Path | str, name: str, models_dir: Path | str, cache_dir: Path | str, languages: Sequence[str] = (),
-                     quantize: str = "auto", force: bool = False) -> dict:
+                     quantize: str = "auto", force: bool = False, source_label: str | None = None) -> dict:
     """Copy a sentence-transformers folder (e.g. from a USB stick) to <models_dir>/embeddings/<name>, export it to
     ONNX and quantize it as the packaged model is (int8 kept only at cosine >= 0.99 vs torch and faster than fp32),
-    and write its manifest (LANGUAGES_FILE: languages, dimension, the export decision). Returns the manifest.
+    and write its manifest (LANGUAGES_FILE: languages, dimension, the export decision; source: source_label or the
+    folder's path). Returns the manifest.
 
     Raises EmbedderError (bad name, not a sentence-transformers folder, already imported without force, export
     failed); nothing is left behind on failure.
@@ -493,7 +494,7 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.onnx", "onnx", ".git*", DECISION_FILE))
-        manifest: dict[str, Any] = {"name": name, "languages": langs or None, "source": str(src),
+        manifest: dict[str, Any] = {"name": name, "languages": langs or None, "source": source_label or str(src),
                                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         write_json_atomic(tmp / LANGUAGES_FILE, manifest)
         replace_dir(tmp, dest)

