@@ -102,3 +102,16 @@ def test_index_stats_say_which_languages_the_embedder_covers(index_cli, docs_roo
     assert index_cli("stats") == 0
     out = capsys.readouterr().out
     assert "nl 1 chunk (the embedder does not cover it: BM25 leads)" in out and "en 1 chunk," in out + ","
+    assert "`edge-agent model install-embedding`" in out  # what to do about the Dutch chunks
+
+
+def test_the_install_hint_only_when_a_language_is_not_covered():
+    from edge_agent.cli.index import stats_lines
+
+    def lines(covers: bool) -> str:
+        ix = {"documents": 1, "chunks": 2, "index": {"ann_threshold": 100000, "languages": {"en": {"chunks": 1, "embedder_covers": True},
+                                                                    "und": {"chunks": 1, "embedder_covers": False},
+                                                                    "nl": {"chunks": 1, "embedder_covers": covers}}}}
+        return "\n".join(stats_lines(ix))
+
+    assert "install-embedding" in lines(False) and "install-embedding" not in lines(True)
