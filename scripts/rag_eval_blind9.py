@@ -3,7 +3,8 @@ corpus nobody on the team wrote: Dutch documentation that Debian ships.
 
 The corpus: the 16 chapters of the Debian FAQ in Dutch (package debian-faq-nl, HTML, /usr/share/doc/debian/FAQ/nl; the
 table of contents index.nl.html left out) and the Debian Edu 12 "Bookworm" manual in Dutch (package debian-edu-doc-nl,
-one HTML file of 296 KB). 17 documents, 1.04 MB of HTML, 0.37 MB of text; some passages of both are still in English
+one HTML file of 296 KB). 17 documents, 608,050 bytes of HTML, 0.37 MB of text (976 chunks of 200/40 MiniLM tokens, 761
+of e5's); some passages of both are still in English
 (untranslated paragraphs, the GPL appendix). The bench reads them through the project's own loaders
 (edge_agent/rag/loaders.py) into a temporary index of their own (not mixed with pydoc or corpus-nl) and installs nothing:
 without the packages it says which `apt-get install` is needed.
@@ -21,6 +22,22 @@ NL_RETRIEVAL_BLIND9, EN_RETRIEVAL_BLIND9: the facts' (question, phrase) for pass
 exactly one section of the loaded texts (so in one place, and inside one section as the chunker sees them).
 
     .venv/bin/python scripts/rag_eval_blind9.py     checks every phrase against the loaded texts and every fact against its phrase
+
+Measured once on main's code (5e0c485 plus this set and its bench wiring, 4d8f3d7), 2026-12-01, on 2 shared cores (the
+figures are counts, not timings); every one of the 58 phrases lies inside one chunk with either embedder. Its failures
+were not read.
+  `bench_rag.py --only quality --sets blind9` (all-MiniLM-L6-v2, the default; 15:52-15:53 UTC, load 3.78 -> 5.76):
+    passage Recall@3 hybrid nl 0.729 (35/48), en 0.4 (4/10); BM25 nl 0.708 (34/48), en 0.5; dense nl 0.417 (20/48), en 0.3.
+  the same with --embedding-model /work/e5/models/embeddings/e5 (multilingual-e5-small; 16:04-16:07, load 3.41 -> 5.92):
+    hybrid nl 0.792 (38/48), en 0.6 (6/10); BM25 nl 0.667 (32/48), en 0.5; dense nl 0.792 (38/48), en 0.7 (7/10).
+  `bench_rag.py --only answers --sets blind9` (default model, rag k=4, MiniLM; 15:53-16:02, load 5.62 -> 6.19):
+    facts 0.362 (21/58): nl 0.417 (20/48), en 0.1 (1/10); declined although answerable nl 4/48, en 7/10; absent
+    declined 0.9 (9/10); 48 extractive answers, 20 declines, none in the model's own words.
+Once more after the HTML white-space fix of the loaders (2ca8656, the same commands; a loader change, nothing tuned):
+  MiniLM (977 chunks; 16:07-16:08, load 5.85 -> 5.93): hybrid nl 0.729 (35/48), en 0.6; BM25 nl 0.708, en 0.5; dense nl
+  0.396 (19/48), en 0.4. e5 (724 chunks; 16:08-16:10, load 5.93 -> 5.27): hybrid nl 0.812 (39/48), en 0.6; BM25 nl 0.688
+  (33/48), en 0.5; dense nl 0.792, en 0.7. Answers (16:10-16:17, load 5.17 -> 6.53): facts 0.379 (22/58): nl 0.417
+  (20/48), en 0.2 (2/10); declined although answerable nl 4/48, en 6/10; absent declined 0.9 (9/10).
 """
 from __future__ import annotations
 
