@@ -11,7 +11,9 @@ retrieval and the decline on an unasked relation: `--sets blind4`) and "blind5" 
 instead of a quote that does not answer, and quote choice: `--sets blind5`) and "blind6" (scripts/rag_eval_blind6.py, written
 2026-12-01 after the fifth round, before anyone ran the system on it: `--sets blind6`) and "blind7" (scripts/rag_eval_blind7.py,
 written before the sixth round, measured once on the code before it and once after: `--sets blind7`) and "blind8"
-(scripts/rag_eval_blind8.py, written before the seventh round, declines of absent facts: `--sets blind8`; for the next round write a fresh one). Each answer also records which path made it (the
+(scripts/rag_eval_blind8.py, written before the seventh round, declines of absent facts: `--sets blind8`; for the next round write a fresh one)
+and "blind9" (scripts/rag_eval_blind9.py: 17 Dutch documents Debian ships, a corpus nobody on the team wrote, in an index
+of its own, given as services["blind9"]: `--sets blind9`). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
@@ -28,6 +30,7 @@ from rag_eval_sets import (ABSENT, ABSENT_BLIND, ABSENT_BLIND2, ABSENT_BLIND3, A
 from rag_eval_blind6 import ABSENT_BLIND6, EN_FACTS_BLIND6, NL_FACTS_BLIND6
 from rag_eval_blind7 import ABSENT_BLIND7, EN_FACTS_BLIND7, NL_FACTS_BLIND7
 from rag_eval_blind8 import ABSENT_BLIND8, EN_FACTS_BLIND8, NL_FACTS_BLIND8
+from rag_eval_blind9 import ABSENT_BLIND9, EN_FACTS_BLIND9, NL_FACTS_BLIND9
 
 SETS = {
     "dev": (NL_QUESTIONS, EN_FACTS + EN_FACTS_2, ABSENT),
@@ -40,6 +43,7 @@ SETS = {
     "blind6": (NL_FACTS_BLIND6, EN_FACTS_BLIND6, ABSENT_BLIND6),  # written after the fifth round, measured once on its code
     "blind7": (NL_FACTS_BLIND7, EN_FACTS_BLIND7, ABSENT_BLIND7),  # written before the sixth round, measured before and after it
     "blind8": (NL_FACTS_BLIND8, EN_FACTS_BLIND8, ABSENT_BLIND8),  # written before the seventh round (declines), measured before and after it
+    "blind9": (NL_FACTS_BLIND9, EN_FACTS_BLIND9, ABSENT_BLIND9),  # Debian's Dutch documentation (its own corpus: services["blind9"])
 }
 
 
@@ -99,9 +103,10 @@ def remember_model_calls(chat, path: Path) -> Callable[[], None]:
 
 
 def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48, sets: tuple[str, ...] = ("dev", "heldout"),
-                  memo: Path | None = None) -> dict:
+                  memo: Path | None = None, services: dict | None = None) -> dict:
     """Ask every question through ChatService with rag (greedy); returns the fractions per set and the answers.
-    memo: a JSON file of the model's earlier results on the same prompts (remember_model_calls)."""
+    memo: a JSON file of the model's earlier results on the same prompts (remember_model_calls); services: a set's own
+    DocumentService by set name (blind9's corpus), svc for the rest."""
     import re
 
     from edge_agent.rag import language
@@ -115,7 +120,8 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
     scheduler = build_engine(settings.model_copy(update={"model": str(bundle), "context_length": 2048, "max_batch": 4}))
     try:
         chat = ChatService(scheduler)
-        chat.attach_documents(lambda: svc)
+        current = [svc]  # the service of the set being asked
+        chat.attach_documents(lambda: current[0])
         chat.grounding = GroundingPolicy.from_settings(settings)
         absent_texts = {chat.grounding.scaffold(lang).absent for lang in SCAFFOLDS}
         save = remember_model_calls(chat, memo) if memo is not None else None
@@ -143,6 +149,7 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
         rows_all = []
         for name in sets:
             nl, en, absent_qs = SETS[name]
+            current[0] = (services or {}).get(name, svc)
             rows = []
             for lang, qs in (("nl", [(q, f) for q, _, f in nl]), ("en", [(q, f) for q, _, f in en])):
                 for q, fact in qs:
@@ -152,7 +159,7 @@ def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48,
             absent = [{"set": name, "lang": lang, "q": q, **ask(q)} for q, lang in absent_qs]
             for r in rows + absent:  # the best passage's share of the question's content words (what the decline rule sees)
                 lang = chat.grounding.language_of(r["q"])
-                r["coverage"] = round(max((language.coverage(r["q"], c.text, lang) for c in svc.retrieve(r["q"], k=k)), default=0.0), 2)
+                r["coverage"] = round(max((language.coverage(r["q"], c.text, lang) for c in current[0].retrieve(r["q"], k=k)), default=0.0), 2)
             s: dict = {}
             for lang in ("nl", "en"):
                 rs = [r for r in rows if r["lang"] == lang]

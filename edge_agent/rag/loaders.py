@@ -227,6 +227,11 @@ def _load_csv(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
 
 
 # --- html ------------------------------------------------------------------
+_HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
+_PARAGRAPHS = {"p", "div", "pre", "blockquote", "section", "article", "table", "ul", "ol", "dl"}  # start a paragraph
+_LINES = {"li", "tr", "br", "td", "th", "dd", "dt"}  # start a line
+
+
 def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
     from bs4 import BeautifulSoup
 
@@ -244,23 +249,25 @@ def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Sect
     sections: list[Section] = []
     heading: str | None = None
     buf: list[str] = []
-    block = {"p", "div", "li", "tr", "br", "pre", "blockquote", "section", "article", "td", "th", "dd", "dt", "table"}
     for el in body.descendants:
         name = getattr(el, "name", None)
-        if name in {"h1", "h2", "h3", "h4", "h5", "h6"}:
+        if name in _HEADINGS:
             sections.append(Section("".join(buf), heading=heading))
-            heading = el.get_text(" ", strip=True) or heading
-            buf = [f"{heading}\n"]
+            heading = " ".join(el.get_text(" ").split()) or heading
+            buf = [f"{heading}\n\n"]
             if name == "h1" and "title" not in meta and heading:
                 meta["title"] = heading
         elif name is None:
-            parent = el.parent
-            if any(p.name in {"h1", "h2", "h3", "h4", "h5", "h6"} for p in [parent, *parent.parents] if p is not None):
-                continue
             if type(el).__name__ in ("Comment", "Doctype", "Declaration", "ProcessingInstruction", "CData"):
                 continue
-            buf.append(str(el))
-        elif name in block:
+            outer = {p.name for p in el.parents}
+            if outer & _HEADINGS:
+                continue
+            # HTML's white space: a line break in the source is a space, except inside <pre>
+            buf.append(str(el) if "pre" in outer else re.sub(r"\s+", " ", str(el)))
+        elif name in _PARAGRAPHS:
+            buf.append("\n\n")
+        elif name in _LINES:
             buf.append("\n")
     sections.append(Section("".join(buf), heading=heading))
     for s in sections:

@@ -82,6 +82,20 @@ def test_html_headings_and_no_scripts():
     assert "Eerste alinea." in text and "alert" not in text and "color" not in text
 
 
+def test_html_source_line_wraps_are_spaces():
+    # hard-wrapped HTML source (DocBook, the Debian FAQ): a newline in text is a space, not a line break, so "\n2. " does
+    # not become a numbered list item and a heading is one line; <pre> keeps its lines; paragraphs end in a blank line
+    html = b"""<html><body><h2>8.1. Welke programma's heeft
+Debian?</h2><p>Zie Hoofdstuk
+2. Pakketbeheer voor meer
+informatie.</p><p>Tweede alinea.</p><pre>regel een
+regel twee</pre></body></html>"""
+    doc = load_bytes(html, "faq.html")
+    assert [s.heading for s in doc.sections] == ["8.1. Welke programma's heeft Debian?"]
+    assert doc.sections[0].text == ("8.1. Welke programma's heeft Debian?\n\nZie Hoofdstuk 2. Pakketbeheer voor meer informatie."
+                                    "\n\nTweede alinea.\n\nregel een\nregel twee")
+
+
 def test_markdown_sections_and_csv_rows():
     md = load_bytes(b"# Titel\nintro\n## Deel A\ntekst\n```\n# geen kop\n```\n", "x.md")
     assert [s.heading for s in md.sections] == ["Titel", "Deel A"] and md.title == "Titel"
