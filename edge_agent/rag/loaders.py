@@ -230,15 +230,133 @@ def _load_csv(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
 _HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 _PARAGRAPHS = {"p", "div", "pre", "blockquote", "section", "article", "table", "ul", "ol", "dl"}  # start a paragraph
 _LINES = {"li", "tr", "br", "td", "th", "dd", "dt"}  # start a line
+_SKIP_TYPES = ("Comment", "Doctype", "Declaration", "ProcessingInstruction", "CData")
+# Page chrome, dropped before the text is read (the idea of readability and jusText, kept conservative for
+# documents, where cross-references are content): what the page itself calls navigation (<nav>, an ARIA role, a
+# class or id word: DocBook's navheader/toc, Sphinx's toctree, Word's MsoToc1, MediaWiki's toc), the page's own
+# <header>/<footer> (not an article's), and a block of several links that is mostly link text, where a link counts
+# when it leads to another page or to a place on this one (a menu, a table of contents, a prev/next bar). A link
+# to a definition (#os.stat) or into another page, or one that prints its URL, is content; so is any block that
+# holds most of the page's words outside links, whatever its class says. The density bars were set on the HTML
+# docs Debian installs (Python, Node, Valgrind, libffi, libxslt, texinfo manuals): their menus and tables of
+# contents lie at 0.7-1.0, their link-rich prose, parameter lists and data tables at 0.5-0.6, one of Node's
+# sentences at 0.77. Python's contents.html, a page that is one table of contents, keeps its title only.
+_CHROME_ROLES = {"navigation", "banner", "contentinfo", "search", "menubar", "doc-toc"}
+_CHROME_WORDS = {"nav", "navbar", "navbox", "navheader", "navfooter", "navigation", "navpath", "toc", "toctree",
+                 "breadcrumb", "breadcrumbs", "pagination", "pager", "editsection", "skiplink"}
+_INLINE = {"a", "abbr", "b", "bdi", "bdo", "big", "cite", "code", "dfn", "em", "font", "i", "img", "kbd", "label",
+           "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup", "time", "tt", "u", "var",
+           *_HEADINGS}
+_SECTIONING = {"article", "aside", "main", "nav", "section"}  # a <header>/<footer> inside one of these is content
+_LINK_BLOCKS = {"div", "section", "aside", "ul", "ol", "dl", "table", "menu", "form", "center", "p"}
+_LINK_DENSITY = 0.7  # share of a block's text in navigating links that makes it navigation (with 3 links or more)
+_LINK_DENSITY_PROSE = 0.9  # the same for a <p>: prose unless nearly all of it is links
+_URL_TEXT = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|www\.|mailto:)\S*$|^\S+@\S+\.\w+$", re.I)
+_TEXT, _LINK_TEXT, _LINKS, _HEADS, _ANY_LINK_TEXT = range(5)
+
+
+def _words(value: Any) -> list[str]:
+    """The words of a class or id ("toc-macro", "MsoToc1", "topNav"), lower-case."""
+    value = " ".join(value) if isinstance(value, list) else str(value or "")
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)]
+
+
+def _anchors(body: Any) -> set[str]:
+    """The ids (and old-style names) on this page that a link may lead to, less those of a term's definition
+    (Sphinx's <dt id="os.stat">): a link there is a cross-reference, not navigation."""
+    terms = {id(el) for dt in body.find_all("dt") for el in (dt, *dt.find_all(True))}
+    return {str(v) for el in body.find_all(True) if id(el) not in terms for v in (el.get("id"), el.get("name")) if v}
+
+
+def _navigates(a: Any, anchors: set[str]) -> bool:
+    """Whether a link leads somewhere to read rather than to a definition: another page, or a place on this one
+    (DocBook names its own file: toc.html#part). A printed URL, an address or a link into another page is content."""
+    href = str(a.get("href") or "").strip()
+    if not href or _URL_TEXT.match(a.get_text().strip()) or href.lower().startswith(("mailto:", "tel:")):
+        return False
+    fragment = href.partition("#")[2]
+    return not fragment or fragment == "top" or fragment in anchors
+
+
+def _text_stats(body: Any) -> dict[int, list[int]]:
+    """Per element id: [text chars, navigating-link text chars, navigating links, headings, any link's text chars],
+    in one pass over the tree (in reverse document order an element's children come before it)."""
+    anchors = _anchors(body)
+    stats: dict[int, list[int]] = {}
+    for el in reversed(list(body.descendants)):
+        up = stats.setdefault(id(el.parent), [0, 0, 0, 0, 0])
+        if el.name is None:
+            if type(el).__name__ not in _SKIP_TYPES:
+                up[_TEXT] += len("".join(str(el).split()))
+            continue
+        own = stats.setdefault(id(el), [0, 0, 0, 0, 0])
+        if el.name == "a" and el.get("href"):
+            own[_ANY_LINK_TEXT] = own[_TEXT]
+            if own[_TEXT] and _navigates(el, anchors):
+                own[_LINK_TEXT], own[_LINKS] = own[_TEXT], 1
+        elif el.name in _HEADINGS:
+            own[_HEADS] = 1
+        for i, n in enumerate(own):
+            up[i] += n
+    return stats
+
+
+def _is_chrome(el: Any, stats: dict[int, list[int]], page_words: int) -> bool:
+    text, link_text, links, headings, any_link_text = stats.get(id(el), (0, 0, 0, 0, 0))
+    if text - any_link_text > page_words / 2:  # most of the page's words outside links: content, whatever its class
+        return False
+    name = el.name
+    if name == "nav" or str(el.get("role") or "").strip().lower() in _CHROME_ROLES:
+        return True
+    if name in ("header", "footer") and not any(p.name in _SECTIONING for p in el.parents):
+        return True
+    if name not in _INLINE and _CHROME_WORDS.intersection(_words(el.get("class")) + _words(el.get("id"))):
+        return True  # (not a link or a heading: docutils' headings are links classed toc-backref)
+    # a block of links; one with a heading of its own is a section: its parts are judged one by one
+    density = _LINK_DENSITY_PROSE if name == "p" else _LINK_DENSITY
+    return name in _LINK_BLOCKS and not headings and links >= 3 and link_text >= density * text
+
+
+def _drop_page_chrome(body: Any) -> None:
+    """Remove navigation, the page's header and footer, tables of contents and link blocks from `body` (see
+    _CHROME_WORDS); a page that is nothing but links (a link list, a site map) keeps them all."""
+    stats = _text_stats(body)
+    total = stats.get(id(body), [0, 0, 0, 0, 0])
+    chrome, todo = [], [body]
+    while todo:
+        for child in (c for c in todo.pop().children if c.name):
+            (chrome if _is_chrome(child, stats, total[_TEXT] - total[_ANY_LINK_TEXT]) else todo).append(child)
+    if sum(stats.get(id(el), [0])[_TEXT] for el in chrome) < total[_TEXT]:
+        for el in chrome:
+            el.decompose()
+
+
+_CELL_PARAGRAPHS = {"p", "li", "dt", "dd", "blockquote"}
+_CELL_LAYOUT = {"pre", "table", *_HEADINGS}
+
+
+def _is_data_row(tr: Any) -> bool:
+    """Whether a table row reads as one line of cells: no cell holds a heading, a table, preformatted text or more
+    than one paragraph (a layout table's row, a DocBook Q and A, is read as blocks instead)."""
+    for cell in tr.children:
+        if cell.name in ("td", "th"):
+            blocks = [el.name for el in cell.descendants if el.name in _CELL_PARAGRAPHS or el.name in _CELL_LAYOUT]
+            if len(blocks) > 1 or _CELL_LAYOUT.intersection(blocks):
+                return False
+    return True
+
+
+def _last_descendant(el: Any) -> Any:
+    while getattr(el, "contents", None):
+        el = el.contents[-1]
+    return el
 
 
 def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(data, "html.parser")
-    for tag in soup(["script", "style", "noscript", "template", "head", "svg"]):
-        if tag.name == "head":
-            continue
+    for tag in soup(["script", "style", "noscript", "template", "svg"]):
         tag.decompose()
     meta = {}
     if soup.title and soup.title.get_text(strip=True):
@@ -246,29 +364,49 @@ def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Sect
     if soup.head:
         soup.head.decompose()
     body = soup.body or soup
+    _drop_page_chrome(body)
     sections: list[Section] = []
     heading: str | None = None
     buf: list[str] = []
+    bare = True  # nothing under the current heading yet
+    row, row_end, cells = None, None, 0  # a data row being read as one line: its last node, its cells so far
+    row_done = 0  # where in buf the last row ended
     for el in body.descendants:
         name = getattr(el, "name", None)
         if name in _HEADINGS:
-            sections.append(Section("".join(buf), heading=heading))
-            heading = " ".join(el.get_text(" ").split()) or heading
-            buf = [f"{heading}\n\n"]
-            if name == "h1" and "title" not in meta and heading:
-                meta["title"] = heading
+            text = " ".join(el.get_text(" ").split())
+            if text:
+                if bare:  # nothing under the previous heading (a chapter title before its first section): it
+                    buf.append(f"{text}\n\n")  # leads this section instead of being a chunk without content
+                else:
+                    sections.append(Section("".join(buf), heading=heading))
+                    buf = [f"{text}\n\n"]
+                heading, bare = text, True
+                if name == "h1" and "title" not in meta:
+                    meta["title"] = text
         elif name is None:
-            if type(el).__name__ in ("Comment", "Doctype", "Declaration", "ProcessingInstruction", "CData"):
-                continue
             outer = {p.name for p in el.parents}
-            if outer & _HEADINGS:
-                continue
-            # HTML's white space: a line break in the source is a space, except inside <pre>
-            buf.append(str(el) if "pre" in outer else re.sub(r"\s+", " ", str(el)))
+            if type(el).__name__ not in _SKIP_TYPES and not outer & _HEADINGS:
+                # HTML's white space: a line break in the source is a space, except inside <pre>
+                buf.append(str(el) if "pre" in outer else re.sub(r"\s+", " ", str(el)))
+                bare = bare and not el.strip()
+        elif row is not None:  # inside a data row: cells joined by " | " (as the DOCX loader does), blocks by a space
+            if name in ("td", "th") and el.parent is row and el.get_text(strip=True):
+                buf.append(" | " if cells else "")
+                cells += 1
+            elif name in _PARAGRAPHS or name in _LINES:
+                buf.append(" ")
+        elif name == "tr" and _is_data_row(el):
+            row, row_end, cells = el, _last_descendant(el), 0
+            buf.append("" if "".join(buf[row_done:]).isspace() else "\n")  # one row a line, no blank line between
         elif name in _PARAGRAPHS:
             buf.append("\n\n")
         elif name in _LINES:
             buf.append("\n")
+        if el is row_end:
+            row, row_end = None, None
+            buf.append("\n")
+            row_done = len(buf) - 1
     sections.append(Section("".join(buf), heading=heading))
     for s in sections:
         s.text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t\xa0]+", " ", s.text))

@@ -96,6 +96,82 @@ regel twee</pre></body></html>"""
                                     "\n\nTweede alinea.\n\nregel een\nregel twee")
 
 
+def test_html_page_chrome_is_dropped():
+    # an intranet page as generators write it: a banner with a menu, breadcrumbs, a table of contents of the page's own
+    # headings (DocBook's and Word's markers, and one marked by nothing but its links), a prev/next bar and a footer
+    html = b"""<html><head><title>Verlof</title></head><body>
+    <header><a href="/">Intranet</a> <nav><a href="/hr">HR</a> <a href="/it">IT</a> <a href="/fin">Financien</a></nav></header>
+    <div class="breadcrumbs"><a href="/">Home</a> &gt; <a href="/hr">HR</a> &gt; Verlof</div>
+    <div class="navheader"><table><tr><th>Hoofdstuk 3. Verlof aanvragen</th></tr></table></div>
+    <h1>Hoofdstuk 3. Verlof aanvragen</h1>
+    <div class="toc"><p>Inhoudsopgave</p><dl><dt><a href="#aanvraag">3.1. Hoe vraag ik verlof aan?</a></dt>
+    <dt><a href="#saldo">3.2. Waar zie ik mijn saldo?</a></dt><dt><a href="#ziek">3.3. Ziek tijdens verlof</a></dt></dl></div>
+    <p class="MsoToc1"><a href="#_Toc1">Hoe vraag ik verlof aan? 2</a></p>
+    <ul><li><a href="#aanvraag">Hoe vraag ik verlof aan?</a></li><li><a href="#saldo">Waar zie ik mijn saldo?</a></li>
+    <li><a href="#ziek">Ziek tijdens verlof</a></li></ul>
+    <h2 id="aanvraag"><a name="_Toc1"></a>3.1. Hoe vraag ik verlof aan?</h2><p>Dien de aanvraag twee weken vooraf in via het
+    formulier.</p>
+    <h2 id="saldo">3.2. Waar zie ik mijn saldo?</h2><p>Het saldo staat op uw loonstrook.</p>
+    <h2 id="ziek">3.3. Ziek tijdens verlof</h2><p>Meld u ziek bij uw leidinggevende.</p>
+    <div><a href="h2.html">&lt;&lt; Hoofdstuk 2. Salaris</a> <a href="index.html">Omhoog</a>
+    <a href="h4.html">Hoofdstuk 4. Reizen &gt;&gt;</a></div>
+    <div role="contentinfo">Laatst bijgewerkt door P&amp;O</div>
+    <footer><a href="/privacy">Privacy</a> | <a href="/contact">Contact</a></footer></body></html>"""
+    doc = load_bytes(html, "verlof.html")
+    assert doc.title == "Verlof"
+    assert [s.heading for s in doc.sections] == [
+        "3.1. Hoe vraag ik verlof aan?", "3.2. Waar zie ik mijn saldo?", "3.3. Ziek tijdens verlof"]
+    # the chapter title has nothing under it but navigation: it leads the first section instead of being a chunk alone
+    assert doc.sections[0].text == ("Hoofdstuk 3. Verlof aanvragen\n\n3.1. Hoe vraag ik verlof aan?\n\n"
+                                    "Dien de aanvraag twee weken vooraf in via het formulier.")
+    assert [s.text for s in doc.sections[1:]] == ["3.2. Waar zie ik mijn saldo?\n\nHet saldo staat op uw loonstrook.",
+                                                  "3.3. Ziek tijdens verlof\n\nMeld u ziek bij uw leidinggevende."]
+
+
+def test_html_links_in_content_are_kept():
+    # a paragraph that leans on its links (62% link text), a list of cross-references to definitions, printed URLs, an
+    # article's own header, and a block marked "nav" by its class that holds the page's text: all content; the menu
+    # beside them, marked by nothing but its links, is not
+    html = b"""<html><body><div><a href="/nieuws">Nieuws</a> | <a href="/agenda">Agenda</a> | <a href="/wie">Wie is wie</a></div>
+    <div class="nav-open"><article><header><h1>Pakketten</h1><p>Door <a href="/team">het team</a>,
+    <a href="/2024">2024</a>, <a href="/tags/apt">apt</a></p></header>
+    <p>Debian bevat <a href="https://packages.debian.org">59100 pakketten</a> voor
+    <a href="ports.html">9 architecturen</a>; zie de <a href="faq.html">FAQ</a> en de
+    <a href="handboek.html">handleiding</a>.</p>
+    <p>Vlaggen:</p><ul><li><a href="#RWF_DSYNC">RWF_DSYNC</a></li><li><a href="#RWF_SYNC">RWF_SYNC</a></li>
+    <li><a href="#RWF_APPEND">RWF_APPEND</a></li></ul>
+    <dl><dt id="RWF_DSYNC">RWF_DSYNC</dt><dd>schrijft synchroon</dd><dt id="RWF_SYNC">RWF_SYNC</dt><dd>idem</dd>
+    <dt id="RWF_APPEND">RWF_APPEND</dt><dd>voegt toe</dd></dl>
+    <ul><li><a href="https://www.intern/ca.pem">https://www.intern/ca.pem</a></li>
+    <li><a href="https://www.intern/ca.crt">https://www.intern/ca.crt</a></li>
+    <li><a href="https://www.intern/ca.der">https://www.intern/ca.der</a></li></ul></article></div></body></html>"""
+    text = load_bytes(html, "p.html").sections[0].text
+    assert "Agenda" not in text
+    assert text.startswith("Pakketten\n\nDoor het team, 2024, apt")
+    assert "Debian bevat 59100 pakketten voor 9 architecturen; zie de FAQ en de handleiding." in text
+    assert "Vlaggen:\n\nRWF_DSYNC\nRWF_SYNC\nRWF_APPEND" in text
+    assert "https://www.intern/ca.pem\nhttps://www.intern/ca.crt\nhttps://www.intern/ca.der" in text
+
+
+def test_html_page_of_only_links_keeps_them():
+    html = b"""<html><body><ul><li><a href="a.html">Declaraties</a></li><li><a href="b.html">Verlof</a></li>
+    <li><a href="c.html">Thuiswerken</a></li></ul></body></html>"""
+    assert load_bytes(html, "links.html").sections[0].text == "Declaraties\nVerlof\nThuiswerken"
+
+
+def test_html_table_rows_stay_one_line():
+    # cells of a row are joined as the DOCX loader joins them; a layout row (a cell with a heading or preformatted
+    # text, as in a DocBook Q and A) is still read as blocks
+    html = b"""<html><body><table><tr><th>Pakket</th><th>Versie</th><th>Licentie</th></tr>
+    <tr><td><p><code>apt</code></p></td><td>2.6.1</td><td>GPL-2+</td></tr>
+    <tr><td>dpkg</td><td></td><td>GPL-2+<br>(deels <b>publiek</b> domein)</td></tr></table>
+    <table><tr><td><h3>Vraag</h3><p>Waarom?</p></td><td><pre>apt-get update
+apt-get upgrade</pre></td></tr></table></body></html>"""
+    text = "\n\n".join(s.text for s in load_bytes(html, "t.html").sections)
+    assert text.startswith("Pakket | Versie | Licentie\napt | 2.6.1 | GPL-2+\ndpkg | GPL-2+ (deels publiek domein)\n")
+    assert "Waarom?\n\napt-get update\napt-get upgrade" in text
+
+
 def test_markdown_sections_and_csv_rows():
     md = load_bytes(b"# Titel\nintro\n## Deel A\ntekst\n```\n# geen kop\n```\n", "x.md")
     assert [s.heading for s in md.sections] == ["Titel", "Deel A"] and md.title == "Titel"
