@@ -234,13 +234,13 @@ _SKIP_TYPES = ("Comment", "Doctype", "Declaration", "ProcessingInstruction", "CD
 # Page chrome, dropped before the text is read (the idea of readability and jusText, kept conservative for
 # documents, where cross-references are content): what the page itself calls navigation (<nav>, an ARIA role, a
 # class or id word: DocBook's navheader/toc, Sphinx's toctree, Word's MsoToc1, MediaWiki's toc), the page's own
-# <header>/<footer> (not an article's), and a block of several links that is mostly link text, where a link counts
-# when it leads to another page or to a place on this one (a menu, a table of contents, a prev/next bar). A link
-# to a definition (#os.stat) or into another page, or one that prints its URL, is content; so is any block that
-# holds most of the page's words outside links, whatever its class says. The density bars were set on the HTML
-# docs Debian installs (Python, Node, Valgrind, libffi, libxslt, texinfo manuals): their menus and tables of
-# contents lie at 0.7-1.0, their link-rich prose, parameter lists and data tables at 0.5-0.6, one of Node's
-# sentences at 0.77. Python's contents.html, a page that is one table of contents, keeps its title only.
+# <header>/<footer> (not an article's; a header's heading stays), and a block of several links that is mostly
+# link text, where a link counts when it leads to another page or to a place on this one (a menu, a table of
+# contents, a prev/next bar). A link to a definition (#os.stat) or into another page, or one that prints its URL,
+# is content; so is any block that holds most of the page's words outside links, whatever its class says. The
+# density bars were set on the HTML docs Debian installs (Python, Node, Valgrind, libffi, libxslt, texinfo
+# manuals): their menus and tables of contents lie at 0.7-1.0, their link-rich prose, parameter lists and data
+# tables at 0.5-0.6, one of Node's sentences at 0.77. Python's contents.html, one table of contents, keeps its title.
 _CHROME_ROLES = {"navigation", "banner", "contentinfo", "search", "menubar", "doc-toc"}
 _CHROME_WORDS = {"nav", "navbar", "navbox", "navheader", "navfooter", "navigation", "navpath", "toc", "toctree",
                  "breadcrumb", "breadcrumbs", "pagination", "pager", "editsection", "skiplink"}
@@ -309,7 +309,7 @@ def _is_chrome(el: Any, stats: dict[int, list[int]], page_words: int) -> bool:
     if name == "nav" or str(el.get("role") or "").strip().lower() in _CHROME_ROLES:
         return True
     if name in ("header", "footer") and not any(p.name in _SECTIONING for p in el.parents):
-        return True
+        return not (name == "header" and headings)  # a page header with the page's title: its parts are judged
     if name not in _INLINE and _CHROME_WORDS.intersection(_words(el.get("class")) + _words(el.get("id"))):
         return True  # (not a link or a heading: docutils' headings are links classed toc-backref)
     # a block of links; one with a heading of its own is a section: its parts are judged one by one

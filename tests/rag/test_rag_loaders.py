@@ -100,7 +100,7 @@ def test_html_page_chrome_is_dropped():
     # an intranet page as generators write it: a banner with a menu, breadcrumbs, a table of contents of the page's own
     # headings (DocBook's and Word's markers, and one marked by nothing but its links), a prev/next bar and a footer
     html = b"""<html><head><title>Verlof</title></head><body>
-    <header><a href="/">Intranet</a> <nav><a href="/hr">HR</a> <a href="/it">IT</a> <a href="/fin">Financien</a></nav></header>
+    <header><a href="/">Intranet</a> Voor medewerkers <nav><a href="/hr">HR</a> <a href="/it">IT</a> <a href="/fin">Financien</a></nav></header>
     <div class="breadcrumbs"><a href="/">Home</a> &gt; <a href="/hr">HR</a> &gt; Verlof</div>
     <div class="navheader"><table><tr><th>Hoofdstuk 3. Verlof aanvragen</th></tr></table></div>
     <h1>Hoofdstuk 3. Verlof aanvragen</h1>
@@ -151,6 +151,15 @@ def test_html_links_in_content_are_kept():
     assert "Debian bevat 59100 pakketten voor 9 architecturen; zie de FAQ en de handleiding." in text
     assert "Vlaggen:\n\nRWF_DSYNC\nRWF_SYNC\nRWF_APPEND" in text
     assert "https://www.intern/ca.pem\nhttps://www.intern/ca.crt\nhttps://www.intern/ca.der" in text
+
+
+def test_html_page_header_keeps_its_title():
+    html = b"""<html><body><header><h1>Verlofregeling 2025</h1><nav><a href="/">Home</a> <a href="/hr">HR</a>
+    <a href="/it">IT</a></nav></header><main><p>Elke medewerker heeft 25 verlofdagen.</p></main>
+    <footer><h4>Contact</h4><p>P&amp;O, kamer 2.14</p></footer></body></html>"""
+    doc = load_bytes(html, "regeling.html")
+    assert [(s.heading, s.text) for s in doc.sections] == [
+        ("Verlofregeling 2025", "Verlofregeling 2025\n\nElke medewerker heeft 25 verlofdagen.")]
 
 
 def test_html_page_of_only_links_keeps_them():
