@@ -2,13 +2,18 @@
 
 Data: paragraphs of CPython's Library Reference labelled by their chapter (scripts/pydoc_labels.py,
 from the python3.11-doc Debian package), 8 labels given by name only, then with k examples per label;
---set b: 8 other chapters, a second set to check that a gain is not tuned to the first.
-Model: the configured bundle (default: models/default) and the packaged all-MiniLM-L6-v2 embedder.
+--set b: 8 other chapters, a second set to check that a gain is not tuned to the first; c: 8 more, never tuned
+on; nlfaq: the Debian FAQ in Dutch by chapter (scripts/nlfaq_labels.py, debian-faq-nl).
+Model: the configured bundle (default: models/default) and the packaged all-MiniLM-L6-v2 embedder, or the
+sentence-transformers folder given by --embedding-model (e.g. an imported multilingual-e5-small); --prompt names
+which of that model's named prompts goes before the label texts and the items (passage, as the daemon's embedding
+service does, or query; without that prompt in the model, none).
 Each embedding row is measured twice: the labels' own prototypes, and self-trained on the evaluated
 items (as a classify run does by default: self_train); items/s counts embedding the items and, for
 self-training, adapting the prototypes.
 
     .venv/bin/python scripts/bench_classify.py --per-class 25 --shots 1,2,4,8,16,32 [--set b] [--json]
+        [--embedding-model models/embeddings/e5 --prompt query]
 """
 from __future__ import annotations
 
@@ -60,6 +65,29 @@ def run_embedding(clf, texts: list[str], batch: int = 16, self_train: bool = Fal
     return preds, time.perf_counter() - t0
 
 
+class PromptedEmbedder:
+    """The embedder with the given named prompt (passage, query) before every text, for the embedding service."""
+
+    def __init__(self, inner, prompt: str):
+        self.inner, self.prompt = inner, prompt
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def embed(self, texts):
+        return self.inner._encode(texts, (self.prompt,))
+
+
+def bench_embedder(model: str, prompt: str, quantize: str = "auto"):
+    """The OnnxEmbedder of a model (the packaged name or a folder), with `prompt` before its texts when it has one;
+    quantize off: the fp32 export, in a cache folder of its own (a folder keeps one decision)."""
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    cache = REPO / ".cache" / ("test-embedding-cache" if quantize == "auto" else f"embedding-cache-{quantize}")
+    emb = OnnxEmbedder(model, cache_dir=cache, quantize=quantize)
+    return emb if prompt == "passage" else PromptedEmbedder(emb, prompt)
+
+
 class _MemoEmbeddings:
     """An embedding service that embeds each distinct text once (accuracy rows over many seeds)."""
 
@@ -80,7 +108,8 @@ class _MemoEmbeddings:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-class", type=int, default=25)
-    ap.add_argument("--set", choices=sorted(pydoc_labels.SETS), default="a", help="a: the 8 chapters; b: 8 other chapters; c: 8 more, the held-out check")
+    ap.add_argument("--set", choices=pydoc_labels.ALL_SETS, default="a", help="a: the 8 chapters; b: 8 other chapters; "
+                    "c: 8 more, the held-out check; nlfaq: the Debian FAQ in Dutch, 8 chapters")
     ap.add_argument("--seeds", default="0", help="splits to average the embedding rows over (comma-separated); "
                     "the likelihood rows use the first")
     ap.add_argument("--shots", default="1,2,4,8,16,32", help="examples per label to try (comma-separated)")
@@ -93,25 +122,29 @@ def main() -> int:
                          "jobs service, this many paired rounds: items/s of a whole run")
     ap.add_argument("--uncentred", action="store_true", help="also self-train without the centred first assignment "
                     "(first_weight 0, the method before it), a row beside the default")
+    ap.add_argument("--embedding-model", default="all-MiniLM-L6-v2",
+                    help="the packaged all-MiniLM-L6-v2 or a sentence-transformers folder (exported once into .cache)")
+    ap.add_argument("--prompt", choices=("passage", "query"), default="passage",
+                    help="the model's named prompt before label texts and items (passage: as the embedding service)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from edge_agent.config import Settings
     from edge_agent.jobs.classify import EmbeddingClassifier, Label, LikelihoodClassifier
-    from edge_agent.rag.embedder import OnnxEmbedder
     from edge_agent.runtime import build_runtime
 
+    load_before = open("/proc/loadavg").read().split()[:3]
     shots = [int(s) for s in args.shots.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    chapters = pydoc_labels.SETS[args.set]
-    names = list(chapters.values())
+    paras = pydoc_labels.load(args.set)
+    names = list(paras)
     import tempfile
 
     tmp = tempfile.TemporaryDirectory(prefix="bench-classify-")
     settings = Settings(models_dir=Path(args.models_dir), model=args.model, serve_documents=False,
                         data_dir=Path(tmp.name) / "var", index_dir=Path(tmp.name) / "index")
-    embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+    embedder = bench_embedder(args.embedding_model, args.prompt)
     rt = build_runtime(settings, documents=embedder, load_documents=False, start_jobs=False)
     rows = []
     try:
@@ -119,7 +152,7 @@ def main() -> int:
         memo = _MemoEmbeddings(rt.embeddings)  # each text is embedded once across seeds and rows
         accs: dict[tuple[str, int], list[float]] = {}
         for seed in seeds:
-            evals, pool = pydoc_labels.split(args.per_class, max(shots + [0]), seed=seed, chapters=chapters)
+            evals, pool = pydoc_labels.split(args.per_class, max(shots + [0]), seed=seed, paras=paras)
             texts, gold = [t for t, _ in evals], [g for _, g in evals]
             for k in [0] + shots:
                 clf = EmbeddingClassifier(memo, [Label(n, examples=pool[n][:k]) for n in names])
@@ -129,7 +162,7 @@ def main() -> int:
                 if args.uncentred:  # self-training as before the centred first assignment (first_weight 0), side by side
                     preds, _ = run_embedding(clf, texts, self_train=True, first_weight=0.0)
                     accs.setdefault(("self_train,uncentred", k), []).append(round(accuracy(preds, gold), 4))
-        evals, pool = pydoc_labels.split(args.per_class, max(shots + [0]), seed=seeds[0], chapters=chapters)
+        evals, pool = pydoc_labels.split(args.per_class, max(shots + [0]), seed=seeds[0], paras=paras)
         texts, gold = [t for t, _ in evals], [g for _, g in evals]
         speed: dict[str, list[float]] = {}
         clf = EmbeddingClassifier(rt.embeddings, labels)
@@ -171,11 +204,13 @@ def main() -> int:
         rt.close()
         tmp.cleanup()
     out = {"set": args.set, "items": len(texts), "labels": len(names), "seeds": seeds,
-           "load": open("/proc/loadavg").read().split()[:3], "results": rows}
+           "embedding_model": embedder.model_id, "prompt": args.prompt,
+           "load_before": load_before, "load": open("/proc/loadavg").read().split()[:3], "results": rows}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"set {args.set}: {len(texts)} items, {len(names)} labels, seeds {args.seeds}, load {' '.join(out['load'])}")
+        print(f"set {args.set}: {len(texts)} items, {len(names)} labels, seeds {args.seeds}, {out['embedding_model']} "
+              f"prompt {args.prompt}, load {' '.join(load_before)} before, {' '.join(out['load'])} after")
         for r in rows:
             speed_s = f", {r['items_per_s']} items/s" if "items_per_s" in r else ""
             seeds_s = f" (seeds: {' '.join(f'{a:.3f}' for a in r['per_seed'])})" if len(r.get("per_seed", [])) > 1 else ""

@@ -1,7 +1,7 @@
 """Names-only classification: the classify kind's self-training against other ways to use the label names alone.
 
 Research bench (no job service): each method gets the 8 label names and a run's item embeddings
-(all-MiniLM-L6-v2, as the embedding method), and labels every item; accuracy is the mean over
+(all-MiniLM-L6-v2 as the embedding method, or --embedding-model with --prompt), and labels every item; accuracy is the mean over
 random splits of scripts/pydoc_labels.py (CPython's Library Reference, by chapter), on balanced
 runs (--per-class items per label) and on imbalanced ones (60,45,30,20,15,12,10,8 items, the
 sizes shuffled over the labels per split: a real day's mail is not balanced).
@@ -20,6 +20,12 @@ Methods (weakly-supervised text classification levers, see the issue-10 report):
                 self_train: the kind's default (jobs.classify.centred_anchors)
   balanced      self_train whose E-step is balanced by Sinkhorn (equal label sizes assumed)
   prior         self_train with learned label proportions (EM mixture weights)
+  cross         two embedders: the kind's default (centered) with all-MiniLM-L6-v2, whose names align best with
+                the items, then its soft clusters carried into the --embedding-model's space (e.g. e5, whose items
+                separate the chapters better: truemean) as anchors of weight 8 beside that model's names; then
+                self_train there
+  truemean      not a method but the ceiling of the embedding space: each item against its label's true mean
+                over the run (the gold labels' centroids); --methods truemean only when asked
 
     .venv/bin/python scripts/bench_classify_names.py --sets a,b --per-class 25 --seeds 0,1,2,3,4,5 [--methods ...]
 """
@@ -61,10 +67,10 @@ def soft(logits: np.ndarray) -> np.ndarray:
 class Embed:
     """Unit embeddings of texts, each distinct text embedded once."""
 
-    def __init__(self):
-        from edge_agent.rag.embedder import OnnxEmbedder
+    def __init__(self, model: str = "all-MiniLM-L6-v2", prompt: str = "passage", quantize: str = "auto"):
+        from bench_classify import bench_embedder
 
-        self.model = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+        self.model = bench_embedder(model, prompt, quantize)
         self.memo: dict[str, np.ndarray] = {}
 
     def __call__(self, texts: list[str]) -> np.ndarray:
@@ -177,13 +183,30 @@ def m_centered(names, texts, X, emb, weight=8.0):
     return self_train(X, A + weight * unit(R.T @ X))
 
 
+_MINILM: list = []
+
+
+def m_cross(names, texts, X, emb, weight=8.0):
+    if not _MINILM:
+        _MINILM.append(Embed())
+    small = _MINILM[0]
+    X1, A1 = small(texts), small(names)
+    S = X1 @ A1.T
+    anchors1 = A1 + weight * unit(soft((S - S.mean(0)) / T).T @ X1)
+    P = unit(anchors1)
+    for _ in range(20):  # the kind's self-training in MiniLM's space, then its final soft clusters
+        P = unit(soft(X1 @ P.T / T).T @ X1 + anchors1)
+    R = soft(X1 @ P.T / T)
+    return self_train(X, emb(names) + weight * unit(R.T @ X))
+
+
 METHODS = {"plain": m_plain, "self_train": m_self_train, "keyword": m_keyword, "cluster_match": m_cluster_match,
-           "expand": m_expand, "centered": m_centered, "balanced": m_balanced, "prior": m_prior}
+           "expand": m_expand, "centered": m_centered, "balanced": m_balanced, "prior": m_prior,
+           "cross": m_cross}
 
 
-def runs(chapters, seeds, per_class, imbalanced, scale=1):
-    names = list(chapters.values())
-    paras = pydoc_labels.paragraphs(chapters=chapters)
+def runs(paras, seeds, per_class, imbalanced, scale=1):
+    names = list(paras)
     for seed in seeds:
         rng = random.Random(seed)
         sizes = [n * scale for n in IMBALANCED] if imbalanced else [per_class] * len(names)
@@ -199,35 +222,51 @@ def runs(chapters, seeds, per_class, imbalanced, scale=1):
 
 
 def main() -> int:
+    global T
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", default="a,b")
+    ap.add_argument("--sets", default="a,b", help=f"of {','.join(pydoc_labels.ALL_SETS)}")
     ap.add_argument("--per-class", type=int, default=25)
     ap.add_argument("--seeds", default="0,1,2,3,4,5")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--imbalanced", action="store_true", help=f"items per label {IMBALANCED} instead of --per-class")
     ap.add_argument("--scale", type=int, default=1, help="--imbalanced sizes times this (a chapter with fewer "
                     "paragraphs gives all it has)")
+    ap.add_argument("--embedding-model", default="all-MiniLM-L6-v2",
+                    help="the packaged all-MiniLM-L6-v2 or a sentence-transformers folder (exported once into .cache)")
+    ap.add_argument("--prompt", choices=("passage", "query"), default="passage",
+                    help="the model's named prompt before names, words and items")
+    ap.add_argument("--temperature", type=float, default=T, help="softmax temperature over cosines in self-training "
+                    f"(the kind's EMBED_TEMPERATURE: {T})")
+    ap.add_argument("--quantize", choices=("auto", "off"), default="auto",
+                    help="off: the fp32 ONNX export (is int8 what costs accuracy?)")
     args = ap.parse_args()
+    T = args.temperature
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    emb = Embed()
+    emb = Embed(args.embedding_model, args.prompt, args.quantize)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     load = " ".join(open("/proc/loadavg").read().split()[:3])
     sizes = [n * args.scale for n in IMBALANCED]
     print(f"names only; {'imbalanced ' + str(sizes) if args.imbalanced else f'{args.per_class} per label'}; "
-          f"seeds {args.seeds}; load {load}")
+          f"seeds {args.seeds}; {emb.model.model_id} ({emb.model.variant}) prompt {args.prompt}; temperature {T}; load {load}")
     for s in args.sets.split(","):
         for name in args.methods.split(","):
             accs = []
-            for names, texts, gold in runs(pydoc_labels.SETS[s], seeds, args.per_class, args.imbalanced, args.scale):
-                accs.append(float(np.mean(METHODS[name](names, texts, emb(texts), emb) == gold)))
+            for names, texts, gold in runs(pydoc_labels.load(s), seeds, args.per_class, args.imbalanced, args.scale):
+                X = emb(texts)
+                if name == "truemean":
+                    pred = (X @ unit(np.stack([X[gold == j].mean(0) for j in range(len(names))])).T).argmax(1)
+                else:
+                    pred = METHODS[name](names, texts, X, emb)
+                accs.append(float(np.mean(pred == gold)))
             print(f"  set {s} {name:14s} accuracy {np.mean(accs):.3f} (seeds: {' '.join(f'{a:.3f}' for a in accs)})", flush=True)
         if "keyword" in args.methods:
             prec = []
-            for names, texts, gold in runs(pydoc_labels.SETS[s], seeds, args.per_class, args.imbalanced, args.scale):
+            for names, texts, gold in runs(pydoc_labels.load(s), seeds, args.per_class, args.imbalanced, args.scale):
                 seeds_ = keyword_seeds(names, texts)
                 prec.append((float(np.mean(seeds_[seeds_ >= 0] == gold[seeds_ >= 0])), float(np.mean(seeds_ >= 0))))
             print(f"  set {s} keyword seeds: precision {np.mean([p for p, _ in prec]):.3f}, "
                   f"{np.mean([c for _, c in prec]):.2f} of the items seeded")
+    print(f"load after: {' '.join(open('/proc/loadavg').read().split()[:3])}")
     return 0
 
 

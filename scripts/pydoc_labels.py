@@ -81,15 +81,28 @@ def paragraphs(docs: Path = DOCS, chapters: dict[str, str] | None = None) -> dic
     return out
 
 
-def split(per_class: int, shots: int, seed: int = 0,
-          chapters: dict[str, str] | None = None) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
-    """(text, label) evaluation items, per_class of each label, and up to `shots` examples per label from the rest."""
+ALL_SETS = (*SETS, "nlfaq")  # nlfaq: the Debian FAQ in Dutch by chapter (scripts/nlfaq_labels.py)
+
+
+def load(name: str) -> dict[str, list[str]]:
+    """label -> paragraphs of a named set (a, b, c, nlfaq). Raises FileNotFoundError without its package, KeyError."""
+    if name == "nlfaq":
+        import nlfaq_labels
+
+        return nlfaq_labels.paragraphs()
+    return paragraphs(chapters=SETS[name])
+
+
+def split(per_class: int, shots: int, seed: int = 0, chapters: dict[str, str] | None = None,
+          paras: dict[str, list[str]] | None = None) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
+    """(text, label) evaluation items, per_class of each label, and up to `shots` examples per label from the rest
+    (of `paras`, a set's paragraphs by label, or of these chapters)."""
     rng = random.Random(seed)
     evals, pool = [], {}
-    for label, paras in paragraphs(chapters=chapters).items():
-        paras = list(paras)
-        rng.shuffle(paras)
-        evals += [(t, label) for t in paras[:per_class]]
-        pool[label] = paras[per_class: per_class + shots]
+    for label, got in (paras if paras is not None else paragraphs(chapters=chapters)).items():
+        got = list(got)
+        rng.shuffle(got)
+        evals += [(t, label) for t in got[:per_class]]
+        pool[label] = got[per_class: per_class + shots]
     rng.shuffle(evals)
     return evals, pool
