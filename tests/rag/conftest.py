@@ -88,3 +88,23 @@ def index_cli(monkeypatch, tmp_path, embedder):
             return int(e.code)
 
     return call
+
+
+@pytest.fixture
+def model_cli(monkeypatch, tmp_path):
+    """`edge-agent model ...` in this process, with a fresh models folder and data folder under tmp_path."""
+    import argparse
+
+    from edge_agent.cli.model import register
+
+    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
+    monkeypatch.setenv("EDGE_AGENT_MODELS_DIR", str(tmp_path / "models"))
+    parser = argparse.ArgumentParser(prog="edge-agent")
+    register(parser.add_subparsers(dest="cmd", required=True))
+
+    def call(*argv: str) -> int:
+        args = parser.parse_args(["model", *argv])
+        return args.func(args)
+
+    return call

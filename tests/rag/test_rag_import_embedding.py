@@ -2,7 +2,6 @@
 copied, exported to ONNX, checked and described by a manifest; bad folders get clear errors and leave nothing."""
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -37,23 +36,6 @@ def _tiny_sentence_transformer(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def tiny_st(tmp_path_factory) -> Path:
     return _tiny_sentence_transformer(tmp_path_factory.mktemp("tiny-st"))
-
-
-@pytest.fixture
-def model_cli(monkeypatch, tmp_path):
-    from edge_agent.cli.model import register
-
-    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(tmp_path / "none.toml"))
-    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "var"))
-    monkeypatch.setenv("EDGE_AGENT_MODELS_DIR", str(tmp_path / "models"))
-    parser = argparse.ArgumentParser(prog="edge-agent")
-    register(parser.add_subparsers(dest="cmd", required=True))
-
-    def call(*argv: str) -> int:
-        args = parser.parse_args(["model", *argv])
-        return args.func(args)
-
-    return call
 
 
 def test_import_embedding_exports_checks_and_describes_the_model(tiny_st, model_cli, tmp_path, capsys):
