@@ -66,6 +66,7 @@ class SamplingOptions:
     presence_penalty: float = 0.0  # OpenAI's: minus this from the logit of every token already generated
     frequency_penalty: float = 0.0  # OpenAI's: minus this times how often each token was generated
     logprobs: int | None = None  # None: none; N: each token's log-probability and the N most likely (SamplingParams.logprobs)
+    logit_bias: dict[int, float] | None = None  # OpenAI's: {token id: added to its logit before each choice}
     fill: bool = False  # with max_tokens None: up to max_tokens_limit (Ollama's num_predict -1), not default_max_tokens
 
 
@@ -75,23 +76,28 @@ def sampling_options(req, max_tokens: int | None) -> SamplingOptions:
         max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
         repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
         min_tokens=req.min_tokens or 0, presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
-        logprobs=req.logprob_count(),
+        logprobs=req.logprob_count(), logit_bias=req.bias(),
     )
 
 
 class PenaltyProcessor:
-    """OpenAI's presence and frequency penalties over the generated tokens (not the prompt), after an optional inner processor."""
+    """OpenAI's presence and frequency penalties over the generated tokens (not the prompt) and its logit_bias
+    ({token id: bias}, added at every step), after an optional inner processor (a grammar's -inf stays -inf)."""
 
-    def __init__(self, presence: float, frequency: float, inner=None):
+    def __init__(self, presence: float, frequency: float, inner=None, bias: dict[int, float] | None = None):
         self.presence, self.frequency, self.inner = float(presence), float(frequency), inner
+        self.bias_ids = np.fromiter((bias or {}).keys(), np.int64)
+        self.bias_values = np.fromiter((bias or {}).values(), np.float32)
 
     def __call__(self, token_ids: list[int], logits: np.ndarray) -> np.ndarray:
         if self.inner is not None:
             logits = self.inner(token_ids, logits)
-        if token_ids:
+        if token_ids and (self.presence or self.frequency):
             ids, counts = np.unique(np.asarray(token_ids, np.int64), return_counts=True)
             ids, counts = ids[ids < logits.shape[-1]], counts[ids < logits.shape[-1]]
             logits[ids] -= (self.frequency * counts + self.presence).astype(logits.dtype)
+        if self.bias_ids.size:
+            logits[self.bias_ids] += self.bias_values.astype(logits.dtype)
         return logits
 
 
@@ -404,6 +410,10 @@ class ChatService(GroundedChat):
         if constraint is not None and options.ignore_eos:
             raise InvalidRequestError("ignore_eos cannot be combined with a response format: the output ends where its grammar does",
                                       param="ignore_eos")
+        outside = sorted(t for t in options.logit_bias or () if t >= self.vocab_size)
+        if outside:
+            raise InvalidRequestError(f"logit_bias names token ids outside this model's vocabulary (0..{self.vocab_size - 1}): "
+                                      f"{', '.join(map(str, outside[:5]))}; POST /tokenize gives a text's ids", param="logit_bias")
         if constraint is not None:
             self.prepare_grammar()
         procs = grammar_processors(self.engine.tokenizer, self.vocab_size, self.engine.stop_token_ids, constraint, len(jobs)) \
@@ -415,8 +425,9 @@ class ChatService(GroundedChat):
             params = self._params(options, len(ids), index)
             if procs:
                 params.logits_processor = procs[j]  # masks natively for greedy and sampled choices alike
-            if options.presence_penalty or options.frequency_penalty:
-                params.logits_processor = PenaltyProcessor(options.presence_penalty, options.frequency_penalty, params.logits_processor)
+            if options.presence_penalty or options.frequency_penalty or options.logit_bias:
+                params.logits_processor = PenaltyProcessor(options.presence_penalty, options.frequency_penalty, params.logits_processor,
+                                                           options.logit_bias)
             planned.append((ids, params, prefix, None, index))
         choices: list[_Choice] = []
         try:

@@ -76,6 +76,18 @@ def Unsupported(why: str, *no_ops: Any) -> Any:
 
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
+MAX_LOGIT_BIAS = 300  # OpenAI's limit on logit_bias entries
+
+
+def _token_id_key(v: Any) -> Any:
+    if isinstance(v, str) and not (v.isascii() and v.isdigit() and len(v) <= 10):
+        raise ValueError(f"logit_bias keys are token ids such as \"1234\", not {v[:40]!r}: POST /tokenize gives a text's ids")
+    return v
+
+
+TokenIdKey = Annotated[str, Field(pattern=r"^[0-9]{1,10}$"), BeforeValidator(_token_id_key)]
+LogitBias = Annotated[dict[TokenIdKey, Annotated[Float, Field(ge=-100, le=100)]],
+                      Field(max_length=MAX_LOGIT_BIAS, json_schema_extra={"additionalProperties": False})]
 StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=MAX_STOP)]  # [] = no stop (as null)
 
 
@@ -144,7 +156,9 @@ class _Sampling(_Request):
                                            "much (OpenAI's and vLLM's; the prompt does not count).")
     frequency_penalty: Float | None = Field(None, ge=-2, le=2, description="Lowers each token's logit by this much per time it was "
                                             "generated (OpenAI's and vLLM's; the prompt does not count).")
-    logit_bias: Unsupported("leave `logit_bias` out (or send {})") = Field(None, description="Not supported: only null or {}.")
+    logit_bias: LogitBias | None = Field(
+        None, description="{token id (as text): -100..100}: added to that token's logit before sampling (OpenAI's); -100 bans "
+                          "the token, 100 makes it the only choice. Ids are this model's tokenizer's (POST /tokenize shows them).")
     metadata: dict[str, str] | None = Field(None, max_length=16, description="Accepted and ignored (nothing is stored).")
     store: bool | None = Field(None, description="Accepted and ignored (nothing is stored).")
     service_tier: str | None = Field(None, max_length=32, description="Accepted and ignored.")
@@ -178,6 +192,10 @@ class _Sampling(_Request):
             raise ValueError("stream_options is only allowed with stream: true (as OpenAI's and vLLM's): "
                              "send stream: true, or leave stream_options out")
         return v
+
+    def bias(self) -> dict[int, float] | None:
+        """logit_bias as {token id: bias}, or None."""
+        return {int(k): float(v) for k, v in self.logit_bias.items()} if self.logit_bias else None
 
     def stop_list(self) -> list[str]:
         if self.stop is None:

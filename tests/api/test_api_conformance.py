@@ -1,0 +1,55 @@
+"""Fields of OpenAI's and Ollama's APIs that existing clients send, answered as those servers answer them (real server, real clients)."""
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from api_helpers import KEY
+
+MESSAGES = [{"role": "user", "content": "Hallo, hoe gaat het?"}]
+
+
+@pytest.fixture(scope="module")
+def client(live):
+    return openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+
+
+def _token_id(live, text: str) -> int:
+    status, _, body = live.request("POST", "/tokenize", {"prompt": text, "add_special": False})
+    assert status == 200, body
+    return json.loads(body)["tokens"][-1]
+
+
+def test_logit_bias_moves_the_choice_as_openai_documents(live, client):
+    """logit_bias ({token id: -100..100}, OpenAI's, vLLM's, llama.cpp's) is added to the logits before sampling:
+    +100 makes a token the only choice, -100 bans it; greedy and sampled alike, on chat and completions."""
+    forced = _token_id(live, " zon")
+    for extra in ({"temperature": 0}, {"temperature": 1.0, "seed": 5}):
+        r = client.completions.create(model="llama", prompt="Het weer", max_tokens=3, logit_bias={str(forced): 100}, logprobs=0, **extra)
+        assert r.choices[0].logprobs.tokens == [r.choices[0].logprobs.tokens[0]] * 3
+        status, _, body = live.request("POST", "/detokenize", {"tokens": [forced] * 3})
+        assert r.choices[0].text == json.loads(body)["prompt"]
+    kw = dict(model="llama", messages=MESSAGES, max_tokens=4, temperature=0)
+    plain = client.chat.completions.create(**kw, logprobs=True)
+    first = plain.choices[0].logprobs.content[0]
+    status, _, body = live.request("POST", "/tokenize", {"prompt": first.token, "add_special": False})
+    banned = json.loads(body)["tokens"]
+    assert len(banned) == 1
+    moved = client.chat.completions.create(**kw, logprobs=True, logit_bias={str(banned[0]): -100})
+    assert moved.choices[0].logprobs.content[0].token != first.token
+    assert client.chat.completions.create(**kw, logit_bias={}).choices[0].message.content == plain.choices[0].message.content
+
+
+@pytest.mark.parametrize("bias,says", [
+    ({"999999999": 5}, "vocabulary"),
+    ({"12": 101}, "less than or equal to 100"),
+    ({"12": -100.5}, "greater than or equal to -100"),
+    ({"twelve": 1}, "token id"),
+    ({str(i): 1 for i in range(301)}, "300"),
+])
+def test_a_bad_logit_bias_is_a_400_naming_it(client, bias, says):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=2, logit_bias=bias)
+    assert e.value.body["param"].startswith("logit_bias") and says in e.value.body["message"], e.value.body
