@@ -24,7 +24,7 @@ from edge_agent.services.constrained import OutputConstraint
 from edge_agent.services.errors import InvalidRequestError, ServiceError
 from edge_agent.services.generation import Generation
 from edge_agent.services.protocol import INT64_MIN, MAX_EMBED_INPUTS, UINT64_MAX, Float, Int, StopList, Unsupported, _Request, at_most_messages
-from edge_agent.engine.types import MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
+from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
 API_VERSION = "0.9.0"  # the Ollama release whose API these routes follow (clients gate features on /api/version)
 LATEST = ":latest"
@@ -105,6 +105,17 @@ class _Generating(_OllamaRequest):
     options: OllamaOptions | None = None
     think: Unsupported("this model does not think aloud: send think false or leave it out", False) = Field(
         None, description="Only false: this model does not think aloud.")
+    logprobs: bool | None = Field(None, description="Each answer token's log-probability in `logprobs` (a streamed line: its tokens'), "
+                                  "the log-softmax of the model's raw logits as on /v1/chat/completions.")
+    top_logprobs: Int(ge=0, le=MAX_LOGPROBS) | None = Field(
+        None, description=f"With logprobs true: also this many most likely tokens at each position (0..{MAX_LOGPROBS}).")
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_needs_logprobs(cls, v: int | None, info) -> int | None:
+        if v and not info.data.get("logprobs"):
+            raise ValueError("top_logprobs needs logprobs: true: send both, or leave top_logprobs out")
+        return v
 
     def sampling(self, chat) -> SamplingOptions:
         """The SamplingOptions of `options` for the ChatService chat (raises InvalidRequestError for num_ctx or num_predict over its limits)."""
@@ -118,7 +129,8 @@ class _Generating(_OllamaRequest):
         fill = o.num_predict is not None and o.num_predict < 0
         return SamplingOptions(max_tokens=None if fill else o.num_predict, temperature=o.temperature, top_p=o.top_p,
                                top_k=o.top_k, min_p=o.min_p, repetition_penalty=o.repeat_penalty, seed=o.seed, stop=list(o.stop or []),
-                               presence_penalty=o.presence_penalty or 0.0, frequency_penalty=o.frequency_penalty or 0.0, fill=fill)
+                               presence_penalty=o.presence_penalty or 0.0, frequency_penalty=o.frequency_penalty or 0.0, fill=fill,
+                               logprobs=(self.top_logprobs or 0) if self.logprobs else None)
 
     def constraint(self) -> OutputConstraint | None:
         """The OutputConstraint of `format`, or None (raises InvalidRequestError for a bad schema)."""
@@ -268,6 +280,22 @@ class OllamaVersion(BaseModel):
     version: str
 
 
+class OllamaTokenLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class OllamaLogprob(OllamaTokenLogprob):
+    top_logprobs: list[OllamaTokenLogprob] | None = Field(None, description="Left out when none were asked for.")
+
+
+def ollama_logprobs(content: list[dict]) -> list[OllamaLogprob]:
+    """Ollama's logprobs of chat's `logprobs.content` entries (services.logprobs.chat_content): the same fields, an empty
+    top_logprobs left out (Ollama's omitempty)."""
+    return [OllamaLogprob(**{**e, "top_logprobs": e["top_logprobs"] or None}) for e in content]
+
+
 class OllamaReply(BaseModel):
     """One NDJSON line or the whole answer; the timing fields only with done true (nanoseconds)."""
 
@@ -283,6 +311,8 @@ class OllamaReply(BaseModel):
     prompt_eval_duration: int | None = None
     eval_count: int | None = None
     eval_duration: int | None = None
+    logprobs: list[OllamaLogprob] | None = Field(None, description="With logprobs true: the tokens of this line's text (all of "
+                                                  "them when not streamed).")
 
 
 class OllamaChatMessage(BaseModel):

@@ -53,3 +53,37 @@ def test_a_bad_logit_bias_is_a_400_naming_it(client, bias, says):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=2, logit_bias=bias)
     assert e.value.body["param"].startswith("logit_bias") and says in e.value.body["message"], e.value.body
+
+
+@pytest.fixture(scope="module")
+def ollama_client(live):
+    import ollama
+
+    return ollama.Client(host=live.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+
+
+def test_ollama_logprobs_as_ollama_answers_them(live, client, ollama_client):
+    """Ollama's logprobs and top_logprobs (0.12.11; the ollama client sends them): every token's {token, logprob, bytes,
+    top_logprobs}, on /api/chat and /api/generate, streamed (each line its tokens) and not; the values are the OpenAI
+    route's."""
+    msgs = [{"role": "user", "content": "Wat is de hoofdstad van Nederland?"}]
+    opts = {"temperature": 0, "num_predict": 6}
+    ref = client.chat.completions.create(model="llama", messages=msgs, temperature=0, max_tokens=6, logprobs=True, top_logprobs=2)
+    want = [(t.token, round(t.logprob, 4), [a.token for a in t.top_logprobs]) for t in ref.choices[0].logprobs.content]
+    whole = ollama_client.chat(model="llama", messages=msgs, options=opts, logprobs=True, top_logprobs=2)
+    assert [(t.token, round(t.logprob, 4), [a.token for a in t.top_logprobs]) for t in whole.logprobs] == want
+    assert "".join(t.token for t in whole.logprobs) == whole.message.content
+    parts = list(ollama_client.chat(model="llama", messages=msgs, options=opts, logprobs=True, top_logprobs=2, stream=True))
+    assert [(t.token, round(t.logprob, 4)) for p in parts for t in p.logprobs or ()] == [w[:2] for w in want]
+    assert all("".join(t.token for t in p.logprobs or ()) == p.message.content for p in parts)
+    gen = ollama_client.generate(model="llama", prompt="Het weer is", raw=True, options=opts, logprobs=True)
+    assert len(gen.logprobs) == gen.eval_count and all(t.logprob <= 0 and not t.top_logprobs for t in gen.logprobs)
+    status, _, body = live.request("POST", "/api/generate", {"model": "llama", "prompt": "Het", "stream": False,
+                                                             "options": opts, "logprobs": True})
+    entry = json.loads(body)["logprobs"][0]
+    assert set(entry) == {"token", "logprob", "bytes"}, entry  # top_logprobs left out when none asked, as Ollama's omitempty
+    plain = ollama_client.chat(model="llama", messages=msgs, options=opts)
+    assert plain.logprobs is None
+    for bad in ({"top_logprobs": 21, "logprobs": True}, {"top_logprobs": 2}):
+        status, _, body = live.request("POST", "/api/chat", {"model": "llama", "messages": msgs, **bad})
+        assert status == 400 and "top_logprobs" in json.loads(body)["error"], body
