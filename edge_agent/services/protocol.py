@@ -43,7 +43,7 @@ INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 MAX_CHOICES = 8
 MAX_STOP = 4
 MAX_PROMPTS = 8
-MAX_EMBED_INPUTS = 256
+MAX_EMBED_INPUTS = 2048  # OpenAI's limit; LangChain's OpenAIEmbeddings sends 1000 a request
 
 
 def _integral(v: Any) -> Any:

@@ -87,3 +87,31 @@ def test_ollama_logprobs_as_ollama_answers_them(live, client, ollama_client):
     for bad in ({"top_logprobs": 21, "logprobs": True}, {"top_logprobs": 2}):
         status, _, body = live.request("POST", "/api/chat", {"model": "llama", "messages": msgs, **bad})
         assert status == 400 and "top_logprobs" in json.loads(body)["error"], body
+
+
+def test_embeddings_take_a_langchain_batch_of_1000_texts_as_openai_does(tiny_bundles, api_tmp):
+    """OpenAI takes up to 2048 inputs a request; LangChain's OpenAIEmbeddings sends chunk_size=1000 texts at a time (with
+    check_embedding_ctx_length=False, which our token-id refusal asks for), so 1000 texts were a 400 at 256. Ollama's
+    /api/embed takes the same number."""
+    import numpy as np
+    import ollama
+
+    from api_helpers import REPO, api_settings, start_server
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+    server = start_server(api_settings(tiny_bundles["llama"], api_tmp), documents=embedder)
+    try:
+        c = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=120)
+        texts = [f"note {i} about the boiler" for i in range(1000)]
+        r = c.embeddings.create(model="default", input=texts)
+        assert [d.index for d in r.data] == list(range(1000))
+        assert all(len(d.embedding) == len(r.data[0].embedding) for d in r.data)
+        assert float(np.dot(r.data[999].embedding, c.embeddings.create(model="default", input=texts[-1]).data[0].embedding)) > 0.98
+        o = ollama.Client(host=server.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120)
+        assert len(o.embed(model="default", input=texts).embeddings) == 1000
+        with pytest.raises(openai.BadRequestError) as e:
+            c.embeddings.create(model="default", input=["x"] * 2049)
+        assert e.value.body["param"] == "input" and "2048" in e.value.body["message"], e.value.body
+    finally:
+        server.close()
