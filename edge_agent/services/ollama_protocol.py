@@ -23,7 +23,18 @@ from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.constrained import OutputConstraint
 from edge_agent.services.errors import InvalidRequestError, ServiceError
 from edge_agent.services.generation import Generation
-from edge_agent.services.protocol import INT64_MIN, MAX_EMBED_INPUTS, UINT64_MAX, Float, Int, StopList, Unsupported, _Request, at_most_messages
+from edge_agent.services.protocol import (
+    INT64_MIN,
+    MAX_EMBED_INPUTS,
+    MAX_OLLAMA_STOP,
+    UINT64_MAX,
+    Float,
+    Int,
+    StopString,
+    Unsupported,
+    _Request,
+    at_most_messages,
+)
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
 API_VERSION = "0.9.0"  # the Ollama release whose API these routes follow (clients gate features on /api/version)
@@ -31,6 +42,7 @@ LATEST = ":latest"
 _GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+")  # Go's time.ParseDuration
 EPOCH = "1970-01-01T00:00:00Z"  # a model's modified_at when its bundle does not say
 TEXT_ONLY = "this model reads text only: leave `images` out"
+STOP_CHARS = 1024  # options.stop's total length: the OpenAI routes' 4 strings of 256
 
 
 class OllamaModelNotFound(ServiceError):
@@ -53,7 +65,8 @@ class OllamaOptions(_Request):
     seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = None
     num_predict: Int(ge=-2) | None = Field(None, description="Most tokens to generate; -1 or -2: up to the server's max_tokens_limit "
                                            "(and the room left in the context); left out: the server's default_max_tokens.")
-    stop: StopList | None = None
+    stop: Annotated[list[StopString], Field(max_length=MAX_OLLAMA_STOP)] | None = Field(
+        None, description=f"Up to {MAX_OLLAMA_STOP} strings of {STOP_CHARS} characters in all; the answer ends before any of them.")
     repeat_penalty: Float | None = Field(None, ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY)
     presence_penalty: Float | None = Field(None, ge=-2, le=2)
     frequency_penalty: Float | None = Field(None, ge=-2, le=2)
@@ -81,6 +94,15 @@ class OllamaOptions(_Request):
     mirostat: Unsupported("mirostat sampling is not implemented: send 0 or leave it out", 0, 0.0) = Field(None, description="Only 0 (off).")
     typical_p: Unsupported("typical sampling is not implemented: send 1 or leave it out", 1, 1.0) = Field(None, description="Only 1 (off).")
     tfs_z: Unsupported("tail-free sampling is not implemented: send 1 or leave it out", 1, 1.0) = Field(None, description="Only 1 (off).")
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_chars(cls, v: list[str] | None) -> list[str] | None:
+        """Every generated token is checked against each stop string's prefixes: the total length bounds that work (as
+        OpenAI's 4 strings of 256 do on the OpenAI routes)."""
+        if v and sum(map(len, v)) > STOP_CHARS:
+            raise ValueError(f"the stop strings may hold {STOP_CHARS} characters in all")
+        return v
 
 
 class _OllamaRequest(_Request):

@@ -41,7 +41,8 @@ from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TE
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 MAX_CHOICES = 8
-MAX_STOP = 4
+MAX_STOP = 4  # OpenAI's
+MAX_OLLAMA_STOP = 32  # Ollama sets no limit; code assistants' fill-in-the-middle templates send 5 to 10
 MAX_PROMPTS = 8
 MAX_EMBED_INPUTS = 2048  # OpenAI's limit; LangChain's OpenAIEmbeddings sends 1000 a request
 
@@ -88,7 +89,8 @@ def _token_id_key(v: Any) -> Any:
 TokenIdKey = Annotated[str, Field(pattern=r"^[0-9]{1,10}$"), BeforeValidator(_token_id_key)]
 LogitBias = Annotated[dict[TokenIdKey, Annotated[Float, Field(ge=-100, le=100)]],
                       Field(max_length=MAX_LOGIT_BIAS, json_schema_extra={"additionalProperties": False})]
-StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=MAX_STOP)]  # [] = no stop (as null)
+StopString = Annotated[str, Field(min_length=1, max_length=256)]
+StopList = Annotated[list[StopString], Field(max_length=MAX_STOP)]  # [] = no stop (as null)
 
 
 def at_most_messages(v: list | None, info: ValidationInfo) -> list | None:

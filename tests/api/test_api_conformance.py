@@ -115,3 +115,17 @@ def test_embeddings_take_a_langchain_batch_of_1000_texts_as_openai_does(tiny_bun
         assert e.value.body["param"] == "input" and "2048" in e.value.body["message"], e.value.body
     finally:
         server.close()
+
+
+def test_ollama_takes_a_code_assistants_list_of_stop_strings(live, ollama_client):
+    """Ollama sets no limit on options.stop, and code assistants (Continue's fill-in-the-middle templates) send five or more;
+    they were a 400 at OpenAI's 4. Any of them ends the answer, as one of four did."""
+    msgs = [{"role": "user", "content": "Wat is de hoofdstad van Nederland?"}]
+    plain = ollama_client.chat(model="llama", messages=msgs, options={"temperature": 0, "num_predict": 12}).message.content
+    cut = plain[len(plain) // 2:][:2]
+    stops = ["<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<file_sep>", "<|endoftext|>", "\n\n\n", "```", cut]
+    r = ollama_client.chat(model="llama", messages=msgs, options={"temperature": 0, "num_predict": 12, "stop": stops})
+    assert r.done_reason == "stop" and r.message.content == plain[:plain.index(cut)], (plain, cut, r.message.content)
+    for bad in (["x"] * 33, ["y" * 200] * 6):
+        status, _, body = live.request("POST", "/api/chat", {"model": "llama", "messages": msgs, "options": {"stop": bad}})
+        assert status == 400 and "stop" in json.loads(body)["error"], body
