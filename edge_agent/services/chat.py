@@ -67,6 +67,7 @@ class SamplingOptions:
     frequency_penalty: float = 0.0  # OpenAI's: minus this times how often each token was generated
     logprobs: int | None = None  # None: none; N: each token's log-probability and the N most likely (SamplingParams.logprobs)
     logit_bias: dict[int, float] | None = None  # OpenAI's: {token id: added to its logit before each choice}
+    stop_token_ids: list[int] = field(default_factory=list)  # vLLM's: these tokens end the answer (left out of it)
     fill: bool = False  # with max_tokens None: up to max_tokens_limit (Ollama's num_predict -1), not default_max_tokens
 
 
@@ -76,7 +77,7 @@ def sampling_options(req, max_tokens: int | None) -> SamplingOptions:
         max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
         repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
         min_tokens=req.min_tokens or 0, presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
-        logprobs=req.logprob_count(), logit_bias=req.bias(),
+        logprobs=req.logprob_count(), logit_bias=req.bias(), stop_token_ids=list(req.stop_token_ids or ()),
     )
 
 
@@ -375,6 +376,7 @@ class ChatService(GroundedChat):
             max_tokens=max_tokens, temperature=float(temperature), top_k=int(pick("top_k", 0)), top_p=float(top_p),
             min_p=float(pick("min_p", 0.0)), repetition_penalty=float(pick("repetition_penalty", 1.0)), seed=seed,
             stop=list(options.stop), ignore_eos=options.ignore_eos, min_tokens=options.min_tokens, logprobs=options.logprobs,
+            stop_token_ids=list(options.stop_token_ids),
         )
         try:
             return params.validate()
@@ -410,10 +412,11 @@ class ChatService(GroundedChat):
         if constraint is not None and options.ignore_eos:
             raise InvalidRequestError("ignore_eos cannot be combined with a response format: the output ends where its grammar does",
                                       param="ignore_eos")
-        outside = sorted(t for t in options.logit_bias or () if t >= self.vocab_size)
-        if outside:
-            raise InvalidRequestError(f"logit_bias names token ids outside this model's vocabulary (0..{self.vocab_size - 1}): "
-                                      f"{', '.join(map(str, outside[:5]))}; POST /tokenize gives a text's ids", param="logit_bias")
+        for param, ids in (("logit_bias", options.logit_bias or ()), ("stop_token_ids", options.stop_token_ids)):
+            outside = sorted(t for t in ids if t >= self.vocab_size)
+            if outside:
+                raise InvalidRequestError(f"{param} names token ids outside this model's vocabulary (0..{self.vocab_size - 1}): "
+                                          f"{', '.join(map(str, outside[:5]))}; POST /tokenize gives a text's ids", param=param)
         if constraint is not None:
             self.prepare_grammar()
         procs = grammar_processors(self.engine.tokenizer, self.vocab_size, self.engine.stop_token_ids, constraint, len(jobs)) \

@@ -42,6 +42,7 @@ from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TE
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 MAX_CHOICES = 8
 MAX_STOP = 4  # OpenAI's
+MAX_STOP_TOKEN_IDS = 64
 MAX_OLLAMA_STOP = 32  # Ollama sets no limit; code assistants' fill-in-the-middle templates send 5 to 10
 MAX_PROMPTS = 8
 MAX_EMBED_INPUTS = 2048  # OpenAI's limit; LangChain's OpenAIEmbeddings sends 1000 a request
@@ -178,6 +179,13 @@ class _Sampling(_Request):
     ignore_eos: bool | None = Field(None, description="Keep generating past end-of-sequence tokens (benchmarks). Extension.")
     min_tokens: Int(ge=0) | None = Field(None, description="Generate at least this many tokens (at most max_tokens): until then "
                                          "end-of-sequence is never chosen and stop strings are not looked for (vLLM's). Extension.")
+    stop_token_ids: Annotated[list[Int(ge=0, le=2**31 - 1)], Field(max_length=MAX_STOP_TOKEN_IDS)] | None = Field(
+        None, description="Token ids that end the answer, left out of it, finish_reason stop (vLLM's). Extension.")
+    skip_special_tokens: Unsupported("control tokens are always left out of the text: send true or leave it out", True) = Field(
+        None, description="Only true (vLLM's default).")
+    spaces_between_special_tokens: Unsupported("send true or leave it out", True) = Field(None, description="Only true (vLLM's default).")
+    include_stop_str_in_output: Unsupported("a stop string is always left out of the text: send false or leave it out", False) = Field(
+        None, description="Only false (vLLM's default).")
     rag: RagOptions | None = Field(
         None, description="Answer from the private documents: the response gets `sources` (a stream sends them in its first chunk). Extension."
     )

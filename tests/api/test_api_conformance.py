@@ -129,3 +129,27 @@ def test_ollama_takes_a_code_assistants_list_of_stop_strings(live, ollama_client
     for bad in (["x"] * 33, ["y" * 200] * 6):
         status, _, body = live.request("POST", "/api/chat", {"model": "llama", "messages": msgs, "options": {"stop": bad}})
         assert status == 400 and "stop" in json.loads(body)["error"], body
+
+
+def test_vllm_stop_token_ids_end_the_answer_before_that_token(live, client):
+    """vLLM's stop_token_ids (its docs' Llama 3 examples send them): the answer ends, finish_reason stop, before the token;
+    vLLM's output switches at their neutral values (skip_special_tokens true, include_stop_str_in_output false,
+    spaces_between_special_tokens true) are accepted."""
+    kw = dict(model="llama", prompt="Het weer is", max_tokens=8, temperature=1.0, seed=3)  # the same draw each time
+    full = client.completions.create(**kw, logprobs=0).choices[0]
+    tokens = full.logprobs.tokens
+    at = next((i for i in range(1, len(tokens)) if tokens[i] not in tokens[:i]), None)
+    assert at is not None, tokens
+    stop_id = _token_id(live, tokens[at])
+    status, _, body = live.request("POST", "/detokenize", {"tokens": [stop_id]})
+    assert json.loads(body)["prompt"] == tokens[at]
+    r = client.completions.create(**kw, extra_body={"stop_token_ids": [stop_id], "skip_special_tokens": True,
+                                                     "include_stop_str_in_output": False, "spaces_between_special_tokens": True})
+    assert r.choices[0].finish_reason == "stop" and r.choices[0].text == "".join(tokens[:at]), (tokens, at, r.choices[0].text)
+    c = client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=8, temperature=0, extra_body={"stop_token_ids": []})
+    assert c.choices[0].message.content is not None
+    for extra, param in (({"stop_token_ids": [10**9]}, "stop_token_ids"), ({"include_stop_str_in_output": True}, "include_stop_str_in_output"),
+                         ({"skip_special_tokens": False}, "skip_special_tokens")):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(**kw, extra_body=extra)
+        assert e.value.body["param"] == param, e.value.body
