@@ -203,7 +203,7 @@ def chat_completions():
     req, svc = generation_request(p.ChatCompletionRequest)
     messages = [m.to_dict() for m in req.messages]
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    constraint = req.response_format.constraint() if req.response_format is not None else None
+    constraint = req.output_constraint(req.response_format)
     tools, call = req.tool_list(), req.forced_call()
     gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0,
                    rag=_rag(req), tools=tools, call=call)
@@ -262,7 +262,8 @@ def completions():
     req, svc = generation_request(p.CompletionRequest)
     n = req.n or 1
     prompts = req.prompts()
-    gen = svc.complete(prompts, sampling_options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0, rag=_rag(req))
+    gen = svc.complete(prompts, sampling_options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0, rag=_rag(req),
+                       constraint=req.output_constraint())
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:

@@ -9,6 +9,8 @@ settings (max_tokens, number of messages) are checked against the validation con
 """
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -43,6 +45,7 @@ INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 MAX_CHOICES = 8
 MAX_STOP = 4  # OpenAI's
 MAX_STOP_TOKEN_IDS = 64
+MAX_GUIDED_CHOICES = 1000  # constrained.MAX_CHOICES
 MAX_OLLAMA_STOP = 32  # Ollama sets no limit; code assistants' fill-in-the-middle templates send 5 to 10
 MAX_PROMPTS = 8
 MAX_EMBED_INPUTS = 2048  # OpenAI's limit; LangChain's OpenAIEmbeddings sends 1000 a request
@@ -144,6 +147,53 @@ class RagOptions(_Request):
     mode: Literal["hybrid", "dense", "bm25"] = Field("hybrid", description="Retriever: dense + BM25 fused (hybrid), or one of them.")
 
 
+class StructuredOutputs(_Request):
+    """vLLM's structured outputs: one of choice, json, regex or json_object. Extension."""
+
+    choice: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)] | None = Field(
+        None, description="The answer is exactly one of these strings.")
+    json_: dict[str, Any] | str | None = Field(None, alias="json", description="The answer is one JSON value that follows this "
+                                               "JSON schema (an object, or its JSON text), as response_format json_schema.")
+    regex: str | None = Field(None, min_length=1, max_length=4096, description="The answer matches this regular expression whole.")
+    json_object: bool | None = Field(None, description="true: the answer is one JSON object, as response_format json_object.")
+    grammar: Unsupported("grammars are not taken: use json, regex or choice") = Field(None, description="Not supported.")
+    structural_tag: Unsupported("structural tags are not taken: use json, regex or choice") = Field(None, description="Not supported.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "StructuredOutputs":
+        given = [k for k in ("choice", "json", "regex", "json_object") if getattr(self, "json_" if k == "json" else k)]
+        if len(given) != 1:
+            raise ValueError(f"send exactly one of choice, json, regex and json_object (got {', '.join(given) or 'none'})")
+        return self
+
+    def constraint(self, param: str = "structured_outputs"):
+        """The OutputConstraint (raises InvalidRequestError naming param for a bad schema or pattern)."""
+        return guided_constraint(self.choice, self.json_, self.regex, bool(self.json_object), param)
+
+
+def guided_constraint(choice: list[str] | None, schema: dict | str | None, regex: str | None, json_object: bool, param: str):
+    """The OutputConstraint of one vLLM guided-decoding kind (raises InvalidRequestError naming param)."""
+    from edge_agent.services.constrained import OutputConstraint
+    from edge_agent.services.errors import InvalidRequestError
+
+    try:
+        if choice:
+            return replace(OutputConstraint.choice(choice), param=param)
+        if regex:
+            return OutputConstraint.regex(regex, param)
+        if json_object:
+            return replace(OutputConstraint.json_object(), param=param)
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except ValueError:
+                raise InvalidRequestError("the JSON schema is not valid JSON text", param=param) from None
+        return replace(OutputConstraint.json_schema(schema), param=param)
+    except InvalidRequestError as e:
+        e.param = param
+        raise
+
+
 class _Sampling(_Request):
     """Fields shared by chat and text completions."""
 
@@ -186,6 +236,13 @@ class _Sampling(_Request):
     spaces_between_special_tokens: Unsupported("send true or leave it out", True) = Field(None, description="Only true (vLLM's default).")
     include_stop_str_in_output: Unsupported("a stop string is always left out of the text: send false or leave it out", False) = Field(
         None, description="Only false (vLLM's default).")
+    structured_outputs: StructuredOutputs | None = Field(None, description="vLLM's structured outputs (not with response_format). Extension.")
+    guided_choice: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)] | None = Field(
+        None, description="vLLM's older spelling of structured_outputs.choice. Extension.")
+    guided_json: dict[str, Any] | str | None = Field(None, description="vLLM's older spelling of structured_outputs.json. Extension.")
+    guided_regex: str | None = Field(None, min_length=1, max_length=4096, description="vLLM's older spelling of "
+                                     "structured_outputs.regex. Extension.")
+    guided_decoding_backend: str | None = Field(None, max_length=64, description="Accepted and ignored (one grammar engine here).")
     rag: RagOptions | None = Field(
         None, description="Answer from the private documents: the response gets `sources` (a stream sends them in its first chunk). Extension."
     )
@@ -202,6 +259,25 @@ class _Sampling(_Request):
             raise ValueError("stream_options is only allowed with stream: true (as OpenAI's and vLLM's): "
                              "send stream: true, or leave stream_options out")
         return v
+
+    def output_constraint(self, response_format: "ResponseFormat | None" = None):
+        """The OutputConstraint the answer follows (response_format, structured_outputs or a guided_* field), or None; raises
+        InvalidRequestError when two are given or one cannot be used."""
+        from edge_agent.services.errors import InvalidRequestError
+
+        kinds = [(name, v) for name, v in (("response_format", response_format if response_format and response_format.type != "text" else None),
+                                           ("structured_outputs", self.structured_outputs), ("guided_choice", self.guided_choice),
+                                           ("guided_json", self.guided_json), ("guided_regex", self.guided_regex)) if v]
+        if len(kinds) > 1:
+            raise InvalidRequestError(f"{kinds[0][0]} and {kinds[1][0]} both constrain the output: send one of them", param=kinds[1][0])
+        if not kinds:
+            return None
+        name, v = kinds[0]
+        if name == "response_format":
+            return response_format.constraint()
+        if name == "structured_outputs":
+            return v.constraint()
+        return guided_constraint(self.guided_choice, self.guided_json, self.guided_regex, False, name)
 
     def bias(self) -> dict[int, float] | None:
         """logit_bias as {token id: bias}, or None."""

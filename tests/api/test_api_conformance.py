@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import openai
 import pytest
@@ -153,3 +154,36 @@ def test_vllm_stop_token_ids_end_the_answer_before_that_token(live, client):
         with pytest.raises(openai.BadRequestError) as e:
             client.completions.create(**kw, extra_body=extra)
         assert e.value.body["param"] == param, e.value.body
+
+
+def test_vllm_structured_outputs_hold_the_answer(client):
+    """vLLM's structured outputs as its docs send them through the openai client: structured_outputs {choice, json, regex,
+    json_object} and the older guided_choice / guided_json / guided_regex, on chat and completions, held by the same
+    grammar as response_format; two kinds at once are a 400, as vLLM answers."""
+    labels = ["positive", "negative"]
+    for extra in ({"structured_outputs": {"choice": labels}}, {"guided_choice": labels}):
+        r = client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=8, extra_body=extra)
+        assert r.choices[0].message.content.strip() in labels, r
+        c = client.completions.create(model="llama", prompt="Review: great film. Sentiment:", max_tokens=8, temperature=0.9, seed=1,
+                                      n=3, extra_body=extra)
+        assert all(ch.text.strip() in labels for ch in c.choices), c
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
+    for extra in ({"structured_outputs": {"json": schema}}, {"guided_json": schema}, {"guided_json": json.dumps(schema)}):
+        r = client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=40, extra_body=extra)
+        assert r.choices[0].finish_reason == "stop" and set(json.loads(r.choices[0].message.content)) == {"ok"}, r
+    for extra in ({"structured_outputs": {"regex": "[A-Z]{2}/[0-9]{3}"}}, {"guided_regex": "[A-Z]{2}/[0-9]{3}"}):
+        r = client.completions.create(model="llama", prompt="Code:", max_tokens=20, extra_body=extra)
+        assert re.fullmatch(r"\s*[A-Z]{2}/[0-9]{3}", r.choices[0].text), r
+    kw = dict(model="llama", messages=MESSAGES, max_tokens=24, temperature=0.8, seed=2)
+    same = client.chat.completions.create(**kw, response_format={"type": "json_object"}).choices[0].message.content
+    assert client.chat.completions.create(**kw, extra_body={"structured_outputs": {"json_object": True}}).choices[0].message.content == same
+    assert same.lstrip().startswith("{")
+    for extra, param in (({"structured_outputs": {"choice": labels}, "response_format": {"type": "json_object"}}, "structured_outputs"),
+                         ({"structured_outputs": {"choice": labels, "regex": "a"}}, "structured_outputs"),
+                         ({"guided_choice": labels, "guided_regex": "a"}, "guided_regex"),
+                         ({"structured_outputs": {"grammar": "root ::= \"a\""}}, "structured_outputs.grammar"),
+                         ({"structured_outputs": {"regex": "(unclosed"}}, "structured_outputs"),
+                         ({"guided_choice": []}, "guided_choice")):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=4, extra_body=extra)
+        assert e.value.body["param"] == param, (extra, e.value.body)
