@@ -536,6 +536,7 @@ from edge_agent.services.protocol_replies import (  # noqa: E402,F401 (re-export
     GroundingChoice,
     GroundingReport,
     Usage,
+    PromptTokensDetails,
     AssistantMessage,
     TopLogprob,
     TokenLogprob,

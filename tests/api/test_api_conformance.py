@@ -187,3 +187,20 @@ def test_vllm_structured_outputs_hold_the_answer(client):
         with pytest.raises(openai.BadRequestError) as e:
             client.chat.completions.create(model="llama", messages=MESSAGES, max_tokens=4, extra_body=extra)
         assert e.value.body["param"] == param, (extra, e.value.body)
+
+
+def test_usage_tells_the_prompt_tokens_found_in_the_prefix_cache(client):
+    """OpenAI's usage.prompt_tokens_details.cached_tokens (LangChain reports it as cache_read, LiteLLM as cached tokens): a
+    repeated long preamble is found in the prefix cache, on chat and completions, streamed or not."""
+    preamble = "Het archief in Middelburg bewaart kaarten, brieven en registers uit vier eeuwen. " * 4
+    first = client.completions.create(model="llama", prompt=preamble + "Eerste vraag?", max_tokens=2)
+    assert first.usage.prompt_tokens_details.cached_tokens < first.usage.prompt_tokens
+    again = client.completions.create(model="llama", prompt=preamble + "Tweede vraag?", max_tokens=2)
+    assert 64 <= again.usage.prompt_tokens_details.cached_tokens < again.usage.prompt_tokens
+    msgs = [{"role": "system", "content": preamble}, {"role": "user", "content": "Wat bewaart het archief?"}]
+    client.chat.completions.create(model="llama", messages=msgs, max_tokens=2)
+    chat = client.chat.completions.create(model="llama", messages=msgs, max_tokens=2)
+    assert chat.usage.prompt_tokens_details.cached_tokens >= 64
+    last = list(client.chat.completions.create(model="llama", messages=msgs, max_tokens=2, stream=True,
+                                               stream_options={"include_usage": True}))[-1]
+    assert last.usage.prompt_tokens_details.cached_tokens >= 64
