@@ -165,7 +165,7 @@ def _validation_message(e: ValidationError) -> tuple[str, str | None]:
             param += f".{item}" if param else item
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":  # as the live route says it (api/errors.read_json)
-        msg = p.UNKNOWN_FIELD
+        msg = p.unknown_field(param)
     return (f"invalid value for {param!r}: {msg}" if param else msg), (param or None)
 
 

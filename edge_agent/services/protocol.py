@@ -66,6 +66,15 @@ def Int(**bounds: int) -> Any:
 UNKNOWN_FIELD = "unknown field: leave it out (GET /openapi.json lists the fields this server takes)"
 
 
+def unknown_field(param: str) -> str:
+    """What to say about a field the request models do not know: `extra_body` (copied from a Python example into a JSON
+    body) is the openai client's argument, whose fields belong at the top level."""
+    if param == "extra_body":
+        return ("extra_body is the openai Python client's argument, not a field of the request: put the fields it holds at the "
+                "top level of the JSON body")
+    return UNKNOWN_FIELD
+
+
 def _no_op_only(why: str, *no_ops: Any) -> Any:
     """A validator for an OpenAI field this server does not implement: values that change nothing pass as None, others say why."""
     def check(v: Any) -> Any:

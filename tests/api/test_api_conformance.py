@@ -204,3 +204,12 @@ def test_usage_tells_the_prompt_tokens_found_in_the_prefix_cache(client):
     last = list(client.chat.completions.create(model="llama", messages=msgs, max_tokens=2, stream=True,
                                                stream_options={"include_usage": True}))[-1]
     assert last.usage.prompt_tokens_details.cached_tokens >= 64
+
+
+def test_extra_body_copied_into_a_json_body_says_where_its_fields_go(live):
+    """curl users copy vLLM's Python examples' extra_body={...} into the JSON: a 400 that says to lift its fields (vLLM
+    ignores the unknown field, so the fields were silently dropped there)."""
+    body = {"model": "llama", "messages": MESSAGES, "max_tokens": 2, "extra_body": {"top_k": 5}}
+    status, _, raw = live.request("POST", "/v1/chat/completions", body)
+    err = json.loads(raw)["error"]
+    assert status == 400 and err["param"] == "extra_body" and "top level" in err["message"], err
