@@ -175,9 +175,9 @@ def event_stream(gen: Generation, body: Iterator[bytes], mimetype: str = "text/e
 def _model_cards() -> list[p.ModelCard]:
     rt = _runtime()
     cards = [p.ModelCard(id=rt.chat.model_name, created=rt.chat.created)]
-    emb = rt.embeddings.model_name if rt.embeddings is not None else None
-    if emb:
-        cards.append(p.ModelCard(id=emb, created=0))
+    facts = rt.embeddings.facts() if rt.embeddings is not None else None
+    if facts:
+        cards.append(p.ModelCard(id=facts["name"], created=int(facts["modified"])))  # its files' time (0: unknown)
     return cards
 
 

@@ -213,3 +213,27 @@ def test_extra_body_copied_into_a_json_body_says_where_its_fields_go(live):
     status, _, raw = live.request("POST", "/v1/chat/completions", body)
     err = json.loads(raw)["error"]
     assert status == 400 and err["param"] == "extra_body" and "top level" in err["message"], err
+
+
+def test_the_embedding_models_card_has_a_real_created_time(tiny_bundles, api_tmp):
+    """GET /v1/models: `created` is the Unix time of the model's files (OpenAI's meaning), as /api/tags' modified_at says,
+    not 0 (1970)."""
+    import datetime as dt
+
+    import ollama
+
+    from api_helpers import REPO, api_settings, start_server
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+    server = start_server(api_settings(tiny_bundles["llama"], api_tmp), documents=embedder)
+    try:
+        c = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+        card = c.models.retrieve(embedder.name)
+        tags = ollama.Client(host=server.url, headers={"Authorization": f"Bearer {KEY}"}).list().models
+        modified = next(m.modified_at for m in tags if m.model == embedder.name + ":latest")
+        assert card.created > 0 and card.created == int(modified.timestamp()), (card, modified)
+        assert [m.created for m in c.models.list().data if m.id == embedder.name] == [card.created]
+        assert dt.datetime.fromtimestamp(card.created, dt.timezone.utc).year >= 2024
+    finally:
+        server.close()
