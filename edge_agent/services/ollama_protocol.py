@@ -2,9 +2,9 @@
 
 Ollama's fields are read as Ollama documents them and refused (400, {"error": "..."}) where this server cannot honour
 them: tools (the model would answer in free text, and no parser reads calls out of it: /v1/chat/completions with a
-forced tool_choice does), images, think true, suffix, a template or context, num_ctx beyond the model's context, and
-sampling options we do not implement (mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only
-tune Ollama's runtime (threads, GPU layers, mmap, batch) are accepted and ignored, as are keep_alive and num_keep
+forced tool_choice does), images, think true, suffix, a template or context, and sampling options we do not implement (mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only
+tune Ollama's runtime (threads, GPU layers, mmap, batch, num_ctx: the context is fixed, and Ollama caps a larger one at the
+model's own) are accepted and ignored, as are keep_alive and num_keep
 (keep_alive 0 with nothing to answer is Ollama's unload request: answered done_reason "unload" as Ollama answers it; the
 one model served stays loaded). Model names are matched case-insensitively, as Ollama matches them.
 Models live here, not in api/, as services.protocol's do (architecture: jobs may not import api).
@@ -70,8 +70,8 @@ class OllamaOptions(_Request):
     repeat_penalty: Float | None = Field(None, ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY)
     presence_penalty: Float | None = Field(None, ge=-2, le=2)
     frequency_penalty: Float | None = Field(None, ge=-2, le=2)
-    num_ctx: Int(ge=1) | None = Field(None, description="Accepted (and ignored) up to the model's context length, which is fixed; "
-                                      "refused above it.")
+    num_ctx: Int(ge=1) | None = Field(None, description="Accepted and ignored: the model's context length is fixed (Ollama caps a "
+                                      "num_ctx above the model's trained context the same way).")
     # accepted and ignored: they tune Ollama's runtime or are the defaults of what we do
     num_keep: Int(ge=-1) | None = None
     repeat_last_n: Int(ge=-1) | None = None
@@ -140,11 +140,8 @@ class _Generating(_OllamaRequest):
         return v
 
     def sampling(self, chat) -> SamplingOptions:
-        """The SamplingOptions of `options` for the ChatService chat (raises InvalidRequestError for num_ctx or num_predict over its limits)."""
+        """The SamplingOptions of `options` for the ChatService chat (raises InvalidRequestError for num_predict over its limit)."""
         o = self.options or OllamaOptions()
-        if o.num_ctx is not None and o.num_ctx > chat.context_length:
-            raise InvalidRequestError(f"num_ctx {o.num_ctx} is more than this model's context of {chat.context_length} tokens "
-                                      f"(fixed when the model was imported): send at most {chat.context_length}", param="options.num_ctx")
         if o.num_predict is not None and o.num_predict > chat.max_tokens_limit:
             raise InvalidRequestError(f"num_predict must be at most {chat.max_tokens_limit} on this server (or -1 for up to that)",
                                       param="options.num_predict")

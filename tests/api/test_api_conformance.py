@@ -237,3 +237,13 @@ def test_the_embedding_models_card_has_a_real_created_time(tiny_bundles, api_tmp
         assert dt.datetime.fromtimestamp(card.created, dt.timezone.utc).year >= 2024
     finally:
         server.close()
+
+
+def test_ollama_num_ctx_above_the_models_context_is_capped_as_ollama_caps_it(live, ollama_client):
+    """Ollama (since 0.9.x, PR #11175) caps a num_ctx above the model's trained context with a warning; Continue, Open WebUI
+    and ChatOllama(num_ctx=8192) send one. It was a 400 here; now the answer is the same as without it."""
+    msgs = [{"role": "user", "content": "Wat is de hoofdstad van Nederland?"}]
+    plain = ollama_client.chat(model="llama", messages=msgs, options={"temperature": 0, "num_predict": 6})
+    for num_ctx in (live.runtime.chat.context_length + 1, 131072):
+        r = ollama_client.chat(model="llama", messages=msgs, options={"temperature": 0, "num_predict": 6, "num_ctx": num_ctx})
+        assert r.message.content == plain.message.content and r.prompt_eval_count == plain.prompt_eval_count
