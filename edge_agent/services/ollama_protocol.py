@@ -63,7 +63,7 @@ class OllamaOptions(_Request):
     top_p: Float | None = Field(None, ge=0, le=1)
     min_p: Float | None = Field(None, ge=0, le=1)
     seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = None
-    num_predict: Int(ge=-2) | None = Field(None, description="Most tokens to generate; -1 or -2: up to the server's max_tokens_limit "
+    num_predict: Int(ge=-2) | None = Field(None, description="Most tokens to generate; 0, -1 or -2: up to the server's max_tokens_limit "
                                            "(and the room left in the context); left out: the server's default_max_tokens.")
     stop: Annotated[list[StopString], Field(max_length=MAX_OLLAMA_STOP)] | None = Field(
         None, description=f"Up to {MAX_OLLAMA_STOP} strings of {STOP_CHARS} characters in all; the answer ends before any of them.")
@@ -145,7 +145,7 @@ class _Generating(_OllamaRequest):
         if o.num_predict is not None and o.num_predict > chat.max_tokens_limit:
             raise InvalidRequestError(f"num_predict must be at most {chat.max_tokens_limit} on this server (or -1 for up to that)",
                                       param="options.num_predict")
-        fill = o.num_predict is not None and o.num_predict < 0
+        fill = o.num_predict is not None and o.num_predict <= 0  # Ollama's runner limits only num_predict > 0
         return SamplingOptions(max_tokens=None if fill else o.num_predict, temperature=o.temperature, top_p=o.top_p,
                                top_k=o.top_k, min_p=o.min_p, repetition_penalty=o.repeat_penalty, seed=o.seed, stop=list(o.stop or []),
                                presence_penalty=o.presence_penalty or 0.0, frequency_penalty=o.frequency_penalty or 0.0, fill=fill,

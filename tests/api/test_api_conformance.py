@@ -247,3 +247,13 @@ def test_ollama_num_ctx_above_the_models_context_is_capped_as_ollama_caps_it(liv
     for num_ctx in (live.runtime.chat.context_length + 1, 131072):
         r = ollama_client.chat(model="llama", messages=msgs, options={"temperature": 0, "num_predict": 6, "num_ctx": num_ctx})
         assert r.message.content == plain.message.content and r.prompt_eval_count == plain.prompt_eval_count
+
+
+def test_ollama_num_predict_0_means_no_limit_as_in_ollamas_runner(live, ollama_client):
+    """Ollama's runner limits a sequence only when num_predict > 0, so 0 generates as -1 does (up to the server's
+    max_tokens_limit here); it was a 400 naming max_tokens, a field the Ollama client never sent."""
+    msgs = [{"role": "user", "content": "Wat is de hoofdstad van Nederland?"}]
+    opts = {"temperature": 0, "seed": 1}
+    zero = ollama_client.chat(model="llama", messages=msgs, options={**opts, "num_predict": 0})
+    minus = ollama_client.chat(model="llama", messages=msgs, options={**opts, "num_predict": -1})
+    assert zero.message.content == minus.message.content and zero.eval_count == minus.eval_count > 16
