@@ -204,7 +204,7 @@ def chat_completions():
     req, svc = generation_request(p.ChatCompletionRequest)
     messages = [m.to_dict() for m in req.messages]
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    constraint = req.output_constraint(req.response_format)
+    constraint = req.output_constraint()
     tools, call = req.tool_list(), req.forced_call()
     gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0,
                    rag=_rag(req), tools=tools, call=call)

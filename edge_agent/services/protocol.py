@@ -245,6 +245,7 @@ class _Sampling(_Request):
     spaces_between_special_tokens: Unsupported("send true or leave it out", True) = Field(None, description="Only true (vLLM's default).")
     include_stop_str_in_output: Unsupported("a stop string is always left out of the text: send false or leave it out", False) = Field(
         None, description="Only false (vLLM's default).")
+    response_format: ResponseFormat | None = Field(None, description="The answer's format (on completions as vLLM takes it).")
     structured_outputs: StructuredOutputs | None = Field(None, description="vLLM's structured outputs (not with response_format). Extension.")
     guided_choice: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)] | None = Field(
         None, description="vLLM's older spelling of structured_outputs.choice. Extension.")
@@ -269,10 +270,12 @@ class _Sampling(_Request):
                              "send stream: true, or leave stream_options out")
         return v
 
-    def output_constraint(self, response_format: "ResponseFormat | None" = None):
+    def output_constraint(self):
         """The OutputConstraint the answer follows (response_format, structured_outputs or a guided_* field), or None; raises
         InvalidRequestError when two are given or one cannot be used."""
         from edge_agent.services.errors import InvalidRequestError
+
+        response_format = self.response_format
 
         kinds = [(name, v) for name, v in (("response_format", response_format if response_format and response_format.type != "text" else None),
                                            ("structured_outputs", self.structured_outputs), ("guided_choice", self.guided_choice),
@@ -419,7 +422,6 @@ class ResponseFormat(_Request):
 class ChatCompletionRequest(_Sampling):
     messages: list[Message] = Field(min_length=1, description="The conversation so far, oldest first.")
     max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
-    response_format: ResponseFormat | None = None
     logprobs: bool | None = Field(None, description="Return each answer token's log-probability in `choices[].logprobs.content` "
                                   "(streamed: in each chunk, for its tokens): the log-softmax of the model's raw logits of that step, "
                                   "before penalties, response_format, temperature and top-k/top-p/min-p (as vLLM's default).")

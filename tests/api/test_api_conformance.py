@@ -257,3 +257,16 @@ def test_ollama_num_predict_0_means_no_limit_as_in_ollamas_runner(live, ollama_c
     zero = ollama_client.chat(model="llama", messages=msgs, options={**opts, "num_predict": 0})
     minus = ollama_client.chat(model="llama", messages=msgs, options={**opts, "num_predict": -1})
     assert zero.message.content == minus.message.content and zero.eval_count == minus.eval_count > 16
+
+
+def test_completions_take_response_format_as_vllm_does(client):
+    """vLLM's completions take response_format (json_object, json_schema) beside its structured outputs; the answer is held
+    by the same grammar as structured_outputs.json."""
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
+    kw = dict(model="llama", prompt="Answer in JSON:", max_tokens=40, temperature=0.7, seed=4)
+    r = client.completions.create(**kw, extra_body={"response_format": {"type": "json_schema", "json_schema": {"name": "ok", "schema": schema}}})
+    same = client.completions.create(**kw, extra_body={"structured_outputs": {"json": schema}})
+    assert r.choices[0].text == same.choices[0].text and set(json.loads(r.choices[0].text)) == {"ok"}, r
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(**kw, extra_body={"response_format": {"type": "json_object"}, "guided_regex": "a+"})
+    assert e.value.body["param"] == "guided_regex"
