@@ -435,6 +435,10 @@ class ChatCompletionRequest(_Sampling):
         None, description="none: tools are ignored; auto: the model answers in text; required: it calls one of the tools "
                           "(it chooses which); {\"type\": \"function\", \"function\": {\"name\": ...}}: it calls that one.")
     parallel_tool_calls: bool | None = Field(None, description="Accepted; a forced call is one call per choice.")
+    modalities: Unsupported("this model answers in text only: send [\"text\"] or leave modalities out", ["text"]) = Field(
+        None, description="Only [\"text\"].")
+    prediction: dict[str, Any] | None = Field(None, description="Accepted and ignored (Predicted Outputs only shorten OpenAI's "
+                                              "latency; the answer is the model's either way).")
     functions: Unsupported("the deprecated `functions` is not taken: send them as `tools` "
                            "([{\"type\": \"function\", \"function\": ...}])") = Field(
         None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")

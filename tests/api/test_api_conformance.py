@@ -270,3 +270,15 @@ def test_completions_take_response_format_as_vllm_does(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(**kw, extra_body={"response_format": {"type": "json_object"}, "guided_regex": "a+"})
     assert e.value.body["param"] == "guided_regex"
+
+
+def test_openai_chat_fields_that_change_no_answer_here_are_taken(client):
+    """modalities ["text"] (the default) and prediction (Predicted Outputs: a latency hint, the answer is the model's either
+    way) are accepted; asking for audio output is a 400 naming modalities."""
+    kw = dict(model="llama", messages=MESSAGES, max_tokens=4, temperature=0)
+    plain = client.chat.completions.create(**kw).choices[0].message.content
+    r = client.chat.completions.create(**kw, modalities=["text"], prediction={"type": "content", "content": "Goed, dank je."})
+    assert r.choices[0].message.content == plain
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(**kw, modalities=["text", "audio"])
+    assert e.value.body["param"] == "modalities" and "text" in e.value.body["message"], e.value.body
