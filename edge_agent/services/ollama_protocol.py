@@ -2,11 +2,12 @@
 
 Ollama's fields are read as Ollama documents them and refused (400, {"error": "..."}) where this server cannot honour
 them: tools (the model would answer in free text, and no parser reads calls out of it: /v1/chat/completions with a
-forced tool_choice does), images, think true, suffix, a template or context, and sampling options we do not implement (mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only
-tune Ollama's runtime (threads, GPU layers, mmap, batch, num_ctx: the context is fixed, and Ollama caps a larger one at the
-model's own) are accepted and ignored, as are keep_alive and num_keep
-(keep_alive 0 with nothing to answer is Ollama's unload request: answered done_reason "unload" as Ollama answers it; the
-one model served stays loaded). Model names are matched case-insensitively, as Ollama matches them.
+forced tool_choice does), images, think true, suffix, a template or context, and sampling options we do not implement
+(mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only tune Ollama's runtime (threads, GPU
+layers, mmap, batch; num_ctx too: the context is fixed, and Ollama caps a larger one at the model's own) are accepted and
+ignored, as are keep_alive and num_keep (keep_alive 0 with nothing to answer is Ollama's unload request: answered
+done_reason "unload" as Ollama answers it; the one model served stays loaded). Model names are matched
+case-insensitively, as Ollama matches them.
 Models live here, not in api/, as services.protocol's do (architecture: jobs may not import api).
 """
 from __future__ import annotations

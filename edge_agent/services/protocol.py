@@ -246,7 +246,8 @@ class _Sampling(_Request):
     include_stop_str_in_output: Unsupported("a stop string is always left out of the text: send false or leave it out", False) = Field(
         None, description="Only false (vLLM's default).")
     response_format: ResponseFormat | None = Field(None, description="The answer's format (on completions as vLLM takes it).")
-    structured_outputs: StructuredOutputs | None = Field(None, description="vLLM's structured outputs (not with response_format). Extension.")
+    structured_outputs: StructuredOutputs | None = Field(
+        None, description="vLLM's structured outputs (not with response_format). Extension.")
     guided_choice: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)] | None = Field(
         None, description="vLLM's older spelling of structured_outputs.choice. Extension.")
     guided_json: dict[str, Any] | str | None = Field(None, description="vLLM's older spelling of structured_outputs.json. Extension.")
@@ -277,9 +278,10 @@ class _Sampling(_Request):
 
         response_format = self.response_format
 
-        kinds = [(name, v) for name, v in (("response_format", response_format if response_format and response_format.type != "text" else None),
-                                           ("structured_outputs", self.structured_outputs), ("guided_choice", self.guided_choice),
-                                           ("guided_json", self.guided_json), ("guided_regex", self.guided_regex)) if v]
+        formatted = response_format if response_format is not None and response_format.type != "text" else None
+        kinds = [(name, v) for name, v in (("response_format", formatted), ("structured_outputs", self.structured_outputs),
+                                           ("guided_choice", self.guided_choice), ("guided_json", self.guided_json),
+                                           ("guided_regex", self.guided_regex)) if v]
         if len(kinds) > 1:
             raise InvalidRequestError(f"{kinds[0][0]} and {kinds[1][0]} both constrain the output: send one of them", param=kinds[1][0])
         if not kinds:
