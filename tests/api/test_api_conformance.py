@@ -70,12 +70,16 @@ def test_ollama_logprobs_as_ollama_answers_them(live, client, ollama_client):
     msgs = [{"role": "user", "content": "Wat is de hoofdstad van Nederland?"}]
     opts = {"temperature": 0, "num_predict": 6}
     ref = client.chat.completions.create(model="llama", messages=msgs, temperature=0, max_tokens=6, logprobs=True, top_logprobs=2)
-    want = [(t.token, round(t.logprob, 4), [a.token for a in t.top_logprobs]) for t in ref.choices[0].logprobs.content]
+    want = [(t.token, t.logprob, [a.token for a in t.top_logprobs]) for t in ref.choices[0].logprobs.content]
+
+    def same(got: list) -> bool:  # a prefix-cache hit may move a value in its last digits
+        return len(got) == len(want) and all(g[0] == w[0] and abs(g[1] - w[1]) < 1e-3 and g[2:] == w[2:len(g)] for g, w in zip(got, want))
+
     whole = ollama_client.chat(model="llama", messages=msgs, options=opts, logprobs=True, top_logprobs=2)
-    assert [(t.token, round(t.logprob, 4), [a.token for a in t.top_logprobs]) for t in whole.logprobs] == want
+    assert same([(t.token, t.logprob, [a.token for a in t.top_logprobs]) for t in whole.logprobs]), (whole.logprobs, want)
     assert "".join(t.token for t in whole.logprobs) == whole.message.content
     parts = list(ollama_client.chat(model="llama", messages=msgs, options=opts, logprobs=True, top_logprobs=2, stream=True))
-    assert [(t.token, round(t.logprob, 4)) for p in parts for t in p.logprobs or ()] == [w[:2] for w in want]
+    assert same([(t.token, t.logprob) for p in parts for t in p.logprobs or ()])
     assert all("".join(t.token for t in p.logprobs or ()) == p.message.content for p in parts)
     gen = ollama_client.generate(model="llama", prompt="Het weer is", raw=True, options=opts, logprobs=True)
     assert len(gen.logprobs) == gen.eval_count and all(t.logprob <= 0 and not t.top_logprobs for t in gen.logprobs)
