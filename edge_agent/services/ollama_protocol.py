@@ -141,12 +141,10 @@ class _Generating(_OllamaRequest):
         return v
 
     def sampling(self, chat) -> SamplingOptions:
-        """The SamplingOptions of `options` for the ChatService chat (raises InvalidRequestError for num_predict over its limit)."""
+        """The SamplingOptions of `options` for the ChatService chat."""
         o = self.options or OllamaOptions()
-        if o.num_predict is not None and o.num_predict > chat.max_tokens_limit:
-            raise InvalidRequestError(f"num_predict must be at most {chat.max_tokens_limit} on this server (or -1 for up to that)",
-                                      param="options.num_predict")
-        fill = o.num_predict is not None and o.num_predict <= 0  # Ollama's runner limits only num_predict > 0
+        # Ollama's runner limits only num_predict > 0 and never refuses one: it stops where the context is full
+        fill = o.num_predict is not None and (o.num_predict <= 0 or o.num_predict > chat.max_tokens_limit)
         return SamplingOptions(max_tokens=None if fill else o.num_predict, temperature=o.temperature, top_p=o.top_p,
                                top_k=o.top_k, min_p=o.min_p, repetition_penalty=o.repeat_penalty, seed=o.seed, stop=list(o.stop or []),
                                presence_penalty=o.presence_penalty or 0.0, frequency_penalty=o.frequency_penalty or 0.0, fill=fill,

@@ -286,3 +286,15 @@ def test_openai_chat_fields_that_change_no_answer_here_are_taken(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(**kw, modalities=["text", "audio"])
     assert e.value.body["param"] == "modalities" and "text" in e.value.body["message"], e.value.body
+
+
+def test_ollama_num_predict_above_the_limit_runs_to_the_limit_as_ollama_runs_to_the_context(live, ollama_client):
+    """Ollama never refuses a num_predict: it generates until the context is full. A num_predict above max_tokens_limit
+    (LangChain's ChatOllama(num_predict=8192), Continue's maxTokens) runs to the limit, done_reason length, as -1 does;
+    it was a 400."""
+    msgs = [{"role": "user", "content": "Wat is de hoofdstad van Nederland?"}]
+    opts = {"temperature": 0, "seed": 1}
+    big = ollama_client.chat(model="llama", messages=msgs, options={**opts, "num_predict": 100000})
+    minus = ollama_client.chat(model="llama", messages=msgs, options={**opts, "num_predict": -1})
+    assert big.message.content == minus.message.content and big.eval_count == minus.eval_count
+    assert big.eval_count <= live.runtime.settings.max_tokens_limit
