@@ -69,6 +69,7 @@ class SamplingOptions:
     logit_bias: dict[int, float] | None = None  # OpenAI's: {token id: added to its logit before each choice}
     stop_token_ids: list[int] = field(default_factory=list)  # vLLM's: these tokens end the answer (left out of it)
     fill: bool = False  # with max_tokens None: up to max_tokens_limit (Ollama's num_predict -1), not default_max_tokens
+    to_room: bool = False  # Ollama's: a max_tokens past the room left in the context is cut to that room, not refused
 
 
 def sampling_options(req, max_tokens: int | None) -> SamplingOptions:
@@ -315,25 +316,25 @@ class ChatService(GroundedChat):
         """Raise ContextLengthExceededError when text cannot fit without tokenizing it: its fewest possible tokens
         (engine.tokens.fewest_tokens, a floor: a prompt that fits is never refused) leave no room for max_tokens
         (1 when unset). A 2 MB prompt took 3.7 s of a server thread to encode before its 400."""
-        room = options.max_tokens if options.max_tokens is not None else 1
+        room = _least_room(options)
         least = fewest_tokens(self.engine.tokenizer, text, over=self.context_length - room)
         if least and least + room > self.context_length:  # 0: no floor (or an empty text); the real count decides
-            asked = "no room is left for a completion" if options.max_tokens is None else f"{room} more were requested"
+            asked = f"{room} more were requested" if _asks_room(options) else "no room is left for a completion"
             raise ContextLengthExceededError(
                 f"this model's context is {self.context_length} tokens and the prompt has at least {least} tokens: {asked}; "
-                "shorten the prompt" + ("" if options.max_tokens is None else " or lower max_tokens"),
+                "shorten the prompt" + (" or lower max_tokens" if _asks_room(options) else ""),
                 least, options.max_tokens or 0, self.context_length,
             )
 
     def _check_fits(self, prompt_tokens: int, options: SamplingOptions) -> None:
         """Raise ContextLengthExceededError when a prompt of prompt_tokens (an exact count) leaves no room for max_tokens
         (1 when unset): the refusal the engine would give, before work is spent on the prompt (a grounded answer's search)."""
-        room = options.max_tokens if options.max_tokens is not None else 1
+        room = _least_room(options)
         if prompt_tokens + room > self.context_length:
-            asked = "no room is left for a completion" if options.max_tokens is None else f"{room} more were requested"
+            asked = f"{room} more were requested" if _asks_room(options) else "no room is left for a completion"
             raise ContextLengthExceededError(
                 f"this model's context is {self.context_length} tokens and the prompt has {prompt_tokens} tokens: {asked}; "
-                "shorten the prompt" + ("" if options.max_tokens is None else " or lower max_tokens"),
+                "shorten the prompt" + (" or lower max_tokens" if _asks_room(options) else ""),
                 prompt_tokens, options.max_tokens or 0, self.context_length,
             )
 
@@ -348,18 +349,20 @@ class ChatService(GroundedChat):
     def _params(self, options: SamplingOptions, prompt_tokens: int, index: int) -> SamplingParams:
         d = self.defaults
         room = self.context_length - prompt_tokens
+        if (options.max_tokens is None or options.to_room) and room < 1:
+            raise ContextLengthExceededError(
+                f"this model's context is {self.context_length} tokens and the prompt has {prompt_tokens} tokens: "
+                "no room is left for a completion; shorten the prompt",
+                prompt_tokens, 0, self.context_length,
+            )
         if options.max_tokens is None:
-            if room < 1:
-                raise ContextLengthExceededError(
-                    f"this model's context is {self.context_length} tokens and the prompt has {prompt_tokens} tokens: "
-                    "no room is left for a completion; shorten the prompt",
-                    prompt_tokens, 0, self.context_length,
-                )
             max_tokens = min(self.max_tokens_limit if options.fill else self.default_max_tokens, room)
         else:
             max_tokens = options.max_tokens
             if max_tokens > self.max_tokens_limit:
                 raise InvalidRequestError(f"max_tokens must be at most {self.max_tokens_limit}", param="max_tokens")
+            if options.to_room:
+                max_tokens = min(max_tokens, room)
         if options.min_tokens > max_tokens:
             raise InvalidRequestError(f"min_tokens ({options.min_tokens}) must be at most max_tokens ({max_tokens}): "
                                       "lower min_tokens or raise max_tokens", param="min_tokens")
@@ -448,6 +451,16 @@ class ChatService(GroundedChat):
             raise err from None
         choices.sort(key=lambda c: c.index)
         return Generation(self.model_name, choices, sum(prompt_lengths), self.request_timeout_s + 5.0)
+
+
+def _asks_room(options: SamplingOptions) -> bool:
+    """Whether the prompt must leave max_tokens free: it is set and not cut to the room left (to_room)."""
+    return options.max_tokens is not None and not options.to_room
+
+
+def _least_room(options: SamplingOptions) -> int:
+    """The fewest tokens a prompt must leave free: max_tokens (_asks_room), else 1."""
+    return options.max_tokens if _asks_room(options) else 1
 
 
 def _no_logprobs_with_rag(options: SamplingOptions, rag: RagOptions | None) -> None:

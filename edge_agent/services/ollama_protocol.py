@@ -147,7 +147,7 @@ class _Generating(_OllamaRequest):
         fill = o.num_predict is not None and (o.num_predict <= 0 or o.num_predict > chat.max_tokens_limit)
         return SamplingOptions(max_tokens=None if fill else o.num_predict, temperature=o.temperature, top_p=o.top_p,
                                top_k=o.top_k, min_p=o.min_p, repetition_penalty=o.repeat_penalty, seed=o.seed, stop=list(o.stop or []),
-                               presence_penalty=o.presence_penalty or 0.0, frequency_penalty=o.frequency_penalty or 0.0, fill=fill,
+                               presence_penalty=o.presence_penalty or 0.0, frequency_penalty=o.frequency_penalty or 0.0, fill=fill, to_room=True,
                                logprobs=(self.top_logprobs or 0) if self.logprobs else None)
 
     def constraint(self) -> OutputConstraint | None:

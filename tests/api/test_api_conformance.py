@@ -298,3 +298,21 @@ def test_ollama_num_predict_above_the_limit_runs_to_the_limit_as_ollama_runs_to_
     minus = ollama_client.chat(model="llama", messages=msgs, options={**opts, "num_predict": -1})
     assert big.message.content == minus.message.content and big.eval_count == minus.eval_count
     assert big.eval_count <= live.runtime.settings.max_tokens_limit
+
+
+def test_ollama_num_predict_past_the_room_in_the_context_stops_where_it_is_full(live, ollama_client):
+    """Ollama generates until the context is full, whatever num_predict says; a long prompt with a num_predict past the
+    room left was a 400 context_length_exceeded here (a code assistant's maxTokens 4096 beside its file context on the
+    default model's 4096-token context). The OpenAI routes keep refusing it, as OpenAI does."""
+    context = live.runtime.chat.context_length
+    prompt = "de kat zat op de mat " * 20
+    status, _, body = live.request("POST", "/tokenize", {"prompt": prompt})
+    prompt_tokens = json.loads(body)["count"]
+    limit = live.runtime.settings.max_tokens_limit
+    assert prompt_tokens + limit > context, (prompt_tokens, limit, context)
+    r = ollama_client.generate(model="llama", prompt=prompt, raw=True, options={"temperature": 0, "num_predict": limit})
+    assert r.done and 0 < r.eval_count <= context - prompt_tokens, (r.eval_count, context, prompt_tokens)
+    with pytest.raises(openai.BadRequestError) as e:
+        client = openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0)
+        client.completions.create(model="llama", prompt=prompt, max_tokens=limit)
+    assert e.value.body["code"] == "context_length_exceeded"
