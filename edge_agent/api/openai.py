@@ -35,7 +35,13 @@ def generation_request(model: type[M]) -> tuple[M, ChatService]:
     rt = _runtime()
     s = rt.settings
     req = read_json(model, s.max_body_bytes, {"max_tokens_limit": s.max_tokens_limit, "max_messages": s.max_messages})
-    rt.chat.check_model(req.model)
+    try:
+        rt.chat.check_model(req.model)
+    except ModelNotFoundError:
+        if rt.embeddings is not None and req.model == rt.embeddings.model_name:  # listed beside it on /v1/models
+            raise ModelNotFoundError(req.model, [], f"the model {req.model!r} is an embedding model, not a chat model: send it to "
+                                     f"/v1/embeddings, and chat and completions to {rt.chat.model_name!r}") from None
+        raise
     return req, rt.chat
 
 
@@ -302,7 +308,13 @@ def embeddings():
     rt = _runtime()
     req = read_json(p.EmbeddingRequest, rt.settings.max_body_bytes)
     svc = rt.embeddings
-    svc.check_model(req.model)
+    try:
+        svc.check_model(req.model)
+    except ModelNotFoundError:
+        if req.model == rt.chat.model_name:  # listed beside it on /v1/models
+            raise ModelNotFoundError(req.model, [], f"the model {req.model!r} is the chat model, not an embedding model: "
+                                     f"/v1/embeddings takes {svc.model_name!r} (or \"default\")") from None
+        raise
     texts = [req.input] if isinstance(req.input, str) else list(req.input)
     out = svc.embed_texts(texts, dimensions=req.dimensions, truncate=req.truncate)
     note_usage(out.tokens)

@@ -316,3 +316,28 @@ def test_ollama_num_predict_past_the_room_in_the_context_stops_where_it_is_full(
         client = openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0)
         client.completions.create(model="llama", prompt=prompt, max_tokens=limit)
     assert e.value.body["code"] == "context_length_exceeded"
+
+
+def test_a_model_of_the_other_kind_is_a_404_that_names_the_right_route(tiny_bundles, api_tmp):
+    """GET /v1/models lists the chat and the embedding model, and a UI lets a user pick either: chatting with the embedding
+    model (or embedding with the chat model) is a 404 model_not_found, as OpenAI answers ("This is not a chat model"),
+    saying which route takes it, not that the listed model does not exist."""
+    from api_helpers import REPO, api_settings, start_server
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+    server = start_server(api_settings(tiny_bundles["llama"], api_tmp), documents=embedder)
+    try:
+        c = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+        assert {m.id for m in c.models.list().data} == {"llama", embedder.name}
+        for call in (lambda: c.chat.completions.create(model=embedder.name, messages=MESSAGES, max_tokens=2),
+                     lambda: c.completions.create(model=embedder.name, prompt="x", max_tokens=2)):
+            with pytest.raises(openai.NotFoundError) as e:
+                call()
+            err = e.value.body
+            assert err["code"] == "model_not_found" and "embedding model" in err["message"] and "/v1/embeddings" in err["message"], err
+        with pytest.raises(openai.NotFoundError) as e:
+            c.embeddings.create(model="llama", input="x")
+        assert "chat model" in e.value.body["message"] and embedder.name in e.value.body["message"], e.value.body
+    finally:
+        server.close()
