@@ -175,9 +175,9 @@ class StructuredOutputs(_Request):
             raise ValueError(f"send exactly one of choice, json, regex and json_object (got {', '.join(given) or 'none'})")
         return self
 
-    def constraint(self, param: str = "structured_outputs"):
-        """The OutputConstraint (raises InvalidRequestError naming param for a bad schema or pattern)."""
-        return guided_constraint(self.choice, self.json_, self.regex, bool(self.json_object), param)
+    def constraint(self):
+        """The OutputConstraint (raises InvalidRequestError naming structured_outputs for a bad schema or pattern)."""
+        return guided_constraint(self.choice, self.json_, self.regex, bool(self.json_object), "structured_outputs")
 
 
 def guided_constraint(choice: list[str] | None, schema: dict | str | None, regex: str | None, json_object: bool, param: str):
@@ -276,9 +276,7 @@ class _Sampling(_Request):
         InvalidRequestError when two are given or one cannot be used."""
         from edge_agent.services.errors import InvalidRequestError
 
-        response_format = self.response_format
-
-        formatted = response_format if response_format is not None and response_format.type != "text" else None
+        formatted = self.response_format if self.response_format is not None and self.response_format.type != "text" else None
         kinds = [(name, v) for name, v in (("response_format", formatted), ("structured_outputs", self.structured_outputs),
                                            ("guided_choice", self.guided_choice), ("guided_json", self.guided_json),
                                            ("guided_regex", self.guided_regex)) if v]
@@ -287,9 +285,7 @@ class _Sampling(_Request):
         if not kinds:
             return None
         name, v = kinds[0]
-        if name == "response_format":
-            return response_format.constraint()
-        if name == "structured_outputs":
+        if name in ("response_format", "structured_outputs"):
             return v.constraint()
         return guided_constraint(self.guided_choice, self.guided_json, self.guided_regex, False, name)
 
