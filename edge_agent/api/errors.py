@@ -15,7 +15,7 @@ from werkzeug.exceptions import HTTPException
 
 from edge_agent.services.errors import ServiceError
 from edge_agent.services.paths import shown_path
-from edge_agent.services.protocol import UNKNOWN_FIELD
+from edge_agent.services.protocol import unknown_field
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = N
         param = _param(tuple(err["loc"]))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = UNKNOWN_FIELD
+            msg = unknown_field(param)
         elif err["type"] == "string_pattern_mismatch" and (err.get("ctx") or {}).get("pattern") == r"\S":
             msg = "must not be empty or only whitespace"
         raise ApiError(400, f"invalid value for {param!r}: {msg}" if param else msg, param=param, code="invalid_value") from None

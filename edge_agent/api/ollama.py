@@ -30,6 +30,7 @@ from edge_agent.api.openai import ClientGone, _disconnected, event_stream, live_
 from edge_agent.services import ollama_protocol as o
 from edge_agent.services.errors import InvalidRequestError, ServiceError, UnavailableError
 from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation
+from edge_agent.services.logprobs import chat_content
 
 log = logging.getLogger(__name__)
 bp = Blueprint("ollama", __name__)
@@ -106,17 +107,19 @@ class _Run:
         self.started = time.perf_counter_ns()
         self.first: int | None = None
         self.finish = "stop"
+        self.last_logprobs: list | None = None  # with logprobs: the TokenLogprob no piece carried (ChoiceEnd's)
 
-    def pieces(self, disconnected: Callable[[], bool]) -> Iterator[str]:
-        """The answer's text as it comes; raises ClientGone once the client has gone, and as Generation.events() does."""
+    def pieces(self, disconnected: Callable[[], bool]) -> Iterator[tuple[str, list | None]]:
+        """The answer's text as it comes, each piece with its tokens' TokenLogprob (None unless asked for); raises ClientGone
+        once the client has gone, and as Generation.events() does."""
         events = self.gen.events()
         try:
             for ev in live_events(events, disconnected):
                 if isinstance(ev, ChoiceDelta):
                     self.first = self.first or time.perf_counter_ns()
-                    yield ev.text
+                    yield ev.text, ev.logprobs
                 elif isinstance(ev, ChoiceEnd):
-                    self.finish = ev.finish_reason
+                    self.finish, self.last_logprobs = ev.finish_reason, ev.logprobs
         finally:
             events.close()
             self.gen.cancel()
@@ -130,24 +133,30 @@ class _Run:
                 "eval_count": u.completion_tokens, "eval_duration": end - first}
 
 
-def _answer(req, gen: Generation, t0: int, reply: Callable[..., BaseModel]) -> Response:
-    """The answer as NDJSON lines (stream) or one object; reply(text, **fields) makes a line."""
+def _answer(req, gen: Generation, t0: int, reply: Callable[..., BaseModel], texts: Callable) -> Response:
+    """The answer as NDJSON lines (stream) or one object; reply(text, **fields) makes a line; texts() gives the model's
+    TokenTexts (for logprobs)."""
     note_usage(gen.usage)
     run, disconnected = _Run(gen, t0), _disconnected()
     head = {"model": req.model}
+
+    def logprobs(lps: list | None) -> dict[str, Any]:
+        return {"logprobs": o.ollama_logprobs(chat_content(lps, texts()))} if lps else {}
+
     if not req.stream:
         try:
-            text = "".join(run.pieces(disconnected))
+            pieces = list(run.pieces(disconnected))
         except ClientGone:
             raise UnavailableError("the client disconnected") from None
-        return _json(reply(text, **head, created_at=o.now(), **run.done()))
+        lps = [e for _, p in pieces for e in p or ()] + (run.last_logprobs or [])
+        return _json(reply("".join(t for t, _ in pieces), **head, created_at=o.now(), **run.done(), **logprobs(lps)))
 
     def body() -> Iterator[bytes]:
         pieces = run.pieces(disconnected)
         try:
-            for text in pieces:
-                yield _line(reply(text, **head, created_at=o.now(), done=False))
-            yield _line(reply("", **head, created_at=o.now(), **run.done()))
+            for text, lps in pieces:
+                yield _line(reply(text, **head, created_at=o.now(), done=False, **logprobs(lps)))
+            yield _line(reply("", **head, created_at=o.now(), **run.done(), **logprobs(run.last_logprobs)))
         except ClientGone:
             return
         except ServiceError as e:
@@ -168,7 +177,7 @@ def _generation(model: type[o.OllamaChatRequest] | type[o.OllamaGenerateRequest]
     if req.asks_nothing():
         return _json(reply("", model=req.model, created_at=o.now(), done=True, done_reason=req.done_reason_of_nothing(),
                            total_duration=time.perf_counter_ns() - t0, load_duration=0))
-    return _answer(req, req.start(svc), t0, reply)
+    return _answer(req, req.start(svc), t0, reply, svc.token_texts)
 
 
 @bp.post("/api/chat")

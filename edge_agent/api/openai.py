@@ -35,7 +35,13 @@ def generation_request(model: type[M]) -> tuple[M, ChatService]:
     rt = _runtime()
     s = rt.settings
     req = read_json(model, s.max_body_bytes, {"max_tokens_limit": s.max_tokens_limit, "max_messages": s.max_messages})
-    rt.chat.check_model(req.model)
+    try:
+        rt.chat.check_model(req.model)
+    except ModelNotFoundError:
+        if rt.embeddings is not None and req.model == rt.embeddings.model_name:  # listed beside it on /v1/models
+            raise ModelNotFoundError(req.model, [], f"the model {req.model!r} is an embedding model, not a chat model: send it to "
+                                     f"/v1/embeddings, and chat and completions to {rt.chat.model_name!r}") from None
+        raise
     return req, rt.chat
 
 
@@ -81,7 +87,8 @@ def _wait(gen: Generation, disconnected: Callable[[], bool]) -> tuple[dict[int, 
 
 def _usage(gen: Generation) -> p.Usage:
     u = gen.usage
-    return p.Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens)
+    return p.Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens,
+                   prompt_tokens_details=p.PromptTokensDetails(cached_tokens=u.cached_tokens))
 
 
 def _sse(data: dict | str) -> bytes:
@@ -174,9 +181,9 @@ def event_stream(gen: Generation, body: Iterator[bytes], mimetype: str = "text/e
 def _model_cards() -> list[p.ModelCard]:
     rt = _runtime()
     cards = [p.ModelCard(id=rt.chat.model_name, created=rt.chat.created)]
-    emb = rt.embeddings.model_name if rt.embeddings is not None else None
-    if emb:
-        cards.append(p.ModelCard(id=emb, created=0))
+    facts = rt.embeddings.facts() if rt.embeddings is not None else None
+    if facts:
+        cards.append(p.ModelCard(id=facts["name"], created=int(facts["modified"])))  # its files' time (0: unknown)
     return cards
 
 
@@ -203,7 +210,7 @@ def chat_completions():
     req, svc = generation_request(p.ChatCompletionRequest)
     messages = [m.to_dict() for m in req.messages]
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    constraint = req.response_format.constraint() if req.response_format is not None else None
+    constraint = req.output_constraint()
     tools, call = req.tool_list(), req.forced_call()
     gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0,
                    rag=_rag(req), tools=tools, call=call)
@@ -262,7 +269,8 @@ def completions():
     req, svc = generation_request(p.CompletionRequest)
     n = req.n or 1
     prompts = req.prompts()
-    gen = svc.complete(prompts, sampling_options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0, rag=_rag(req))
+    gen = svc.complete(prompts, sampling_options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0, rag=_rag(req),
+                       constraint=req.output_constraint())
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:
@@ -300,7 +308,13 @@ def embeddings():
     rt = _runtime()
     req = read_json(p.EmbeddingRequest, rt.settings.max_body_bytes)
     svc = rt.embeddings
-    svc.check_model(req.model)
+    try:
+        svc.check_model(req.model)
+    except ModelNotFoundError:
+        if req.model == rt.chat.model_name:  # listed beside it on /v1/models
+            raise ModelNotFoundError(req.model, [], f"the model {req.model!r} is the chat model, not an embedding model: "
+                                     f"/v1/embeddings takes {svc.model_name!r} (or \"default\")") from None
+        raise
     texts = [req.input] if isinstance(req.input, str) else list(req.input)
     out = svc.embed_texts(texts, dimensions=req.dimensions, truncate=req.truncate)
     note_usage(out.tokens)

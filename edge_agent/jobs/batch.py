@@ -165,7 +165,7 @@ def _validation_message(e: ValidationError) -> tuple[str, str | None]:
             param += f".{item}" if param else item
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":  # as the live route says it (api/errors.read_json)
-        msg = p.UNKNOWN_FIELD
+        msg = p.unknown_field(param)
     return (f"invalid value for {param!r}: {msg}" if param else msg), (param or None)
 
 
@@ -232,13 +232,14 @@ class BatchRequestRunner:
         if isinstance(req, p.ChatCompletionRequest):
             messages = [m.to_dict() for m in req.messages]
             max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-            constraint = req.response_format.constraint() if req.response_format is not None else None
+            constraint = req.output_constraint()
             tools, call = req.tool_list(), req.forced_call()
             start = lambda: self.chat.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint,  # noqa: E731
                                            priority=priority, rag=_rag(req), tools=tools, call=call)
         else:
+            constraint = req.output_constraint()
             start = lambda: self.chat.complete(req.prompts(), sampling_options(req, req.max_tokens), n=req.n or 1,  # noqa: E731
-                                               echo=bool(req.echo), priority=priority, rag=_rag(req))
+                                               echo=bool(req.echo), priority=priority, rag=_rag(req), constraint=constraint)
         gen = self._submit(start)
         texts, ends, lps = self._wait(gen)
         usage = p.Usage(prompt_tokens=gen.usage.prompt_tokens, completion_tokens=gen.usage.completion_tokens,

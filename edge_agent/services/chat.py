@@ -66,7 +66,10 @@ class SamplingOptions:
     presence_penalty: float = 0.0  # OpenAI's: minus this from the logit of every token already generated
     frequency_penalty: float = 0.0  # OpenAI's: minus this times how often each token was generated
     logprobs: int | None = None  # None: none; N: each token's log-probability and the N most likely (SamplingParams.logprobs)
+    logit_bias: dict[int, float] | None = None  # OpenAI's: {token id: added to its logit before each choice}
+    stop_token_ids: list[int] = field(default_factory=list)  # vLLM's: these tokens end the answer (left out of it)
     fill: bool = False  # with max_tokens None: up to max_tokens_limit (Ollama's num_predict -1), not default_max_tokens
+    to_room: bool = False  # Ollama's: a max_tokens past the room left in the context is cut to that room, not refused
 
 
 def sampling_options(req, max_tokens: int | None) -> SamplingOptions:
@@ -75,23 +78,28 @@ def sampling_options(req, max_tokens: int | None) -> SamplingOptions:
         max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
         repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop_list(), ignore_eos=bool(req.ignore_eos),
         min_tokens=req.min_tokens or 0, presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
-        logprobs=req.logprob_count(),
+        logprobs=req.logprob_count(), logit_bias=req.bias(), stop_token_ids=list(req.stop_token_ids or ()),
     )
 
 
 class PenaltyProcessor:
-    """OpenAI's presence and frequency penalties over the generated tokens (not the prompt), after an optional inner processor."""
+    """OpenAI's presence and frequency penalties over the generated tokens (not the prompt) and its logit_bias
+    ({token id: bias}, added at every step), after an optional inner processor (a grammar's -inf stays -inf)."""
 
-    def __init__(self, presence: float, frequency: float, inner=None):
+    def __init__(self, presence: float, frequency: float, inner=None, bias: dict[int, float] | None = None):
         self.presence, self.frequency, self.inner = float(presence), float(frequency), inner
+        self.bias_ids = np.fromiter((bias or {}).keys(), np.int64)
+        self.bias_values = np.fromiter((bias or {}).values(), np.float32)
 
     def __call__(self, token_ids: list[int], logits: np.ndarray) -> np.ndarray:
         if self.inner is not None:
             logits = self.inner(token_ids, logits)
-        if token_ids:
+        if token_ids and (self.presence or self.frequency):
             ids, counts = np.unique(np.asarray(token_ids, np.int64), return_counts=True)
             ids, counts = ids[ids < logits.shape[-1]], counts[ids < logits.shape[-1]]
             logits[ids] -= (self.frequency * counts + self.presence).astype(logits.dtype)
+        if self.bias_ids.size:
+            logits[self.bias_ids] += self.bias_values.astype(logits.dtype)
         return logits
 
 
@@ -308,25 +316,25 @@ class ChatService(GroundedChat):
         """Raise ContextLengthExceededError when text cannot fit without tokenizing it: its fewest possible tokens
         (engine.tokens.fewest_tokens, a floor: a prompt that fits is never refused) leave no room for max_tokens
         (1 when unset). A 2 MB prompt took 3.7 s of a server thread to encode before its 400."""
-        room = options.max_tokens if options.max_tokens is not None else 1
+        room = _least_room(options)
         least = fewest_tokens(self.engine.tokenizer, text, over=self.context_length - room)
         if least and least + room > self.context_length:  # 0: no floor (or an empty text); the real count decides
-            asked = "no room is left for a completion" if options.max_tokens is None else f"{room} more were requested"
+            asked = f"{room} more were requested" if _asks_room(options) else "no room is left for a completion"
             raise ContextLengthExceededError(
                 f"this model's context is {self.context_length} tokens and the prompt has at least {least} tokens: {asked}; "
-                "shorten the prompt" + ("" if options.max_tokens is None else " or lower max_tokens"),
+                "shorten the prompt" + (" or lower max_tokens" if _asks_room(options) else ""),
                 least, options.max_tokens or 0, self.context_length,
             )
 
     def _check_fits(self, prompt_tokens: int, options: SamplingOptions) -> None:
         """Raise ContextLengthExceededError when a prompt of prompt_tokens (an exact count) leaves no room for max_tokens
         (1 when unset): the refusal the engine would give, before work is spent on the prompt (a grounded answer's search)."""
-        room = options.max_tokens if options.max_tokens is not None else 1
+        room = _least_room(options)
         if prompt_tokens + room > self.context_length:
-            asked = "no room is left for a completion" if options.max_tokens is None else f"{room} more were requested"
+            asked = f"{room} more were requested" if _asks_room(options) else "no room is left for a completion"
             raise ContextLengthExceededError(
                 f"this model's context is {self.context_length} tokens and the prompt has {prompt_tokens} tokens: {asked}; "
-                "shorten the prompt" + ("" if options.max_tokens is None else " or lower max_tokens"),
+                "shorten the prompt" + (" or lower max_tokens" if _asks_room(options) else ""),
                 prompt_tokens, options.max_tokens or 0, self.context_length,
             )
 
@@ -341,18 +349,20 @@ class ChatService(GroundedChat):
     def _params(self, options: SamplingOptions, prompt_tokens: int, index: int) -> SamplingParams:
         d = self.defaults
         room = self.context_length - prompt_tokens
+        if (options.max_tokens is None or options.to_room) and room < 1:
+            raise ContextLengthExceededError(
+                f"this model's context is {self.context_length} tokens and the prompt has {prompt_tokens} tokens: "
+                "no room is left for a completion; shorten the prompt",
+                prompt_tokens, 0, self.context_length,
+            )
         if options.max_tokens is None:
-            if room < 1:
-                raise ContextLengthExceededError(
-                    f"this model's context is {self.context_length} tokens and the prompt has {prompt_tokens} tokens: "
-                    "no room is left for a completion; shorten the prompt",
-                    prompt_tokens, 0, self.context_length,
-                )
             max_tokens = min(self.max_tokens_limit if options.fill else self.default_max_tokens, room)
         else:
             max_tokens = options.max_tokens
             if max_tokens > self.max_tokens_limit:
                 raise InvalidRequestError(f"max_tokens must be at most {self.max_tokens_limit}", param="max_tokens")
+            if options.to_room:
+                max_tokens = min(max_tokens, room)
         if options.min_tokens > max_tokens:
             raise InvalidRequestError(f"min_tokens ({options.min_tokens}) must be at most max_tokens ({max_tokens}): "
                                       "lower min_tokens or raise max_tokens", param="min_tokens")
@@ -369,6 +379,7 @@ class ChatService(GroundedChat):
             max_tokens=max_tokens, temperature=float(temperature), top_k=int(pick("top_k", 0)), top_p=float(top_p),
             min_p=float(pick("min_p", 0.0)), repetition_penalty=float(pick("repetition_penalty", 1.0)), seed=seed,
             stop=list(options.stop), ignore_eos=options.ignore_eos, min_tokens=options.min_tokens, logprobs=options.logprobs,
+            stop_token_ids=list(options.stop_token_ids),
         )
         try:
             return params.validate()
@@ -404,6 +415,11 @@ class ChatService(GroundedChat):
         if constraint is not None and options.ignore_eos:
             raise InvalidRequestError("ignore_eos cannot be combined with a response format: the output ends where its grammar does",
                                       param="ignore_eos")
+        for param, ids in (("logit_bias", options.logit_bias or ()), ("stop_token_ids", options.stop_token_ids)):
+            outside = sorted(t for t in ids if t >= self.vocab_size)
+            if outside:
+                raise InvalidRequestError(f"{param} names token ids outside this model's vocabulary (0..{self.vocab_size - 1}): "
+                                          f"{', '.join(map(str, outside[:5]))}; POST /tokenize gives a text's ids", param=param)
         if constraint is not None:
             self.prepare_grammar()
         procs = grammar_processors(self.engine.tokenizer, self.vocab_size, self.engine.stop_token_ids, constraint, len(jobs)) \
@@ -415,8 +431,9 @@ class ChatService(GroundedChat):
             params = self._params(options, len(ids), index)
             if procs:
                 params.logits_processor = procs[j]  # masks natively for greedy and sampled choices alike
-            if options.presence_penalty or options.frequency_penalty:
-                params.logits_processor = PenaltyProcessor(options.presence_penalty, options.frequency_penalty, params.logits_processor)
+            if options.presence_penalty or options.frequency_penalty or options.logit_bias:
+                params.logits_processor = PenaltyProcessor(options.presence_penalty, options.frequency_penalty, params.logits_processor,
+                                                           options.logit_bias)
             planned.append((ids, params, prefix, None, index))
         choices: list[_Choice] = []
         try:
@@ -434,6 +451,16 @@ class ChatService(GroundedChat):
             raise err from None
         choices.sort(key=lambda c: c.index)
         return Generation(self.model_name, choices, sum(prompt_lengths), self.request_timeout_s + 5.0)
+
+
+def _asks_room(options: SamplingOptions) -> bool:
+    """Whether the prompt must leave max_tokens free: it is set and not cut to the room left (to_room)."""
+    return options.max_tokens is not None and not options.to_room
+
+
+def _least_room(options: SamplingOptions) -> int:
+    """The fewest tokens a prompt must leave free: max_tokens (_asks_room), else 1."""
+    return options.max_tokens if _asks_room(options) else 1
 
 
 def _no_logprobs_with_rag(options: SamplingOptions, rag: RagOptions | None) -> None:

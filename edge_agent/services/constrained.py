@@ -48,9 +48,10 @@ log = logging.getLogger(__name__)
 class OutputConstraint:
     """What the output must be: a grammar (llguidance's format) and the instruction that tells the model so."""
 
-    kind: str  # "json_object" | "json_schema" | "choice"
+    kind: str  # "json_object" | "json_schema" | "choice" | "regex" | "tool_call"
     grammar: str
     instruction: str = ""
+    param: str = ""  # the request field an unusable grammar is blamed on ("": by kind)
 
     @classmethod
     def json_object(cls) -> "OutputConstraint":
@@ -79,6 +80,13 @@ class OutputConstraint:
             instruction = ("Respond with one JSON object that follows this JSON schema: " + text
                            if len(text) <= MAX_SCHEMA_HINT_CHARS else "Respond with one JSON object only.")
         return cls(kind, grammar, instruction)
+
+    @classmethod
+    def regex(cls, pattern: str, param: str = "") -> "OutputConstraint":
+        """Text that the regular expression matches whole (Rust regex syntax, as llguidance reads it)."""
+        import llguidance as llg
+
+        return cls("regex", llg.LLMatcher.grammar_from_regex(pattern), param=param)
 
     @classmethod
     def choice(cls, options: list[str]) -> "OutputConstraint":
@@ -392,17 +400,20 @@ class GrammarLogitsProcessor:
         return logits
 
 
+def _param(constraint: OutputConstraint) -> str:
+    return constraint.param or {"choice": "choices", "tool_call": "tools"}.get(constraint.kind, "response_format")
+
+
 def compile_matcher(lltok, constraint: OutputConstraint):
     """A fresh matcher for constraint; raises InvalidRequestError when the grammar (e.g. the schema) is invalid."""
     import llguidance as llg
 
     err = llg.LLMatcher.validate_grammar(constraint.grammar, lltok)
     if err:
-        param = {"choice": "choices", "tool_call": "tools"}.get(constraint.kind, "response_format")
-        raise InvalidRequestError(f"the output format cannot be used: {_short(err)}", param=param)
+        raise InvalidRequestError(f"the output format cannot be used: {_short(err)}", param=_param(constraint))
     matcher = llg.LLMatcher(lltok, constraint.grammar, log_level=0)
     if matcher.is_error():
-        raise InvalidRequestError(f"the output format cannot be used: {_short(matcher.get_error())}", param="response_format")
+        raise InvalidRequestError(f"the output format cannot be used: {_short(matcher.get_error())}", param=_param(constraint))
     return matcher
 
 

@@ -39,9 +39,9 @@ class ModelNotFoundError(ServiceError):
     status = 404
     code = "model_not_found"
 
-    def __init__(self, model: str, served: list[str]):
+    def __init__(self, model: str, served: list[str], message: str = ""):
         super().__init__(
-            f"the model {model!r} does not exist on this server; available: {', '.join(served) or 'none'} (see GET /v1/models)",
+            message or f"the model {model!r} does not exist on this server; available: {', '.join(served) or 'none'} (see GET /v1/models)",
             param="model",
         )
 

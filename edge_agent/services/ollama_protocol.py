@@ -2,11 +2,12 @@
 
 Ollama's fields are read as Ollama documents them and refused (400, {"error": "..."}) where this server cannot honour
 them: tools (the model would answer in free text, and no parser reads calls out of it: /v1/chat/completions with a
-forced tool_choice does), images, think true, suffix, a template or context, num_ctx beyond the model's context, and
-sampling options we do not implement (mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only
-tune Ollama's runtime (threads, GPU layers, mmap, batch) are accepted and ignored, as are keep_alive and num_keep
-(keep_alive 0 with nothing to answer is Ollama's unload request: answered done_reason "unload" as Ollama answers it; the
-one model served stays loaded). Model names are matched case-insensitively, as Ollama matches them.
+forced tool_choice does), images, think true, suffix, a template or context, and sampling options we do not implement
+(mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only tune Ollama's runtime (threads, GPU
+layers, mmap, batch; num_ctx too: the context is fixed, and Ollama caps a larger one at the model's own) are accepted and
+ignored, as are keep_alive and num_keep (keep_alive 0 with nothing to answer is Ollama's unload request: answered
+done_reason "unload" as Ollama answers it; the one model served stays loaded). Model names are matched
+case-insensitively, as Ollama matches them.
 Models live here, not in api/, as services.protocol's do (architecture: jobs may not import api).
 """
 from __future__ import annotations
@@ -23,14 +24,26 @@ from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.constrained import OutputConstraint
 from edge_agent.services.errors import InvalidRequestError, ServiceError
 from edge_agent.services.generation import Generation
-from edge_agent.services.protocol import INT64_MIN, MAX_EMBED_INPUTS, UINT64_MAX, Float, Int, StopList, Unsupported, _Request, at_most_messages
-from edge_agent.engine.types import MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
+from edge_agent.services.protocol import (
+    INT64_MIN,
+    MAX_EMBED_INPUTS,
+    MAX_OLLAMA_STOP,
+    UINT64_MAX,
+    Float,
+    Int,
+    StopString,
+    Unsupported,
+    _Request,
+    at_most_messages,
+)
+from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
 API_VERSION = "0.9.0"  # the Ollama release whose API these routes follow (clients gate features on /api/version)
 LATEST = ":latest"
 _GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+")  # Go's time.ParseDuration
 EPOCH = "1970-01-01T00:00:00Z"  # a model's modified_at when its bundle does not say
 TEXT_ONLY = "this model reads text only: leave `images` out"
+STOP_CHARS = 1024  # options.stop's total length: the OpenAI routes' 4 strings of 256
 
 
 class OllamaModelNotFound(ServiceError):
@@ -51,14 +64,15 @@ class OllamaOptions(_Request):
     top_p: Float | None = Field(None, ge=0, le=1)
     min_p: Float | None = Field(None, ge=0, le=1)
     seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = None
-    num_predict: Int(ge=-2) | None = Field(None, description="Most tokens to generate; -1 or -2: up to the server's max_tokens_limit "
+    num_predict: Int(ge=-2) | None = Field(None, description="Most tokens to generate; 0, -1 or -2: up to the server's max_tokens_limit "
                                            "(and the room left in the context); left out: the server's default_max_tokens.")
-    stop: StopList | None = None
+    stop: Annotated[list[StopString], Field(max_length=MAX_OLLAMA_STOP)] | None = Field(
+        None, description=f"Up to {MAX_OLLAMA_STOP} strings of {STOP_CHARS} characters in all; the answer ends before any of them.")
     repeat_penalty: Float | None = Field(None, ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY)
     presence_penalty: Float | None = Field(None, ge=-2, le=2)
     frequency_penalty: Float | None = Field(None, ge=-2, le=2)
-    num_ctx: Int(ge=1) | None = Field(None, description="Accepted (and ignored) up to the model's context length, which is fixed; "
-                                      "refused above it.")
+    num_ctx: Int(ge=1) | None = Field(None, description="Accepted and ignored: the model's context length is fixed (Ollama caps a "
+                                      "num_ctx above the model's trained context the same way).")
     # accepted and ignored: they tune Ollama's runtime or are the defaults of what we do
     num_keep: Int(ge=-1) | None = None
     repeat_last_n: Int(ge=-1) | None = None
@@ -81,6 +95,15 @@ class OllamaOptions(_Request):
     mirostat: Unsupported("mirostat sampling is not implemented: send 0 or leave it out", 0, 0.0) = Field(None, description="Only 0 (off).")
     typical_p: Unsupported("typical sampling is not implemented: send 1 or leave it out", 1, 1.0) = Field(None, description="Only 1 (off).")
     tfs_z: Unsupported("tail-free sampling is not implemented: send 1 or leave it out", 1, 1.0) = Field(None, description="Only 1 (off).")
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_chars(cls, v: list[str] | None) -> list[str] | None:
+        """Every generated token is checked against each stop string's prefixes: the total length bounds that work (as
+        OpenAI's 4 strings of 256 do on the OpenAI routes)."""
+        if v and sum(map(len, v)) > STOP_CHARS:
+            raise ValueError(f"the stop strings may hold {STOP_CHARS} characters in all")
+        return v
 
 
 class _OllamaRequest(_Request):
@@ -105,20 +128,27 @@ class _Generating(_OllamaRequest):
     options: OllamaOptions | None = None
     think: Unsupported("this model does not think aloud: send think false or leave it out", False) = Field(
         None, description="Only false: this model does not think aloud.")
+    logprobs: bool | None = Field(None, description="Each answer token's log-probability in `logprobs` (a streamed line: its tokens'), "
+                                  "the log-softmax of the model's raw logits as on /v1/chat/completions.")
+    top_logprobs: Int(ge=0, le=MAX_LOGPROBS) | None = Field(
+        None, description=f"With logprobs true: also this many most likely tokens at each position (0..{MAX_LOGPROBS}).")
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_needs_logprobs(cls, v: int | None, info) -> int | None:
+        if v and not info.data.get("logprobs"):
+            raise ValueError("top_logprobs needs logprobs: true: send both, or leave top_logprobs out")
+        return v
 
     def sampling(self, chat) -> SamplingOptions:
-        """The SamplingOptions of `options` for the ChatService chat (raises InvalidRequestError for num_ctx or num_predict over its limits)."""
+        """The SamplingOptions of `options` for the ChatService chat."""
         o = self.options or OllamaOptions()
-        if o.num_ctx is not None and o.num_ctx > chat.context_length:
-            raise InvalidRequestError(f"num_ctx {o.num_ctx} is more than this model's context of {chat.context_length} tokens "
-                                      f"(fixed when the model was imported): send at most {chat.context_length}", param="options.num_ctx")
-        if o.num_predict is not None and o.num_predict > chat.max_tokens_limit:
-            raise InvalidRequestError(f"num_predict must be at most {chat.max_tokens_limit} on this server (or -1 for up to that)",
-                                      param="options.num_predict")
-        fill = o.num_predict is not None and o.num_predict < 0
+        # Ollama's runner limits only num_predict > 0 and never refuses one: it stops where the context is full
+        fill = o.num_predict is not None and (o.num_predict <= 0 or o.num_predict > chat.max_tokens_limit)
         return SamplingOptions(max_tokens=None if fill else o.num_predict, temperature=o.temperature, top_p=o.top_p,
                                top_k=o.top_k, min_p=o.min_p, repetition_penalty=o.repeat_penalty, seed=o.seed, stop=list(o.stop or []),
-                               presence_penalty=o.presence_penalty or 0.0, frequency_penalty=o.frequency_penalty or 0.0, fill=fill)
+                               presence_penalty=o.presence_penalty or 0.0, frequency_penalty=o.frequency_penalty or 0.0, fill=fill, to_room=True,
+                               logprobs=(self.top_logprobs or 0) if self.logprobs else None)
 
     def constraint(self) -> OutputConstraint | None:
         """The OutputConstraint of `format`, or None (raises InvalidRequestError for a bad schema)."""
@@ -268,6 +298,22 @@ class OllamaVersion(BaseModel):
     version: str
 
 
+class OllamaTokenLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class OllamaLogprob(OllamaTokenLogprob):
+    top_logprobs: list[OllamaTokenLogprob] | None = Field(None, description="Left out when none were asked for.")
+
+
+def ollama_logprobs(content: list[dict]) -> list[OllamaLogprob]:
+    """Ollama's logprobs of chat's `logprobs.content` entries (services.logprobs.chat_content): the same fields, an empty
+    top_logprobs left out (Ollama's omitempty)."""
+    return [OllamaLogprob(**{**e, "top_logprobs": e["top_logprobs"] or None}) for e in content]
+
+
 class OllamaReply(BaseModel):
     """One NDJSON line or the whole answer; the timing fields only with done true (nanoseconds)."""
 
@@ -283,6 +329,8 @@ class OllamaReply(BaseModel):
     prompt_eval_duration: int | None = None
     eval_count: int | None = None
     eval_duration: int | None = None
+    logprobs: list[OllamaLogprob] | None = Field(None, description="With logprobs true: the tokens of this line's text (all of "
+                                                  "them when not streamed).")
 
 
 class OllamaChatMessage(BaseModel):

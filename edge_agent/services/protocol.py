@@ -9,6 +9,8 @@ settings (max_tokens, number of messages) are checked against the validation con
 """
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -41,9 +43,12 @@ from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TE
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 MAX_CHOICES = 8
-MAX_STOP = 4
+MAX_STOP = 4  # OpenAI's
+MAX_STOP_TOKEN_IDS = 64
+MAX_GUIDED_CHOICES = 1000  # constrained.MAX_CHOICES
+MAX_OLLAMA_STOP = 32  # Ollama sets no limit; code assistants' fill-in-the-middle templates send 5 to 10
 MAX_PROMPTS = 8
-MAX_EMBED_INPUTS = 256
+MAX_EMBED_INPUTS = 2048  # OpenAI's limit; LangChain's OpenAIEmbeddings sends 1000 a request
 
 
 def _integral(v: Any) -> Any:
@@ -61,6 +66,15 @@ def Int(**bounds: int) -> Any:
 UNKNOWN_FIELD = "unknown field: leave it out (GET /openapi.json lists the fields this server takes)"
 
 
+def unknown_field(param: str) -> str:
+    """What to say about a field the request models do not know: `extra_body` (copied from a Python example into a JSON
+    body) is the openai client's argument, whose fields belong at the top level."""
+    if param == "extra_body":
+        return ("extra_body is the openai Python client's argument, not a field of the request: put the fields it holds at the "
+                "top level of the JSON body")
+    return UNKNOWN_FIELD
+
+
 def _no_op_only(why: str, *no_ops: Any) -> Any:
     """A validator for an OpenAI field this server does not implement: values that change nothing pass as None, others say why."""
     def check(v: Any) -> Any:
@@ -76,7 +90,20 @@ def Unsupported(why: str, *no_ops: Any) -> Any:
 
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
-StopList = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=MAX_STOP)]  # [] = no stop (as null)
+MAX_LOGIT_BIAS = 300  # OpenAI's limit on logit_bias entries
+
+
+def _token_id_key(v: Any) -> Any:
+    if isinstance(v, str) and not (v.isascii() and v.isdigit() and len(v) <= 10):
+        raise ValueError(f"logit_bias keys are token ids such as \"1234\", not {v[:40]!r}: POST /tokenize gives a text's ids")
+    return v
+
+
+TokenIdKey = Annotated[str, Field(pattern=r"^[0-9]{1,10}$"), BeforeValidator(_token_id_key)]
+LogitBias = Annotated[dict[TokenIdKey, Annotated[Float, Field(ge=-100, le=100)]],
+                      Field(max_length=MAX_LOGIT_BIAS, json_schema_extra={"additionalProperties": False})]
+StopString = Annotated[str, Field(min_length=1, max_length=256)]
+StopList = Annotated[list[StopString], Field(max_length=MAX_STOP)]  # [] = no stop (as null)
 
 
 def at_most_messages(v: list | None, info: ValidationInfo) -> list | None:
@@ -129,6 +156,53 @@ class RagOptions(_Request):
     mode: Literal["hybrid", "dense", "bm25"] = Field("hybrid", description="Retriever: dense + BM25 fused (hybrid), or one of them.")
 
 
+class StructuredOutputs(_Request):
+    """vLLM's structured outputs: one of choice, json, regex or json_object. Extension."""
+
+    choice: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)] | None = Field(
+        None, description="The answer is exactly one of these strings.")
+    json_: dict[str, Any] | str | None = Field(None, alias="json", description="The answer is one JSON value that follows this "
+                                               "JSON schema (an object, or its JSON text), as response_format json_schema.")
+    regex: str | None = Field(None, min_length=1, max_length=4096, description="The answer matches this regular expression whole.")
+    json_object: bool | None = Field(None, description="true: the answer is one JSON object, as response_format json_object.")
+    grammar: Unsupported("grammars are not taken: use json, regex or choice") = Field(None, description="Not supported.")
+    structural_tag: Unsupported("structural tags are not taken: use json, regex or choice") = Field(None, description="Not supported.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "StructuredOutputs":
+        given = [k for k in ("choice", "json", "regex", "json_object") if getattr(self, "json_" if k == "json" else k)]
+        if len(given) != 1:
+            raise ValueError(f"send exactly one of choice, json, regex and json_object (got {', '.join(given) or 'none'})")
+        return self
+
+    def constraint(self):
+        """The OutputConstraint (raises InvalidRequestError naming structured_outputs for a bad schema or pattern)."""
+        return guided_constraint(self.choice, self.json_, self.regex, bool(self.json_object), "structured_outputs")
+
+
+def guided_constraint(choice: list[str] | None, schema: dict | str | None, regex: str | None, json_object: bool, param: str):
+    """The OutputConstraint of one vLLM guided-decoding kind (raises InvalidRequestError naming param)."""
+    from edge_agent.services.constrained import OutputConstraint
+    from edge_agent.services.errors import InvalidRequestError
+
+    try:
+        if choice:
+            return replace(OutputConstraint.choice(choice), param=param)
+        if regex:
+            return OutputConstraint.regex(regex, param)
+        if json_object:
+            return replace(OutputConstraint.json_object(), param=param)
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except ValueError:
+                raise InvalidRequestError("the JSON schema is not valid JSON text", param=param) from None
+        return replace(OutputConstraint.json_schema(schema), param=param)
+    except InvalidRequestError as e:
+        e.param = param
+        raise
+
+
 class _Sampling(_Request):
     """Fields shared by chat and text completions."""
 
@@ -144,7 +218,9 @@ class _Sampling(_Request):
                                            "much (OpenAI's and vLLM's; the prompt does not count).")
     frequency_penalty: Float | None = Field(None, ge=-2, le=2, description="Lowers each token's logit by this much per time it was "
                                             "generated (OpenAI's and vLLM's; the prompt does not count).")
-    logit_bias: Unsupported("leave `logit_bias` out (or send {})") = Field(None, description="Not supported: only null or {}.")
+    logit_bias: LogitBias | None = Field(
+        None, description="{token id (as text): -100..100}: added to that token's logit before sampling (OpenAI's); -100 bans "
+                          "the token, 100 makes it the only choice. Ids are this model's tokenizer's (POST /tokenize shows them).")
     metadata: dict[str, str] | None = Field(None, max_length=16, description="Accepted and ignored (nothing is stored).")
     store: bool | None = Field(None, description="Accepted and ignored (nothing is stored).")
     service_tier: str | None = Field(None, max_length=32, description="Accepted and ignored.")
@@ -162,6 +238,22 @@ class _Sampling(_Request):
     ignore_eos: bool | None = Field(None, description="Keep generating past end-of-sequence tokens (benchmarks). Extension.")
     min_tokens: Int(ge=0) | None = Field(None, description="Generate at least this many tokens (at most max_tokens): until then "
                                          "end-of-sequence is never chosen and stop strings are not looked for (vLLM's). Extension.")
+    stop_token_ids: Annotated[list[Int(ge=0, le=2**31 - 1)], Field(max_length=MAX_STOP_TOKEN_IDS)] | None = Field(
+        None, description="Token ids that end the answer, left out of it, finish_reason stop (vLLM's). Extension.")
+    skip_special_tokens: Unsupported("control tokens are always left out of the text: send true or leave it out", True) = Field(
+        None, description="Only true (vLLM's default).")
+    spaces_between_special_tokens: Unsupported("send true or leave it out", True) = Field(None, description="Only true (vLLM's default).")
+    include_stop_str_in_output: Unsupported("a stop string is always left out of the text: send false or leave it out", False) = Field(
+        None, description="Only false (vLLM's default).")
+    response_format: ResponseFormat | None = Field(None, description="The answer's format (on completions as vLLM takes it).")
+    structured_outputs: StructuredOutputs | None = Field(
+        None, description="vLLM's structured outputs (not with response_format). Extension.")
+    guided_choice: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)] | None = Field(
+        None, description="vLLM's older spelling of structured_outputs.choice. Extension.")
+    guided_json: dict[str, Any] | str | None = Field(None, description="vLLM's older spelling of structured_outputs.json. Extension.")
+    guided_regex: str | None = Field(None, min_length=1, max_length=4096, description="vLLM's older spelling of "
+                                     "structured_outputs.regex. Extension.")
+    guided_decoding_backend: str | None = Field(None, max_length=64, description="Accepted and ignored (one grammar engine here).")
     rag: RagOptions | None = Field(
         None, description="Answer from the private documents: the response gets `sources` (a stream sends them in its first chunk). Extension."
     )
@@ -178,6 +270,28 @@ class _Sampling(_Request):
             raise ValueError("stream_options is only allowed with stream: true (as OpenAI's and vLLM's): "
                              "send stream: true, or leave stream_options out")
         return v
+
+    def output_constraint(self):
+        """The OutputConstraint the answer follows (response_format, structured_outputs or a guided_* field), or None; raises
+        InvalidRequestError when two are given or one cannot be used."""
+        from edge_agent.services.errors import InvalidRequestError
+
+        formatted = self.response_format if self.response_format is not None and self.response_format.type != "text" else None
+        kinds = [(name, v) for name, v in (("response_format", formatted), ("structured_outputs", self.structured_outputs),
+                                           ("guided_choice", self.guided_choice), ("guided_json", self.guided_json),
+                                           ("guided_regex", self.guided_regex)) if v]
+        if len(kinds) > 1:
+            raise InvalidRequestError(f"{kinds[0][0]} and {kinds[1][0]} both constrain the output: send one of them", param=kinds[1][0])
+        if not kinds:
+            return None
+        name, v = kinds[0]
+        if name in ("response_format", "structured_outputs"):
+            return v.constraint()
+        return guided_constraint(self.guided_choice, self.guided_json, self.guided_regex, False, name)
+
+    def bias(self) -> dict[int, float] | None:
+        """logit_bias as {token id: bias}, or None."""
+        return {int(k): float(v) for k, v in self.logit_bias.items()} if self.logit_bias else None
 
     def stop_list(self) -> list[str]:
         if self.stop is None:
@@ -306,7 +420,6 @@ class ResponseFormat(_Request):
 class ChatCompletionRequest(_Sampling):
     messages: list[Message] = Field(min_length=1, description="The conversation so far, oldest first.")
     max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
-    response_format: ResponseFormat | None = None
     logprobs: bool | None = Field(None, description="Return each answer token's log-probability in `choices[].logprobs.content` "
                                   "(streamed: in each chunk, for its tokens): the log-softmax of the model's raw logits of that step, "
                                   "before penalties, response_format, temperature and top-k/top-p/min-p (as vLLM's default).")
@@ -320,6 +433,10 @@ class ChatCompletionRequest(_Sampling):
         None, description="none: tools are ignored; auto: the model answers in text; required: it calls one of the tools "
                           "(it chooses which); {\"type\": \"function\", \"function\": {\"name\": ...}}: it calls that one.")
     parallel_tool_calls: bool | None = Field(None, description="Accepted; a forced call is one call per choice.")
+    modalities: Unsupported("this model answers in text only: send [\"text\"] or leave modalities out", ["text"]) = Field(
+        None, description="Only [\"text\"].")
+    prediction: dict[str, Any] | None = Field(None, description="Accepted and ignored (Predicted Outputs only shorten OpenAI's "
+                                              "latency; the answer is the model's either way).")
     functions: Unsupported("the deprecated `functions` is not taken: send them as `tools` "
                            "([{\"type\": \"function\", \"function\": ...}])") = Field(
         None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")
@@ -432,6 +549,7 @@ from edge_agent.services.protocol_replies import (  # noqa: E402,F401 (re-export
     GroundingChoice,
     GroundingReport,
     Usage,
+    PromptTokensDetails,
     AssistantMessage,
     TopLogprob,
     TokenLogprob,

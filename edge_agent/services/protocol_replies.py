@@ -61,10 +61,15 @@ _CHUNK_SOURCES = "With `rag`: the sources, in the first chunk only (see the non-
 _GROUNDING = "With `rag`: which path made each answer (the model's words, an extractive quote, a decline). Extension."
 
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = Field(description="Prompt tokens whose keys and values came from the prefix cache.")
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None = Field(None, description="Left out where not known (batch lines).")
 
 
 class AssistantMessage(BaseModel):

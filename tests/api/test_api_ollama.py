@@ -157,8 +157,6 @@ def test_model_names_are_matched_in_any_case_as_ollama_matches_them(live, client
 
 @pytest.mark.parametrize("body, word", [
     ({"options": {"temperature": -1}}, "temperature"),
-    ({"options": {"num_predict": 100000}}, "num_predict"),
-    ({"options": {"num_ctx": 100000}}, "num_ctx"),
     ({"options": {"mirostat": 2}}, "mirostat"),
     ({"options": {"warp_speed": 9}}, "warp_speed"),
     ({"options": {"stop": "x"}}, "stop"),
