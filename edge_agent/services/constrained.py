@@ -404,16 +404,33 @@ def _param(constraint: OutputConstraint) -> str:
     return constraint.param or {"choice": "choices", "tool_call": "tools"}.get(constraint.kind, "response_format")
 
 
+# llguidance's fuel for building a grammar's lexer (its default 1,000,000): the first mask of a pattern like
+# (a{1000}){1000} spent it all on the scheduler's thread, 0.9 s on an idle core (5-7 s at load 6) that stalled every
+# sequence, and then failed anyway ("too many expressions constructed"); with 200,000 it fails in 0.1 s, while
+# (a{100}){100}, [0-9]{3}-[0-9]{4} and a 60-field schema compile and generate as before (/tmp probe, 2026-12-01)
+INITIAL_LEXER_FUEL = 200_000
+
+
 def compile_matcher(lltok, constraint: OutputConstraint):
-    """A fresh matcher for constraint; raises InvalidRequestError when the grammar (e.g. the schema) is invalid."""
+    """A fresh matcher for constraint, tried for one step on a copy (here, on the request's thread, so a grammar
+    that exhausts llguidance's limits is this request's 400 and not a stall of the scheduler and a 500 later);
+    raises InvalidRequestError when the grammar (e.g. the schema or pattern) is invalid or too complex."""
     import llguidance as llg
 
     err = llg.LLMatcher.validate_grammar(constraint.grammar, lltok)
     if err:
         raise InvalidRequestError(f"the output format cannot be used: {_short(err)}", param=_param(constraint))
-    matcher = llg.LLMatcher(lltok, constraint.grammar, log_level=0)
+    matcher = llg.LLMatcher(lltok, constraint.grammar, log_level=0, limits=llg.LLParserLimits(initial_lexer_fuel=INITIAL_LEXER_FUEL))
     if matcher.is_error():
         raise InvalidRequestError(f"the output format cannot be used: {_short(matcher.get_error())}", param=_param(constraint))
+    trial = matcher.deep_copy()
+    bitmask = np.zeros((1, (lltok.vocab_size + 31) // 32), np.int32)
+    trial.unsafe_compute_mask_ptr(bitmask.ctypes.data, bitmask.nbytes)
+    first = np.flatnonzero(np.unpackbits(bitmask.view(np.uint8), bitorder="little", count=lltok.vocab_size))[:1]
+    if trial.is_error() or (first.size and not trial.consume_tokens([int(first[0])])):
+        raise InvalidRequestError("the output format is too complex to follow (a pattern or schema that exhausts the grammar "
+                                  f"engine's limits: {_short(trial.get_error().splitlines()[0] if trial.get_error() else 'no detail')}); "
+                                  "simplify it, e.g. smaller repetition counts", param=_param(constraint))
     return matcher
 
 

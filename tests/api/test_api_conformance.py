@@ -193,6 +193,19 @@ def test_vllm_structured_outputs_hold_the_answer(client):
         assert e.value.body["param"] == param, (extra, e.value.body)
 
 
+def test_a_pattern_that_exhausts_the_grammar_engine_is_this_requests_400(client, live):
+    """(a{1000}){1000} used to take the scheduler's thread for 0.9-7 s on its first mask (every sequence stalled), then
+    fail its first token as a 500; now it is refused before it reaches the engine, and the server answers on."""
+    for extra, param in (({"guided_regex": "(a{1000}){1000}"}, "guided_regex"),
+                         ({"structured_outputs": {"regex": "(b{1000}){1000}"}}, "structured_outputs")):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model="llama", prompt="x", max_tokens=4, extra_body=extra)
+        assert e.value.body["param"] == param and "too complex" in e.value.body["message"], e.value.body
+        assert "<state>" not in e.value.body["message"] and "/" not in e.value.body["message"]
+    r = client.completions.create(model="llama", prompt="x", max_tokens=12, extra_body={"guided_regex": "(a{10}){3}"})
+    assert r.choices[0].text.strip() == "a" * 30 or r.choices[0].finish_reason == "length", r
+
+
 def test_usage_tells_the_prompt_tokens_found_in_the_prefix_cache(client):
     """OpenAI's usage.prompt_tokens_details.cached_tokens (LangChain reports it as cache_read, LiteLLM as cached tokens): a
     repeated long preamble is found in the prefix cache, on chat and completions, streamed or not."""
