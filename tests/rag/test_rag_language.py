@@ -55,8 +55,8 @@ def _one_hot(i: int, dim: int = 8) -> np.ndarray:
 
 
 def test_fusion_leans_on_bm25_when_the_embedder_does_not_cover_the_query_language(tmp_path):
-    """Dense ranks chunk 1 first, BM25 chunk 2: with equal weights chunk 1 wins the tie (first seen);
-    a Dutch query on an English-only embedder fuses by score with dense at 0.25, so BM25's choice wins."""
+    """Dense ranks chunk 1 first, BM25 chunk 2: with equal weights chunk 1 wins (dense's clear first, and a BM25
+    score of its own); a Dutch query on an English-only embedder has dense at 0.25, so BM25's choice wins."""
     texts = ["Het archief sluit om vijf uur en de sleutel ligt bij de portier.",  # 1: only "archief"
              "De code van het archief is QX-7731 en de code van de kluis is anders."]  # 2: "code" twice, "archief"
     vecs = np.stack([_one_hot(0), 0.6 * _one_hot(0) + 0.8 * _one_hot(1)])
