@@ -1,8 +1,8 @@
 """Hybrid retrieval: dense (FAISS) and keyword (BM25) search, fused, near-duplicates left out (MMR on request).
 
 The fusion is by score, a weighted sum of normalised scores (the convex combination of Bruch et al., "An
-Analysis of Fusion Functions for Hybrid Retrieval", 2023): BM25's score over its best plus the dense
-weight times the cosine rescaled to [0, 1] over the dense candidates, so a ranker's clear winner keeps
+Analysis of Fusion Functions for Hybrid Retrieval", 2023): BM25's score plus the dense weight times the
+cosine, each rescaled to [0, 1] over its own candidates (min-max), so a ranker's clear winner keeps
 its lead; rank fusion (RRF, k=60) flattened it: a first place in one list lost to second and third
 places in both, and a multilingual embedder's hybrid fell below its dense ranker alone. The dense
 weight follows the embedding model's languages: 1 (equal to BM25) when it covers the query's language,
@@ -73,19 +73,21 @@ class Hit:
     query_language: str | None = None
 
 
+def _rescaled(scores: np.ndarray) -> list[float]:
+    """Scores rescaled to [0, 1] over the candidates (min-max; all 1.0 when they are equal)."""
+    lo, hi = (float(scores.min()), float(scores.max())) if len(scores) else (0.0, 0.0)
+    return [(float(s) - lo) / (hi - lo) if hi > lo else 1.0 for s in scores]
+
+
 def score_fusion(d_ids: np.ndarray, d_scores: np.ndarray, b_ids: np.ndarray, b_scores: np.ndarray, dense_weight: float) -> list[tuple[int, float]]:
-    """Fuse two ranked candidate lists by score: BM25's score over its best plus dense_weight times the cosine
-    rescaled to [0, 1] over the dense candidates (a candidate one list lacks gets 0 from it); best first, ties
-    by BM25's order. Each ranker's margins count, which rank fusion flattens (with k=60 rank 1 and rank 3 differ
-    by 3%)."""
-    scores: dict[int, float] = {}
-    top = float(b_scores.max()) if len(b_scores) else 0.0
-    for i, s in zip(b_ids.tolist(), b_scores.tolist()):
-        scores[int(i)] = s / top if top > 0 else 0.0
-    if len(d_scores) and dense_weight:
-        lo, hi = float(d_scores.min()), float(d_scores.max())
-        for i, s in zip(d_ids.tolist(), d_scores.tolist()):
-            scores[int(i)] = scores.get(int(i), 0.0) + dense_weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
+    """Fuse two ranked candidate lists by score: BM25's score plus dense_weight times the cosine, each rescaled to
+    [0, 1] over its own candidates (min-max, so equal weights mean equal ranges; a candidate one list lacks gets 0
+    from it); best first, ties by BM25's order. Each ranker's margins count, which rank fusion flattens (with k=60
+    rank 1 and rank 3 differ by 3%)."""
+    scores: dict[int, float] = {int(i): s for i, s in zip(b_ids.tolist(), _rescaled(b_scores))}
+    if dense_weight:
+        for i, s in zip(d_ids.tolist(), _rescaled(d_scores)):
+            scores[int(i)] = scores.get(int(i), 0.0) + dense_weight * s
     return sorted(scores.items(), key=lambda kv: -kv[1])
 
 

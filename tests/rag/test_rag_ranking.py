@@ -81,7 +81,7 @@ def test_score_fusion_keeps_a_clear_bm25_winner_first():
     # one list empty (a single ranker, or BM25 found nothing): the other's order, its scores rescaled
     assert [i for i, _ in score_fusion(d_ids, d_scores, np.zeros(0, np.int64), np.zeros(0, np.float32), 1.0)] == [3, 2, 9]
     bm25_alone = score_fusion(np.zeros(0, np.int64), np.zeros(0, np.float32), b_ids, b_scores, 1.0)
-    assert [i for i, _ in bm25_alone] == [1, 2, 3] and [s for _, s in bm25_alone] == pytest.approx([1.0, 5 / 12, 4.9 / 12])
+    assert [i for i, _ in bm25_alone] == [1, 2, 3] and [s for _, s in bm25_alone] == pytest.approx([1.0, 0.1 / 7.1, 0.0])
 
 
 # chunk -> (text, cosine of its vector to the query's): A is BM25's clear winner, D dense's; B, C and G both rank in between
