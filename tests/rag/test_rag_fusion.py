@@ -1,5 +1,5 @@
 """Document-level agreement in hybrid fusion: a document that dense and BM25 both place among their first
-k documents, each through a different chunk, keeps a hit (chunk-level rank fusion drops it). Real FAISS
+k documents, each through a different chunk, keeps a hit (fusion of chunks alone drops it). Real FAISS
 and real SQLite (the store's chunk -> document map) in tmp_path; vectors chosen so the dense ranks are known."""
 from __future__ import annotations
 
