@@ -24,6 +24,8 @@ older sets): 0.826 (38/46); the chosen change, multilingual-e5-small as the embe
 its prompts, its own 200-token chunks: 62 Dutch chunks) with document agreement only for k >= 5, 13:50-13:52 UTC, load
 3.93 -> 4.69: hybrid 0.804 (37/46), BM25 0.783, dense 0.848 -- here dense alone beats the hybrid; once before the
 agreement change (same embedder, 13:43-13:47): hybrid 0.804. MiniLM with the round's changes: unchanged (0.783).
+Its per-question failures were read in the fusion round (2026-12-01 15:55 UTC, branch fusion), which chose score fusion for
+every query from them and the older sets: since then a dev set, no longer a blind one (blind9 is the fresh Dutch set).
 """
 from __future__ import annotations
 

@@ -551,7 +551,7 @@ def openapi_paths(runtime) -> dict[str, Any]:
         },
         "/v1/retrieve": {
             "post": {
-                "summary": "The best chunks for a query (hybrid: dense + BM25 by reciprocal rank fusion)", "operationId": "retrieve",
+                "summary": "The best chunks for a query (hybrid: dense + BM25 fused by normalised score)", "operationId": "retrieve",
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("RetrieveRequest")}}},
                 "responses": _responses({"200": js("RetrieveList", "Scored chunks, best first.")}, (400, 401, 403, 413, 415, 500, 503), secured),
             },

@@ -1,17 +1,20 @@
 """Hybrid retrieval: dense (FAISS) and keyword (BM25) search, fused, near-duplicates left out (MMR on request).
 
-The fusion leans on what each ranker is good at: reciprocal rank fusion with equal weights when the
-embedding model covers the query's language; when it does not (all-MiniLM-L6-v2 is English only),
-fusion by score, BM25's over its best plus `uncovered_dense_weight` times the rescaled cosine, so a
-clear BM25 winner stays first (per-language stems and compound n-grams, see bm25.py). Scores of
-the two fusions are on different scales: compare ranks, not scores, across queries.
+The fusion is by score, a weighted sum of normalised scores (the convex combination of Bruch et al., "An
+Analysis of Fusion Functions for Hybrid Retrieval", 2023): BM25's score plus the dense weight times the
+cosine, each rescaled to [0, 1] over its own candidates (min-max), so a ranker's clear winner keeps
+its lead; rank fusion (RRF, k=60) flattened it: a first place in one list lost to second and third
+places in both, and a multilingual embedder's hybrid fell below its dense ranker alone. The dense
+weight follows the embedding model's languages: 1 (equal to BM25) when it covers the query's language,
+`uncovered_dense_weight` when it does not (all-MiniLM-L6-v2 is English only: its Dutch rankings are
+weak), 1 when BM25 found nothing. Scores lie in [0, 1 + weight]; compare ranks, not scores, across queries.
 
-Rank fusion of chunks can drop a document both rankers like when each finds it through a different
+Fusion of chunks can drop a document both rankers like when each finds it through a different
 chunk (neither chunk is liked by both). With the caller's chunk -> document map (`doc_of`), hybrid
-search (rank fusion) keeps every document that both rankers place among their first k documents
-(a document ranks by its best chunk in that ranker): if none of its chunks made the k hits, its
-best fused chunk takes the place of the lowest hit of a document that has another hit. Only for k >=
-AGREEMENT_MIN_K: with fewer hits, passages of one document that answer best would give way.
+search in a language the embedder covers keeps every document that both rankers place among their
+first k documents (a document ranks by its best chunk in that ranker): if none of its chunks made the
+k hits, its best fused chunk takes the place of the lowest hit of a document that has another hit.
+Only for k >= AGREEMENT_MIN_K: with fewer hits, passages of one document that answer best would give way.
 
 `HybridIndex` owns both indexes and the lock that makes every update all-or-nothing
 for readers: a writer changes both under the write lock, readers search under the read lock.
@@ -40,10 +43,10 @@ BM25_FILE = "bm25.snapshot"
 BM25_MAGIC = b"EDGE-AGENT-BM25 1\n"
 MODES = ("hybrid", "dense", "bm25")
 NEAR_DUPLICATE = 0.8  # Jaccard similarity of two chunks' words above which the lower one is left out
-UNCOVERED_DENSE_WEIGHT = 0.25  # dense's weight in score fusion for a query in a language the embedder was not trained on
+UNCOVERED_DENSE_WEIGHT = 0.25  # dense's weight (BM25's: 1) for a query in a language the embedder was not trained on
 # document agreement (see the module docstring) only for k >= this: each agreed document takes a hit, a large share of
-# few; with a multilingual embedder (rank fusion for Dutch) it cost Dutch passage Recall@3 11 of 108 questions at k=3,
-# 3 at k=4, 1 at k=5, and gave English document Recall@5 one of 60 (scripts/bench_rag.py, nlret round)
+# few; with a multilingual embedder (then rank fusion for Dutch) it cost Dutch passage Recall@3 11 of 108 questions at
+# k=3, 3 at k=4, 1 at k=5, and gave English document Recall@5 one of 60 (scripts/bench_rag.py, nlret round)
 AGREEMENT_MIN_K = 5
 
 
@@ -70,28 +73,21 @@ class Hit:
     query_language: str | None = None
 
 
-def reciprocal_rank_fusion(ranked: Sequence[Sequence[int]], k: int = 60, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
-    """Fuse ranked id lists: score(id) = sum of weight / (k + rank); best first, ties by first appearance."""
-    scores: dict[int, float] = {}
-    for n, ids in enumerate(ranked):
-        w = 1.0 if weights is None else weights[n]
-        for rank, i in enumerate(ids, start=1):
-            scores[int(i)] = scores.get(int(i), 0.0) + w / (k + rank)
-    return sorted(scores.items(), key=lambda kv: -kv[1])
+def _rescaled(scores: np.ndarray) -> list[float]:
+    """Scores rescaled to [0, 1] over the candidates (min-max; all 1.0 when they are equal)."""
+    lo, hi = (float(scores.min()), float(scores.max())) if len(scores) else (0.0, 0.0)
+    return [(float(s) - lo) / (hi - lo) if hi > lo else 1.0 for s in scores]
 
 
 def score_fusion(d_ids: np.ndarray, d_scores: np.ndarray, b_ids: np.ndarray, b_scores: np.ndarray, dense_weight: float) -> list[tuple[int, float]]:
-    """Fuse by score, for a query the embedder does not cover: BM25's score over its best plus dense_weight
-    times the cosine rescaled to [0, 1] over the dense candidates; best first. BM25's margins count here,
-    which rank fusion flattens (with k=60 rank 1 and rank 3 differ by 3%)."""
-    scores: dict[int, float] = {}
-    top = float(b_scores.max()) if len(b_scores) else 0.0
-    for i, s in zip(b_ids.tolist(), b_scores.tolist()):
-        scores[int(i)] = s / top if top > 0 else 0.0
-    if len(d_scores) and dense_weight:
-        lo, hi = float(d_scores.min()), float(d_scores.max())
-        for i, s in zip(d_ids.tolist(), d_scores.tolist()):
-            scores[int(i)] = scores.get(int(i), 0.0) + dense_weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
+    """Fuse two ranked candidate lists by score: BM25's score plus dense_weight times the cosine, each rescaled to
+    [0, 1] over its own candidates (min-max, so equal weights mean equal ranges; a candidate one list lacks gets 0
+    from it); best first, ties by BM25's order. Each ranker's margins count, which rank fusion flattens (with k=60
+    rank 1 and rank 3 differ by 3%)."""
+    scores: dict[int, float] = {int(i): s for i, s in zip(b_ids.tolist(), _rescaled(b_scores))}
+    if dense_weight:
+        for i, s in zip(d_ids.tolist(), _rescaled(d_scores)):
+            scores[int(i)] = scores.get(int(i), 0.0) + dense_weight * s
     return sorted(scores.items(), key=lambda kv: -kv[1])
 
 
@@ -139,7 +135,7 @@ def _jaccard(a: frozenset, b: frozenset) -> float:
 class HybridIndex:
     """FAISS + BM25 over the same chunk ids, persisted under `index_dir`."""
 
-    def __init__(self, index_dir: Path, dim: int, ann_threshold: int = 50_000, rrf_k: int = 60, candidates: int = 50,
+    def __init__(self, index_dir: Path, dim: int, ann_threshold: int = 50_000, candidates: int = 50,
                  dense_languages: Iterable[str] | None = None, uncovered_dense_weight: float = UNCOVERED_DENSE_WEIGHT,
                  agreement_min_k: int = AGREEMENT_MIN_K):
         self.index_dir = Path(index_dir)
@@ -147,7 +143,6 @@ class HybridIndex:
         self.bm25_path = self.index_dir / BM25_FILE
         self.dim = dim
         self.ann_threshold = ann_threshold
-        self.rrf_k = rrf_k
         self.candidates = candidates
         self.dense_languages = frozenset(dense_languages) if dense_languages else None  # None: covers every language
         self.uncovered_dense_weight = uncovered_dense_weight
@@ -299,8 +294,9 @@ class HybridIndex:
         A chunk whose words nearly repeat a better hit's (Jaccard >= NEAR_DUPLICATE) is left out; with
         `diversity` (0..1, MMR's 1 - lambda) each next hit also trades relevance for being unlike those
         before it. `pool` asks for more ranked candidates than k (for grouping by document). `doc_of` maps
-        chunk ids to document ids (unknown ones left out): with it, hybrid rank fusion keeps the documents
-        both rankers agree on (see the module docstring; not with pool, not for k < agreement_min_k)."""
+        chunk ids to document ids (unknown ones left out): with it, hybrid search keeps the documents both
+        rankers agree on (see the module docstring; not with pool, not for k < agreement_min_k, only for a
+        language the embedder covers)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         if diversity is not None and not 0.0 <= diversity <= 1.0:
@@ -319,11 +315,7 @@ class HybridIndex:
         dense = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(d_ids, d_scores), start=1)}
         bm25 = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(b_ids, b_scores), start=1)}
         lang = langs[0] if langs else None
-        if self.covers(lang) or not len(b_ids):
-            weights = [1.0 if self.covers(lang) else self.uncovered_dense_weight, 1.0]
-            fused = reciprocal_rank_fusion([d_ids.tolist(), b_ids.tolist()], k=self.rrf_k, weights=weights)
-        else:
-            fused = score_fusion(d_ids, d_scores, b_ids, np.asarray(b_scores, np.float32), self.uncovered_dense_weight)
+        fused = self.fuse(d_ids, d_scores, b_ids, np.asarray(b_scores, np.float32), lang)
         agree = doc_of is not None and not pool and k >= self.agreement_min_k and self.covers(lang) and len(d_ids) and len(b_ids)
         docs = doc_of([i for i, _ in fused]) if agree else {}
         agreed = agreed_documents(d_ids.tolist(), b_ids.tolist(), docs, k) if agree else []
@@ -339,6 +331,13 @@ class HybridIndex:
             d, b = dense.get(cid), bm25.get(cid)
             hits.append(Hit(cid, score, d and d[0], d and d[1], b and b[0], b and b[1], lang))
         return hits
+
+    def fuse(self, d_ids: np.ndarray, d_scores: np.ndarray, b_ids: np.ndarray, b_scores: np.ndarray,
+             lang: str | None) -> list[tuple[int, float]]:
+        """The two ranked candidate lists as one, best first: score_fusion with dense at BM25's weight for a
+        language the embedder covers (or when BM25 found nothing), at uncovered_dense_weight for one it does not."""
+        weight = 1.0 if self.covers(lang) or not len(b_ids) else self.uncovered_dense_weight
+        return score_fusion(d_ids, d_scores, b_ids, b_scores, weight)
 
     def _not_near_duplicate(self, cid: int, chosen: list[tuple[int, float]]) -> bool:
         """Whether chunk cid's words are unlike those of every chunk in chosen (bar cid itself); read lock held."""
@@ -411,5 +410,5 @@ class HybridIndex:
             t.join(timeout)
 
 
-__all__ = ["HybridIndex", "Hit", "IndexUpdate", "IndexFileError", "reciprocal_rank_fusion", "agreed_documents", "keep_agreed",
+__all__ = ["HybridIndex", "Hit", "IndexUpdate", "IndexFileError", "score_fusion", "agreed_documents", "keep_agreed",
            "INDEX_FILE", "MODES"]

@@ -30,7 +30,7 @@ class Source(BaseModel):
     chunk_id: int
     title: str
     location: SourceLocation
-    score: float = Field(description="Retrieval score (reciprocal rank fusion in hybrid mode); higher is better.")
+    score: float = Field(description="Retrieval score (in hybrid mode BM25 and dense scores, each normalised, summed); higher is better.")
     snippet: str = Field(description="Part of the chunk's text around the question's words.")
     number: int | None = Field(None, description="The passage's number in the prompt: the answer cites it as \"[n]\".")
     used: bool | None = Field(None, description="Whether the answer rests on this passage (cites it); null where it was not "

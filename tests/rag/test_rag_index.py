@@ -1,4 +1,4 @@
-"""Index parts on their own: RRF, FAISS files, HNSW in the background, BM25 pending + merge."""
+"""Index parts on their own: FAISS files, HNSW in the background, BM25 pending + merge."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,17 +6,12 @@ import pytest
 
 from edge_agent.rag.bm25 import Bm25Index, tokenize
 from edge_agent.rag.index import FaissIndex, IndexFileError, RWLock
-from edge_agent.rag.retrieval import HybridIndex, IndexUpdate, reciprocal_rank_fusion
+from edge_agent.rag.retrieval import HybridIndex, IndexUpdate
 
 
 def _vecs(n: int, dim: int = 16, seed: int = 0) -> np.ndarray:
     v = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-def test_rrf_prefers_agreement():
-    fused = reciprocal_rank_fusion([[1, 2, 3], [3, 1, 4]], k=60)
-    assert [i for i, _ in fused] == [1, 3, 2, 4]
 
 
 def test_tokenizer_is_language_neutral():

@@ -55,26 +55,28 @@ def _one_hot(i: int, dim: int = 8) -> np.ndarray:
 
 
 def test_fusion_leans_on_bm25_when_the_embedder_does_not_cover_the_query_language(tmp_path):
-    """Dense ranks chunk 1 first, BM25 chunk 2: with equal weights chunk 1 wins the tie (first seen);
-    a Dutch query on an English-only embedder fuses by score with dense at 0.25, so BM25's choice wins."""
-    texts = ["Het archief sluit om vijf uur en de sleutel ligt bij de portier.",  # 1: only "archief"
-             "De code van het archief is QX-7731 en de code van de kluis is anders."]  # 2: "code" twice, "archief"
-    vecs = np.stack([_one_hot(0), 0.6 * _one_hot(0) + 0.8 * _one_hot(1)])
+    """Dense ranks chunk 1 first by far, BM25 chunk 2 ahead of it (chunk 3, last in both, sets each ranker's floor):
+    with equal weights chunk 1 wins (dense's margin is the larger); a Dutch query on an English-only embedder has
+    dense at 0.25, so BM25's choice wins."""
+    texts = ["De sleutel van het archief en de code van de deur liggen bij de portier, die om vijf uur naar huis gaat.",  # 1: once each
+             "De code van het archief is QX-7731 en de code van de kluis is anders.",  # 2: "code" twice, "archief"
+             "In de kelder onder het gemeentehuis bewaren ze behalve het archief ook oude kaarten, foto's, "
+             "verslagen van raadsvergaderingen en dozen vol brieven van vroegere burgemeesters."]  # 3: "archief", long
+    vecs = np.stack([_one_hot(0), 0.3 * _one_hot(0) + np.sqrt(0.91) * _one_hot(1), _one_hot(2)])
     query = "Wat is de code van het archief?"
     both = HybridIndex(tmp_path / "a", 8, dense_languages=None)
     en_only = HybridIndex(tmp_path / "b", 8, dense_languages=["en"])
     for idx in (both, en_only):
-        idx.apply(IndexUpdate([1, 2], vecs, texts), save=False)
-        hits = idx.search(_one_hot(0), query, k=2)
-        assert [h.dense_rank for h in hits if h.chunk_id == 1] == [1]
-        assert [h.bm25_rank for h in hits if h.chunk_id == 2] == [1]
-        assert hits[0].query_language == "nl"
+        idx.apply(IndexUpdate([1, 2, 3], vecs, texts), save=False)
+        assert [h.chunk_id for h in idx.search(_one_hot(0), query, k=3, mode="dense")] == [1, 2, 3]
+        assert [h.chunk_id for h in idx.search(_one_hot(0), query, k=3, mode="bm25")] == [2, 1, 3]
+        assert idx.search(_one_hot(0), query, k=3)[0].query_language == "nl"
     assert both.search(_one_hot(0), query, k=2)[0].chunk_id == 1
     assert en_only.search(_one_hot(0), query, k=2)[0].chunk_id == 2
     # an English query on the same index: the embedder covers it, equal weights again
     assert en_only.covers("en") and not en_only.covers("nl") and en_only.covers(None)
     stats = en_only.stats()
-    assert stats["languages"] == {"nl": {"chunks": 2, "embedder_covers": False}}
+    assert stats["languages"] == {"nl": {"chunks": 3, "embedder_covers": False}}
     assert stats["embedder_languages"] == ["en"]
 
 

@@ -1,6 +1,6 @@
-"""Ranking: compound parts (character n-grams), the title/heading field, score fusion for languages the
-embedder does not cover, near-duplicates and MMR, neighbour expansion, documents as results, and the
-BM25 snapshot version bump."""
+"""Ranking: compound parts (character n-grams), the title/heading field, score fusion (each ranker's clear
+winner kept; BM25 leading for languages the embedder does not cover), near-duplicates and MMR, neighbour
+expansion, documents as results, and the BM25 snapshot version bump."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ import pytest
 from edge_agent.rag import bm25 as bm25_mod
 from edge_agent.rag import language
 from edge_agent.rag.bm25 import Bm25Index
-from edge_agent.rag.retrieval import reciprocal_rank_fusion, score_fusion
+from edge_agent.rag.retrieval import HybridIndex, IndexUpdate, score_fusion
 
 SWITCH = "Op de achterkant zit een prestatieschakelaar met drie standen voor stil werken of volle snelheid."
 FAN = "De ventilator draait harder wanneer de kaart warm wordt, maar de behuizing blijft redelijk stil."
@@ -63,12 +63,62 @@ def test_service_indexes_titles_on_ingest_and_on_rebuild(make_service):
     assert [h.title for h in again.retrieve("dakkapel", k=2, mode="bm25")][:1] == ["Dakkapel vergunning"]
 
 
+def _rrf(ranked: list[list[int]], weights: tuple[float, ...] = (1.0, 1.0), k: int = 60) -> list[int]:
+    """Reciprocal rank fusion (the hybrid fusion before score fusion): ids best first, for the premises below."""
+    scores: dict[int, float] = {}
+    for ids, w in zip(ranked, weights):
+        for rank, i in enumerate(ids, start=1):
+            scores[i] = scores.get(i, 0.0) + w / (k + rank)
+    return sorted(scores, key=lambda i: -scores[i])
+
+
 def test_score_fusion_keeps_a_clear_bm25_winner_first():
     d_ids, d_scores = np.array([3, 2, 9]), np.array([0.61, 0.60, 0.40], np.float32)
     b_ids, b_scores = np.array([1, 2, 3]), np.array([12.0, 5.0, 4.9], np.float32)
     assert score_fusion(d_ids, d_scores, b_ids, b_scores, 0.25)[0][0] == 1
     # rank fusion, even with dense at a quarter weight, lets the dense favourite overtake it
-    assert reciprocal_rank_fusion([d_ids.tolist(), b_ids.tolist()], weights=[0.25, 1.0])[0][0] != 1
+    assert _rrf([d_ids.tolist(), b_ids.tolist()], weights=(0.25, 1.0))[0] != 1
+    # one list empty (a single ranker, or BM25 found nothing): the other's order, its scores rescaled
+    assert [i for i, _ in score_fusion(d_ids, d_scores, np.zeros(0, np.int64), np.zeros(0, np.float32), 1.0)] == [3, 2, 9]
+    bm25_alone = score_fusion(np.zeros(0, np.int64), np.zeros(0, np.float32), b_ids, b_scores, 1.0)
+    assert [i for i, _ in bm25_alone] == [1, 2, 3] and [s for _, s in bm25_alone] == pytest.approx([1.0, 0.1 / 7.1, 0.0])
+
+
+# chunk -> (text, cosine of its vector to the query's): A is BM25's clear winner, D dense's; B, C and G both rank in between
+SURE = {"A": ("Boiler pressure valve: the boiler pressure valve settings, boiler pressure valve parts.", 0.50),
+        "B": ("The boiler pressure drops when the pump stops.", 0.60),
+        "C": ("Open the valve under the boiler before filling it.", 0.58),
+        "D": ("A safety device lets water out through a valve once the water inside goes above three bar.", 0.95),
+        "G": ("The pressure gauge on the boiler shows bar.", 0.57),
+        "E": ("Loops run over ranges and lists of items.", 0.20),
+        "F": ("String formatting uses braces and field names.", 0.10)}
+
+
+@pytest.mark.parametrize("languages", [None, ["en", "nl"]])
+def test_each_rankers_clear_winner_keeps_its_place_when_the_embedder_covers_the_query(tmp_path, languages):
+    """Dense is sure of D (cosine 0.95, the next 0.60), BM25 of A (about twice the next score) and ranks D last; B, C
+    and G are middling in both. Rank fusion put B, middling in both, first and let one of the two winners fall below
+    it; score fusion keeps both winners on top. For a language the embedder does not cover, BM25's order stands."""
+    dim, q = 8, np.eye(8, dtype=np.float32)[0]
+    vecs = np.stack([np.eye(dim, dtype=np.float32)[0] * c + np.eye(dim, dtype=np.float32)[1 + n % (dim - 1)] * np.sqrt(1 - c * c)
+                     for n, (_, c) in enumerate(SURE.values())])
+    name = dict(enumerate(SURE, start=1))
+    query = "boiler pressure valve"
+    for langs, covered in ((languages, True), (["xx"], False)):
+        idx = HybridIndex(tmp_path / str(covered), dim, dense_languages=langs)
+        idx.apply(IndexUpdate(list(name), vecs, [t for t, _ in SURE.values()]), save=False)
+        dense = [name[h.chunk_id] for h in idx.search(q, query, k=7, mode="dense")]
+        bm25 = idx.search(q, query, k=7, mode="bm25")
+        assert dense[:2] == ["D", "B"] and [name[h.chunk_id] for h in bm25] == ["A", "G", "B", "C", "D"]  # the premise
+        assert bm25[0].bm25_score > 1.8 * bm25[1].bm25_score
+        assert _rrf([dense, [name[h.chunk_id] for h in bm25]])[0] == "B"
+        hits = idx.search(q, query, k=7)
+        assert hits[0].query_language == "en" and idx.covers("en") == covered
+        if covered:
+            assert [name[h.chunk_id] for h in hits[:2]] == ["A", "D"]
+        else:
+            assert [name[h.chunk_id] for h in hits[:5]] == ["A", "G", "B", "C", "D"]
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
 def test_near_duplicates_are_left_out_and_diversity_spreads_hits(make_service):
