@@ -12,9 +12,9 @@ Its name in the benches is "nlfaq" (pydoc_labels.load("nlfaq"), --set nlfaq).
 """
 from __future__ import annotations
 
-import html
-import re
 from pathlib import Path
+
+from pydoc_labels import kept_paragraphs
 
 DOCS = Path("/usr/share/doc/debian/FAQ/nl")
 CHAPTERS = {  # chapter page -> label (the chapter's own title, without "Hoofdstuk N.")
@@ -31,25 +31,12 @@ MIN_WORDS = 15
 MAX_WORDS = 150
 
 
-def _text(fragment: str) -> str:
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
-
-
 def paragraphs(docs: Path = DOCS, chapters: dict[str, str] | None = None) -> dict[str, list[str]]:
     """label -> its chapter's paragraphs (deduplicated). Raises FileNotFoundError without the package."""
     if not (docs / "index.nl.html").is_file():
         raise FileNotFoundError(f"{docs} not found: apt-get install debian-faq-nl")
     out: dict[str, list[str]] = {}
     for page, label in (chapters or CHAPTERS).items():
-        seen: set[str] = set()
-        paras: list[str] = []
-        for p in re.findall(r"<p>(.*?)</p>", (docs / page).read_text(encoding="utf-8"), flags=re.S):
-            t = _text(p)
-            words = t.split()
-            if len(words) < MIN_WORDS or t in seen:
-                continue
-            seen.add(t)
-            paras.append(" ".join(words[:MAX_WORDS]))
-        out[label] = paras
+        out[label] = kept_paragraphs([(docs / page).read_text(encoding="utf-8")], MIN_WORDS, MAX_WORDS)
     return out
 

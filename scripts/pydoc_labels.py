@@ -65,20 +65,25 @@ def paragraphs(docs: Path = DOCS, chapters: dict[str, str] | None = None) -> dic
     for page, label in (chapters or CHAPTERS).items():
         chapter = (docs / page).read_text(encoding="utf-8")
         mods = dict.fromkeys(re.findall(r'<li class="toctree-l1"><a class="reference internal" href="([^"#]+)">', chapter))
-        seen: set[str] = set()
-        paras: list[str] = []
-        for m in mods:
-            body = (docs / m).read_text(encoding="utf-8")
-            body = body.split('<div class="body" role="main">', 1)[-1].split('<div class="sphinxsidebar"', 1)[0]
-            for p in re.findall(r"<p>(.*?)</p>", body, flags=re.S):
-                t = _text(p)
-                words = t.split()
-                if len(words) < MIN_WORDS or t in seen:
-                    continue
-                seen.add(t)
-                paras.append(" ".join(words[:MAX_WORDS]))
-        out[label] = paras
+        bodies = [(docs / m).read_text(encoding="utf-8").split('<div class="body" role="main">', 1)[-1]
+                  .split('<div class="sphinxsidebar"', 1)[0] for m in mods]
+        out[label] = kept_paragraphs(bodies, MIN_WORDS, MAX_WORDS)
     return out
+
+
+def kept_paragraphs(bodies: list[str], min_words: int, max_words: int) -> list[str]:
+    """The <p> texts of the HTML bodies with at least min_words words, each once, cut to max_words words."""
+    seen: set[str] = set()
+    paras: list[str] = []
+    for body in bodies:
+        for p in re.findall(r"<p>(.*?)</p>", body, flags=re.S):
+            t = _text(p)
+            words = t.split()
+            if len(words) < min_words or t in seen:
+                continue
+            seen.add(t)
+            paras.append(" ".join(words[:max_words]))
+    return paras
 
 
 ALL_SETS = (*SETS, "nlfaq")  # nlfaq: the Debian FAQ in Dutch by chapter (scripts/nlfaq_labels.py)
