@@ -179,6 +179,15 @@ class Settings(BaseSettings):
         "all-MiniLM-L6-v2", description="Embedding model: 'all-MiniLM-L6-v2' (packaged) or a sentence-transformers folder."
     )
     ingest_roots: list[Path] = Field(default_factory=list, description="Folders the server may read documents from by path.")
+    model_aliases: list[str] = Field(
+        default_factory=list,
+        description="More names the chat model answers to, for apps with a model name built in (e.g. gpt-4o-mini), as "
+                    "vLLM's --served-model-name; listed by /v1/models.",
+    )
+    embedding_model_aliases: list[str] = Field(
+        default_factory=list,
+        description="More names the embedding model answers to (e.g. text-embedding-3-small); listed by /v1/models.",
+    )
     max_file_bytes: int = Field(50 * 1024 * 1024, ge=1, description="Largest document accepted for ingestion.")
     max_batch_file_bytes: int = Field(
         100 * 1024 * 1024, ge=1024, description="Largest OpenAI batch input file accepted by POST /v1/files (413 beyond)."

@@ -154,11 +154,11 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
     metrics.set_device(**scheduler.engine.device_status())
     chat = ChatService(
         scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
-        max_tokens_limit=settings.max_tokens_limit,
+        max_tokens_limit=settings.max_tokens_limit, aliases=settings.model_aliases,
     )
     chat.grounding = GroundingPolicy.from_settings(settings)
     rt = Runtime(settings=settings, scheduler=scheduler, chat=chat, embeddings=None, metrics=metrics, documents=documents)  # type: ignore[arg-type]
-    rt.embeddings = EmbeddingService(lambda: rt.documents, lambda: rt.documents_status)
+    rt.embeddings = EmbeddingService(lambda: rt.documents, lambda: rt.documents_status, aliases=settings.embedding_model_aliases)
     rt.releaser = IdleReleaser(settings.idle_unload_s, release_free_heap).start()  # before the parts it watches load
     chat.attach_documents(lambda: rt.documents, lambda: rt.documents_status)
     if documents is None and load_documents:
@@ -237,7 +237,7 @@ def build_job_worker(snapshot: dict) -> Any:
     settings = Settings(**snapshot)
     scheduler = build_engine(settings, max_batch=settings.max_batch)
     chat = ChatService(scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
-                       max_tokens_limit=settings.max_tokens_limit)
+                       max_tokens_limit=settings.max_tokens_limit, aliases=settings.model_aliases)
     lock, held = threading.Lock(), []
 
     def embedder() -> Any:
@@ -248,7 +248,7 @@ def build_job_worker(snapshot: dict) -> Any:
 
     from edge_agent.engine.types import BATCH_PRIORITY
 
-    return JobContext(chat=chat, embeddings=EmbeddingService(embedder), documents=lambda: None, settings=settings,
+    return JobContext(chat=chat, embeddings=EmbeddingService(embedder, aliases=settings.embedding_model_aliases), documents=lambda: None, settings=settings,
                       priority=BATCH_PRIORITY, bundle_id=bundle_id_of(scheduler.engine.bundle.manifest), db=None)
 
 

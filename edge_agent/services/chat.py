@@ -6,7 +6,7 @@ stream it returns is a services.generation.Generation (its event types are impor
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -117,8 +117,11 @@ def _service_error(e: BaseException) -> BaseException:
 class ChatService(GroundedChat):
     """Chat and text completions over one BatchScheduler (one model)."""
 
-    def __init__(self, scheduler, *, request_timeout_s: float = 300.0, default_max_tokens: int = 512, max_tokens_limit: int = 4096):
+    def __init__(self, scheduler, *, request_timeout_s: float = 300.0, default_max_tokens: int = 512, max_tokens_limit: int = 4096,
+                 aliases: Sequence[str] = ()):
+        """aliases: more names the model answers to (Settings.model_aliases)."""
         self.scheduler = scheduler
+        self.aliases: tuple[str, ...] = tuple(a for a in aliases if a)
         self.engine = scheduler.engine
         bundle = self.engine.bundle
         self.model_name: str = self.engine.name
@@ -180,9 +183,9 @@ class ChatService(GroundedChat):
         return token_texts(self.engine.tokenizer)
 
     def check_model(self, name: str) -> None:
-        """Raise ModelNotFoundError unless name is this model (or "default")."""
-        if name not in (self.model_name, "default"):
-            raise ModelNotFoundError(name, [self.model_name])
+        """Raise ModelNotFoundError unless name is this model, one of its aliases or "default"."""
+        if name not in (self.model_name, "default", *self.aliases):
+            raise ModelNotFoundError(name, [self.model_name, *self.aliases])
 
     # --- requests -----------------------------------------------------------------
     def chat(self, messages: list[dict], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +31,11 @@ class EmbeddingService:
     """Embeds texts with whatever `documents()` provides: an object with embed(list[str]) -> array,
     or one whose `.embedder` has it. `status()` explains why none is available (e.g. still loading)."""
 
-    def __init__(self, documents: Callable[[], Any], status: Callable[[], str | None] = lambda: None):
+    def __init__(self, documents: Callable[[], Any], status: Callable[[], str | None] = lambda: None, aliases: Sequence[str] = ()):
+        """aliases: more names the model answers to (Settings.embedding_model_aliases)."""
         self._documents = documents
         self._status = status
+        self.aliases: tuple[str, ...] = tuple(a for a in aliases if a)
 
     def _embedder(self) -> Any | None:
         docs = self._documents()
@@ -67,8 +69,8 @@ class EmbeddingService:
         served = self.model_name
         if served is None:
             raise UnavailableError(self._unavailable_message())
-        if name not in (served, "default"):
-            raise ModelNotFoundError(name, [served])
+        if name not in (served, "default", *self.aliases):
+            raise ModelNotFoundError(name, [served, *self.aliases])
 
     def _unavailable_message(self) -> str:
         why = self._status()

@@ -354,3 +354,38 @@ def test_a_model_of_the_other_kind_is_a_404_that_names_the_right_route(tiny_bund
         assert "chat model" in e.value.body["message"] and embedder.name in e.value.body["message"], e.value.body
     finally:
         server.close()
+
+
+def test_model_aliases_let_an_app_keep_its_built_in_model_names(tiny_bundles, api_tmp):
+    """An app with gpt-4o-mini / text-embedding-3-small built in works unchanged once the operator names them as aliases
+    (vLLM's --served-model-name): chat, completions, embeddings, batch-less routes and Ollama's; /v1/models lists them;
+    a name that is no alias is still a 404, and an embedding alias sent to chat says where it belongs."""
+    import ollama
+
+    from api_helpers import REPO, api_settings, start_server
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+    settings = api_settings(tiny_bundles["llama"], api_tmp, model_aliases=["gpt-4o-mini", "llama3.2"],
+                            embedding_model_aliases=["text-embedding-3-small"])
+    server = start_server(settings, documents=embedder)
+    try:
+        c = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+        assert {"gpt-4o-mini", "llama3.2", "text-embedding-3-small"} <= {m.id for m in c.models.list().data}
+        assert c.models.retrieve("gpt-4o-mini").id == "gpt-4o-mini"
+        r = c.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, max_tokens=4)
+        assert r.choices[0].finish_reason in ("stop", "length")
+        assert c.completions.create(model="llama3.2", prompt="Hallo", max_tokens=2).choices
+        e = c.embeddings.create(model="text-embedding-3-small", input=["hallo wereld"])
+        assert len(e.data[0].embedding) == embedder.dim
+        with pytest.raises(openai.NotFoundError) as nf:
+            c.chat.completions.create(model="gpt-4o", messages=MESSAGES, max_tokens=2)
+        assert "gpt-4o-mini" in nf.value.body["message"]  # the names it does answer to
+        with pytest.raises(openai.NotFoundError) as nf:
+            c.chat.completions.create(model="text-embedding-3-small", messages=MESSAGES, max_tokens=2)
+        assert "/v1/embeddings" in nf.value.body["message"]
+        o = ollama.Client(host=server.url, headers={"Authorization": f"Bearer {KEY}"})
+        assert o.chat(model="llama3.2:latest", messages=MESSAGES, options={"num_predict": 2}).message is not None
+        assert len(o.embed(model="text-embedding-3-small", input="hallo").embeddings[0]) == embedder.dim
+    finally:
+        server.close()
