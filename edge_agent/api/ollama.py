@@ -212,12 +212,18 @@ def embeddings():
 
 
 def _models(rt) -> list[tuple[o.OllamaModel, dict[str, Any], list[str], int]]:
-    """Each model served: its listing, model_info, capabilities and context length."""
+    """Each model served, then each alias (Settings.model_aliases, embedding_model_aliases) as a model of its own, as
+    Ollama lists a copied model: its listing, model_info, capabilities and context length."""
     card, info = o.chat_model(rt.chat)
     out = [(card, info, ["completion"], rt.chat.context_length)]
     emb = o.embedding_model(rt.embeddings.facts() if rt.embeddings is not None else None)
     if emb is not None:
         out.append((emb[0], emb[1], ["embedding"], emb[1]["bert.context_length"]))
+    named = {"completion": rt.chat.aliases, "embedding": rt.embeddings.aliases if rt.embeddings is not None else ()}
+    for card, info, caps, ctx in list(out):
+        for alias in named[caps[0]]:
+            tag = alias if ":" in alias else alias + o.LATEST
+            out.append((card.model_copy(update={"name": tag, "model": tag}), info, caps, ctx))
     return out
 
 
