@@ -577,9 +577,17 @@ def _db(ctx: JobContext):
 
 def _csv_items(params: dict) -> Iterator[Item]:
     """One item per CSV row (the text column; the id column or the row number as id)."""
-    with open(params["csv_path"], encoding="utf-8-sig", newline="") as f:
+    with open(params["csv_path"], "rb") as f:
         data = f.read()
-    reader = csv.DictReader(io.StringIO(data))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:  # Excel's "CSV" (not "CSV UTF-8") is Windows-1252, as the document loader reads it too
+        text = data.decode("cp1252", errors="replace")
+    try:  # Excel with Dutch (German, French...) regional settings separates fields with ';'
+        dialect = csv.Sniffer().sniff(text.split("\n", 1)[0], delimiters=",;\t|")
+    except csv.Error:
+        dialect = csv.excel
+    reader = csv.DictReader(io.StringIO(text), dialect=dialect)
     col, idcol = params["text_column"], params.get("id_column")
     if reader.fieldnames is None or col not in reader.fieldnames:
         raise InvalidJobError(f"the CSV has no column {col!r}; its columns: {', '.join(reader.fieldnames or [])}", "text_column")
