@@ -272,7 +272,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     print(f"{'RUN':30} {'KIND':10} {'STATUS':10} {'DONE':>11} {'FAILED':>6} {'STARTED':17} {'NOTE'}")
     for r in runs:
         c = r.counts
-        note = r.stop_reason or r.error or ""
+        note = r.error or r.stop_reason or ""  # a failed run's stop_reason is just "error": the error says what happened
         print(f"{r.id:30} {r.kind:10} {r.status:10} {c['succeeded'] + c['failed']:>5}/{r.total_items:<5} {c['failed']:>6} "
               f"{_when(r.started_at):17} {note}")
     if total > len(runs):

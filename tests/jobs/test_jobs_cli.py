@@ -82,3 +82,16 @@ def test_jobs_list_fits_long_names_and_hides_openai_batch_jobs(cli, capsys):
     assert "batch_abc123" not in "\n".join(lines) and "1 OpenAI batch job not shown" in lines[-1]
     assert cli("list", "--all") == 0
     assert "batch_abc123" in capsys.readouterr().out
+
+
+def test_jobs_runs_shows_why_a_run_failed(cli, capsys, tmp_path):
+    """A run that could not list its items ends with stop_reason 'error': `jobs runs` shows the error itself, not the word 'error'."""
+    (tmp_path / "docs").mkdir(exist_ok=True)
+    (tmp_path / "docs" / "mail.csv").write_text("id,onderwerp\n1,Factuur\n", encoding="utf-8")
+    assert cli("add", "mail", "classify", "--params", json.dumps({"labels": ["factuur", "klacht"], "source": "csv",
+               "csv_path": str(tmp_path / "docs" / "mail.csv"), "text_column": "tekst"})) == 0
+    assert cli("run", "mail", "--no-progress") == 1
+    capsys.readouterr()
+    assert cli("runs", "mail") == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert "failed" in row and "the CSV has no column 'tekst'" in row, row
