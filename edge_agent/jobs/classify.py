@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, RunInfo
+from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, RunInfo, document_filters
 from edge_agent.services.errors import ServiceError, UnavailableError
 
 log = logging.getLogger(__name__)
@@ -391,10 +391,13 @@ class ClassifyKind:
                 raise InvalidJobError(f"csv_path: {e}; it must be a CSV file under ingest_roots", "csv_path") from None
             out["text_column"] = params.get("text_column") or "text"
             out["id_column"] = params.get("id_column")
-        else:
-            for key in ("document_ids", "path_prefix", "types", "changed_only"):
-                if params.get(key) is not None:
-                    out[key] = params[key]
+        else:  # the same selection as summarize: a relative path_prefix under the ingest roots, types checked
+            out.update(document_filters(params, ctx))
+            ids = params.get("document_ids")
+            if ids is not None:
+                if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                    raise InvalidJobError("document_ids must be a list of document ids (numbers)", "document_ids")
+                out["document_ids"] = ids
         if method in ("likelihood", "auto") and ctx.chat is None and method == "likelihood":
             raise InvalidJobError("method likelihood needs the language model, which this process does not load", "method")
         return out
