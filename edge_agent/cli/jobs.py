@@ -254,6 +254,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         c = run.counts
         extra = f" ({run.stop_reason})" if run.stop_reason else ""
+        if run.status == "succeeded" and not run.total_items:
+            skip = "; documents whose summary is current are skipped unless force" if job.kind == "summarize" else ""
+            print(f"run {run.id}: succeeded: nothing to do (no items matched the job's selection{skip})")
+            return 0
         print(f"run {run.id}: {run.status}{extra}: {c['succeeded']} succeeded, {c['failed']} failed, {c['pending']} left"
               + (f"; error: {run.error}" if run.error else ""))
         if c["failed"]:
