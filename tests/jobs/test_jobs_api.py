@@ -289,3 +289,18 @@ def test_classify_selects_documents_as_summarize_does(live, tmp_path):
                           ({"changed_only": "ja"}, "params.changed_only")):
         status, err = live("POST", "/v1/jobs", {"name": "bad", "kind": "classify", "params": {"labels": labels, **params}})
         assert status == 400 and err["error"]["param"] == param, err
+
+
+def test_patching_the_time_of_a_schedule_keeps_its_time_zone(live):
+    """A Dutch operator moved a nightly job from 02:30 to 04:00 with PATCH {"schedule": {"cron": "0 4 * * *"}}: the
+    zone fell back to jobs_timezone (UTC), so the job ran at 05:00 in Amsterdam in winter and 06:00 in summer."""
+    status, job = live("POST", "/v1/jobs", {"name": "nacht", "kind": "summarize",
+                                            "schedule": {"cron": "30 2 * * *", "timezone": "Europe/Amsterdam"}})
+    assert status == 200, job
+    status, job = live("PATCH", "/v1/jobs/nacht", {"schedule": {"cron": "0 4 * * *"}})
+    assert status == 200 and job["schedule"] == {"cron": "0 4 * * *", "timezone": "Europe/Amsterdam"}, job
+    status, job = live("PATCH", "/v1/jobs/nacht", {"schedule": {"cron": "0 4 * * *", "timezone": "UTC"}})
+    assert status == 200 and job["schedule"]["timezone"] == "UTC", job  # a zone that is given is taken
+    assert live("POST", "/v1/jobs", {"name": "los", "kind": "summarize"})[0] == 200
+    status, job = live("PATCH", "/v1/jobs/los", {"schedule": {"cron": "0 4 * * *"}})
+    assert status == 200 and job["schedule"]["timezone"] == live.rt.settings.jobs_timezone, job  # no zone yet: the default
