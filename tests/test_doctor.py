@@ -227,3 +227,22 @@ def test_the_jobs_behind_openai_batches_are_counted_not_listed(site, capsys):
     out = capsys.readouterr().out
     assert "nightly (summarize): 0 2 * * *" in out and "batch_0000" not in out, out
     assert "(3 OpenAI batch jobs not shown; see `edge-agent jobs list --all`)" in out, out
+
+
+def test_jobs_show_when_they_run_next_in_this_machines_zone(site, capsys):
+    """Doctor listed 'nightly (summarize): 0 2 * * * Europe/Amsterdam enabled' and 'adhoc (summarize): manual  enabled':
+    no next run (the operator's question around a clock change), and 'enabled' for a job nothing starts."""
+    import datetime as dt
+    import re
+
+    assert main(["jobs", "add", "nightly", "summarize", "--schedule", "0 2 * * *", "--timezone", "Europe/Amsterdam"]) == 0
+    assert main(["jobs", "add", "paused", "summarize", "--schedule", "0 3 * * *", "--disabled"]) == 0
+    assert main(["jobs", "add", "adhoc", "summarize"]) == 0
+    capsys.readouterr()
+    assert main(["--threads", "1", "doctor"]) == 0
+    out = capsys.readouterr().out
+    zone = dt.datetime.now().astimezone().strftime("%Z")
+    assert re.search(r"  nightly \(summarize\): 0 2 \* \* \* Europe/Amsterdam, next run \d{4}-\d\d-\d\d \d\d:\d\d "
+                     + re.escape(f"({zone})") + "\n", out), out
+    assert "  paused (summarize): 0 3 * * * UTC (off)\n" in out, out
+    assert "  adhoc (summarize): manual\n" in out, out

@@ -11,6 +11,7 @@ that cannot be read at all, as for every command).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.cli.common import settings_from
+from edge_agent.cli.jobs import local_time
 
 LOW_DISK_BYTES = 1 << 30
 
@@ -281,7 +283,13 @@ def _print(r: Report) -> None:
         shown = [j for j in sec["jobs"] if not j.get("openai_batch")]  # one per POST /v1/batches: counted, as `jobs list` does
         print("jobs: " + ("none" if not shown else ""))
         for j in shown:
-            print(f"  {j['name']} ({j['kind']}): {j['schedule'] or 'manual'} {j['timezone'] or ''} {'enabled' if j['enabled'] else 'disabled'}")
+            if not j["schedule"]:
+                when = "manual"
+            elif not j["enabled"]:
+                when = f"{j['schedule']} {j['timezone']} (off)"
+            else:  # this machine's local time, with its zone, as `jobs list` shows it
+                when = f"{j['schedule']} {j['timezone']}, next run {local_time(j['next_run_at'])} ({dt.datetime.now().astimezone():%Z})"
+            print(f"  {j['name']} ({j['kind']}): {when}")
         if len(shown) < len(sec["jobs"]):
             print(f"  ({len(sec['jobs']) - len(shown)} OpenAI batch jobs not shown; see `edge-agent jobs list --all`)")
     ls = sec["listen"]

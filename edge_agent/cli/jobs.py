@@ -139,7 +139,8 @@ class _Documents:
             self.svc.close()
 
 
-def _when(ts: float | None) -> str:
+def local_time(ts: float | None) -> str:
+    """Epoch seconds as this machine's local time (YYYY-MM-DD HH:MM), or "-"."""
     return "-" if ts is None else dt.datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M")
 
 
@@ -177,11 +178,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not jobs:
         print("no jobs; add one with `edge-agent jobs add NAME KIND`")
     else:
-        zone = dt.datetime.now().astimezone().strftime("%Z")  # _when's times are this machine's; a schedule may name another zone
+        zone = dt.datetime.now().astimezone().strftime("%Z")  # local_time's times are this machine's; a schedule may name another zone
         rows = [("NAME", "KIND", "SCHEDULE", f"NEXT RUN ({zone})", f"LAST SUCCESS ({zone})")]
         for j in jobs:
             sched = f"{j.schedule_cron} {j.schedule_tz}" if j.schedule_cron else "-"
-            rows.append((j.name, j.kind, sched + ("" if j.enabled else " (off)"), _when(j.next_run_at), _when(j.last_success_at)))
+            rows.append((j.name, j.kind, sched + ("" if j.enabled else " (off)"), local_time(j.next_run_at), local_time(j.last_success_at)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         for r in rows:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
@@ -203,7 +204,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         job = svc.create_job(args.name, args.kind, params, sched, not args.disabled, _limits(args))
     except _errors() as e:
         return _fail(str(e))
-    print(f"added job {job.name} ({job.id}), kind {job.kind}" + (f", next run {_when(job.next_run_at)} ({dt.datetime.now().astimezone():%Z})" if job.next_run_at else ""))
+    print(f"added job {job.name} ({job.id}), kind {job.kind}" + (f", next run {local_time(job.next_run_at)} ({dt.datetime.now().astimezone():%Z})" if job.next_run_at else ""))
     return 0
 
 
@@ -253,6 +254,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         c = run.counts
         extra = f" ({run.stop_reason})" if run.stop_reason else ""
+        if run.status == "succeeded" and not run.total_items:
+            skip = "; documents whose summary is current are skipped unless force" if job.kind == "summarize" else ""
+            print(f"run {run.id}: succeeded: nothing to do (no items matched the job's selection{skip})")
+            return 0
         print(f"run {run.id}: {run.status}{extra}: {c['succeeded']} succeeded, {c['failed']} failed, {c['pending']} left"
               + (f"; error: {run.error}" if run.error else ""))
         if c["failed"]:
@@ -272,9 +277,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     print(f"{'RUN':30} {'KIND':10} {'STATUS':10} {'DONE':>11} {'FAILED':>6} {'STARTED':17} {'NOTE'}")
     for r in runs:
         c = r.counts
-        note = r.stop_reason or r.error or ""
+        note = r.error or r.stop_reason or ""  # a failed run's stop_reason is just "error": the error says what happened
         print(f"{r.id:30} {r.kind:10} {r.status:10} {c['succeeded'] + c['failed']:>5}/{r.total_items:<5} {c['failed']:>6} "
-              f"{_when(r.started_at):17} {note}")
+              f"{local_time(r.started_at):17} {note}")
     if total > len(runs):
         print(f"({total - len(runs)} older runs not shown; --limit N)")
     return 0

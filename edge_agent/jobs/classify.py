@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, RunInfo
+from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, RunInfo, document_filters
 from edge_agent.services.errors import ServiceError, UnavailableError
 
 log = logging.getLogger(__name__)
@@ -391,10 +391,13 @@ class ClassifyKind:
                 raise InvalidJobError(f"csv_path: {e}; it must be a CSV file under ingest_roots", "csv_path") from None
             out["text_column"] = params.get("text_column") or "text"
             out["id_column"] = params.get("id_column")
-        else:
-            for key in ("document_ids", "path_prefix", "types", "changed_only"):
-                if params.get(key) is not None:
-                    out[key] = params[key]
+        else:  # the same selection as summarize: a relative path_prefix under the ingest roots, types checked
+            out.update(document_filters(params, ctx))
+            ids = params.get("document_ids")
+            if ids is not None:
+                if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                    raise InvalidJobError("document_ids must be a list of document ids (numbers)", "document_ids")
+                out["document_ids"] = ids
         if method in ("likelihood", "auto") and ctx.chat is None and method == "likelihood":
             raise InvalidJobError("method likelihood needs the language model, which this process does not load", "method")
         return out
@@ -577,9 +580,17 @@ def _db(ctx: JobContext):
 
 def _csv_items(params: dict) -> Iterator[Item]:
     """One item per CSV row (the text column; the id column or the row number as id)."""
-    with open(params["csv_path"], encoding="utf-8-sig", newline="") as f:
+    with open(params["csv_path"], "rb") as f:
         data = f.read()
-    reader = csv.DictReader(io.StringIO(data))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:  # Excel's "CSV" (not "CSV UTF-8") is Windows-1252, as the document loader reads it too
+        text = data.decode("cp1252", errors="replace")
+    try:  # Excel with Dutch (German, French...) regional settings separates fields with ';'
+        dialect = csv.Sniffer().sniff(text.split("\n", 1)[0], delimiters=",;\t|")
+    except csv.Error:
+        dialect = csv.excel
+    reader = csv.DictReader(io.StringIO(text), dialect=dialect)
     col, idcol = params["text_column"], params.get("id_column")
     if reader.fieldnames is None or col not in reader.fieldnames:
         raise InvalidJobError(f"the CSV has no column {col!r}; its columns: {', '.join(reader.fieldnames or [])}", "text_column")

@@ -26,6 +26,50 @@ class InvalidJobError(ValueError):
         self.param = param
 
 
+DOCUMENT_TYPES = ("txt", "md", "html", "pdf", "docx", "eml", "csv", "unknown")
+
+
+def flag(params: dict, name: str) -> bool:
+    """A true/false param (default false). Raises InvalidJobError for anything else ("ja", 1)."""
+    value = params.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidJobError(f"{name} must be true or false", param=f"params.{name}")
+    return value
+
+
+def document_filters(params: dict, ctx: Any) -> dict[str, Any]:
+    """The document selection of a summarize or classify job, normalised: path_prefix as documents are stored
+    (a relative one, as replies show paths, under the ingest roots), types lower-cased, changed_only.
+
+    Raises InvalidJobError for a bad prefix (`..`, a URL), an unknown type or a changed_only that is no boolean.
+    """
+    from edge_agent.services.paths import PathNotAllowedError, prefix_under_roots
+
+    out: dict[str, Any] = {}
+    prefix = params.get("path_prefix")
+    if prefix is not None:
+        if not isinstance(prefix, str) or not prefix.strip() or "\x00" in prefix:
+            raise InvalidJobError("path_prefix must be a non-empty folder path", param="params.path_prefix")
+        try:  # relative: under the ingest roots, as the jobs and documents APIs show paths
+            out["path_prefix"] = prefix_under_roots(prefix, getattr(ctx.settings, "ingest_roots", None) or [])
+        except PathNotAllowedError as e:
+            raise InvalidJobError(f"path_prefix: {e}", param="params.path_prefix") from None
+        except OSError:  # a name too long, a loop of links: the error's text would name server paths
+            raise InvalidJobError("path_prefix is not a usable folder path", param="params.path_prefix") from None
+    types = params.get("types")
+    if types is not None:
+        if isinstance(types, str):
+            types = [types]
+        if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+            raise InvalidJobError("types must be a list of document types", param="params.types")
+        bad = [t for t in types if t.lower() not in DOCUMENT_TYPES]
+        if bad:
+            raise InvalidJobError(f"unknown document type {bad[0]!r}; known: {', '.join(DOCUMENT_TYPES)}", param="params.types")
+        out["types"] = sorted({t.lower() for t in types})
+    out["changed_only"] = flag(params, "changed_only")
+    return out
+
+
 class ItemError(Exception):
     """One item failed (recorded as failed with this message; the run goes on)."""
 

@@ -55,9 +55,21 @@ def check_cron(expr: str, tz: str | None) -> tuple[str, str]:
 
 
 def next_run(expr: str, tz: str | None, after: float) -> float:
-    """The first time (epoch s) strictly after `after` that matches the expression in the zone."""
+    """The first time (epoch s) strictly after `after` that matches the expression in the zone.
+
+    When the clock goes back (Europe/Amsterdam: 03:00 -> 02:00 on the last Sunday of October) a job at
+    fixed hours runs in the first of the repeated hours only, as cron does: a nightly job at 02:30 runs
+    once that night. A job whose hour field is every hour runs in both.
+    """
     start = dt.datetime.fromtimestamp(after, zone(tz))
-    return float(croniter(expr, start).get_next(dt.datetime).timestamp())
+    it = croniter(expr, start)
+    hours = croniter.expand(expr)[0][1]
+    every_hour = hours == ["*"] or len(hours) == 24
+    while True:
+        when = it.get_next(dt.datetime)
+        first = when.replace(tzinfo=None).replace(tzinfo=when.tzinfo, fold=0)  # the wall-clock time's first occurrence
+        if every_hour or first.timestamp() >= when.timestamp():
+            return float(when.timestamp())
 
 
 def deadline_at(value: str | float | int | None, tz: str | None, start: float, param: str = "limits.deadline") -> float | None:

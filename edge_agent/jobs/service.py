@@ -118,14 +118,15 @@ class JobsService:
             out["deadline"] = limits["deadline"]
         return out
 
-    def _schedule(self, sched: dict | str | None) -> tuple[str | None, str | None]:
+    def _schedule(self, sched: dict | str | None, zone: str | None = None) -> tuple[str | None, str | None]:
+        """(cron, timezone) of a schedule; one without a timezone takes `zone` (the job's own), else jobs_timezone."""
         if sched is None:
             return None, None
         if isinstance(sched, str):
             sched = {"cron": sched}
         if not isinstance(sched, dict) or set(sched) - {"cron", "timezone"}:
             raise InvalidJobError("schedule must be {\"cron\": \"0 2 * * *\", \"timezone\": \"Europe/Amsterdam\"}", param="schedule")
-        return schedule.check_cron(sched.get("cron"), sched.get("timezone") or self.settings.jobs_timezone)
+        return schedule.check_cron(sched.get("cron"), sched.get("timezone") or zone or self.settings.jobs_timezone)
 
     def create_job(self, name: str, kind: str, params: dict | None = None, schedule_: dict | str | None = None,
                    enabled: bool = True, limits: dict | None = None, source: str = "api") -> JobRecord:
@@ -179,7 +180,7 @@ class JobsService:
             values["enabled"] = changes["enabled"]
         cron, tz = job.schedule_cron, job.schedule_tz
         if "schedule" in changes:
-            cron, tz = self._schedule(changes["schedule"])
+            cron, tz = self._schedule(changes["schedule"], job.schedule_tz)  # a new time keeps the job's zone
             values["schedule_cron"], values["schedule_tz"] = cron, tz
         if "schedule" in changes or "enabled" in changes:
             on = values.get("enabled", job.enabled)

@@ -15,15 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from edge_agent.jobs.kinds import GenerationPoll, InvalidJobError, Item, ItemError, JobContext
+from edge_agent.jobs.kinds import GenerationPoll, InvalidJobError, Item, ItemError, JobContext, document_filters, flag as _flag
 from edge_agent.jobs.prompts import COMPLETION_RETRY, COMPLETION_STOP, MIN_TOKENS, PROMPT_VERSION, summary_prompt
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
-from edge_agent.services.paths import PathNotAllowedError, prefix_under_roots
 from edge_agent.store.jobs import SummaryStore
 
 PARALLEL_PER_ITEM = 4
-DOCUMENT_TYPES = ("txt", "md", "html", "pdf", "docx", "eml", "csv", "unknown")
 PARAMS = {"path_prefix", "types", "changed_only", "force", "max_tokens", "section_tokens"}
 PROMPT_SLACK = 16  # tokens for the prompt frame's rounding (counted pieces vs the joined text)
 
@@ -41,32 +39,8 @@ class SummarizeKind:
         if unknown:
             raise InvalidJobError(
                 f"unknown summarize params: {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(PARAMS))}", param="params")
-        out: dict[str, Any] = {}
-        prefix = params.get("path_prefix")
-        if prefix is not None:
-            if not isinstance(prefix, str) or not prefix.strip() or "\x00" in prefix:
-                raise InvalidJobError("path_prefix must be a non-empty folder path", param="params.path_prefix")
-            try:  # relative: under the ingest roots, as the jobs and documents APIs show paths
-                out["path_prefix"] = prefix_under_roots(prefix, getattr(ctx.settings, "ingest_roots", None) or [])
-            except PathNotAllowedError as e:
-                raise InvalidJobError(f"path_prefix: {e}", param="params.path_prefix") from None
-            except OSError:  # a name too long, a loop of links: the error's text would name server paths
-                raise InvalidJobError("path_prefix is not a usable folder path", param="params.path_prefix") from None
-        types = params.get("types")
-        if types is not None:
-            if isinstance(types, str):
-                types = [types]
-            if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
-                raise InvalidJobError("types must be a list of document types", param="params.types")
-            bad = [t for t in types if t.lower() not in DOCUMENT_TYPES]
-            if bad:
-                raise InvalidJobError(f"unknown document type {bad[0]!r}; known: {', '.join(DOCUMENT_TYPES)}", param="params.types")
-            out["types"] = sorted({t.lower() for t in types})
-        for flag in ("changed_only", "force"):
-            value = params.get(flag, False)
-            if not isinstance(value, bool):
-                raise InvalidJobError(f"{flag} must be true or false", param=f"params.{flag}")
-            out[flag] = value
+        out: dict[str, Any] = document_filters(params, ctx)
+        out["force"] = _flag(params, "force")
         out["max_tokens"] = _int(params, "max_tokens", 96, 8, 1024)
         if params.get("section_tokens") is not None:
             out["section_tokens"] = _int(params, "section_tokens", 1024, 64, 1 << 20)

@@ -182,3 +182,19 @@ def test_bad_labels_are_a_400_over_http(make_runtime):
             conn.close()
     finally:
         srv.close()
+
+
+def test_classify_csv_as_dutch_excel_saves_it(make_runtime, tmp_path):
+    """Excel with Dutch regional settings saves CSV with ';' between fields, in Windows-1252: rows are read as the loader reads them."""
+    rt = make_runtime()
+    csv_path = tmp_path / "docs" / "berichten.csv"
+    csv_path.write_bytes("id;onderwerp;tekst\n"
+                         "f1;Factuur;Graag betaling van factuur 8812, € 1.250,00, vóór 31 december.\n"
+                         "k1;Klacht;\"Ik heb drie uur gewacht; niemand heeft mij iets uitgelegd.\"\n".encode("cp1252"))
+    rt.jobs.create_job("berichten", "classify", {"labels": ["factuur", "klacht"], "method": "embedding", "source": "csv",
+                                                 "csv_path": str(csv_path), "text_column": "tekst", "id_column": "id"})
+    run = rt.jobs.run_foreground("berichten")
+    assert run.status == "succeeded", run.error
+    results = {i.key: i.result for i in rt.jobs.results(run.id)[0]}
+    assert [results[k]["id"] for k in ("row:1", "row:2")] == ["f1", "k1"]
+    assert all(r["label"] in ("factuur", "klacht") for r in results.values())

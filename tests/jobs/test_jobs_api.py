@@ -266,3 +266,41 @@ def test_run_and_item_errors_name_no_server_path(live, tmp_path):
     record = replace(live.rt.jobs.get_run(run["id"]), error=f"[Errno 20] Not a directory: '{tmp_path}/var/files/out.jsonl'")
     assert run_object(record, [tmp_path / "docs"]).error == "[Errno 20] Not a directory: 'out.jsonl'"
     assert run_object(record).error == record.error
+
+
+def test_classify_selects_documents_as_summarize_does(live, tmp_path):
+    """A classify job stored path_prefix and types as sent: 'mail' (a path as replies show it, or a job's own params
+    sent back by PATCH), "eml" as a string or "EML" selected no document and the run 'succeeded' with 0 items."""
+    mail = tmp_path / "docs" / "mail"
+    mail.mkdir(parents=True)
+    (mail / "factuur.txt").write_text("Hierbij ontvangt u factuur 2026-0412; graag betaling binnen 30 dagen.")
+    doc = live.rt.documents.add_file(mail / "factuur.txt").document_id
+    live.rt.documents.add_text("elders", doc_text(6, 3))
+    labels = ["factuur", "klacht"]
+    for name, params in (("rel", {"path_prefix": "mail"}), ("one", {"path_prefix": "mail", "types": "txt"}),
+                         ("upper", {"path_prefix": str(mail), "types": ["TXT"]})):
+        status, job = live("POST", "/v1/jobs", {"name": name, "kind": "classify",
+                                                "params": {"labels": labels, "method": "embedding", **params}})
+        assert status == 200 and job["params"]["path_prefix"] == "mail", job
+        run = _wait(live, live("POST", f"/v1/jobs/{name}/run")[1]["id"])
+        assert run["status"] == "succeeded", run
+        assert [r["key"] for r in live("GET", f"/v1/runs/{run['id']}/results")[1]["data"]] == [f"doc:{doc}"], name
+    for params, param in (({"types": ["htm"]}, "params.types"), ({"path_prefix": "../x"}, "params.path_prefix"),
+                          ({"changed_only": "ja"}, "params.changed_only")):
+        status, err = live("POST", "/v1/jobs", {"name": "bad", "kind": "classify", "params": {"labels": labels, **params}})
+        assert status == 400 and err["error"]["param"] == param, err
+
+
+def test_patching_the_time_of_a_schedule_keeps_its_time_zone(live):
+    """A Dutch operator moved a nightly job from 02:30 to 04:00 with PATCH {"schedule": {"cron": "0 4 * * *"}}: the
+    zone fell back to jobs_timezone (UTC), so the job ran at 05:00 in Amsterdam in winter and 06:00 in summer."""
+    status, job = live("POST", "/v1/jobs", {"name": "nacht", "kind": "summarize",
+                                            "schedule": {"cron": "30 2 * * *", "timezone": "Europe/Amsterdam"}})
+    assert status == 200, job
+    status, job = live("PATCH", "/v1/jobs/nacht", {"schedule": {"cron": "0 4 * * *"}})
+    assert status == 200 and job["schedule"] == {"cron": "0 4 * * *", "timezone": "Europe/Amsterdam"}, job
+    status, job = live("PATCH", "/v1/jobs/nacht", {"schedule": {"cron": "0 4 * * *", "timezone": "UTC"}})
+    assert status == 200 and job["schedule"]["timezone"] == "UTC", job  # a zone that is given is taken
+    assert live("POST", "/v1/jobs", {"name": "los", "kind": "summarize"})[0] == 200
+    status, job = live("PATCH", "/v1/jobs/los", {"schedule": {"cron": "0 4 * * *"}})
+    assert status == 200 and job["schedule"]["timezone"] == live.rt.settings.jobs_timezone, job  # no zone yet: the default

@@ -82,3 +82,33 @@ def test_jobs_list_fits_long_names_and_hides_openai_batch_jobs(cli, capsys):
     assert "batch_abc123" not in "\n".join(lines) and "1 OpenAI batch job not shown" in lines[-1]
     assert cli("list", "--all") == 0
     assert "batch_abc123" in capsys.readouterr().out
+
+
+def test_jobs_runs_shows_why_a_run_failed(cli, capsys, tmp_path):
+    """A run that could not list its items ends with stop_reason 'error': `jobs runs` shows the error itself, not the word 'error'."""
+    (tmp_path / "docs").mkdir(exist_ok=True)
+    (tmp_path / "docs" / "mail.csv").write_text("id,onderwerp\n1,Factuur\n", encoding="utf-8")
+    assert cli("add", "mail", "classify", "--params", json.dumps({"labels": ["factuur", "klacht"], "source": "csv",
+               "csv_path": str(tmp_path / "docs" / "mail.csv"), "text_column": "tekst"})) == 0
+    assert cli("run", "mail", "--no-progress") == 1
+    capsys.readouterr()
+    assert cli("runs", "mail") == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert "failed" in row and "the CSV has no column 'tekst'" in row, row
+
+
+def test_jobs_run_with_nothing_to_do_says_so(cli, capsys, tmp_path, embedder):
+    """A second summarize run finds every summary current: it printed '0 succeeded, 0 failed, 0 left', which reads
+    as if the job had failed to find its documents."""
+    from edge_agent.config import Settings
+    from edge_agent.services.documents import DocumentService
+
+    docs = DocumentService.from_settings(Settings(), embedder=embedder)
+    docs.add_text("nota", doc_text(1, 2))
+    docs.close()
+    assert cli("add", "sum", "summarize", "--params", '{"max_tokens": 8}') == 0
+    assert cli("run", "sum", "--no-progress") == 0
+    assert "1 succeeded" in capsys.readouterr().out
+    assert cli("run", "sum", "--no-progress") == 0
+    out = capsys.readouterr().out
+    assert ": succeeded: nothing to do (no items" in out and "0 succeeded" not in out, out

@@ -1,0 +1,37 @@
+"""Cron schedules in Europe/Amsterdam across the clock changes (last Sunday of March and of October)."""
+from __future__ import annotations
+
+import datetime as dt
+from zoneinfo import ZoneInfo
+
+from edge_agent.jobs.schedule import next_run
+
+AMS = ZoneInfo("Europe/Amsterdam")
+
+
+def runs(expr: str, start: dt.datetime, n: int) -> list[str]:
+    """The next n run times as Amsterdam wall-clock strings with their offset."""
+    out, t = [], start.timestamp()
+    for _ in range(n):
+        t = next_run(expr, "Europe/Amsterdam", t)
+        out.append(dt.datetime.fromtimestamp(t, AMS).strftime("%m-%d %H:%M%z"))
+    return out
+
+
+def test_a_nightly_job_runs_once_on_the_night_the_clock_goes_back():
+    """On 2026-10-25 02:00-03:00 happens twice; a job at 02:00 or 02:30 runs in the first of them only (as cron does)."""
+    start = dt.datetime(2026, 10, 24, 12, tzinfo=AMS)
+    assert runs("0 2 * * *", start, 3) == ["10-25 02:00+0200", "10-26 02:00+0100", "10-27 02:00+0100"]
+    assert runs("30 2 * * 0", start, 2) == ["10-25 02:30+0200", "11-01 02:30+0100"]
+
+
+def test_an_hourly_job_runs_in_both_repeated_hours():
+    """'Every hour' means every hour that passes, the repeated one included."""
+    start = dt.datetime(2026, 10, 25, 1, 30, tzinfo=AMS)
+    assert runs("0 * * * *", start, 3) == ["10-25 02:00+0200", "10-25 02:00+0100", "10-25 03:00+0100"]
+
+
+def test_a_nightly_job_in_the_skipped_hour_runs_when_the_clock_goes_forward():
+    """On 2027-03-28 02:30 does not exist: the job runs at 03:00 that night, not never and not twice."""
+    start = dt.datetime(2027, 3, 27, 12, tzinfo=AMS)
+    assert runs("30 2 * * *", start, 3) == ["03-28 03:00+0200", "03-29 02:30+0200", "03-30 02:30+0200"]
