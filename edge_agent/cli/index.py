@@ -187,12 +187,13 @@ def stats_lines(ix: dict) -> list[str]:
              f"{f.get('vectors', 0)} vectors in {f.get('index_file', '?')}; {search}"]
     langs = f.get("languages") or {}
     if langs:
+        uncovered = any(not v.get("embedder_covers") and code != "und" for code, v in langs.items())
         lines.append("  languages: " + ", ".join(
-            f"{code} {v['chunks']} chunk{'' if v['chunks'] == 1 else 's'}" + ("" if v.get("embedder_covers") else " (the embedder does not cover it: BM25 leads)")
+            f"{code}{'' if v.get('embedder_covers') or code == 'und' else '*'} {v['chunks']} chunk{'' if v['chunks'] == 1 else 's'}"
             for code, v in sorted(langs.items(), key=lambda kv: -kv[1]["chunks"])))
-        if any(not v.get("embedder_covers") and code != "und" for code, v in langs.items()):
-            lines.append("  for those: `edge-agent model install-embedding` installs multilingual-e5-small (offline), then set "
-                         "embedding_model to the folder it prints")
+        if uncovered:
+            lines.append("  * the embedder does not cover it: BM25 leads; `edge-agent model install-embedding` installs "
+                         "multilingual-e5-small (offline), then set embedding_model to the folder it prints")
     subwords = (f.get("bm25_fields") or {}).get("subwords")
     if subwords:
         lines.append(f"  BM25: {subwords} character n-grams let compound words match their parts")
