@@ -141,8 +141,10 @@ def test_access_log_line_has_no_prompt_or_key(tiny_bundles, tmp_path, caplog):
     lines = lines()
     comp = next(x for x in lines if x.startswith("POST /v1/completions 200"))
     assert comp.endswith("completion=3") and "prompt=" in comp
-    chat = next(x for x in lines if x.startswith("POST /v1/chat/completions 200"))
-    assert "completion=2" in chat
+    # the line of the stream the client read to its end; on a loaded machine the client may have retried an attempt
+    # whose connection broke (the keep-alive from the request before), and that attempt's line truly says completion=0
+    chat = [x for x in lines if x.startswith("POST /v1/chat/completions 200")]
+    assert any(x.endswith("completion=2") for x in chat), chat
     assert not any("secret" in x or "hidden" in x or KEY in x for x in lines)
     health = [r for r in caplog.records if r.name == "edge_agent.access" and " /health " in r.getMessage()]
     assert health and all(r.levelno == logging.DEBUG for r in health)  # probes stay out of the default level
