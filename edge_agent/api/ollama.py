@@ -77,20 +77,18 @@ def _read(model):
 
 def _chat_service(rt, name: str):
     """The chat service when name means the chat model; 400 for the embedding model's name, 404 for any other."""
-    if any(o.served(name, ours) for ours in (rt.chat.model_name, *rt.chat.aliases)):
+    if o.served(name, *rt.chat.names):
         return rt.chat
-    if rt.embeddings is not None and any(o.served(name, ours) for ours in (rt.embeddings.model_name, *rt.embeddings.aliases)):
+    if rt.embeddings is not None and o.served(name, *rt.embeddings.names):
         raise InvalidRequestError(f"model {name!r} does not support chat or generate: it is an embedding model", param="model")
     raise o.OllamaModelNotFound(name)
 
 
 def _embedding_service(rt, name: str):
     """The embedding service when name means its model (or "default"); 400 for the chat model's name, 404 for any other."""
-    emb = rt.embeddings.model_name if rt.embeddings is not None else None
-    aliases = rt.embeddings.aliases if rt.embeddings is not None else ()
-    if any(o.served(name, ours) for ours in (emb, "default", *aliases)):
+    if o.served(name, *(rt.embeddings.names if rt.embeddings is not None else ()), "default"):
         return rt.embeddings
-    if any(o.served(name, ours) for ours in (rt.chat.model_name, *rt.chat.aliases)):
+    if o.served(name, *rt.chat.names):
         raise InvalidRequestError(f"model {name!r} does not support embeddings: it is the chat model", param="model")
     raise o.OllamaModelNotFound(name)
 

@@ -38,7 +38,7 @@ def generation_request(model: type[M]) -> tuple[M, ChatService]:
     try:
         rt.chat.check_model(req.model)
     except ModelNotFoundError:
-        if rt.embeddings is not None and req.model in (rt.embeddings.model_name, *rt.embeddings.aliases):  # listed on /v1/models
+        if rt.embeddings is not None and req.model in rt.embeddings.names:  # listed on /v1/models
             raise ModelNotFoundError(req.model, [], f"the model {req.model!r} is an embedding model, not a chat model: send it to "
                                      f"/v1/embeddings, and chat and completions to {rt.chat.model_name!r}") from None
         raise
@@ -180,10 +180,10 @@ def event_stream(gen: Generation, body: Iterator[bytes], mimetype: str = "text/e
 
 def _model_cards() -> list[p.ModelCard]:
     rt = _runtime()
-    cards = [p.ModelCard(id=name, created=rt.chat.created) for name in (rt.chat.model_name, *rt.chat.aliases)]
+    cards = [p.ModelCard(id=name, created=rt.chat.created) for name in rt.chat.names]
     facts = rt.embeddings.facts() if rt.embeddings is not None else None
     if facts:  # its files' time (0: unknown)
-        cards += [p.ModelCard(id=name, created=int(facts["modified"])) for name in (facts["name"], *rt.embeddings.aliases)]
+        cards += [p.ModelCard(id=name, created=int(facts["modified"])) for name in rt.embeddings.names]
     return cards
 
 
@@ -311,7 +311,7 @@ def embeddings():
     try:
         svc.check_model(req.model)
     except ModelNotFoundError:
-        if req.model in (rt.chat.model_name, *rt.chat.aliases):  # listed beside it on /v1/models
+        if req.model in rt.chat.names:  # listed beside it on /v1/models
             raise ModelNotFoundError(req.model, [], f"the model {req.model!r} is the chat model, not an embedding model: "
                                      f"/v1/embeddings takes {svc.model_name!r} (or \"default\")") from None
         raise

@@ -182,10 +182,15 @@ class ChatService(GroundedChat):
 
         return token_texts(self.engine.tokenizer)
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names the model answers to: its id, then its aliases."""
+        return (self.model_name, *self.aliases)
+
     def check_model(self, name: str) -> None:
-        """Raise ModelNotFoundError unless name is this model, one of its aliases or "default"."""
-        if name not in (self.model_name, "default", *self.aliases):
-            raise ModelNotFoundError(name, [self.model_name, *self.aliases])
+        """Raise ModelNotFoundError unless name is one of the model's names or "default"."""
+        if name != "default" and name not in self.names:
+            raise ModelNotFoundError(name, list(self.names))
 
     # --- requests -----------------------------------------------------------------
     def chat(self, messages: list[dict], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,

@@ -37,6 +37,12 @@ class EmbeddingService:
         self._status = status
         self.aliases: tuple[str, ...] = tuple(a for a in aliases if a)
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names the model answers to: its id, then its aliases (none while no embedding model is loaded)."""
+        served = self.model_name
+        return (served, *self.aliases) if served is not None else ()
+
     def _embedder(self) -> Any | None:
         docs = self._documents()
         if docs is None:
@@ -69,8 +75,8 @@ class EmbeddingService:
         served = self.model_name
         if served is None:
             raise UnavailableError(self._unavailable_message())
-        if name not in (served, "default", *self.aliases):
-            raise ModelNotFoundError(name, [served, *self.aliases])
+        if name != "default" and name not in self.names:
+            raise ModelNotFoundError(name, list(self.names))
 
     def _unavailable_message(self) -> str:
         why = self._status()

@@ -372,11 +372,11 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def served(name: str, ours: str | None) -> bool:
-    """Whether a client's model name means ours: its id or "default", with or without ":latest", in any case (Ollama
-    compares names with strings.EqualFold)."""
+def served(name: str, *ours: str) -> bool:
+    """Whether a client's model name means one of ours (a model's names: its id and aliases) or "default", with or
+    without ":latest", in any case (Ollama compares names with strings.EqualFold)."""
     bare = name.lower().removesuffix(LATEST)
-    return ours is not None and bare in (ours.lower(), "default")
+    return bool(ours) and (bare == "default" or bare in (n.lower() for n in ours))
 
 
 def chat_model(chat) -> tuple[OllamaModel, dict[str, Any]]:
