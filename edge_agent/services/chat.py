@@ -324,27 +324,24 @@ class ChatService(GroundedChat):
         """Raise ContextLengthExceededError when text cannot fit without tokenizing it: its fewest possible tokens
         (engine.tokens.fewest_tokens, a floor: a prompt that fits is never refused) leave no room for max_tokens
         (1 when unset). A 2 MB prompt took 3.7 s of a server thread to encode before its 400."""
-        room = _least_room(options)
-        least = fewest_tokens(self.engine.tokenizer, text, over=self.context_length - room)
-        if least and least + room > self.context_length:  # 0: no floor (or an empty text); the real count decides
-            asked = f"{room} more were requested" if _asks_room(options) else "no room is left for a completion"
-            raise ContextLengthExceededError(
-                f"this model's context is {self.context_length} tokens and the prompt has at least {least} tokens: {asked}; "
-                "shorten the prompt" + (" or lower max_tokens" if _asks_room(options) else ""),
-                least, options.max_tokens or 0, self.context_length,
-            )
+        least = fewest_tokens(self.engine.tokenizer, text, over=self.context_length - _least_room(options))
+        if least and least + _least_room(options) > self.context_length:  # 0: no floor (or an empty text); the real count decides
+            raise self._too_long(least, options, f"at least {least}")
 
     def _check_fits(self, prompt_tokens: int, options: SamplingOptions) -> None:
         """Raise ContextLengthExceededError when a prompt of prompt_tokens (an exact count) leaves no room for max_tokens
         (1 when unset): the refusal the engine would give, before work is spent on the prompt (a grounded answer's search)."""
-        room = _least_room(options)
-        if prompt_tokens + room > self.context_length:
-            asked = f"{room} more were requested" if _asks_room(options) else "no room is left for a completion"
-            raise ContextLengthExceededError(
-                f"this model's context is {self.context_length} tokens and the prompt has {prompt_tokens} tokens: {asked}; "
-                "shorten the prompt" + (" or lower max_tokens" if _asks_room(options) else ""),
-                prompt_tokens, options.max_tokens or 0, self.context_length,
-            )
+        if prompt_tokens + _least_room(options) > self.context_length:
+            raise self._too_long(prompt_tokens, options)
+
+    def _too_long(self, prompt_tokens: int, options: SamplingOptions, counted: str = "") -> ContextLengthExceededError:
+        """The refusal of a prompt of prompt_tokens (said as `counted` when given: "at least N") that leaves no room."""
+        asked = f"{_least_room(options)} more were requested" if _asks_room(options) else "no room is left for a completion"
+        return ContextLengthExceededError(
+            f"this model's context is {self.context_length} tokens and the prompt has {counted or prompt_tokens} tokens: {asked}; "
+            "shorten the prompt" + (" or lower max_tokens" if _asks_room(options) else ""),
+            prompt_tokens, options.max_tokens if _asks_room(options) else 0, self.context_length,
+        )
 
     def _length_check(self, options: SamplingOptions) -> Callable[[str], None]:
         return lambda text: self._check_length(text, options)
@@ -357,12 +354,8 @@ class ChatService(GroundedChat):
     def _params(self, options: SamplingOptions, prompt_tokens: int, index: int) -> SamplingParams:
         d = self.defaults
         room = self.context_length - prompt_tokens
-        if (options.max_tokens is None or options.to_room) and room < 1:
-            raise ContextLengthExceededError(
-                f"this model's context is {self.context_length} tokens and the prompt has {prompt_tokens} tokens: "
-                "no room is left for a completion; shorten the prompt",
-                prompt_tokens, 0, self.context_length,
-            )
+        if not _asks_room(options) and room < 1:
+            raise self._too_long(prompt_tokens, options)
         if options.max_tokens is None:
             max_tokens = min(self.max_tokens_limit if options.fill else self.default_max_tokens, room)
         else:
