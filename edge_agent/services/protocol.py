@@ -103,6 +103,8 @@ TokenIdKey = Annotated[str, Field(pattern=r"^[0-9]{1,10}$"), BeforeValidator(_to
 LogitBias = Annotated[dict[TokenIdKey, Annotated[Float, Field(ge=-100, le=100)]],
                       Field(max_length=MAX_LOGIT_BIAS, json_schema_extra={"additionalProperties": False})]
 StopString = Annotated[str, Field(min_length=1, max_length=256)]
+GuidedChoices = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)]
+Pattern = Annotated[str, Field(min_length=1, max_length=4096)]
 StopList = Annotated[list[StopString], Field(max_length=MAX_STOP)]  # [] = no stop (as null)
 
 
@@ -159,11 +161,10 @@ class RagOptions(_Request):
 class StructuredOutputs(_Request):
     """vLLM's structured outputs: one of choice, json, regex or json_object. Extension."""
 
-    choice: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)] | None = Field(
-        None, description="The answer is exactly one of these strings.")
+    choice: GuidedChoices | None = Field(None, description="The answer is exactly one of these strings.")
     json_: dict[str, Any] | str | None = Field(None, alias="json", description="The answer is one JSON value that follows this "
                                                "JSON schema (an object, or its JSON text), as response_format json_schema.")
-    regex: str | None = Field(None, min_length=1, max_length=4096, description="The answer matches this regular expression whole.")
+    regex: Pattern | None = Field(None, description="The answer matches this regular expression whole.")
     json_object: bool | None = Field(None, description="true: the answer is one JSON object, as response_format json_object.")
     grammar: Unsupported("grammars are not taken: use json, regex or choice") = Field(None, description="Not supported.")
     structural_tag: Unsupported("structural tags are not taken: use json, regex or choice") = Field(None, description="Not supported.")
@@ -248,11 +249,9 @@ class _Sampling(_Request):
     response_format: ResponseFormat | None = Field(None, description="The answer's format (on completions as vLLM takes it).")
     structured_outputs: StructuredOutputs | None = Field(
         None, description="vLLM's structured outputs (not with response_format). Extension.")
-    guided_choice: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)] | None = Field(
-        None, description="vLLM's older spelling of structured_outputs.choice. Extension.")
+    guided_choice: GuidedChoices | None = Field(None, description="vLLM's older spelling of structured_outputs.choice. Extension.")
     guided_json: dict[str, Any] | str | None = Field(None, description="vLLM's older spelling of structured_outputs.json. Extension.")
-    guided_regex: str | None = Field(None, min_length=1, max_length=4096, description="vLLM's older spelling of "
-                                     "structured_outputs.regex. Extension.")
+    guided_regex: Pattern | None = Field(None, description="vLLM's older spelling of structured_outputs.regex. Extension.")
     guided_decoding_backend: str | None = Field(None, max_length=64, description="Accepted and ignored (one grammar engine here).")
     rag: RagOptions | None = Field(
         None, description="Answer from the private documents: the response gets `sources` (a stream sends them in its first chunk). Extension."
