@@ -25,6 +25,7 @@ bp = Blueprint("jobs", __name__)
 
 MAX_LIMIT = 1000
 RESULT_FIELDS = ("document_id", "custom_id", "summary", "label", "score", "response", "action", "path")
+ITEM_STATUSES = ("pending", "succeeded", "failed", "skipped", "cancelled")  # = store.jobs.ITEM_STATUSES (api does not import store)
 PATH_PARAMS = ("folders", "csv_path", "path_prefix")  # job params a kind stores resolved (absolute) on this server
 
 
@@ -108,11 +109,14 @@ class JobDeleted(BaseModel):
 
 
 class RunCounts(BaseModel):
+    """Items by status; they add up to total. A cancelled (or failed) run's items not done are cancelled, not pending."""
+
     total: int
     pending: int
     succeeded: int
     failed: int
     skipped: int
+    cancelled: int = 0
 
 
 class Run(BaseModel):
@@ -155,7 +159,7 @@ class RunResult(BaseModel):
 
     object: Literal["job.result"] = "job.result"
     key: str
-    status: Literal["pending", "succeeded", "failed", "skipped"]
+    status: Literal["pending", "succeeded", "failed", "skipped", "cancelled"]
     error: str | None = None
     result: dict[str, Any] | None = None
     bundle_id: str | None = None
@@ -205,7 +209,7 @@ def run_object(run, roots: list | None = None) -> Run:
     return Run(
         id=run.id, job_id=run.job_id, kind=run.kind, status=run.status, stop_reason=run.stop_reason, trigger=run.trigger,
         counts=RunCounts(total=total, pending=c.get("pending", 0), succeeded=c.get("succeeded", 0), failed=c.get("failed", 0),
-                         skipped=c.get("skipped", 0)),
+                         skipped=c.get("skipped", 0), cancelled=c.get("cancelled", 0)),
         progress=round(done / total, 4) if total else (1.0 if run.status == "succeeded" else 0.0),
         concurrency=run.concurrency, max_items=run.max_items, deadline_at=iso(run.deadline_at), cancel_requested=run.cancel_requested,
         carried_from=run.carried_from, resumes=run.resumes,
@@ -335,8 +339,8 @@ def run_results(run_id: str):
     offset = _query_int("offset", 0, 0, 1 << 62)
     limit = _query_int("limit", 100, 1, MAX_LIMIT)
     status = request.args.get("status")
-    if status is not None and status not in ("pending", "succeeded", "failed", "skipped"):
-        raise ApiError(400, "status must be pending, succeeded, failed or skipped", param="status", code="invalid_value")
+    if status is not None and status not in ITEM_STATUSES:
+        raise ApiError(400, f"status must be one of {', '.join(ITEM_STATUSES)}", param="status", code="invalid_value")
     items, total = _service().results(run_id, offset, limit, status)
     roots = _roots()
     return _json(RunResultList(data=[result_object(i, roots) for i in items], total=total, offset=offset, limit=limit,
@@ -432,11 +436,11 @@ def openapi_paths(runtime) -> dict[str, Any]:
             "get": {"summary": "A run's items with their results, in order, one page at a time", "operationId": "listRunResults",
                     "parameters": [run_id, query("offset", 0, 1 << 62), query("limit", 100, MAX_LIMIT),
                                    {"name": "status", "in": "query", "required": False,
-                                    "schema": {"type": "string", "enum": ["pending", "succeeded", "failed", "skipped"]}}],
+                                    "schema": {"type": "string", "enum": list(ITEM_STATUSES)}}],
                     "responses": responses("RunResultList", "One page of results.", (400, *get_codes))},
         },
         "/v1/runs/{run_id}/cancel": {
-            "post": {"summary": "Cancel a run (it stops within a moment; items not done stay pending)", "operationId": "cancelRun",
+            "post": {"summary": "Cancel a run (it stops within a moment; items not done become cancelled)", "operationId": "cancelRun",
                      "parameters": [run_id], "responses": responses("Run", "The run as it is now.", (401, 403, 404, 500, 503))},
         },
     }

@@ -52,7 +52,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     res.add_argument("run_id")
     res.add_argument("--offset", type=int, default=0)
     res.add_argument("--limit", type=int, default=100)
-    res.add_argument("--status", choices=["pending", "succeeded", "failed", "skipped"])
+    res.add_argument("--status", choices=["pending", "succeeded", "failed", "skipped", "cancelled"])
     res.add_argument("--json", action="store_true", help="one JSON object per line")
     res.set_defaults(func=cmd_results)
 
@@ -258,7 +258,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             skip = "; documents whose summary is current are skipped unless force" if job.kind == "summarize" else ""
             print(f"run {run.id}: succeeded: nothing to do (no items matched the job's selection{skip})")
             return 0
-        print(f"run {run.id}: {run.status}{extra}: {c['succeeded']} succeeded, {c['failed']} failed, {c['pending']} left"
+        not_done = f"{c['cancelled']} cancelled" if c.get("cancelled") else f"{c['pending']} left"
+        print(f"run {run.id}: {run.status}{extra}: {c['succeeded']} succeeded, {c['failed']} failed, {not_done}"
               + (f"; error: {run.error}" if run.error else ""))
         if c["failed"]:
             print(f"see the failures: edge-agent jobs results {run.id} --status failed")

@@ -25,6 +25,7 @@ from edge_agent.store.db import SqliteDatabase
 ACTIVE = ("queued", "running")
 FINISHED = ("succeeded", "failed", "cancelled")
 CARRY_REASONS = ("deadline", "max_items")
+ITEM_STATUSES = ("pending", "succeeded", "failed", "skipped", "cancelled")
 
 Effect = Callable[[sqlite3.Connection], None]
 
@@ -81,7 +82,7 @@ class RunRecord:
     started_at: float | None
     finished_at: float | None
     updated_at: float
-    counts: dict = field(default_factory=dict)  # pending, succeeded, failed, skipped
+    counts: dict = field(default_factory=dict)  # pending, succeeded, failed, skipped, cancelled
 
     @property
     def done_items(self) -> int:
@@ -276,7 +277,7 @@ class JobStore:
             row = conn.execute("SELECT * FROM job_runs WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 return None
-            counts = {s: 0 for s in ("pending", "succeeded", "failed", "skipped")}
+            counts = {s: 0 for s in ITEM_STATUSES}
             for status, n in conn.execute("SELECT status, count(*) FROM run_items WHERE run_id = ? GROUP BY status", (run_id,)):
                 counts[status] = n
         d = {k: row[k] for k in _RUN_FIELDS}
@@ -464,6 +465,9 @@ class JobStore:
                    owner: str | None = None) -> bool:
         """End an active run; a complete success also moves the job's last_success_at to the run's start.
 
+        A run ending cancelled or failed marks its items still pending 'cancelled' (with why) in the same
+        transaction, so its counts add up: succeeded + failed + skipped + cancelled = total. (A run that
+        stops early succeeded, at a deadline or max_items, keeps them pending: the next run carries them.)
         With owner, only when that owner holds it. False when the run was not active (or not ours).
         """
         if status not in FINISHED:
@@ -478,6 +482,11 @@ class JobStore:
                 args.append(owner)
             if conn.execute(sql, args).rowcount != 1:
                 return False
+            if status in ("cancelled", "failed"):
+                conn.execute(
+                    "UPDATE run_items SET status = 'cancelled', error = ?, finished_at = ? WHERE run_id = ? AND status = 'pending'",
+                    ("not done: the run was cancelled" if status == "cancelled" else "not done: the run failed", now, run_id),
+                )
             if status == "succeeded" and stop_reason is None:
                 conn.execute(
                     "UPDATE jobs SET last_success_at = (SELECT coalesce(started_at, created_at) FROM job_runs WHERE id = ?)"

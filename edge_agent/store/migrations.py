@@ -207,6 +207,38 @@ CREATE INDEX documents_path ON documents(path);
 CREATE INDEX documents_kind ON documents(kind);
 """
 
+# A run that ends cancelled (or failed) marks the items it did not do 'cancelled', so its counts add up
+# (succeeded + failed + cancelled = total) and no item of a finished run reads as still to come.
+RUN_ITEM_CANCELLED_V7 = """
+CREATE TABLE run_items_new (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id         TEXT NOT NULL REFERENCES job_runs(id) ON DELETE CASCADE,
+    item_key       TEXT NOT NULL,
+    ordinal        INTEGER NOT NULL,
+    payload        TEXT NOT NULL,                   -- JSON; a resumed run needs no re-listing
+    status         TEXT NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed', 'skipped', 'cancelled')),
+    result         TEXT,                            -- JSON
+    error          TEXT,
+    bundle_id      TEXT,
+    prompt_version TEXT,
+    attempts       INTEGER NOT NULL DEFAULT 0,
+    started_at     REAL,
+    finished_at    REAL,
+    unfinished_starts INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (run_id, item_key)
+);
+INSERT INTO run_items_new(id, run_id, item_key, ordinal, payload, status, result, error, bundle_id, prompt_version, attempts,
+                          started_at, finished_at, unfinished_starts)
+    SELECT id, run_id, item_key, ordinal, payload, status, result, error, bundle_id, prompt_version, attempts,
+           started_at, finished_at, unfinished_starts FROM run_items;
+UPDATE sqlite_sequence SET seq = (SELECT seq FROM sqlite_sequence WHERE name = 'run_items') WHERE name = 'run_items_new';
+DROP TABLE run_items;
+ALTER TABLE run_items_new RENAME TO run_items;
+CREATE INDEX run_items_status ON run_items(run_id, status, ordinal);
+UPDATE run_items SET status = 'cancelled', error = 'not done: the run was cancelled'
+    WHERE status = 'pending' AND run_id IN (SELECT id FROM job_runs WHERE status IN ('cancelled', 'failed'));
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "documents, chunks and their vectors", DOCUMENTS_V1),
     Migration(2, "jobs, their runs and run items; document summaries", JOBS_V2),
@@ -214,4 +246,5 @@ MIGRATIONS: list[Migration] = [
     Migration(4, "vectors of a new embedding model, staged while the index re-embeds", REEMBED_V4),
     Migration(5, "run items count the starts a dying process left unfinished", ITEM_STARTS_V5),
     Migration(6, "documents may be processing (an upload finished in the background)", DOCUMENT_PROCESSING_V6),
+    Migration(7, "run items may be cancelled (the items a cancelled or failed run did not do)", RUN_ITEM_CANCELLED_V7),
 ]

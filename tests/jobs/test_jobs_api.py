@@ -100,8 +100,16 @@ def test_cancel_through_the_api(live):
     assert status == 200 and cancelled["cancel_requested"] is True
     run = _wait(live, run["id"], 10)
     assert run["status"] == "cancelled" and run["stop_reason"] == "cancelled"
-    assert run["counts"]["pending"] > 0 and run["counts"]["succeeded"] < 12
+    c = run["counts"]
+    # the items not done say cancelled, not pending (a finished run has nothing still to come), and the counts add up
+    assert c["pending"] == 0 and c["cancelled"] > 0 and c["succeeded"] < 12, c
+    assert c["succeeded"] + c["failed"] + c["skipped"] + c["cancelled"] == c["total"] == 12
     assert live.rt.chat.scheduler.active == 0  # the item in flight was stopped too
+    page = live("GET", f"/v1/runs/{run['id']}/results?limit=100")[1]
+    assert not [r for r in page["data"] if r["status"] == "pending"]
+    rows = live("GET", f"/v1/runs/{run['id']}/results?status=cancelled&limit=100")[1]
+    assert rows["total"] == c["cancelled"] and all("cancelled" in r["error"] for r in rows["data"]), rows
+    assert live("GET", f"/v1/runs/{run['id']}/results?status=pending")[1]["total"] == 0
 
 
 @pytest.mark.parametrize("body, param, words", [

@@ -169,3 +169,35 @@ def test_a_clean_stop_gives_the_starts_back(make_runtime):
                                      (run.id,)).fetchone()
     assert run.status == "running" and pending > 0  # left for the next start to resume
     assert left == 0  # the items cut off by the shutdown are not suspects
+
+
+def test_a_cancelled_run_left_pending_items_by_an_older_version_is_migrated(tmp_path):
+    """Migration 7: a database where a cancelled run's unfinished items stayed pending opens with them cancelled;
+    a deadline-stopped run keeps its pending items (the next run carries them over)."""
+    import sqlite3
+
+    from edge_agent.store.db import SqliteDatabase
+    from edge_agent.store.jobs import JobStore
+    from edge_agent.store.migrations import MIGRATIONS
+
+    path = tmp_path / "old.sqlite3"
+    SqliteDatabase(path, [m for m in MIGRATIONS if m.version < 7]).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO jobs(id, name, kind, params, limits, created_at, updated_at) VALUES ('j', 'j', 'summarize', '{}', '{}', 0, 0)")
+    for run, status, reason in (("r1", "cancelled", "cancelled"), ("r2", "succeeded", "deadline")):
+        conn.execute("INSERT INTO job_runs(id, job_id, kind, params, status, stop_reason, total_items, created_at, updated_at)"
+                     " VALUES (?, 'j', 'summarize', '{}', ?, ?, 3, 0, 0)", (run, status, reason))
+        for n, st in enumerate(("succeeded", "pending", "pending")):
+            conn.execute("INSERT INTO run_items(run_id, item_key, ordinal, payload, status) VALUES (?, ?, ?, '{}', ?)",
+                         (run, f"doc:{n}", n, st))
+    conn.commit()
+    conn.close()
+    db = SqliteDatabase(path)
+    store = JobStore(db)
+    assert store.get_run("r1").counts == {"pending": 0, "succeeded": 1, "failed": 0, "skipped": 0, "cancelled": 2}
+    assert store.get_run("r2").counts["pending"] == 2 and store.get_run("r2").counts["cancelled"] == 0
+    rows, _ = store.results("r1", status="cancelled")
+    assert [r.key for r in rows] == ["doc:1", "doc:2"] and rows[0].error == "not done: the run was cancelled"
+    with db.write() as w:  # the rebuilt table keeps its id sequence and the new status is allowed
+        w.execute("INSERT INTO run_items(run_id, item_key, ordinal, payload, status) VALUES ('r2', 'doc:9', 9, '{}', 'cancelled')")
+    db.close()
