@@ -31,6 +31,11 @@ MIN_TOKENS = 1
 # an answer still empty once cleaned (1 of those 64: a line of dashes, which clean_summary strips) is
 # asked once more with this after the frame; the model then begins with "* " or "1. " and a sentence
 COMPLETION_RETRY = "\n\n"
+# an answer that is junk (summarize.degenerate_reason: a loop such as "1.1.1.1", no letters, a copied heading)
+# is asked once more, greedy still, with these (HF's repetition_penalty as in the CTRL paper, 1.2-1.3; OpenAI's
+# frequency_penalty): the loop's tokens are pushed down. Not measured on the default model yet.
+RETRY_REPETITION_PENALTY = 1.3
+RETRY_FREQUENCY_PENALTY = 0.5
 
 # chat style (instruction-tuned bundles)
 SUMMARY_CHAT = (

@@ -9,14 +9,22 @@ model's context is summarized in one generation; a longer one in stages: each se
 chunks that fits) is summarized (map), then the section summaries are summarized together
 (reduce, again in groups if they do not fit). Each item keeps at most PARALLEL_PER_ITEM of its
 generations in flight, so a long document cannot fill the engine's queue by itself.
+
+Junk is not stored as a summary: an answer with no letters, mostly not words, the repetition of a
+short unit ("1.1.1.1..."), or a copy of the document's title, a heading or its first line
+(degenerate_reason) is asked once more with repetition penalties (as an empty one is asked once
+more); an answer still junk is left out, and an item left with no usable answer fails with the
+reason, so the document keeps whatever summary it had and a later run tries it again.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from edge_agent.jobs.kinds import GenerationPoll, InvalidJobError, Item, ItemError, JobContext, document_filters, flag as _flag
-from edge_agent.jobs.prompts import COMPLETION_RETRY, COMPLETION_STOP, MIN_TOKENS, PROMPT_VERSION, summary_prompt
+from edge_agent.jobs.prompts import (COMPLETION_RETRY, COMPLETION_STOP, MIN_TOKENS, PROMPT_VERSION, RETRY_FREQUENCY_PENALTY,
+                                     RETRY_REPETITION_PENALTY, summary_prompt)
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
 from edge_agent.store.jobs import SummaryStore
@@ -92,6 +100,38 @@ def clean_summary(text: str) -> str:
     return text.strip().lstrip("*-•# ").strip()
 
 
+_REPEATED = re.compile(r"(.{1,24}?)\1{2,}", re.S)  # a unit of up to 24 characters, three times or more in a row
+_WORDS = re.compile(r"\w+")
+
+
+def _words(text: str) -> str:
+    return " ".join(_WORDS.findall(text.casefold()))
+
+
+def degenerate_reason(summary: str, copies: list[str] = ()) -> str | None:  # type: ignore[assignment]
+    """Why a (cleaned, non-empty) summary is junk, or None: no letters, mostly not words, a short unit repeated
+    over half of it, or a copy (or repetition) of one of `copies` (the document's title, headings, first line)."""
+    text = summary.strip()
+    if "\ufffd" in text:
+        return "it has broken characters (not valid text)"
+    chars = [c for c in text if not c.isspace()]
+    letters = sum(c.isalpha() for c in chars)
+    if not letters:
+        return "it has no letters"
+    if letters * 3 < len(chars):
+        return "it is mostly not words"
+    runs = list(_REPEATED.finditer(text))
+    if len(text) >= 12 and sum(len(m.group(0)) for m in runs) * 2 >= len(text):
+        unit = max(runs, key=lambda m: len(m.group(0))).group(1)
+        return f"it repeats {unit.strip() or unit!r} over and over"
+    said = _words(text)
+    for copy in copies:
+        words = _words(copy)
+        if words and said and not said.replace(words, "").strip():
+            return "it only repeats the document's title, a heading or its first line"
+    return None
+
+
 def document_pieces(chunks: list[dict]) -> list[str]:
     """The document's text as consecutive pieces (one per chunk, overlaps with the previous removed)."""
     pieces: list[str] = []
@@ -154,14 +194,20 @@ class SummaryPending:
         if not pieces:
             raise ItemError("the document has no text to summarize")
         self.sections = self._group(pieces)
+        # what a summary must not merely copy: the title, the headings, and the first line when the text goes on after it
+        first = next((line.strip() for line in pieces[0].splitlines() if line.strip()), "")
+        rest = "".join(pieces).strip()
+        self.copies = [t for t in {self.doc.get("title") or "", *(c.get("heading") or "" for c in chunks),
+                                   first if len(rest) > len(first) + 40 else ""} if t.strip()]
+        self.rejected: str | None = None  # why the last answer left out was junk (the item's error if none is usable)
         self.levels = 1
         self.stage_inputs: list[str] = self.sections
         self.reduce = False
         self.outputs: list[str | None] = [None] * len(self.stage_inputs)
         self.next_input = 0
         self.polls: dict[int, GenerationPoll] = {}
-        self.retried: set[int] = set()  # inputs already tried a second time (after an answer empty once cleaned)
-        self.again: list[int] = []  # inputs to try again
+        self.retried: set[int] = set()  # inputs already tried a second time (after an empty or a junk answer)
+        self.again: list[tuple[int, str]] = []  # inputs to try again: (index, "blank" after an empty answer, "penalty" after junk)
         self.completion_tokens = 0
         self.prompt_tokens = 0
         self.generations = 0
@@ -209,10 +255,12 @@ class SummaryPending:
         return [s for s in sections if s]
 
     # --- the state machine ------------------------------------------------------------
-    def _submit(self, text: str, again: bool = False):
-        prompt = self._prompt(text, self.reduce, again)
+    def _submit(self, text: str, again: str = ""):
+        prompt = self._prompt(text, self.reduce, again == "blank")
         # min_tokens: a first token that is only a blank line (or an immediate end of turn) does not end the answer
         options = SamplingOptions(max_tokens=self.max_tokens, temperature=0.0, min_tokens=MIN_TOKENS)
+        if again == "penalty":  # the first answer was junk (a loop, a copy): the same prompt, repeats discouraged
+            options.repetition_penalty, options.frequency_penalty = RETRY_REPETITION_PENALTY, RETRY_FREQUENCY_PENALTY
         if prompt and isinstance(prompt[0], int):
             options.stop = list(COMPLETION_STOP)
             return self.chat.complete([prompt], options, priority=self.ctx.priority)
@@ -225,15 +273,18 @@ class SummaryPending:
                 self.completion_tokens += poll.completion_tokens
                 self.prompt_tokens += poll.prompt_tokens
                 del self.polls[i]
-                if not text and self.kind != "chat" and i not in self.retried:
+                junk = degenerate_reason(text, self.copies) if text else None
+                if junk is not None:
+                    self.rejected = f"{junk}: {text[:60]!r}{'...' if len(text) > 60 else ''}"
+                if i not in self.retried and (junk is not None or (not text and self.kind != "chat")):
                     self.retried.add(i)
-                    self.again.append(i)
+                    self.again.append((i, "penalty" if junk is not None else "blank"))
                 else:
-                    self.outputs[i] = text
+                    self.outputs[i] = "" if junk is not None else text
         while len(self.polls) < PARALLEL_PER_ITEM and (self.again or self.next_input < len(self.stage_inputs)):
-            i = self.again[0] if self.again else self.next_input
+            i, again = self.again[0] if self.again else (self.next_input, "")
             try:
-                gen = self._submit(self.stage_inputs[i], again=bool(self.again))
+                gen = self._submit(self.stage_inputs[i], again=again)
             except BusyError:
                 return  # the engine's queue is full: try again at the next poll
             except (ContextLengthExceededError, InvalidRequestError) as e:
@@ -248,6 +299,9 @@ class SummaryPending:
             return
         outputs = [o for o in self.outputs if o]
         if not outputs:
+            if self.rejected:
+                raise ItemError(f"the model wrote no usable summary, twice (the second time with repetition penalties); "
+                                f"the last was left out because {self.rejected}")
             raise ItemError("the model wrote an empty summary")
         if len(outputs) == 1:
             self._result = self._make_result(outputs[0])

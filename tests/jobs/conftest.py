@@ -41,6 +41,30 @@ def make_runtime(tiny_bundles, tmp_path, embedder):
 
 
 @pytest.fixture
+def wordy_model(monkeypatch):
+    """Generations in this process write words, not the tiny model's "::::" (jobs_helpers.install_wordy_model)."""
+    from edge_agent.engine.scheduler import BatchScheduler
+    from jobs_helpers import install_wordy_model
+
+    monkeypatch.setattr(BatchScheduler, "submit", BatchScheduler.submit)  # put back after the test
+    install_wordy_model()
+
+
+@pytest.fixture
+def wordy_site(tmp_path, monkeypatch, wordy_model):
+    """wordy_model here and in the processes this test starts (a daemon, Ray's workers): a sitecustomize first on PYTHONPATH."""
+    import os
+
+    from jobs_helpers import WORDY_SITE
+
+    site = tmp_path / "wordy-site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(WORDY_SITE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p))
+    return site
+
+
+@pytest.fixture
 def cli(monkeypatch, tmp_path, tiny_bundles):
     """cli(*argv) -> exit code: `edge-agent jobs ARGV` in this process, its settings (tmp_path, the tiny Llama) from the environment."""
     from edge_agent.cli import build_parser

@@ -49,3 +49,46 @@ def patch_submit(rt, processor_for) -> list:
 
     scheduler.submit = submit
     return submitted
+
+
+def install_wordy_model() -> None:
+    """Make every generation of this process write words: each step may only choose a token that is letters (and
+    spaces) and that it has not chosen before. The tiny random model otherwise writes "::::::::", which summarize
+    rightly refuses as junk; with this the rest (the real engine, stops, the job, its checks) runs as in production.
+    Tests that need summaries to succeed use the `wordy_model` fixture (a daemon in a subprocess: WORDY_SITE)."""
+    import numpy as np
+
+    from edge_agent.engine.scheduler import BatchScheduler
+
+    real_submit = BatchScheduler.submit
+    if getattr(real_submit, "wordy", False):
+        return
+    masks: dict[int, np.ndarray] = {}
+
+    def submit(self, ids, params, *args, **kw):
+        tok = self.engine.tokenizer
+        if id(tok) not in masks:
+            n = int(getattr(self.engine, "vocab_size", 0) or len(tok.get_vocab()))
+            words = [tok.decode([i]) for i in range(n)]
+            masks[id(tok)] = np.array([bool(w.strip()) and all(c.isalpha() or c == " " for c in w) for w in words])
+        allowed, inner = masks[id(tok)], params.logits_processor
+
+        def wordy(tokens, logits):
+            if inner is not None:
+                logits = inner(tokens, logits)
+            logits = np.asarray(logits).copy()
+            if np.isfinite(logits).sum() == 1:
+                return logits  # a step the test's own processor forced (a blank line first, dashes) stays as it is
+            logits[: len(allowed)][~allowed] = -np.inf
+            logits[list(tokens)] = -np.inf
+            return logits
+
+        params.logits_processor = wordy
+        return real_submit(self, ids, params, *args, **kw)
+
+    submit.wordy = True  # type: ignore[attr-defined]
+    BatchScheduler.submit = submit
+
+
+# a sitecustomize.py for a daemon started in a subprocess (put its folder first on PYTHONPATH)
+WORDY_SITE = f"import sys\nsys.path.insert(0, {str(HERE)!r})\nimport jobs_helpers\njobs_helpers.install_wordy_model()\n"

@@ -44,7 +44,7 @@ def _wait(call, run_id: str, timeout: float = 60.0) -> dict:
         time.sleep(0.05)
 
 
-def test_summarize_job_through_the_api(live):
+def test_summarize_job_through_the_api(live, wordy_model):
     ids = [live.rt.documents.add_text(f"doc {i}", doc_text(i, 3)).document_id for i in range(5)]
     status, job = live("POST", "/v1/jobs", {"name": "nightly", "kind": "summarize", "params": {"max_tokens": 8},
                                             "schedule": {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"},

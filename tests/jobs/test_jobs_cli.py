@@ -7,7 +7,7 @@ import json
 from jobs_helpers import doc_text
 
 
-def test_jobs_cli_round_trip(cli, capsys, tmp_path, embedder, monkeypatch):
+def test_jobs_cli_round_trip(cli, capsys, tmp_path, embedder, monkeypatch, wordy_model):
     from edge_agent.config import Settings
     from edge_agent.services.documents import DocumentService
 
@@ -97,7 +97,7 @@ def test_jobs_runs_shows_why_a_run_failed(cli, capsys, tmp_path):
     assert "failed" in row and "the CSV has no column 'tekst'" in row, row
 
 
-def test_jobs_run_with_nothing_to_do_says_so(cli, capsys, tmp_path, embedder):
+def test_jobs_run_with_nothing_to_do_says_so(cli, capsys, tmp_path, embedder, wordy_model):
     """A second summarize run finds every summary current: it printed '0 succeeded, 0 failed, 0 left', which reads
     as if the job had failed to find its documents."""
     from edge_agent.config import Settings

@@ -15,7 +15,7 @@ def _run(rt, job, timeout=120.0, **overrides):
     return run
 
 
-def test_summarize_all_then_only_changed(make_runtime):
+def test_summarize_all_then_only_changed(make_runtime, wordy_model):
     rt = make_runtime()
     docs = rt.documents
     ids = [docs.add_text(f"doc {i}", doc_text(i, 3)).document_id for i in range(4)]
@@ -24,7 +24,7 @@ def test_summarize_all_then_only_changed(make_runtime):
 
     run = _run(rt, "sum")
     assert run.status == "succeeded" and run.stop_reason is None
-    assert run.counts == {"pending": 0, "succeeded": 5, "failed": 0, "skipped": 0}
+    assert run.counts == {"pending": 0, "succeeded": 5, "failed": 0, "skipped": 0, "cancelled": 0}
     items, total = rt.jobs.results(run.id)
     assert total == 5
     by_doc = {i.result["document_id"]: i for i in items}

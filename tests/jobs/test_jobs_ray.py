@@ -44,7 +44,7 @@ def _outcomes(rt, run_id: str) -> dict[str, tuple[str, object]]:
     return out
 
 
-def test_ray_runs_match_the_local_backend(make_runtime):
+def test_ray_runs_match_the_local_backend(make_runtime, wordy_site):
     local = make_runtime()
     texts = {local.documents.add_text(f"doc {i}", doc_text(i)).document_id for i in range(6)}
     assert len(texts) == 6

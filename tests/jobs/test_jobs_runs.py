@@ -46,7 +46,7 @@ def test_tick_is_a_compare_and_set(make_runtime):
     assert len(started) == 1 and other.tick(time.time()) == []
 
 
-def test_deadline_stops_and_the_next_run_resumes(make_runtime):
+def test_deadline_stops_and_the_next_run_resumes(make_runtime, wordy_model):
     rt = make_runtime()
     ids = _docs(rt, 16)
     rt.jobs.create_job("slow", "summarize", {"max_tokens": 100}, limits={"concurrency": 8})
@@ -67,7 +67,7 @@ def test_deadline_stops_and_the_next_run_resumes(make_runtime):
     assert rt.jobs.get_job("slow").last_success_at == second.started_at
 
 
-def test_max_items_then_the_rest(make_runtime):
+def test_max_items_then_the_rest(make_runtime, wordy_model):
     rt = make_runtime()
     _docs(rt, 5)
     rt.jobs.create_job("capped", "summarize", {"max_tokens": 8}, limits={"max_items": 2})
@@ -78,7 +78,7 @@ def test_max_items_then_the_rest(make_runtime):
     assert second.counts["succeeded"] == 3 and second.stop_reason is None
 
 
-def test_a_run_left_by_a_dead_process_is_resumed_with_only_the_items_not_done(make_runtime):
+def test_a_run_left_by_a_dead_process_is_resumed_with_only_the_items_not_done(make_runtime, wordy_model):
     rt = make_runtime()
     ids = _docs(rt, 6)
     job = rt.jobs.create_job("resume", "summarize", {"max_tokens": 8})
@@ -120,7 +120,7 @@ def test_jobs_from_the_config_are_synced_and_a_bad_one_is_skipped(make_runtime, 
     assert [j.name for j in rt.jobs.list_jobs()] == ["mine"]
 
 
-def test_an_item_in_flight_at_process_deaths_runs_alone_then_is_failed_not_retried_forever(make_runtime):
+def test_an_item_in_flight_at_process_deaths_runs_alone_then_is_failed_not_retried_forever(make_runtime, wordy_model):
     """An item the daemon keeps dying on (native crash, OOM killer) must not stop every restart:
     starts are recorded before the work, a dead process leaves them counted; a suspect runs alone,
     and one found with POISON_STARTS unfinished starts is failed with the reason."""

@@ -28,7 +28,7 @@ def steer_first_token_to_newline(rt) -> list:
     return patch_submit(rt, lambda i: blank_line_first)
 
 
-def test_a_blank_first_line_costs_no_second_generation(make_runtime):
+def test_a_blank_first_line_costs_no_second_generation(make_runtime, wordy_model):
     rt = make_runtime()
     ids = [rt.documents.add_text(f"doc {i}", doc_text(i, 3)).document_id for i in range(3)]
     long_id = rt.documents.add_text("long", doc_text(99, 60)).document_id  # longer than the context: map, then reduce
@@ -53,7 +53,7 @@ def test_a_blank_first_line_costs_no_second_generation(make_runtime):
     assert sum(len(p) for p in submitted) == sum(r["usage"]["prompt_tokens"] for r in by_doc.values())
 
 
-def test_an_answer_empty_once_cleaned_is_asked_once_more(make_runtime):
+def test_an_answer_empty_once_cleaned_is_asked_once_more(make_runtime, wordy_model):
     """A line of dashes (Gemma's answer for the pipes docstring) cleans to nothing: one second try, after a blank line."""
     rt = make_runtime()
     doc = rt.documents.add_text("pipes", doc_text(4, 3)).document_id
@@ -81,7 +81,7 @@ def test_an_answer_empty_once_cleaned_is_asked_once_more(make_runtime):
     assert len(submitted) == 2 and submitted[1][:len(submitted[0])] == submitted[0]  # the same frame, then a blank line
 
 
-def test_a_chat_model_that_would_end_its_turn_at_once_still_answers(make_runtime):
+def test_a_chat_model_that_would_end_its_turn_at_once_still_answers(make_runtime, wordy_model):
     """The chat form (an instruction-tuned bundle) gets min_tokens too: an end of turn as the first token is not chosen."""
     from edge_agent.services.prompts import PromptFormatter
 

@@ -32,7 +32,7 @@ def test_the_document_language_picks_the_frame():
     assert "Dutch" not in summary_prompt("chat", "x")[0]["content"]
 
 
-def test_a_dutch_document_is_summarized_under_the_dutch_frame(make_runtime):
+def test_a_dutch_document_is_summarized_under_the_dutch_frame(make_runtime, wordy_model):
     rt = make_runtime()
     nl = rt.documents.add_text("nl", DUTCH).document_id
     en = rt.documents.add_text("en", ENGLISH).document_id

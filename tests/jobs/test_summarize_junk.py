@@ -1,0 +1,86 @@
+"""summarize refuses junk: a loop ("1.1.1.1..."), no letters, a copy of the title or first line is asked once more
+with repetition penalties, and an item still junk fails with the reason (the document keeps its old summary).
+Over the tiny real Llama, its answers steered by a logits processor at the scheduler (the rest is the real engine)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jobs_helpers import doc_text
+
+from edge_agent.jobs.prompts import RETRY_REPETITION_PENALTY
+from edge_agent.jobs.summarize import degenerate_reason
+
+
+@pytest.mark.parametrize("text, words", [
+    ("1.1.1.1.1.1.1.1.1.1", "no letters"),
+    ("::::::::::::", "no letters"),
+    ("the river the river the river the river", "repeats 'the river'"),
+    ("a 1 2 3 4 5 6 7 8 9 0 1 2 3", "mostly not words"),
+    (":\ufffd\ufffd of and", "broken characters"),
+    ("Annual Report 2023", "title, a heading or its first line"),
+    ("Annual report 2023. Annual report 2023.", "title, a heading or its first line"),
+])
+def test_junk_is_named(text, words):
+    assert words in (degenerate_reason(text, ["Annual Report 2023"]) or ""), text
+
+
+@pytest.mark.parametrize("text", [
+    "The report covers the sales of 2023 and the plans for 2024.",
+    "Revenue rose from 1,234,567 to 2,345,678 in 2023.",
+    "Annual Report 2023: sales rose by a tenth and the new plant opened in May.",  # it begins with the title, then says more
+])
+def test_a_real_summary_is_not_junk(text):
+    assert degenerate_reason(text, ["Annual Report 2023"]) is None
+
+
+def _steer(rt, answers):
+    """The i-th generation writes answers[i] (token ids, then a line break: the completion frame's stop), or is left
+    to the model (None, with install_wordy_model); returns the list of each submission's SamplingParams."""
+    scheduler = rt.chat.scheduler
+    real_submit = scheduler.submit
+    newline = rt.chat.engine.encode("\n", add_special_tokens=False)[0]
+    seen = []
+
+    def submit(ids, params, **kw):
+        want = answers[len(seen)] if len(seen) < len(answers) else None
+        seen.append(params)
+        if want is not None:
+            def force(tokens, logits):
+                out = np.full_like(logits, -np.inf)
+                out[want[len(tokens)] if len(tokens) < len(want) else newline] = 0.0
+                return out
+
+            params.logits_processor = force
+        return real_submit(ids, params, **kw)
+
+    scheduler.submit = submit
+    return seen
+
+
+def test_a_loop_is_asked_again_with_penalties_then_failed_with_the_reason(make_runtime):
+    rt = make_runtime()
+    doc = rt.documents.add_text("loop", doc_text(2, 3)).document_id
+    loop = rt.chat.engine.encode("1.1.1.1.1.1.1.1.1.1", add_special_tokens=False)
+    seen = _steer(rt, [loop, loop])
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 24})
+    run = rt.jobs.run_foreground("sum")
+    (item,), _ = rt.jobs.results(run.id)
+    assert run.status == "succeeded" and item.status == "failed", item
+    assert "no usable summary" in item.error and "no letters" in item.error and "'1.1.1" in item.error, item.error
+    assert len(seen) == 2 and seen[0].repetition_penalty == 1.0 and seen[1].repetition_penalty == RETRY_REPETITION_PENALTY
+    assert rt.documents.get(doc)["summary"] is None  # nothing junk stored with the document
+
+
+def test_a_copied_title_is_asked_again_and_the_second_answer_kept(make_runtime, wordy_model):
+    rt = make_runtime()
+    doc = rt.documents.add_text("Harbour ledger", doc_text(5, 3)).document_id
+    seen = _steer(rt, [rt.chat.engine.encode("Harbour Ledger", add_special_tokens=False)])  # then the (wordy) model itself
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 24})  # (the tiny tokenizer spells most words letter by letter)
+    run = rt.jobs.run_foreground("sum")
+    (item,), _ = rt.jobs.results(run.id)
+    assert item.status == "succeeded", item.error
+    summary = item.result["summary"]
+    assert "harbour ledger" not in summary.casefold() and item.result["usage"]["generations"] == 2
+    assert seen[1].repetition_penalty == RETRY_REPETITION_PENALTY
+    assert rt.documents.get(doc)["summary"]["summary"] == summary
