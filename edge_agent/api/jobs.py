@@ -24,7 +24,7 @@ from edge_agent.services.paths import shown_path
 bp = Blueprint("jobs", __name__)
 
 MAX_LIMIT = 1000
-RESULT_FIELDS = ("document_id", "custom_id", "summary", "label", "score", "response", "action", "path")
+RESULT_FIELDS = ("document_id", "custom_id", "summary", "label", "score", "response", "action", "reason", "path")
 ITEM_STATUSES = ("pending", "succeeded", "failed", "skipped", "cancelled")  # = store.jobs.ITEM_STATUSES (api does not import store)
 PATH_PARAMS = ("folders", "csv_path", "path_prefix")  # job params a kind stores resolved (absolute) on this server
 

@@ -1,7 +1,8 @@
 """The `reindex` kind: bring the document index in line with configured folders under `ingest_roots`.
 
 Each file under the folders is one item (added, updated, or left unchanged when its content
-hash is the same), and each indexed document whose file is gone is one item (removed); all go
+hash is the same; skipped, saying why, while it is empty or binary under a text extension, so it
+does not fail every night), and each indexed document whose file is gone is one item (removed); all go
 through the DocumentService, which must be the writable one: the daemon owns the index while it
 runs, so a reindex from the command line at that time fails and says to use the daemon.
 """
@@ -109,6 +110,12 @@ class ReindexKind:
             except DocumentNotFoundError:
                 return {"action": "already_removed", "document_id": payload["document_id"], "path": path}
             return {"action": "removed", "document_id": payload["document_id"], "path": path}
+        try:
+            skip = docs.skip_reason(path)
+        except OSError:
+            skip = None  # add_file says what is wrong
+        if skip is not None:  # looked at again each run: once it has text, it is added
+            return {"action": "skipped", "reason": skip, "path": path}
         try:
             res = docs.add_file(path, confined=True)
         except DocumentError as e:

@@ -135,6 +135,9 @@ def load_bytes(data: bytes, filename: str, limits: LoaderLimits | None = None, d
         raise LoaderError(f"file is {len(data)} bytes, over the {limits.max_file_bytes}-byte limit (max_file_bytes)")
     if not data.strip():
         raise LoaderError("file is empty")
+    why = not_text_reason(data) if kind in TEXT_KINDS else None
+    if why is not None:
+        raise LoaderError(f"not a {kind} file: {why}; give it the extension of its real type, or remove it from the folder")
     title = Path(filename).stem or filename
     try:
         sections, meta = _LOADERS[kind](data, limits, depth)
@@ -148,6 +151,35 @@ def load_bytes(data: bytes, filename: str, limits: LoaderLimits | None = None, d
     if not sections:
         raise LoaderError(f"no text found in {kind} file (scanned images need OCR, which is not supported)")
     return LoadedDocument(title=str(meta.pop("title", None) or title), kind=kind, sections=sections, metadata=meta)
+
+
+TEXT_KINDS = frozenset({"txt", "md", "html", "csv", "eml"})  # kinds whose files are text (the others have their own magic)
+_SIGNATURES = (  # the first bytes of common binary files (as file(1) and python-magic know them)
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"), (b"%PDF-", "a PDF (give it the .pdf extension)"), (b"PK\x03\x04", "a ZIP archive or Office file"),
+    (b"\x1f\x8b", "a gzip archive"), (b"\x7fELF", "a program"), (b"\xd0\xcf\x11\xe0", "an old Office file"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7z archive"),
+)
+_SNIFF_BYTES = 8192
+_CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\f\x0b\x1b")
+
+
+def not_text_reason(data: bytes) -> str | None:
+    """Why these bytes are not text (a known binary signature, NUL bytes, mostly invalid UTF-8 or control
+    bytes in the first 8 KiB), or None. UTF-16 with a byte-order mark and legacy 8-bit text pass."""
+    head = data[:_SNIFF_BYTES]
+    for sig, what in _SIGNATURES:
+        if head.startswith(sig):
+            return f"it is {what}"
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return None
+    if b"\x00" in head:
+        return "it has NUL bytes (binary content)"
+    controls = sum(head.count(c) for c in _CONTROL)
+    invalid = head.decode("utf-8", errors="replace").count("\ufffd") - head.decode("utf-8", errors="ignore").count("\ufffd")
+    if controls * 10 > len(head) or invalid * 4 > len(head):  # cp1252 prose has a few percent at most
+        return "it looks binary (control bytes or invalid UTF-8)"
+    return None
 
 
 def _short(exc: BaseException, n: int = 160) -> str:

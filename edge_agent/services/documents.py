@@ -21,7 +21,7 @@ import numpy as np
 from edge_agent.rag.bm25 import chunk_header
 from edge_agent.rag.chunking import TokenChunker
 from edge_agent.rag.index import clean_leftovers
-from edge_agent.rag.loaders import LoadedDocument, LoaderError, LoaderLimits, Section, detect_kind, load_bytes
+from edge_agent.rag.loaders import TEXT_KINDS, LoadedDocument, LoaderError, LoaderLimits, Section, detect_kind, load_bytes, not_text_reason
 from edge_agent.rag.owner import IndexBusyError, OwnerLock
 from edge_agent.rag.retrieval import HybridIndex, IndexUpdate
 from edge_agent.services.document_search import DocumentSearch
@@ -192,6 +192,18 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         if real.is_dir():
             raise DocumentError(f"{Path(path).name} is a folder: use add_path for folders", param="path")
         return self._ingest_file(real)
+
+    def skip_reason(self, path: str | os.PathLike) -> str | None:
+        """Why a file is not worth indexing now (empty, or binary under a text extension) when the answer will not
+        change until the file does (a nightly reindex skips it, saying why, instead of failing on it each night);
+        None when it is to be read. Raises OSError when it cannot be read."""
+        with open(path, "rb") as f:
+            head = f.read(64 << 10)
+        if len(head) < 64 << 10 and not head.strip():
+            return "empty"
+        kind = detect_kind(os.fspath(path))
+        why = not_text_reason(head) if kind in TEXT_KINDS else None
+        return f"not a {kind} file: {why}" if why else None
 
     def add_path(
         self, path: str | os.PathLike, confined: bool = True, progress: Callable[[IngestResult], None] | None = None

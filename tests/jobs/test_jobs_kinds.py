@@ -181,3 +181,47 @@ def test_reindex_from_a_second_process_says_the_daemon_owns_the_index(make_runti
     rt.jobs.create_job("ri", "reindex", {"folders": [str(tmp_path / "docs")]})
     run = _run(rt, "ri")
     assert run.status == "failed" and "owns the document index" in run.error and "POST /v1/jobs" in run.error
+
+
+def test_reindex_skips_binary_under_a_text_name_and_an_empty_file_until_it_has_text(make_runtime, tmp_path):
+    """A PNG named .html was indexed as one chunk of garbage, and an empty .html failed again every night: both are
+    skipped, saying why, every run, and the empty one is added once it has text."""
+    import zlib
+
+    rt = make_runtime()
+    shared = tmp_path / "docs" / "shared"
+    shared.mkdir(parents=True)
+    png = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde"
+           + b"\x00\x00\x00\x0cIDAT" + zlib.compress(b"\x00\xff\x00\x00") + b"\x00\x00\x00\x00IEND\xaeB`\x82")
+    (shared / "photo.html").write_bytes(png)
+    (shared / "noise.txt").write_bytes(bytes(range(1, 8)) * 300)  # control bytes, no NUL, no signature
+    (shared / "later.html").write_bytes(b"")
+    (shared / "page.html").write_text(f"<html><body><p>{doc_text(3, 2)}</p></body></html>")
+    rt.jobs.create_job("ri", "reindex", {"folders": [str(shared)]})
+    for night in range(2):
+        run = _run(rt, "ri")
+        rows = {i.key.rsplit("/", 1)[-1]: i for i in rt.jobs.results(run.id)[0]}
+        assert run.counts["failed"] == 0, {k: i.error for k, i in rows.items()}
+        for name, why in (("photo.html", "not a html file: it is a PNG image"), ("noise.txt", "not a txt file: it looks binary"),
+                          ("later.html", "empty")):
+            assert rows[name].status == "succeeded" and rows[name].result["action"] == "skipped", rows[name]
+            assert rows[name].result["reason"].startswith(why), rows[name].result
+        assert rows["page.html"].result["action"] == ("added" if night == 0 else "unchanged")
+    indexed = {d["path"].rsplit("/", 1)[-1]: d["status"] for d in rt.documents.list(0, 100)[0]}
+    assert indexed == {"page.html": "ready"}  # no garbage chunk, no failed record
+
+    (shared / "later.html").write_text(f"<p>{doc_text(4, 2)}</p>")
+    run = _run(rt, "ri")
+    rows = {i.key.rsplit("/", 1)[-1]: i for i in rt.jobs.results(run.id)[0]}
+    assert rows["later.html"].result["action"] == "added"
+
+
+def test_the_loader_refuses_binary_under_a_text_name_saying_why():
+    """The same check guards uploads and folder ingestion: a PNG named .html is refused, not indexed as garbage."""
+    from edge_agent.rag.loaders import LoaderError, load_bytes
+
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4
+    with pytest.raises(LoaderError, match="not a html file: it is a PNG image"):
+        load_bytes(png, "photo.html")
+    legacy = "Café crème à la française, déjà vu.\n".encode("cp1252") * 50  # 8-bit text still loads
+    assert "crème" in load_bytes(legacy, "menu.txt").sections[0].text
