@@ -248,3 +248,11 @@ def test_jobs_show_when_they_run_next_in_this_machines_zone(site, capsys):
                      + re.escape(f"({zone})") + "\n", out), out
     assert "  paused (summarize): 0 3 * * * UTC (off)\n" in out, out
     assert "  adhoc (summarize): manual\n" in out, out
+
+
+def test_a_bad_config_job_is_a_problem(site, capsys):
+    """A [[jobs]] entry the daemon refuses was only a line in its log: doctor names it, with the reason, and exits 1."""
+    (site / "config.toml").write_text('[[jobs]]\nname = "nightly"\nkind = "summarise"\nschedule = "0 2 * * *"\n')
+    assert main(["--threads", "1", "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert f"job 'nightly' in {site / 'config.toml'} is not loaded: unknown job kind 'summarise'" in out, out

@@ -164,6 +164,7 @@ def check_index(r: Report, s) -> None:
         with closing(_service(s, check=True, write=False)) as svc:
             stats = svc.stats()
             jobs = _jobs(svc)
+            check_config_jobs(r, s, svc.store.db)
     except SystemExit as e:  # _service exits with a message when it cannot open the index
         r.sections["index"] = {"ok": False}
         r.problem(f"the document index cannot be opened (status {e.code})", "run `edge-agent index check` and follow what it says")
@@ -178,6 +179,23 @@ def check_index(r: Report, s) -> None:
         r.problem("the index check found a mismatch between SQLite and the index", "run `edge-agent index check` (repairs) or `edge-agent index rebuild`")
     if jobs is not None:
         r.sections["jobs"] = jobs
+
+
+def check_config_jobs(r: Report, s, db) -> None:
+    """A [[jobs]] entry the daemon would refuse is a problem (it was only a line in the daemon's log)."""
+    from edge_agent.cli.jobs import config_error_lines
+
+    if not s.jobs:
+        return
+    try:
+        from edge_agent.jobs.service import JobsService
+
+        errors = JobsService(s, db).plan_config_jobs()[1]
+    except Exception as e:  # the check itself failing is no reason to stop the doctor
+        r.problem(f"the config's [[jobs]] could not be checked ({type(e).__name__}: {e})", "run `edge-agent jobs list`")
+        return
+    for line in config_error_lines(errors):
+        r.problem(line, "fix the entry (`edge-agent jobs list` shows the jobs as loaded); until then the daemon skips it")
 
 
 def _jobs(svc) -> list[dict[str, Any]] | None:

@@ -86,8 +86,12 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-def _service(args: argparse.Namespace, with_model: bool = False, kind: str | None = None):
-    """A JobsService on the configured database (with the model loaded for a run that generates)."""
+def _service(args: argparse.Namespace, with_model: bool = False, kind: str | None = None, read: bool = False):
+    """A JobsService on the configured database (with the model loaded for a run that generates).
+
+    read: for a command that only reads (list, runs, results): the database is opened read-only (a read-only
+    file or mount works) and the config's [[jobs]] are not synced into it (config_jobs_view shows them).
+    """
     from edge_agent.cli.common import settings_from
     from edge_agent.engine.types import BATCH_PRIORITY
     from edge_agent.jobs.service import JobsService
@@ -107,10 +111,19 @@ def _service(args: argparse.Namespace, with_model: bool = False, kind: str | Non
     from edge_agent.services.embeddings import EmbeddingService
 
     embeddings = EmbeddingService(documents, lambda: documents.status)
-    svc = JobsService(settings, SqliteDatabase(default_db_path(settings)), chat, embeddings, documents, priority=BATCH_PRIORITY)
-    if settings.jobs:  # the config's [[jobs]], as the daemon syncs them at start: a timer-driven `jobs run` needs them too
+    path = default_db_path(settings)
+    db = SqliteDatabase(path, read_only=read and path.exists())  # (no database yet: created, as any first command does)
+    svc = JobsService(settings, db, chat, embeddings, documents, priority=BATCH_PRIORITY)
+    if settings.jobs and not read:  # the config's [[jobs]], as the daemon syncs them at start: a timer-driven `jobs run` needs them too
         svc.sync_config_jobs()
     return svc
+
+
+def config_error_lines(errors: dict[str, str]) -> list[str]:
+    """What `jobs list`, `jobs run` and doctor say about refused [[jobs]] entries."""
+    from edge_agent.config import _config_file
+
+    return [f"job {name!r} in {_config_file()} is not loaded: {why}" for name, why in errors.items()]
 
 
 class _Documents:
@@ -166,15 +179,17 @@ def _errors():
 def cmd_list(args: argparse.Namespace) -> int:
     from edge_agent.jobs.batch_files import is_openai_batch_job
 
-    svc = _service(args)
-    jobs = svc.list_jobs()
+    svc = _service(args, read=True)
+    jobs, errors = svc.config_jobs_view()
     hidden = 0
     if not args.all:
         shown = [j for j in jobs if not is_openai_batch_job(j)]
         hidden, jobs = len(jobs) - len(shown), shown
+    for line in config_error_lines(errors):  # a bad [[jobs]] entry: on stderr, and the exit status says so
+        print(f"error: {line}", file=sys.stderr)
     if args.json:
         print(json.dumps([_job_dict(j) for j in jobs], indent=2))
-        return 0
+        return 1 if errors else 0
     if not jobs:
         print("no jobs; add one with `edge-agent jobs add NAME KIND`")
     else:
@@ -188,7 +203,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     if hidden:
         print(f"({hidden} OpenAI batch job{'s' if hidden != 1 else ''} not shown; see `edge-agent jobs list --all` or GET /v1/batches)")
-    return 0
+    return 1 if errors else 0
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -213,6 +228,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         probe = _service(args)
+        if args.name in probe.config_errors:  # its [[jobs]] entry is refused: not the last good definition, silently
+            return _fail(config_error_lines({args.name: probe.config_errors[args.name]})[0] + "; fix the entry")
         job = probe.get_job(args.name)
         probe.db.close()
         svc = _service(args, with_model=job.kind != "reindex", kind=job.kind)
@@ -267,7 +284,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    svc = _service(args)
+    svc = _service(args, read=True)
     try:
         runs, total = svc.list_runs(args.name, 0, args.limit)
     except _errors() as e:
@@ -287,7 +304,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    svc = _service(args)
+    svc = _service(args, read=True)
     try:
         items, total = svc.results(args.run_id, args.offset, args.limit, args.status)
     except _errors() as e:

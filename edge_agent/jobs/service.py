@@ -83,6 +83,7 @@ class JobsService:
         self._threads: list[threading.Thread] = []
         self.failure: BaseException | None = None
         self.started = False
+        self.config_errors: dict[str, str] = {}  # [[jobs]] entries the last sync refused, and why
 
     # --- state ---------------------------------------------------------------------
     @property
@@ -128,9 +129,9 @@ class JobsService:
             raise InvalidJobError("schedule must be {\"cron\": \"0 2 * * *\", \"timezone\": \"Europe/Amsterdam\"}", param="schedule")
         return schedule.check_cron(sched.get("cron"), sched.get("timezone") or zone or self.settings.jobs_timezone)
 
-    def create_job(self, name: str, kind: str, params: dict | None = None, schedule_: dict | str | None = None,
-                   enabled: bool = True, limits: dict | None = None, source: str = "api") -> JobRecord:
-        """A new job; raises InvalidJobError (400) or JobConflictError (409, the name is taken)."""
+    def _new_job(self, name: str, kind: str, params: dict | None = None, schedule_: dict | str | None = None,
+                 enabled: bool = True, limits: dict | None = None, source: str = "api") -> JobRecord:
+        """A job checked and built, not stored; raises InvalidJobError."""
         if not isinstance(name, str) or not NAME.match(name):
             raise InvalidJobError("name must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", param="name")
         k = self._kind(kind)
@@ -140,6 +141,12 @@ class JobsService:
                         enabled=bool(enabled), limits=self._limits(limits), source=source)
         if cron and job.enabled:
             job.next_run_at = schedule.next_run(cron, tz, time.time())
+        return job
+
+    def create_job(self, name: str, kind: str, params: dict | None = None, schedule_: dict | str | None = None,
+                   enabled: bool = True, limits: dict | None = None, source: str = "api") -> JobRecord:
+        """A new job; raises InvalidJobError (400) or JobConflictError (409, the name is taken)."""
+        job = self._new_job(name, kind, params, schedule_, enabled, limits, source)
         try:
             return self.store.create_job(job)
         except DuplicateJobError as e:
@@ -385,51 +392,84 @@ class JobsService:
         return out
 
     # --- jobs from the config ----------------------------------------------------------
-    def sync_config_jobs(self) -> None:
-        """Create or update the jobs of settings.jobs (source 'config'); drop config jobs no longer there.
-
-        A bad definition is logged and skipped (the daemon still starts).
-        """
-        wanted = {}
-        for spec in self.settings.jobs or []:
+    def plan_config_jobs(self) -> tuple[list[tuple[JobRecord | None, JobRecord]], dict[str, str]]:
+        """The config's [[jobs]] checked against the database, nothing written: (stored or None, as configured) per
+        good entry, and why each bad one is refused (by its name, or "[[jobs]] entry N" when it has none)."""
+        planned, errors = [], {}
+        for n, spec in enumerate(self.settings.jobs or [], 1):
+            named = spec.get("name") if isinstance(spec, dict) else None
+            label = named if isinstance(named, str) and named else f"[[jobs]] entry {n}"
             try:
-                wanted[self._sync_one(dict(spec))] = True
-            except (InvalidJobError, ServiceError, KeyError, TypeError) as e:
-                log.error("job %r in the config is skipped: %s", dict(spec).get("name") if isinstance(spec, dict) else spec, e)
-        for job in self.store.list_jobs():
-            if job.source == "config" and job.name not in wanted:
-                self.store.delete_job(job.id)
+                if not isinstance(spec, dict):
+                    raise InvalidJobError("an entry must be a table (name, kind, schedule, params, limits)")
+                planned.append(self._plan_one(dict(spec)))
+            except KeyError as e:
+                errors[label] = f"{e.args[0]} is missing"
+            except (InvalidJobError, ServiceError, TypeError, ValueError) as e:
+                errors[label] = str(e)
+        return planned, errors
 
-    def _sync_one(self, spec: dict) -> str:
+    def _plan_one(self, spec: dict) -> tuple[JobRecord | None, JobRecord]:
+        unknown = set(spec) - {"name", "kind", "schedule", "timezone", "params", "limits", "enabled"}
+        if unknown:
+            raise InvalidJobError(f"unknown fields {', '.join(sorted(unknown))}; allowed: name, kind, schedule, timezone, "
+                                  "params, limits, enabled")
         name, kind = spec["name"], spec["kind"]
         sched = spec.get("schedule")
         if isinstance(sched, str):
             sched = {"cron": sched, "timezone": spec.get("timezone")}
+        enabled = spec.get("enabled", True)
+        if not isinstance(enabled, bool):
+            raise InvalidJobError("enabled must be true or false")
+        job = self._new_job(name, kind, spec.get("params"), sched, enabled, spec.get("limits"), source="config")
         existing = self.store.get_job_by_name(name)
-        if existing is None:
-            self.create_job(name, kind, spec.get("params"), sched, spec.get("enabled", True), spec.get("limits"), source="config")
-            return name
-        if existing.source != "config":
+        if existing is not None and existing.source != "config":
             raise InvalidJobError(f"a job named {name!r} was created through the API; rename one of them")
-        if existing.kind != kind:
-            self.store.delete_job(existing.id)
-            self.create_job(name, kind, spec.get("params"), sched, spec.get("enabled", True), spec.get("limits"), source="config")
-            return name
-        params = self._kind(kind).validate(spec.get("params") or {}, self.ctx)
-        cron, tz = self._schedule(sched)
-        values: dict[str, Any] = {}
-        if params != existing.params:
-            values["params"] = params
-        limits = self._limits(spec.get("limits"))
-        if limits != existing.limits:
-            values["limits"] = limits
-        enabled = bool(spec.get("enabled", True))
-        if (cron, tz, enabled) != (existing.schedule_cron, existing.schedule_tz, existing.enabled):
-            values.update(schedule_cron=cron, schedule_tz=tz, enabled=enabled,
-                          next_run_at=schedule.next_run(cron, tz, time.time()) if cron and enabled else None)
-        if values:
-            self.store.update_job(existing.id, **values)
-        return name
+        if existing is not None and existing.kind == kind:  # the stored job, with the config's values
+            same_time = (job.schedule_cron, job.schedule_tz, job.enabled) == (existing.schedule_cron, existing.schedule_tz, existing.enabled)
+            job = dataclasses.replace(existing, params=job.params, limits=job.limits, schedule_cron=job.schedule_cron,
+                                      schedule_tz=job.schedule_tz, enabled=job.enabled,
+                                      next_run_at=existing.next_run_at if same_time else job.next_run_at)
+        return existing, job
+
+    def config_jobs_view(self) -> tuple[list[JobRecord], dict[str, str]]:
+        """The jobs as the next sync of the config will leave them, and the config's errors; nothing written (a read)."""
+        planned, errors = self.plan_config_jobs()
+        wanted = {job.name: job for _, job in planned}
+        out = []
+        for job in self.store.list_jobs():
+            if job.source == "config" and job.name in wanted:
+                out.append(wanted.pop(job.name))
+            elif job.source != "config" or job.name in errors:
+                out.append(job)
+        return out + list(wanted.values()), errors
+
+    def sync_config_jobs(self) -> dict[str, str]:
+        """Create or update the jobs of settings.jobs (source 'config'); drop config jobs no longer there.
+
+        A bad entry is logged and skipped (the daemon still starts); a job stored under its name keeps its last good
+        definition. Returns the errors (also kept in config_errors, for `jobs list`, `jobs run` and doctor).
+        """
+        planned, errors = self.plan_config_jobs()
+        for label, why in errors.items():
+            log.error("job %r in the config is skipped: %s", label, why)
+        self.config_errors = errors
+        for existing, job in planned:
+            if existing is not None and existing.kind != job.kind:
+                self.store.delete_job(existing.id)
+                existing = None
+            if existing is None:
+                self.store.create_job(job)
+                continue
+            values = {k: getattr(job, k) for k in ("params", "limits", "schedule_cron", "schedule_tz", "enabled", "next_run_at")
+                      if getattr(job, k) != getattr(existing, k)}
+            if values:
+                self.store.update_job(existing.id, **values)
+        keep = {job.name for _, job in planned} | set(errors)
+        for job in self.store.list_jobs():
+            if job.source == "config" and job.name not in keep:
+                self.store.delete_job(job.id)
+        return errors
 
 
 class JobMetrics:

@@ -37,9 +37,20 @@ class SqliteDatabase:
     share, and the connections close with the last one.
     """
 
-    def __init__(self, path: Path | str, migrations: Sequence[Migration] | None = None, busy_timeout_ms: int = 10_000):
+    def __init__(self, path: Path | str, migrations: Sequence[Migration] | None = None, busy_timeout_ms: int = 10_000,
+                 read_only: bool = False):
+        """Open (creating and migrating) the file; read_only opens an existing one for reading only (a read-only
+        file or mount too), writes nothing, and raises FileNotFoundError when it is missing, MigrationError when it
+        lacks migrations (a writer, e.g. the daemon, applies them)."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        self._uri = None
+        if read_only:
+            if not self.path.is_file():
+                raise FileNotFoundError(f"no database at {self.path}")
+            self._uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self.busy_timeout_ms = busy_timeout_ms
         self._write_lock = threading.RLock()
         self._local = threading.local()
@@ -52,12 +63,20 @@ class SqliteDatabase:
 
             migrations = MIGRATIONS
         try:
-            self.migrate(migrations)
+            if read_only:
+                missing = sorted({m.version for m in migrations} - set(self.schema_versions()))
+                if missing:
+                    raise MigrationError(f"database {self.path} lacks schema versions {missing}: open it once with a "
+                                         "writer (start the daemon, or run a command that writes)")
+            else:
+                self.migrate(migrations)
         except BaseException:
             self.close()  # no connection left open behind a failed open
             raise
 
     def _open(self) -> sqlite3.Connection:
+        if self._uri is not None:
+            return self._open_read_only()
         conn = sqlite3.connect(
             str(self.path), timeout=self.busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
         )
@@ -69,6 +88,23 @@ class SqliteDatabase:
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """mode=ro; where SQLite cannot even create the WAL's shared-memory file (a read-only folder or mount),
+        immutable=1 (then nobody may be writing: a read-only mount has no writer)."""
+        assert self._uri is not None
+        for uri in (self._uri, self._uri + "&immutable=1"):
+            conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_ms / 1000, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.OperationalError:
+                conn.close()
+                continue
+            conn.row_factory = sqlite3.Row
+            return conn
+        raise sqlite3.OperationalError(f"cannot open {self.path} for reading")
 
     # --- connections ------------------------------------------------------
     @contextmanager
