@@ -17,7 +17,7 @@ from pydantic.json_schema import SkipJsonSchema, models_json_schema
 from edge_agent.api.context import runtime
 from edge_agent.api.errors import ApiError, error_response, read_json, scrub_paths
 from edge_agent.jobs.kinds import InvalidJobError
-from edge_agent.jobs.schedule import iso
+from edge_agent.jobs.schedule import iso, iso_in
 from edge_agent.services.errors import UnavailableError
 from edge_agent.services.paths import shown_path
 
@@ -42,11 +42,12 @@ class Schedule(_Body):
 
 
 class Limits(_Body):
-    """Per-run limits: items in flight, items per run, a wall-clock deadline ('HH:MM', ISO date-time or epoch s), a duration."""
+    """Per-run limits: items in flight, items per run, a wall-clock deadline ('HH:MM' in the job's schedule zone or
+    jobs_timezone, or with its own: '06:00 Europe/Amsterdam', '06:00+01:00'; an ISO date-time; epoch s), a duration."""
 
     concurrency: int | None = Field(None, ge=1, le=256)
     max_items: int | None = Field(None, ge=1)
-    deadline: str | float | None = Field(None, examples=["06:00"])
+    deadline: str | float | None = Field(None, examples=["06:00", "06:00 Europe/Amsterdam", "06:00+01:00"])
     max_duration_s: int | None = Field(None, ge=1, le=366 * 86400)
 
 
@@ -132,7 +133,11 @@ class Run(BaseModel):
     progress: float = Field(description="Done (succeeded + failed) / total, 0..1.")
     concurrency: int
     max_items: int | None = None
-    deadline_at: str | None = None
+    deadline_at: str | None = Field(None, description="When the run stops (UTC).")
+    deadline_timezone: str | None = Field(None, description="The zone its deadline was read in: the one written with it "
+                                          "('06:00 Europe/Amsterdam', '06:00+01:00'), else the job's schedule zone, else "
+                                          "jobs_timezone.", examples=["Europe/Amsterdam"])
+    deadline_local: str | None = Field(None, description="deadline_at in deadline_timezone.", examples=["2026-12-02T06:00:00+01:00"])
     cancel_requested: bool
     carried_from: str | None = None
     resumes: int = Field(description="Times the run was resumed after its process stopped.")
@@ -211,7 +216,9 @@ def run_object(run, roots: list | None = None) -> Run:
         counts=RunCounts(total=total, pending=c.get("pending", 0), succeeded=c.get("succeeded", 0), failed=c.get("failed", 0),
                          skipped=c.get("skipped", 0), cancelled=c.get("cancelled", 0)),
         progress=round(done / total, 4) if total else (1.0 if run.status == "succeeded" else 0.0),
-        concurrency=run.concurrency, max_items=run.max_items, deadline_at=iso(run.deadline_at), cancel_requested=run.cancel_requested,
+        concurrency=run.concurrency, max_items=run.max_items, deadline_at=iso(run.deadline_at),
+        deadline_timezone=run.deadline_tz, deadline_local=iso_in(run.deadline_at, run.deadline_tz) if run.deadline_tz else None,
+        cancel_requested=run.cancel_requested,
         carried_from=run.carried_from, resumes=run.resumes,
         error=scrub_paths(run.error, roots) if run.error and roots is not None else run.error, bundle_id=run.bundle_id, prompt_version=run.prompt_version,
         generated_tokens=run.generated_tokens, created_at=int(run.created_at), started_at=run.started_at, finished_at=run.finished_at,

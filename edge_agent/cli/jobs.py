@@ -69,7 +69,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def _limit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, help="items in flight at once (decoded together)")
     p.add_argument("--max-items", type=int, help="stop after this many items (the rest carry over to the next run)")
-    p.add_argument("--deadline", help="stop at this time: 'HH:MM', an ISO date-time (the rest carry over)")
+    p.add_argument("--deadline", help="stop at this time (the rest carry over): 'HH:MM' in the job's schedule zone, else "
+                   "jobs_timezone (UTC unless set), or with a zone: '06:00 Europe/Amsterdam', '06:00+01:00'; or an ISO date-time")
 
 
 def _limits(args: argparse.Namespace) -> dict | None:
@@ -271,6 +272,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         c = run.counts
         extra = f" ({run.stop_reason})" if run.stop_reason else ""
+
         if run.status == "succeeded" and not run.total_items:
             skip = "; documents whose summary is current are skipped unless force" if job.kind == "summarize" else ""
             print(f"run {run.id}: succeeded: nothing to do (no items matched the job's selection{skip})")
@@ -278,6 +280,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         not_done = f"{c['cancelled']} cancelled" if c.get("cancelled") else f"{c['pending']} left"
         print(f"run {run.id}: {run.status}{extra}: {c['succeeded']} succeeded, {c['failed']} failed, {not_done}"
               + (f"; error: {run.error}" if run.error else ""))
+        if run.deadline_at is not None:  # the zone it was read in, and this machine's time (what the other commands show)
+            from edge_agent.jobs.schedule import iso_in
+
+            print(f"deadline: {iso_in(run.deadline_at, run.deadline_tz)} ({run.deadline_tz}), "
+                  f"{local_time(run.deadline_at)} {dt.datetime.now().astimezone():%Z} here")
         if c["failed"]:
             print(f"see the failures: edge-agent jobs results {run.id} --status failed")
     return 0 if run.status == "succeeded" else 1

@@ -21,7 +21,9 @@ from edge_agent.jobs.kinds import InvalidJobError
 log = logging.getLogger(__name__)
 
 TICK_S = 1.0
-_TIME_OF_DAY = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+# 'HH:MM', optionally followed by the zone it is in: 'Z', 'UTC', an offset ('+01:00') or an IANA name
+_TIME_OF_DAY = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)\s*(\S*)$")
+_OFFSET = re.compile(r"^([+-])([01]\d|2[0-3]):?([0-5]\d)$")
 
 
 def zone(name: str | None, param: str = "schedule.timezone") -> ZoneInfo:
@@ -72,35 +74,67 @@ def next_run(expr: str, tz: str | None, after: float) -> float:
             return float(when.timestamp())
 
 
-def deadline_at(value: str | float | int | None, tz: str | None, start: float, param: str = "limits.deadline") -> float | None:
-    """A run's deadline (epoch s) from 'HH:MM' (the next such time in the zone), an ISO datetime or epoch seconds.
+def time_zone(label: str | None, param: str = "limits.deadline") -> dt.tzinfo:
+    """A zone given as an IANA name, 'UTC'/'Z' or an offset ('+01:00', '-0500'); raises InvalidJobError."""
+    m = _OFFSET.match(label or "")
+    if m:
+        sign = 1 if m.group(1) == "+" else -1
+        return dt.timezone(sign * dt.timedelta(hours=int(m.group(2)), minutes=int(m.group(3))))
+    return zone("UTC" if label in (None, "", "Z", "z") else label, param=param)
 
-    Raises InvalidJobError for anything else or a time in the past.
+
+def deadline_zone(value: str | float | int | None, tz: str | None) -> str | None:
+    """The zone a deadline is read in, as the run shows it: the zone or offset written with it, else tz (the job's
+    schedule zone or jobs_timezone), 'UTC' for epoch seconds; None without a deadline."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        m = _TIME_OF_DAY.match(value.strip())
+        if m:
+            return ("UTC" if m.group(3) in ("Z", "z") else m.group(3)) or tz or "UTC"
+        try:
+            parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return tz or "UTC"
+        if parsed.tzinfo is not None:
+            off = parsed.utcoffset() or dt.timedelta(0)
+            return "UTC" if not off else f"{'+' if off >= dt.timedelta(0) else '-'}{abs(off) // dt.timedelta(hours=1):02d}:" \
+                f"{abs(off) % dt.timedelta(hours=1) // dt.timedelta(minutes=1):02d}"
+        return tz or "UTC"
+    return "UTC"
+
+
+def deadline_at(value: str | float | int | None, tz: str | None, start: float, param: str = "limits.deadline") -> float | None:
+    """A run's deadline (epoch s) from 'HH:MM' (the next such time in the zone written after it, e.g. '06:00
+    Europe/Amsterdam' or '06:00+01:00', else in tz), an ISO date-time (naive: in tz) or epoch seconds.
+
+    Raises InvalidJobError for anything else, an unknown zone or a time in the past.
     """
     if value is None:
         return None
     if isinstance(value, bool):
-        raise InvalidJobError("deadline must be 'HH:MM', an ISO date-time or epoch seconds", param=param)
+        raise InvalidJobError("deadline must be 'HH:MM' (optionally with a zone), an ISO date-time or epoch seconds", param=param)
+    m = _TIME_OF_DAY.match(value.strip()) if isinstance(value, str) else None
     if isinstance(value, (int, float)):
         when = float(value)
-    elif isinstance(value, str) and _TIME_OF_DAY.match(value.strip()):
-        h, m = (int(x) for x in value.strip().split(":"))
-        local = dt.datetime.fromtimestamp(start, zone(tz))
-        target = local.replace(hour=h, minute=m, second=0, microsecond=0)
+    elif m:
+        h, mi = int(m.group(1)), int(m.group(2))
+        local = dt.datetime.fromtimestamp(start, time_zone(deadline_zone(value, tz), param))
+        target = local.replace(hour=h, minute=mi, second=0, microsecond=0)
         if target.timestamp() <= start:
-            target = (local + dt.timedelta(days=1)).replace(hour=h, minute=m, second=0, microsecond=0)
+            target = (local + dt.timedelta(days=1)).replace(hour=h, minute=mi, second=0, microsecond=0)
         return float(target.timestamp())
     elif isinstance(value, str):
         try:
             parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidJobError(f"bad deadline {value!r}: give 'HH:MM' (e.g. '06:00'), an ISO date-time or epoch seconds",
-                                  param=param) from None
+            raise InvalidJobError(f"bad deadline {value!r}: give 'HH:MM' (e.g. '06:00', '06:00 Europe/Amsterdam', "
+                                  "'06:00+01:00'), an ISO date-time or epoch seconds", param=param) from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=zone(tz))
         when = parsed.timestamp()
     else:
-        raise InvalidJobError("deadline must be 'HH:MM', an ISO date-time or epoch seconds", param=param)
+        raise InvalidJobError("deadline must be 'HH:MM' (optionally with a zone), an ISO date-time or epoch seconds", param=param)
     if when <= start:
         raise InvalidJobError("the deadline is in the past", param=param)
     if not when < start + MAX_AHEAD_S:  # also NaN and infinity
@@ -114,6 +148,17 @@ MAX_AHEAD_S = 366 * 86400  # a run's deadline or duration: within a year
 def iso(ts: float | None) -> str | None:
     """Epoch seconds as an ISO 8601 UTC string."""
     return None if ts is None else dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def iso_in(ts: float | None, label: str | None) -> str | None:
+    """Epoch seconds as an ISO 8601 string in a zone (time_zone's forms), e.g. '2026-12-02T06:00:00+01:00'."""
+    if ts is None:
+        return None
+    try:
+        tz = time_zone(label)
+    except InvalidJobError:
+        tz = dt.timezone.utc
+    return dt.datetime.fromtimestamp(ts, tz).isoformat(timespec="seconds")
 
 
 class CronLoop:

@@ -221,12 +221,14 @@ class JobsService:
         limits = dict(job.limits)
         limits.update(self._limits(overrides, param="body") if overrides else {})
         now = time.time()
-        deadline = schedule.deadline_at(limits.get("deadline"), job.schedule_tz or self.settings.jobs_timezone, now)
+        tz = job.schedule_tz or self.settings.jobs_timezone  # a deadline's 'HH:MM' without a zone of its own is in this
+        deadline = schedule.deadline_at(limits.get("deadline"), tz, now)
+        shown_tz = schedule.deadline_zone(limits.get("deadline"), tz) or tz
         if limits.get("max_duration_s"):
             end = now + limits["max_duration_s"]
             deadline = min(deadline, end) if deadline else end
         run = self.store.create_run(job, job.params, trigger, limits.get("concurrency") or self.settings.jobs_concurrency,
-                                    limits.get("max_items"), deadline, None, self.owner if hold else None)
+                                    limits.get("max_items"), deadline, None, self.owner if hold else None, deadline_tz=shown_tz)
         self.metrics.run_created(job.kind)
         self._wake.set()
         return run

@@ -83,6 +83,7 @@ class RunRecord:
     finished_at: float | None
     updated_at: float
     counts: dict = field(default_factory=dict)  # pending, succeeded, failed, skipped, cancelled
+    deadline_tz: str | None = None  # the zone deadline_at was read in (an IANA name, 'UTC' or an offset)
 
     @property
     def done_items(self) -> int:
@@ -181,7 +182,7 @@ def _item(row: sqlite3.Row) -> ItemRecord:
     )
 
 
-_RUN_FIELDS = [f for f in RunRecord.__dataclass_fields__ if f != "counts"]
+_RUN_FIELDS = [f for f in RunRecord.__dataclass_fields__ if f != "counts"]  # (the columns of job_runs)
 
 
 class JobStore:
@@ -257,16 +258,18 @@ class JobStore:
 
     # --- runs -------------------------------------------------------------------
     def create_run(self, job: JobRecord, params: dict, trigger: str, concurrency: int, max_items: int | None,
-                   deadline_at: float | None, since: float | None, owner: str | None = None) -> RunRecord:
+                   deadline_at: float | None, since: float | None, owner: str | None = None,
+                   deadline_tz: str | None = None) -> RunRecord:
         """A queued run of the job (params as they are now); with owner, already held by that process."""
         now = time.time()
         run_id = new_id("run")
         with self.db.write() as conn:
             conn.execute(
                 "INSERT INTO job_runs(id, job_id, kind, params, status, trigger, since, concurrency, max_items, deadline_at,"
-                " owner, heartbeat_at, created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " deadline_tz, owner, heartbeat_at, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, job.id, job.kind, json.dumps(params), trigger, since, concurrency, max_items, deadline_at,
-                 owner, now if owner else None, now, now),
+                 deadline_tz if deadline_at is not None else None, owner, now if owner else None, now, now),
             )
         run = self.get_run(run_id)
         assert run is not None

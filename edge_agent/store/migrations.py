@@ -239,6 +239,11 @@ UPDATE run_items SET status = 'cancelled', error = 'not done: the run was cancel
     WHERE status = 'pending' AND run_id IN (SELECT id FROM job_runs WHERE status IN ('cancelled', 'failed'));
 """
 
+RUN_DEADLINE_ZONE_V8 = """
+-- the zone a run's deadline was read in ('Europe/Amsterdam', '+01:00', 'UTC'), shown back with it
+ALTER TABLE job_runs ADD COLUMN deadline_tz TEXT;
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "documents, chunks and their vectors", DOCUMENTS_V1),
     Migration(2, "jobs, their runs and run items; document summaries", JOBS_V2),
@@ -247,4 +252,5 @@ MIGRATIONS: list[Migration] = [
     Migration(5, "run items count the starts a dying process left unfinished", ITEM_STARTS_V5),
     Migration(6, "documents may be processing (an upload finished in the background)", DOCUMENT_PROCESSING_V6),
     Migration(7, "run items may be cancelled (the items a cancelled or failed run did not do)", RUN_ITEM_CANCELLED_V7),
+    Migration(8, "runs record the zone their deadline was read in", RUN_DEADLINE_ZONE_V8),
 ]

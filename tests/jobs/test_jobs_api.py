@@ -312,3 +312,18 @@ def test_patching_the_time_of_a_schedule_keeps_its_time_zone(live):
     assert live("POST", "/v1/jobs", {"name": "los", "kind": "summarize"})[0] == 200
     status, job = live("PATCH", "/v1/jobs/los", {"schedule": {"cron": "0 4 * * *"}})
     assert status == 200 and job["schedule"]["timezone"] == live.rt.settings.jobs_timezone, job  # no zone yet: the default
+
+
+def test_a_runs_deadline_shows_the_zone_it_was_read_in(live):
+    """GET /v1/runs/{id} gave deadline_at in UTC only: an operator who meant 06:00 local could not tell what was used."""
+    live("POST", "/v1/jobs", {"name": "ams", "kind": "summarize", "schedule": {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"}})
+    run = live("POST", "/v1/jobs/ams/run", {"deadline": "06:00"})[1]
+    assert run["deadline_timezone"] == "Europe/Amsterdam" and run["deadline_local"].endswith("T06:00:00+01:00"), run
+    run = _wait(live, run["id"])
+    live("POST", "/v1/jobs", {"name": "off", "kind": "summarize"})
+    run = live("POST", "/v1/jobs/off/run", {"deadline": "23:30-05:00"})[1]
+    assert run["deadline_timezone"] == "-05:00" and run["deadline_local"].endswith("T23:30:00-05:00"), run
+    assert run["deadline_at"].endswith("T04:30:00+00:00")
+    _wait(live, run["id"])
+    status, err = live("POST", "/v1/jobs/off/run", {"deadline": "06:00 Mars/Olympus"})
+    assert status == 400 and "unknown time zone 'Mars/Olympus'" in err["error"]["message"], err

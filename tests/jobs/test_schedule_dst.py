@@ -35,3 +35,26 @@ def test_a_nightly_job_in_the_skipped_hour_runs_when_the_clock_goes_forward():
     """On 2027-03-28 02:30 does not exist: the job runs at 03:00 that night, not never and not twice."""
     start = dt.datetime(2027, 3, 27, 12, tzinfo=AMS)
     assert runs("30 2 * * *", start, 3) == ["03-28 03:00+0200", "03-29 02:30+0200", "03-30 02:30+0200"]
+
+
+def test_a_deadline_says_which_zone_it_is_in():
+    """'--deadline 06:00' was read in jobs_timezone (UTC unless set) while the CLI shows local times, with no way to say
+    which zone was meant: a zone or offset may follow the time, and deadline_zone names the one used."""
+    import pytest
+
+    from edge_agent.jobs.kinds import InvalidJobError
+    from edge_agent.jobs.schedule import deadline_at, deadline_zone, iso_in
+
+    start = dt.datetime(2026, 12, 1, 20, 0, tzinfo=dt.timezone.utc).timestamp()
+    cases = {
+        "06:00": ("Asia/Tokyo", "2026-12-02T06:00:00+09:00"),  # no zone of its own: the job's (here Tokyo)
+        "06:00 Europe/Amsterdam": ("Europe/Amsterdam", "2026-12-02T06:00:00+01:00"),
+        "06:00+01:00": ("+01:00", "2026-12-02T06:00:00+01:00"),
+        "06:00Z": ("UTC", "2026-12-02T06:00:00+00:00"),
+        "2026-12-02T06:00:00-05:00": ("-05:00", "2026-12-02T06:00:00-05:00"),
+    }
+    for value, (zone, local) in cases.items():
+        assert deadline_zone(value, "Asia/Tokyo") == zone, value
+        assert iso_in(deadline_at(value, "Asia/Tokyo", start), zone) == local, value
+    with pytest.raises(InvalidJobError, match="unknown time zone 'Mars/Olympus'"):
+        deadline_at("06:00 Mars/Olympus", "UTC", start)
