@@ -2,7 +2,8 @@
 
 Each file under the folders is one item (added, updated, or left unchanged when its content
 hash is the same; skipped, saying why, while it is empty or binary under a text extension, so it
-does not fail every night), and each indexed document whose file is gone is one item (removed); all go
+does not fail every night; a file added with the content of a document indexed already, e.g. renamed,
+takes over its summary and labels), and each indexed document whose file is gone is one item (removed); all go
 through the DocumentService, which must be the writable one: the daemon owns the index while it
 runs, so a reindex from the command line at that time fails and says to use the daemon.
 """
@@ -17,6 +18,7 @@ from edge_agent.services.document_results import DocumentError, DocumentNotFound
 from edge_agent.services.errors import UnavailableError
 from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_files
 from edge_agent.store.jobs import SummaryStore
+from edge_agent.store.labels import LabelStore
 
 PARAMS = {"folders", "remove_deleted"}
 DAEMON_HINT = ("another edge-agent process (the daemon) owns the document index: run the job through it "
@@ -92,13 +94,22 @@ class ReindexKind:
                     if doc["path"] and not os.path.exists(doc["path"]):
                         yield Item(f"remove:{doc['id']}", {"action": "remove", "document_id": doc["id"], "path": doc["path"]})
 
+    @staticmethod
+    def _carry_over(db, document_id: int) -> None:
+        """A file added (new to the index) takes the summary and labels of a document with the same content (the file
+        before a rename, or a copy). Done at once, not in the item's commit: the item that removes the old path's
+        document may run before that commit. Idempotent (a document that has them keeps its own)."""
+        with db.write() as conn:
+            SummaryStore.carry_effect(document_id)(conn)
+            LabelStore.carry_effect(document_id)(conn)
+
     def start_item(self, item: Item, params: dict, ctx: JobContext) -> DonePending:
         """Runs the item at once (ingestion is I/O and embedding, not generation)."""
         docs = self._service(ctx)
-        return DonePending(lambda: self._run(docs, item.payload))
+        return DonePending(lambda: self._run(docs, item.payload, ctx.db))
 
-    @staticmethod
-    def _run(docs, payload: dict) -> dict:
+    @classmethod
+    def _run(cls, docs, payload: dict, db=None) -> dict:
         path = payload["path"]
         if payload["action"] == "refuse":  # skipped, saying why (a name with a control or bidi-override character)
             raise ItemError(payload["error"])
@@ -122,4 +133,6 @@ class ReindexKind:
             raise ItemError(str(e)) from None
         if res.status == "failed":
             raise ItemError(res.error or "the file could not be read")
+        if res.status == "added" and db is not None and res.document_id is not None:
+            cls._carry_over(db, int(res.document_id))
         return {"action": res.status, "document_id": res.document_id, "path": path, "chunks": res.chunks}

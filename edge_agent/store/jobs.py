@@ -591,6 +591,22 @@ class SummaryStore:
 
         return effect
 
+    @staticmethod
+    def carry_effect(document_id: int) -> Effect:
+        """An effect that gives a document without a summary the newest summary of another document with the same
+        content (a renamed or copied file), as it was (same bundle and prompt version: it stays current)."""
+
+        def effect(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO document_summaries(document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at)"
+                " SELECT ?, s.summary, s.content_hash, s.run_id, s.bundle_id, s.prompt_version, s.created_at"
+                " FROM document_summaries s WHERE s.document_id != ? AND s.content_hash = (SELECT content_hash FROM documents"
+                " WHERE id = ?) ORDER BY s.created_at DESC LIMIT 1 ON CONFLICT(document_id) DO NOTHING",
+                (document_id, document_id, document_id),
+            )
+
+        return effect
+
     def get_summary(self, document_id: int) -> dict | None:
         """The stored summary of a document (summary, content_hash, run_id, bundle_id, prompt_version, created_at)."""
         with self.db.read() as conn:

@@ -47,6 +47,23 @@ class LabelStore:
 
         return effect
 
+    @staticmethod
+    def carry_effect(document_id: int):
+        """A function of a connection that gives a document, for each label set it has no label in, the label another
+        document with the same content has there (a renamed or copied file)."""
+
+        def effect(conn) -> None:
+            conn.execute(
+                "INSERT INTO document_labels(document_id, label_set, label, score, method, content_hash, run_id, bundle_id,"
+                " prompt_version, created_at) SELECT ?, l.label_set, l.label, l.score, l.method, l.content_hash, l.run_id,"
+                " l.bundle_id, l.prompt_version, l.created_at FROM document_labels l WHERE l.document_id != ?"
+                " AND l.content_hash = (SELECT content_hash FROM documents WHERE id = ?) ORDER BY l.created_at DESC"
+                " ON CONFLICT(document_id, label_set) DO NOTHING",
+                (document_id, document_id, document_id),
+            )
+
+        return effect
+
     def for_document(self, document_id: int) -> list[dict[str, Any]]:
         """A document's labels, one per label set, by label set name."""
         with self.db.read() as conn:

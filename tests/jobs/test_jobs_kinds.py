@@ -225,3 +225,33 @@ def test_the_loader_refuses_binary_under_a_text_name_saying_why():
         load_bytes(png, "photo.html")
     legacy = "Café crème à la française, déjà vu.\n".encode("cp1252") * 50  # 8-bit text still loads
     assert "crème" in load_bytes(legacy, "menu.txt").sections[0].text
+
+
+def test_a_renamed_file_keeps_its_summary_and_labels(make_runtime, tmp_path, wordy_model):
+    """A rename was an add plus a remove: the summary and labels went with the removed document until the next
+    summarize and classify runs. A file added with the content of an indexed document takes them over."""
+    from edge_agent.store.labels import LabelStore
+
+    rt = make_runtime()
+    shared = tmp_path / "docs" / "shared"
+    shared.mkdir(parents=True)
+    (shared / "report.txt").write_text(doc_text(7, 3))
+    (shared / "other.txt").write_text(doc_text(8, 3))
+    rt.jobs.create_job("ri", "reindex", {"folders": [str(shared)]})
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 8})
+    _run(rt, "ri")
+    assert _run(rt, "sum").counts["succeeded"] == 2
+    old = next(d for d in rt.documents.list(0, 10)[0] if d["path"].endswith("report.txt"))
+    summary = rt.documents.get(old["id"])["summary"]
+    assert summary and LabelStore(rt.jobs.db).put(old["id"], "topic", "finance", 0.9, "embedding", old["content_hash"])
+
+    (shared / "report.txt").rename(shared / "report-2026.txt")
+    (shared / "other.txt").write_text(doc_text(9, 3))  # changed content: its old summary is not current, nothing carried
+    run = _run(rt, "ri")
+    actions = sorted((i.result or {}).get("action") for i in rt.jobs.results(run.id)[0])
+    assert actions == ["added", "removed", "updated"], actions
+    new = next(d for d in rt.documents.list(0, 10)[0] if d["path"].endswith("report-2026.txt"))
+    got = rt.documents.get(new["id"])
+    assert got["summary"]["summary"] == summary["summary"] and got["summary"]["content_hash"] == new["content_hash"]
+    assert [(lb["label_set"], lb["label"]) for lb in got["labels"]] == [("topic", "finance")]
+    assert _run(rt, "sum").total_items == 1  # only the changed file: the renamed one's summary is current
