@@ -19,7 +19,7 @@ reason, so the document keeps whatever summary it had and a later run tries it a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from edge_agent.jobs.kinds import GenerationPoll, InvalidJobError, Item, ItemError, JobContext, document_filters, flag as _flag
@@ -108,7 +108,7 @@ def _words(text: str) -> str:
     return " ".join(_WORDS.findall(text.casefold()))
 
 
-def degenerate_reason(summary: str, copies: list[str] = ()) -> str | None:  # type: ignore[assignment]
+def degenerate_reason(summary: str, copies: Iterable[str] = ()) -> str | None:
     """Why a (cleaned, non-empty) summary is junk, or None: no letters, mostly not words, a short unit repeated
     over half of it, or a copy (or repetition) of one of `copies` (the document's title, headings, first line)."""
     text = summary.strip()
