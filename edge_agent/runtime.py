@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from edge_agent.config import Settings
@@ -185,7 +186,8 @@ def _build_jobs(rt: Runtime) -> Any:
     except Exception as e:  # the daemon still serves chat without jobs
         log.error("jobs are off: the database could not be opened: %s: %s", type(e).__name__, e)
         return None
-    svc = JobsService(rt.settings, db, rt.chat, rt.embeddings, lambda: rt.documents, rt.metrics, priority=BATCH_PRIORITY)
+    svc = JobsService(rt.settings, db, rt.chat, rt.embeddings, lambda: rt.documents, rt.metrics, priority=BATCH_PRIORITY,
+                      classify_embeddings=_classify_embeddings(rt.settings))
     if rt.settings.jobs_backend == "ray":
         from edge_agent.jobs.ray_backend import RayPool, RayUnavailableError, register_metrics, wrap_kinds
 
@@ -227,29 +229,45 @@ def _share_embedding(rt: Runtime) -> None:
             docs.embedder = RemoteEmbedder(docs.embedder, pool)
 
 
-def build_job_worker(snapshot: dict) -> Any:
-    """A Ray actor's JobContext: its own engine and chat service over the same bundle (every file's
-    sha256 checked on load), an embedder loaded on first use, and no database (the owner writes)."""
-    from edge_agent.jobs.kinds import JobContext
-    from edge_agent.jobs.service import bundle_id_of
+def _lazy_embedder(settings: Settings, source: str | None = None) -> Callable[[], Any]:
+    """A callable that builds the embedder (the configured one, or source's) on its first call and then returns it."""
     from edge_agent.rag.embedder import build_embedder
 
-    settings = Settings(**snapshot)
-    scheduler = build_engine(settings, max_batch=settings.max_batch)
-    chat = ChatService(scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
-                       max_tokens_limit=settings.max_tokens_limit, aliases=settings.model_aliases)
     lock, held = threading.Lock(), []
 
     def embedder() -> Any:
         with lock:
             if not held:
-                held.append(build_embedder(settings))
+                held.append(build_embedder(settings, source=source))
             return held[0]
 
-    from edge_agent.engine.types import BATCH_PRIORITY
+    return embedder
 
-    return JobContext(chat=chat, embeddings=EmbeddingService(embedder, aliases=settings.embedding_model_aliases), documents=lambda: None, settings=settings,
-                      priority=BATCH_PRIORITY, bundle_id=bundle_id_of(scheduler.engine.bundle.manifest), db=None)
+
+def _classify_embeddings(settings: Settings) -> Any:
+    """classify's own EmbeddingService (its model loaded by its first run) when classify_embedding_model names another
+    model than the documents' embedding_model, else None (classify uses the documents' one)."""
+    from edge_agent.rag.embedder import configured_model
+
+    source = settings.classify_embedding_source()
+    return None if source == configured_model(settings) else EmbeddingService(_lazy_embedder(settings, source))
+
+
+def build_job_worker(snapshot: dict) -> Any:
+    """A Ray actor's JobContext: its own engine and chat service over the same bundle (every file's
+    sha256 checked on load), an embedder loaded on first use, and no database (the owner writes)."""
+    from edge_agent.engine.types import BATCH_PRIORITY
+    from edge_agent.jobs.kinds import JobContext
+    from edge_agent.jobs.service import bundle_id_of
+
+    settings = Settings(**snapshot)
+    scheduler = build_engine(settings, max_batch=settings.max_batch)
+    chat = ChatService(scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
+                       max_tokens_limit=settings.max_tokens_limit, aliases=settings.model_aliases)
+    return JobContext(chat=chat, embeddings=EmbeddingService(_lazy_embedder(settings), aliases=settings.embedding_model_aliases),
+                      documents=lambda: None, settings=settings, priority=BATCH_PRIORITY,
+                      bundle_id=bundle_id_of(scheduler.engine.bundle.manifest), db=None,
+                      classify_embeddings=_classify_embeddings(settings))
 
 
 def _disk_part(settings: Settings) -> dict[str, Any]:

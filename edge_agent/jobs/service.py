@@ -64,7 +64,8 @@ class JobsService:
     """Jobs and their runs over one SQLite database and the runtime's chat / embedding / document services."""
 
     def __init__(self, settings: Any, db: Any, chat: Any = None, embeddings: Any = None,
-                 documents: Callable[[], Any] = lambda: None, metrics: Any = None, priority: int | None = None):
+                 documents: Callable[[], Any] = lambda: None, metrics: Any = None, priority: int | None = None,
+                 classify_embeddings: Any = None):
         self.settings = settings
         self.db = db
         self.store = JobStore(db)
@@ -73,7 +74,7 @@ class JobsService:
             priority = DEFAULT_BATCH_PRIORITY
         manifest = getattr(getattr(getattr(chat, "engine", None), "bundle", None), "manifest", None)
         self.ctx = JobContext(chat=chat, embeddings=embeddings, documents=documents, settings=settings, priority=priority,
-                              bundle_id=bundle_id_of(manifest), db=db)
+                              bundle_id=bundle_id_of(manifest), db=db, classify_embeddings=classify_embeddings)
         self.owner = process_owner()
         self.stopping = threading.Event()
         self.metrics = JobMetrics(getattr(metrics, "registry", None), self)

@@ -25,7 +25,7 @@ from edge_agent.fsutil import replace_dir, write_json_atomic
 
 log = logging.getLogger(__name__)
 
-PACKAGED_MODEL = "all-MiniLM-L6-v2"
+from edge_agent.config import PACKAGED_EMBEDDING as PACKAGED_MODEL, resolve_embedding
 DECISION_FILE = "edge-agent-embedder.json"
 LANGUAGES_FILE = "edge-agent-embedding.json"  # an imported model's manifest: {"languages": [...], ...}
 # named prompts of a model (sentence-transformers config_sentence_transformers.json) used for a search query and for
@@ -443,21 +443,26 @@ def _stored_decision(folder: Path, quantize: str) -> dict | None:
     return None
 
 
-def prepared_decision(settings: Any) -> dict | None:
-    """The configured embedding model's stored export/int8 decision, or None when loading it would export
-    and choose first (`edge-agent setup` does that at install time). Raises EmbedderError if the model is missing."""
-    _, _, folder = _cache_folder(settings.embedding_model, Path(settings.data_dir) / "embedding-cache")
+def configured_model(settings: Any) -> str:
+    """The embedding model the settings name, 'auto' resolved (config.resolve_embedding)."""
+    return resolve_embedding(settings.embedding_model, getattr(settings, "models_dir", "models"))
+
+
+def prepared_decision(settings: Any, source: str | None = None) -> dict | None:
+    """The configured (or the given) embedding model's stored export/int8 decision, or None when loading it would
+    export and choose first (`edge-agent setup` does that at install time). Raises EmbedderError if the model is missing."""
+    _, _, folder = _cache_folder(source or configured_model(settings), Path(settings.data_dir) / "embedding-cache")
     return _stored_decision(folder, getattr(settings, "embedding_quantize", "auto"))
 
 
-def build_embedder(settings: Any, load: bool = True) -> OnnxEmbedder:
-    """The configured OnnxEmbedder (cache under data_dir); raises EmbedderError.
+def build_embedder(settings: Any, load: bool = True, source: str | None = None) -> OnnxEmbedder:
+    """The configured OnnxEmbedder (or the given source's: classify's model), cache under data_dir; raises EmbedderError.
 
     load False: export and choose the variant if not done yet and check the files, but load the weights
     on first use (the daemon: ~70 MB resident that a chat-only daemon never needs).
     """
     return OnnxEmbedder(
-        settings.embedding_model,
+        source or configured_model(settings),
         cache_dir=Path(settings.data_dir) / "embedding-cache",
         quantize=getattr(settings, "embedding_quantize", "auto"),
         batch_size=getattr(settings, "embedding_batch", EMBEDDING_BATCH),

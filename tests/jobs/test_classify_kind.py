@@ -198,3 +198,40 @@ def test_classify_csv_as_dutch_excel_saves_it(make_runtime, tmp_path):
     results = {i.key: i.result for i in rt.jobs.results(run.id)[0]}
     assert [results[k]["id"] for k in ("row:1", "row:2")] == ["f1", "k1"]
     assert all(r["label"] in ("factuur", "klacht") for r in results.values())
+
+
+def test_classify_labels_with_its_own_embedding_model(tiny_bundles, tmp_path):
+    """classify_embedding_model (default: the packaged all-MiniLM-L6-v2, the better one from label names) labels, not
+    the documents' embedding model: with documents embedded by a tiny untrained model, classification stays as
+    accurate as with the packaged one; "same" hands it to the documents' model."""
+    from jobs_helpers import EMBED_CACHE, job_settings
+    from tiny_models import make_sentence_transformer
+
+    from edge_agent.rag.embedder import PACKAGED_MODEL
+    from edge_agent.runtime import build_runtime
+    from edge_agent.services.documents import DocumentService
+
+    tiny = make_sentence_transformer(tmp_path / "tiny")
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "embedding-cache").symlink_to(EMBED_CACHE)  # the packaged model's export, done once for the tests
+    settings = job_settings(tiny_bundles, tmp_path, embedding_model=str(tiny))
+    rt = build_runtime(settings, documents=DocumentService.from_settings(settings), start_jobs=False)
+    try:
+        assert rt.jobs.ctx.classify_embeddings is not None and rt.jobs.ctx.label_embeddings is rt.jobs.ctx.classify_embeddings
+        items = corpus()
+        ids = {rt.documents.add_text(f"doc {i}", text).document_id: want for i, (text, want) in enumerate(items)}
+        assert rt.embeddings.model_name.startswith("tiny-multilingual")  # the documents' model
+        rt.jobs.create_job("topics", "classify", {"labels": list(SUBJECTS), "method": "embedding", "self_train": False})
+        run = rt.jobs.run_foreground("topics")
+        assert run.status == "succeeded" and run.counts["succeeded"] == len(items)
+        got = [(r.result["label"], ids[r.result["document_id"]]) for r in rt.jobs.results(run.id)[0]]
+        assert rt.jobs.ctx.classify_embeddings.model_name.startswith(PACKAGED_MODEL)
+        assert np.mean([g == w for g, w in got]) >= 0.8, got
+    finally:
+        rt.close()
+    settings = job_settings(tiny_bundles, tmp_path, embedding_model=str(tiny), classify_embedding_model="same", serve_documents=False)
+    same = build_runtime(settings, start_jobs=False)
+    try:
+        assert same.jobs.ctx.classify_embeddings is None and same.jobs.ctx.label_embeddings is same.jobs.ctx.embeddings
+    finally:
+        same.close()

