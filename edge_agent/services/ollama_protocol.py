@@ -38,7 +38,10 @@ from edge_agent.services.protocol import (
 )
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
-API_VERSION = "0.9.0"  # the Ollama release whose API these routes follow (clients gate features on /api/version)
+# The Ollama release whose API these routes follow: clients gate features on /api/version (Raycast's extension wants
+# 0.6.4, Continue's setup 0.6.5; logprobs came in 0.12.11, tool call ids in 0.12.10), so it is the release of the newest
+# feature served here.
+API_VERSION = "0.12.11"
 LATEST = ":latest"
 _GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+")  # Go's time.ParseDuration
 EPOCH = "1970-01-01T00:00:00Z"  # a model's modified_at when its bundle does not say
