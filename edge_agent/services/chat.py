@@ -126,6 +126,7 @@ class ChatService(GroundedChat):
         bundle = self.engine.bundle
         self.model_name: str = self.engine.name
         self.created = _created(bundle.manifest.get("created"))
+        self.fingerprint = system_fingerprint(bundle.manifest, self.engine.context_length)
         self.context_length: int = int(self.engine.context_length)
         self.vocab_size: int = int(self.engine.vocab_size)
         self.defaults: dict = dict(bundle.generation_defaults or {})
@@ -469,6 +470,17 @@ def _no_logprobs_with_rag(options: SamplingOptions, rag: RagOptions | None) -> N
     if rag is not None and options.logprobs is not None:
         raise InvalidRequestError("logprobs cannot be combined with rag (a grounded answer may be quoted from the passages, "
                                   "which has no log-probabilities): leave one of them out", param="logprobs")
+
+
+def system_fingerprint(manifest: dict, context_length: int) -> str:
+    """OpenAI's system_fingerprint of a model as served: its files, the context length and this package's version, hashed."""
+    import hashlib
+    import json
+
+    from edge_agent import __version__
+
+    facts = {"files": manifest.get("files", {}), "context_length": int(context_length), "version": __version__}
+    return "fp_" + hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def _created(stamp) -> int:
