@@ -213,7 +213,7 @@ def chat_completions():
     constraint = req.output_constraint()
     tools, call = req.tool_list(), req.forced_call()
     gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0,
-                   rag=_rag(req), tools=tools, call=call)
+                   rag=_rag(req), tools=tools, call=call, template_kwargs=req.chat_template_kwargs)
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:

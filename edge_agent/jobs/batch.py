@@ -235,7 +235,8 @@ class BatchRequestRunner:
             constraint = req.output_constraint()
             tools, call = req.tool_list(), req.forced_call()
             start = lambda: self.chat.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint,  # noqa: E731
-                                           priority=priority, rag=_rag(req), tools=tools, call=call)
+                                           priority=priority, rag=_rag(req), tools=tools, call=call,
+                                           template_kwargs=req.chat_template_kwargs)
         else:
             constraint = req.output_constraint()
             start = lambda: self.chat.complete(req.prompts(), sampling_options(req, req.max_tokens), n=req.n or 1,  # noqa: E731

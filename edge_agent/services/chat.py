@@ -196,12 +196,13 @@ class ChatService(GroundedChat):
     # --- requests -----------------------------------------------------------------
     def chat(self, messages: list[dict], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,
              rag: RagOptions | None = None, constraint: OutputConstraint | None = None, tools: list[Tool] | None = None,
-             call: str | None = None) -> Generation:
+             call: str | None = None, template_kwargs: dict | None = None) -> Generation:
         """Format messages for this model and start n choices; with rag, ground them in retrieved chunks first.
 
         constraint (or json_object=True for OutputConstraint.json_object()) makes every choice
         follow a grammar. call (with tools) forces a tool call: "" any of the tools, else the one
-        named (services/tools.py; read each choice with tools.CallReader). Raises InvalidRequestError,
+        named (services/tools.py; read each choice with tools.CallReader). template_kwargs: more variables for the
+        chat template (PromptFormatter.format_chat; not with rag). Raises InvalidRequestError,
         ContextLengthExceededError, BusyError, UnavailableError (DocumentsUnavailableError, with
         retry_after, while the documents load).
         """
@@ -211,11 +212,15 @@ class ChatService(GroundedChat):
             native = self.formatter.takes_tools
             constraint = call_constraint(tools, call or None, hint=not native)
             prompt = self.formatter.format_chat(messages, instruction=constraint.instruction,
-                                                tools=[t.listing() for t in tools] if native else None, check=self._length_check(options))
+                                                tools=[t.listing() for t in tools] if native else None, check=self._length_check(options),
+                                                template_kwargs=template_kwargs)
             return self._start([(prompt.ids, prompt.prefill, i) for i in range(n)], [len(prompt.ids)], options, priority, constraint)
         if constraint is None and json_object:
             constraint = OutputConstraint.json_object()
         _no_logprobs_with_rag(options, rag)
+        if rag is not None and template_kwargs:
+            raise InvalidRequestError("chat_template_kwargs cannot be combined with rag (a grounded prompt is built by the server): "
+                                      "leave one of them out", param="chat_template_kwargs")
         instruction = constraint.instruction if constraint is not None else ""
         sources = None
         if rag is not None:
@@ -223,7 +228,8 @@ class ChatService(GroundedChat):
             if isinstance(grounded, GroundedPrompt):
                 return self._start_grounded(grounded, options, n, priority, constraint)
             messages, sources = grounded
-        prompt = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))
+        prompt = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options),
+                                            template_kwargs=template_kwargs)
         options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         jobs = [(prompt.ids, prompt.prefill, i) for i in range(n)]
         gen = self._start(jobs, [len(prompt.ids)], options, priority, constraint)

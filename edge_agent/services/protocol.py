@@ -48,6 +48,8 @@ MAX_STOP_TOKEN_IDS = 64
 MAX_GUIDED_CHOICES = 1000  # constrained.MAX_CHOICES
 MAX_OLLAMA_STOP = 32  # Ollama sets no limit; code assistants' fill-in-the-middle templates send 5 to 10
 MAX_PROMPTS = 8
+MAX_TEMPLATE_KWARGS = 32
+TEMPLATE_OWN = ("messages", "tools", "add_generation_prompt", "bos_token", "eos_token")  # what PromptFormatter passes a chat template
 MAX_EMBED_INPUTS = 2048  # OpenAI's limit; LangChain's OpenAIEmbeddings sends 1000 a request
 
 
@@ -441,6 +443,18 @@ class ChatCompletionRequest(_Sampling):
         None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")
     function_call: Unsupported("the deprecated `function_call` is not taken: use `tool_choice`", "none", "auto") = Field(
         None, description="Not supported (deprecated by OpenAI): use tool_choice.")
+    chat_template_kwargs: Annotated[dict[str, Any], Field(max_length=MAX_TEMPLATE_KWARGS)] | None = Field(
+        None, description="vLLM's: more variables for the model's chat template (e.g. {\"enable_thinking\": false}); those it does "
+                          "not use change nothing, and a model without a chat template ignores them. Their text is data (never "
+                          f"control tokens); the template's own variables ({', '.join(TEMPLATE_OWN)}) cannot be set. Extension.")
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _not_the_templates_own(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        taken = sorted(set(v or ()) & set(TEMPLATE_OWN))
+        if taken:
+            raise ValueError(f"{', '.join(taken)} is set by the server (from messages, tools and the model): leave it out")
+        return v
 
     @field_validator("tools")
     @classmethod
