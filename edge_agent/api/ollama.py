@@ -101,8 +101,9 @@ def _line(reply: BaseModel | dict) -> bytes:
 class _Run:
     """One answer read from its Generation: the pieces of text, then the final fields (counts, durations in ns)."""
 
-    def __init__(self, gen: Generation, t0: int):
-        self.gen, self.t0 = gen, t0
+    def __init__(self, gen: Generation, t0: int, encode: Callable[[str], list[int]]):
+        self.gen, self.t0, self.encode = gen, t0, encode
+        self.text: list[str] = []  # the answer so far (the final line's `context` ends with its ids)
         self.started = time.perf_counter_ns()
         self.first: int | None = None
         self.finish = "stop"
@@ -116,6 +117,7 @@ class _Run:
             for ev in live_events(events, disconnected):
                 if isinstance(ev, ChoiceDelta):
                     self.first = self.first or time.perf_counter_ns()
+                    self.text.append(ev.text)
                     yield ev.text, ev.logprobs
                 elif isinstance(ev, ChoiceEnd):
                     self.finish, self.last_logprobs = ev.finish_reason, ev.logprobs
@@ -127,16 +129,19 @@ class _Run:
         end = time.perf_counter_ns()
         first = self.first or end
         u = self.gen.usage
-        return {"done": True, "done_reason": self.finish, "total_duration": end - self.t0, "load_duration": 0,
-                "prompt_eval_count": u.prompt_tokens, "prompt_eval_duration": first - self.started,
-                "eval_count": u.completion_tokens, "eval_duration": end - first}
+        out = {"done": True, "done_reason": self.finish, "total_duration": end - self.t0, "load_duration": 0,
+               "prompt_eval_count": u.prompt_tokens, "prompt_eval_duration": first - self.started,
+               "eval_count": u.completion_tokens, "eval_duration": end - first}
+        if self.gen.prompt_ids is not None:  # /api/generate's context, as Ollama makes it: the prompt and the answer's text, tokenized
+            out["context"] = [*self.gen.prompt_ids, *self.encode("".join(self.text))]
+        return out
 
 
-def _answer(req, gen: Generation, t0: int, reply: Callable[..., BaseModel], texts: Callable) -> Response:
+def _answer(req, gen: Generation, t0: int, reply: Callable[..., BaseModel], texts: Callable, encode: Callable[[str], list[int]]) -> Response:
     """The answer as NDJSON lines (stream) or one object; reply(text, **fields) makes a line; texts() gives the model's
-    TokenTexts (for logprobs)."""
+    TokenTexts (for logprobs); encode(text) its token ids as data (for `context`)."""
     note_usage(gen.usage)
-    run, disconnected = _Run(gen, t0), _disconnected()
+    run, disconnected = _Run(gen, t0, encode), _disconnected()
     head = {"model": req.model}
 
     def logprobs(lps: list | None) -> dict[str, Any]:
@@ -176,7 +181,7 @@ def _generation(model: type[o.OllamaChatRequest] | type[o.OllamaGenerateRequest]
     if req.asks_nothing():
         return _json(reply("", model=req.model, created_at=o.now(), done=True, done_reason=req.done_reason_of_nothing(),
                            total_duration=time.perf_counter_ns() - t0, load_duration=0))
-    return _answer(req, req.start(svc), t0, reply, svc.token_texts)
+    return _answer(req, req.start(svc), t0, reply, svc.token_texts, svc.formatter.encode_data)
 
 
 @bp.post("/api/chat")
@@ -213,7 +218,7 @@ def _models(rt) -> list[tuple[o.OllamaModel, dict[str, Any], list[str], int]]:
     """Each model served, then each alias (Settings.model_aliases, embedding_model_aliases) as a model of its own, as
     Ollama lists a copied model: its listing, model_info, capabilities and context length."""
     card, info = o.chat_model(rt.chat)
-    out = [(card, info, ["completion"], rt.chat.context_length)]
+    out = [(card, info, o.chat_capabilities(rt.chat), rt.chat.context_length)]
     emb = o.embedding_model(rt.embeddings.facts() if rt.embeddings is not None else None)
     if emb is not None:
         out.append((emb[0], emb[1], ["embedding"], emb[1]["bert.context_length"]))
@@ -253,7 +258,7 @@ def show():
     name = req.named()
     for card, info, capabilities, _ in _models(rt):  # the chat model first: "default" names it, as on /v1/models/default
         if o.served(name, card.model.removesuffix(o.LATEST)):
-            chat = capabilities == ["completion"]
+            chat = capabilities[0] == "completion"
             return _json(o.OllamaShow(
                 parameters=o.parameters(rt.chat.defaults) if chat else "",
                 template=o.template_of(rt.chat.formatter) if chat else "",

@@ -2,7 +2,8 @@
 
 Ollama's fields are read as Ollama documents them and refused (400, {"error": "..."}) where this server cannot honour
 them: tools (the model would answer in free text, and no parser reads calls out of it: /v1/chat/completions with a
-forced tool_choice does), images, think true, suffix, a template or context, and sampling options we do not implement
+forced tool_choice does), images, think true, suffix on a model without fill-in-the-middle tokens, a template that is
+more than Ollama's legacy fields (services/generate_prompts.py), and sampling options we do not implement
 (mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only tune Ollama's runtime (threads, GPU
 layers, mmap, batch; num_ctx too: the context is fixed, and Ollama caps a larger one at the model's own) are accepted and
 ignored, as are keep_alive and num_keep (keep_alive 0 with nothing to answer is Ollama's unload request: answered
@@ -208,27 +209,51 @@ class OllamaChatRequest(_Generating):
 class OllamaGenerateRequest(_Generating):
     prompt: str = Field("", description="The prompt; empty: load the model (done_reason \"load\").")
     system: str | None = Field(None, description="A system message before the prompt (not with raw).")
-    raw: bool = Field(False, description="Send the prompt as it is, with no chat formatting.")
-    suffix: Unsupported("text after the insertion point (fill-in-the-middle) is not taken: leave `suffix` out", "") = Field(
-        None, description="Not supported: only null or \"\".")
-    template: Unsupported("the model's own template is used: leave `template` out (or send raw true with your formatted prompt)", "") = Field(
-        None, description="Not supported: only null or \"\".")
-    context: Unsupported("`context` (deprecated by Ollama) is not taken: send the conversation to /api/chat") = Field(
-        None, description="Not supported: only null or [].")
+    raw: bool = Field(False, description="Send the prompt as it is, with no chat formatting (not with template, system or context).")
+    suffix: str | None = Field(None, description="Text after the insertion point: the answer fills the gap between prompt and suffix, "
+                               "in the model's fill-in-the-middle format (a model without one: 400 \"does not support insert\", "
+                               "as Ollama answers) or in `template`'s.")
+    template: str | None = Field(None, description="A Go template in place of the model's chat format, as Ollama's legacy ones: "
+                                 "{{ .System }}, {{ .Prompt }}, {{ .Suffix }}, {{ .Response }} (the answer starts there) and "
+                                 "{{ if }}/{{ else }}/{{ end }} around them; its markers are control tokens, the values text.")
+    context: Annotated[list[Int(ge=0, le=2**31 - 1)], Field(max_length=1 << 20)] | None = Field(
+        None, description="The `context` a previous answer returned (deprecated by Ollama): the conversation continues after it.")
     images: Unsupported(TEXT_ONLY) = Field(None, description="Not supported: only null or [].")
 
     def asks_nothing(self) -> bool:
         return not self.prompt
 
     def start(self, chat) -> Generation:
-        """raw: the prompt as /v1/completions takes it; else a chat of the system message (if any) and the prompt."""
-        if self.raw and self.system:
-            raise InvalidRequestError("system cannot be combined with raw: put it in the prompt", param="system")
+        """raw: the prompt as /v1/completions takes it; else the system message (if any) and the prompt as a chat turn, in
+        the fill-in-the-middle format (suffix) or the client's template, after the context's ids. The Generation's
+        prompt_ids are set unless raw (the final line's `context` starts with them). Raises as ChatService.complete does,
+        and InvalidRequestError for raw with template, system or context, and for suffix on a model that cannot insert."""
+        from edge_agent.services import generate_prompts as g
+
+        if self.raw and (self.template or self.system or self.context):
+            raise InvalidRequestError("raw mode does not support template, system, or context (as Ollama's): put them in the prompt",
+                                      param="template" if self.template else "system" if self.system else "context")
         options, constraint = self.sampling(chat), self.constraint()
-        if self.raw:
+        if self.suffix and not self.template and g.fill_tokens(chat.formatter) is None:
+            raise InvalidRequestError(f"{self.model} does not support insert: it has no fill-in-the-middle tokens; leave `suffix` "
+                                      "out, or send a `template` with your own format", param="suffix")
+        if self.raw:  # Ollama sends a raw prompt as it is, a suffix unused
             return chat.complete([self.prompt], options, constraint=constraint)
-        messages = [*([{"role": "system", "content": self.system}] if self.system else []), {"role": "user", "content": self.prompt}]
-        return chat.chat(messages, options, constraint=constraint)
+        if self.template:
+            values = {"Prompt": self.prompt, "Suffix": self.suffix or ""} if self.suffix else \
+                {"System": self.system or "", "Prompt": self.prompt}
+            prompt = g.template_prompt(chat.formatter, self.template, values)
+        elif self.suffix:
+            prompt = g.fill_prompt(chat.formatter, self.prompt, self.suffix)
+        else:
+            messages = [*([{"role": "system", "content": self.system}] if self.system else []), {"role": "user", "content": self.prompt}]
+            prompt = chat.formatter.format_chat(messages, instruction=constraint.instruction if constraint is not None else "",
+                                                check=chat._length_check(options))
+            options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
+        ids = g.continued(chat.formatter, self.context or [], prompt.ids, chat.vocab_size)
+        gen = chat.complete([ids], options, constraint=constraint)
+        gen.prompt_ids = ids
+        return gen
 
 
 class OllamaEmbedRequest(_OllamaRequest):
@@ -347,6 +372,8 @@ class OllamaChatResponse(OllamaReply):
 
 class OllamaGenerateResponse(OllamaReply):
     response: str
+    context: list[int] | None = Field(None, description="With done true (not raw): the prompt's and the answer's token ids; send them "
+                                      "back as `context` to continue the conversation.")
 
 
 class OllamaEmbedResponse(BaseModel):
@@ -398,6 +425,13 @@ def chat_model(chat) -> tuple[OllamaModel, dict[str, Any]]:
         if key in b.architecture:
             info[f"{arch}.{key}"] = b.architecture[key]
     return card, info
+
+
+def chat_capabilities(chat) -> list[str]:
+    """What /api/show says the chat model can do, in Ollama's words: "completion", and "insert" with fill-in-the-middle tokens."""
+    from edge_agent.services.generate_prompts import fill_tokens
+
+    return ["completion", *(["insert"] if fill_tokens(chat.formatter) else [])]
 
 
 def embedding_model(facts: dict[str, Any] | None) -> tuple[OllamaModel, dict[str, Any]] | None:

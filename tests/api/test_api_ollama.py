@@ -177,8 +177,11 @@ def test_bad_input_is_a_400_that_says_what(live, body, word):
 
 
 def test_generate_refuses_what_it_cannot_honour(live):
-    for body, word in (({"suffix": "end"}, "suffix"), ({"template": "{{ .Prompt }}"}, "template"), ({"raw": True, "system": "x"}, "system"),
-                       ({"context": [1, 2]}, "context")):
+    for body, word in (({"suffix": "end"}, "does not support insert"), ({"template": "{{ range .Messages }}{{ end }}"}, "template"),
+                       ({"raw": True, "system": "x"}, "system"), ({"raw": True, "context": [1, 2]}, "context"),
+                       ({"raw": True, "template": "{{ .Prompt }}"}, "template"), ({"context": [10**6]}, "context"),
+                       ({"template": "{% if x %}"}, "Go template"), ({"template": "{{ .Messages }}"}, ".Messages"),
+                       ({"template": "{{ if .System }}x"}, "end")):
         status, _, raw = live.request("POST", "/api/generate", {"model": "default", "prompt": "Een", **body})
         assert status == 400 and word in json.loads(raw)["error"], (body, raw)
     accepted = {"model": "default:latest", "prompt": "Een", "stream": False, "keep_alive": "5m", "think": False, "suffix": "",
