@@ -3,7 +3,9 @@
 
 /api/chat and /api/generate stream by default (Ollama's default): NDJSON lines (application/x-ndjson), each with a piece
 of the answer and done false, then one with done true, done_reason ("stop" or "length"), the token counts (the same as
-the OpenAI routes' usage) and the durations in nanoseconds; stream false answers the same fields in one JSON object. A
+the OpenAI routes' usage) and the durations in nanoseconds (/api/generate's also `context`, unless raw); stream false
+answers the same fields in one JSON object. With `tools` on /api/chat the model answers in words (streamed as any answer)
+or with one call, held back and sent whole in one line's message.tool_calls, as Ollama sends it. A
 failure after the first line is told as a last line {"error": "..."}, as Ollama does; a client that hangs up frees its
 slot. Errors are Ollama's {"error": "text"} on these routes (the API key, Host and CORS checks answer before any route,
 in the OpenAI shape as everywhere). A model is named by its id or "default", with or without ":latest", in any case (as
@@ -31,6 +33,7 @@ from edge_agent.services import ollama_protocol as o
 from edge_agent.services.errors import InvalidRequestError, ServiceError, UnavailableError
 from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation
 from edge_agent.services.logprobs import chat_content
+from edge_agent.services.tools import Tool, answer_call, call_id
 
 log = logging.getLogger(__name__)
 bp = Blueprint("ollama", __name__)
@@ -137,9 +140,36 @@ class _Run:
         return out
 
 
-def _answer(req, gen: Generation, t0: int, reply: Callable[..., BaseModel], texts: Callable, encode: Callable[[str], list[int]]) -> Response:
-    """The answer as NDJSON lines (stream) or one object; reply(text, **fields) makes a line; texts() gives the model's
-    TokenTexts (for logprobs); encode(text) its token ids as data (for `context`)."""
+def _with_calls(pieces: Iterator[tuple[str, list | None]], run: _Run, tools: list[Tool]) -> Iterator[tuple[str, list | None, list | None]]:
+    """(text, logprobs, calls) of an answer that may be a call (tools.auto_constraint): words stream as they come; a call
+    (its first non-blank character "{") is held back and given whole, its arguments an object, as Ollama gives it."""
+    held: list[str] = []
+    held_lps: list = []
+    words = False
+    for text, lps in pieces:
+        if words:
+            yield text, lps, None
+            continue
+        held.append(text)
+        held_lps += lps or []
+        lead = "".join(held).lstrip(" \n")
+        if lead and not lead.startswith("{"):
+            words = True
+            yield "".join(held), held_lps or None, None
+    if not words and held:
+        whole = "".join(held)
+        call = answer_call(whole, run.finish, tools)
+        if call is None:  # cut before its arguments closed: the text as it is
+            yield whole, held_lps or None, None
+        else:
+            yield "", held_lps or None, [o.OllamaResponseToolCall(id=call_id(), function=o.OllamaCalled(name=call[0], arguments=call[1]))]
+
+
+def _answer(req, gen: Generation, t0: int, reply: Callable[..., BaseModel], texts: Callable, encode: Callable[[str], list[int]],
+            tools: list[Tool] | None = None) -> Response:
+    """The answer as NDJSON lines (stream) or one object; reply(text, calls, **fields) makes a line; texts() gives the
+    model's TokenTexts (for logprobs); encode(text) its token ids as data (for `context`); with tools the answer may be a
+    call (_with_calls)."""
     note_usage(gen.usage)
     run, disconnected = _Run(gen, t0, encode), _disconnected()
     head = {"model": req.model}
@@ -147,20 +177,28 @@ def _answer(req, gen: Generation, t0: int, reply: Callable[..., BaseModel], text
     def logprobs(lps: list | None) -> dict[str, Any]:
         return {"logprobs": o.ollama_logprobs(chat_content(lps, texts()))} if lps else {}
 
-    if not req.stream:
-        try:
-            pieces = list(run.pieces(disconnected))
-        except ClientGone:
-            raise UnavailableError("the client disconnected") from None
-        lps = [e for _, p in pieces for e in p or ()] + (run.last_logprobs or [])
-        return _json(reply("".join(t for t, _ in pieces), **head, created_at=o.now(), **run.done(), **logprobs(lps)))
-
-    def body() -> Iterator[bytes]:
+    def answer() -> Iterator[tuple[str, list | None, list | None]]:
         pieces = run.pieces(disconnected)
         try:
-            for text, lps in pieces:
-                yield _line(reply(text, **head, created_at=o.now(), done=False, **logprobs(lps)))
-            yield _line(reply("", **head, created_at=o.now(), **run.done(), **logprobs(run.last_logprobs)))
+            yield from _with_calls(pieces, run, tools) if tools else ((t, lps, None) for t, lps in pieces)
+        finally:
+            pieces.close()
+
+    if not req.stream:
+        try:
+            parts = list(answer())
+        except ClientGone:
+            raise UnavailableError("the client disconnected") from None
+        lps = [e for _, p, _ in parts for e in p or ()] + (run.last_logprobs or [])
+        calls = next((c for _, _, c in parts if c), None)
+        return _json(reply("".join(t for t, _, _ in parts), calls, **head, created_at=o.now(), **run.done(), **logprobs(lps)))
+
+    def body() -> Iterator[bytes]:
+        pieces = answer()
+        try:
+            for text, lps, calls in pieces:
+                yield _line(reply(text, calls, **head, created_at=o.now(), done=False, **logprobs(lps)))
+            yield _line(reply("", None, **head, created_at=o.now(), **run.done(), **logprobs(run.last_logprobs)))
         except ClientGone:
             return
         except ServiceError as e:
@@ -179,19 +217,21 @@ def _generation(model: type[o.OllamaChatRequest] | type[o.OllamaGenerateRequest]
     req, rt = _read(model)
     svc = _chat_service(rt, req.model)
     if req.asks_nothing():
-        return _json(reply("", model=req.model, created_at=o.now(), done=True, done_reason=req.done_reason_of_nothing(),
+        return _json(reply("", None, model=req.model, created_at=o.now(), done=True, done_reason=req.done_reason_of_nothing(),
                            total_duration=time.perf_counter_ns() - t0, load_duration=0))
-    return _answer(req, req.start(svc), t0, reply, svc.token_texts, svc.formatter.encode_data)
+    tools = req.tool_list() if isinstance(req, o.OllamaChatRequest) else None
+    return _answer(req, req.start(svc), t0, reply, svc.token_texts, svc.formatter.encode_data, tools)
 
 
 @bp.post("/api/chat")
 def chat():
-    return _generation(o.OllamaChatRequest, lambda text, **fields: o.OllamaChatResponse(message=o.OllamaChatMessage(content=text), **fields))
+    return _generation(o.OllamaChatRequest, lambda text, calls, **fields: o.OllamaChatResponse(
+        message=o.OllamaChatMessage(content=text, tool_calls=calls), **fields))
 
 
 @bp.post("/api/generate")
 def generate():
-    return _generation(o.OllamaGenerateRequest, lambda text, **fields: o.OllamaGenerateResponse(response=text, **fields))
+    return _generation(o.OllamaGenerateRequest, lambda text, calls, **fields: o.OllamaGenerateResponse(response=text, **fields))
 
 
 @bp.post("/api/embed")

@@ -42,7 +42,7 @@ from edge_agent.services.grounding import (
 from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation, _Choice  # noqa: F401 (the event types, importable from here)
 from edge_agent.services.grounded_chat import GroundedChat
 from edge_agent.services.prompts import PromptFormatter
-from edge_agent.services.tools import Tool, call_constraint
+from edge_agent.services.tools import Tool, auto_constraint, call_constraint
 
 log = logging.getLogger(__name__)
 
@@ -196,24 +196,30 @@ class ChatService(GroundedChat):
     # --- requests -----------------------------------------------------------------
     def chat(self, messages: list[dict], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,
              rag: RagOptions | None = None, constraint: OutputConstraint | None = None, tools: list[Tool] | None = None,
-             call: str | None = None, template_kwargs: dict | None = None) -> Generation:
+             call: str | None = None, template_kwargs: dict | None = None, may_call: bool = False) -> Generation:
         """Format messages for this model and start n choices; with rag, ground them in retrieved chunks first.
 
         constraint (or json_object=True for OutputConstraint.json_object()) makes every choice
         follow a grammar. call (with tools) forces a tool call: "" any of the tools, else the one
         named (services/tools.py; read each choice with tools.CallReader). template_kwargs: more variables for the
-        chat template (PromptFormatter.format_chat; not with rag). Raises InvalidRequestError,
+        chat template (PromptFormatter.format_chat; not with rag). may_call (with tools, call None): the model chooses
+        between a call and words (tools.auto_constraint; read an answer with tools.answer_call). Raises InvalidRequestError,
         ContextLengthExceededError, BusyError, UnavailableError (DocumentsUnavailableError, with
         retry_after, while the documents load).
         """
-        if call is not None and tools:
+        if tools and (call is not None or may_call):
             if constraint is not None or json_object or rag is not None:
-                raise InvalidRequestError("a forced tool call cannot be combined with a response format or rag", param="tool_choice")
+                raise InvalidRequestError("a forced tool call cannot be combined with a response format or rag", param="tool_choice") \
+                    if call is not None else InvalidRequestError("tools cannot be combined with a response format (format) or rag",
+                                                                 param="tools")
             native = self.formatter.takes_tools
-            constraint = call_constraint(tools, call or None, hint=not native)
+            constraint = call_constraint(tools, call or None, hint=not native) if call is not None else \
+                auto_constraint(tools, hint=not native)
             prompt = self.formatter.format_chat(messages, instruction=constraint.instruction,
                                                 tools=[t.listing() for t in tools] if native else None, check=self._length_check(options),
                                                 template_kwargs=template_kwargs)
+            if call is None:  # words may follow: a base model's transcript stops as any answer's
+                options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
             return self._start([(prompt.ids, prompt.prefill, i) for i in range(n)], [len(prompt.ids)], options, priority, constraint)
         if constraint is None and json_object:
             constraint = OutputConstraint.json_object()

@@ -1,8 +1,7 @@
 """Ollama's REST API (/api/*): its request and reply models, and how a request maps onto the chat and embedding services.
 
 Ollama's fields are read as Ollama documents them and refused (400, {"error": "..."}) where this server cannot honour
-them: tools (the model would answer in free text, and no parser reads calls out of it: /v1/chat/completions with a
-forced tool_choice does), images, think true, suffix on a model without fill-in-the-middle tokens, a template that is
+them: images, think true, suffix on a model without fill-in-the-middle tokens, a template that is
 more than Ollama's legacy fields (services/generate_prompts.py), and sampling options we do not implement
 (mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only tune Ollama's runtime (threads, GPU
 layers, mmap, batch; num_ctx too: the context is fixed, and Ollama caps a larger one at the model's own) are accepted and
@@ -29,7 +28,9 @@ from edge_agent.services.protocol import (
     INT64_MIN,
     MAX_EMBED_INPUTS,
     MAX_OLLAMA_STOP,
+    MAX_TOOLS,
     UINT64_MAX,
+    ChatTool,
     Float,
     Int,
     StopString,
@@ -180,19 +181,50 @@ class _Generating(_OllamaRequest):
         raise NotImplementedError
 
 
+class OllamaCalledFunction(_Request):
+    name: str = Field(min_length=1, max_length=64)
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The call's arguments, an object (not JSON text).")
+    index: Int(ge=0) | None = Field(None, description="Accepted and ignored.")
+
+
+class OllamaToolCall(_Request):
+    id: str | None = Field(None, min_length=1, max_length=256, description="The call's id (Ollama 0.12.10); its result's tool_call_id.")
+    type: Literal["function"] | None = None
+    function: OllamaCalledFunction
+
+
 class OllamaMessage(_Request):
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     images: Unsupported(TEXT_ONLY) = Field(None, description="Not supported (this model reads text): only null or [].")
     thinking: Unsupported("this model does not think aloud: leave `thinking` out", "") = Field(None, description="Only null or \"\".")
+    tool_calls: Annotated[list[OllamaToolCall], Field(max_length=MAX_TOOLS)] | None = Field(
+        None, description="An assistant message's calls (their results follow as `tool` messages).")
+    tool_name: str | None = Field(None, max_length=64, description="A tool message's function (the call it answers).")
+    tool_call_id: str | None = Field(None, max_length=256, description="A tool message's call id, when the call had one.")
+
+
+def service_messages(messages: list[OllamaMessage]) -> list[dict[str, Any]]:
+    """The conversation as ChatService.chat takes it: an assistant's calls with ids (made up where a client left them
+    out) and their arguments as JSON text, a tool result with its call's id or its function's name."""
+    out: list[dict[str, Any]] = []
+    for k, m in enumerate(messages):
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            d["tool_calls"] = [{"id": c.id or f"call_{k}_{i}", "name": c.function.name,
+                                "arguments": json.dumps(c.function.arguments, ensure_ascii=False)} for i, c in enumerate(m.tool_calls)]
+        if m.role == "tool":
+            d["tool_call_id"], d["name"] = m.tool_call_id or "", m.tool_name or ""
+        out.append(d)
+    return out
 
 
 class OllamaChatRequest(_Generating):
     messages: list[OllamaMessage] = Field(default_factory=list, description="The conversation, oldest first; none: load the model "
                                           "(done_reason \"load\").")
-    tools: Unsupported("tools are not taken on /api/chat (the model would answer in free text, and no parser reads calls "
-                       "out of it): use /v1/chat/completions with tool_choice \"required\" or a named function") = Field(
-        None, description="Not supported here: only null or [] (use /v1/chat/completions with tool_choice for grammar-constrained calls).")
+    tools: Annotated[list[ChatTool], Field(max_length=MAX_TOOLS)] | None = Field(
+        None, description="Functions the model may call: it answers either in words or with one call (message.tool_calls, the "
+                          "arguments an object), which a grammar keeps to the function's parameters schema; not with format.")
 
     @field_validator("messages")
     @classmethod
@@ -202,8 +234,15 @@ class OllamaChatRequest(_Generating):
     def asks_nothing(self) -> bool:
         return not self.messages
 
+    def tool_list(self) -> list:
+        from edge_agent.services.tools import Tool
+
+        return [Tool(t.function.name, t.function.description or "", t.function.parameters) for t in self.tools or ()]
+
     def start(self, chat) -> Generation:
-        return chat.chat([{"role": m.role, "content": m.content} for m in self.messages], self.sampling(chat), constraint=self.constraint())
+        tools = self.tool_list()
+        return chat.chat(service_messages(self.messages), self.sampling(chat), constraint=self.constraint(), tools=tools or None,
+                         may_call=bool(tools))
 
 
 class OllamaGenerateRequest(_Generating):
@@ -361,9 +400,21 @@ class OllamaReply(BaseModel):
                                                   "them when not streamed).")
 
 
+class OllamaCalled(BaseModel):
+    index: int = 0
+    name: str
+    arguments: Any
+
+
+class OllamaResponseToolCall(BaseModel):
+    id: str
+    function: OllamaCalled
+
+
 class OllamaChatMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str
+    tool_calls: list[OllamaResponseToolCall] | None = Field(None, description="With tools: the call the model chose to make.")
 
 
 class OllamaChatResponse(OllamaReply):
@@ -428,10 +479,11 @@ def chat_model(chat) -> tuple[OllamaModel, dict[str, Any]]:
 
 
 def chat_capabilities(chat) -> list[str]:
-    """What /api/show says the chat model can do, in Ollama's words: "completion", and "insert" with fill-in-the-middle tokens."""
+    """What /api/show says the chat model can do, in Ollama's words: "completion", "insert" with fill-in-the-middle
+    tokens, and "tools" (a grammar keeps any model's calls to their schema)."""
     from edge_agent.services.generate_prompts import fill_tokens
 
-    return ["completion", *(["insert"] if fill_tokens(chat.formatter) else [])]
+    return ["completion", *(["insert"] if fill_tokens(chat.formatter) else []), "tools"]
 
 
 def embedding_model(facts: dict[str, Any] | None) -> tuple[OllamaModel, dict[str, Any]] | None:

@@ -235,6 +235,8 @@ class PromptFormatter:
                                    for c in m["tool_calls"]]
             if m.get("tool_call_id") is not None:
                 d["tool_call_id"] = m["tool_call_id"]
+            if m.get("name"):
+                d["name"] = enc.defuse(m["name"], table)
             safe.append(d)
         safe = _name_results(safe)
         hint = enc.defuse(instruction, table)
@@ -322,14 +324,15 @@ class PromptFormatter:
 
 
 def _name_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each tool message with the "name" of the function whose call it answers."""
+    """Each tool message with the "name" of the function whose call it answers (its own name where no call's id is its
+    tool_call_id: Ollama's tool_name)."""
     names: dict[str, str] = {}
     out = []
     for m in messages:
         for c in m.get("tool_calls") or ():
             names[c["id"]] = c["name"]
         if m["role"] == "tool":
-            m = {**m, "name": names.get(m.get("tool_call_id", ""), "")}
+            m = {**m, "name": names.get(m.get("tool_call_id", ""), m.get("name", ""))}
         out.append(m)
     return out
 
