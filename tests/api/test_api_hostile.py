@@ -235,3 +235,38 @@ def test_special_token_text_in_a_batch_file_stays_text(live, tiny_bundles, tmp_p
     special = set(_specials(live).values())
     assert [i for i in seen[1] if i in special] == [i for i in seen[0] if i in special]
     assert len(seen[1]) > len(seen[0])
+
+
+# --- a client that hangs up mid-stream: its sequence is cancelled and its slot freed ---------------------------------
+HANG_UPS = {
+    "chat": ("/v1/chat/completions", {"model": "default", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4000,
+                                      "temperature": 0, "ignore_eos": True, "stream": True}, b"data: "),
+    "completions": ("/v1/completions", {"model": "default", "prompt": "hi", "max_tokens": 4000, "temperature": 0, "ignore_eos": True,
+                                        "stream": True}, b"data: "),
+    "ollama-generate": ("/api/generate", {"model": "default", "prompt": "hi", "options": {"temperature": 0, "num_predict": 4000}},
+                        b'"done":false'),
+    "ollama-chat-tools": ("/api/chat", {"model": "default", "messages": [{"role": "user", "content": "hi"}], "options": {
+        "temperature": 0, "num_predict": 4000}, "tools": [{"type": "function", "function": {"name": "f"}}]}, b'"done":false'),
+}
+
+
+@pytest.mark.parametrize("route", sorted(HANG_UPS))
+def test_a_client_that_hangs_up_mid_stream_frees_its_slot(small_live, route):
+    from api_helpers import send_unread, wait_until
+
+    server = small_live
+    path, body, line = HANG_UPS[route]
+    cancelled = lambda: server.metric("edge_agent_generations_total", 'reason="cancelled"')  # noqa: E731
+    before = cancelled()
+    s = send_unread(server, path, body)
+    try:
+        got = b""
+        while got.count(line) < 3:
+            block = s.recv(4096)
+            assert block, got
+            got += block
+        assert server.runtime.scheduler.active == 1
+    finally:
+        s.close()
+    assert wait_until(lambda: server.runtime.scheduler.active == 0 and cancelled() > before, 3)
+    assert server.request("GET", "/health")[0] == 200
