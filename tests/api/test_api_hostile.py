@@ -111,8 +111,8 @@ def test_a_huge_header_is_a_431_in_json(live, path):
     reply = _raw(live, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
                        f"X-Filler: {'a' * 300_000}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
     status, resp = _split(reply)
-    assert status in (400, 431), reply[:300]
-    assert b"Traceback" not in resp and json.loads(resp)["error"]
+    assert status == 431, reply[:300]
+    _error(status, resp, 431, path.startswith("/api/"))
 
 
 @pytest.mark.parametrize("path,base", [("/v1/chat/completions", CHAT), ("/api/chat", OLLAMA_CHAT)])
@@ -146,14 +146,13 @@ def test_a_chunked_body_is_read(live, path, base):
     assert json.loads(resp)
 
 
-def test_a_chunked_body_over_the_cap_is_a_413(live):
+def test_a_chunked_body_over_the_cap_is_a_413_in_ollamas_shape(live):
     big = json.dumps({**CHAT, "messages": [{"role": "user", "content": "x" * 70_000}]}).encode()
     chunks = b"".join(b"%x\r\n%s\r\n" % (len(big[i:i + 4096]), big[i:i + 4096]) for i in range(0, len(big), 4096)) + b"0\r\n\r\n"
     reply = _raw(live, f"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
                        "Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n".encode() + chunks)
     status, resp = _split(reply)
-    assert status == 413, reply[:300]
-    assert b"Traceback" not in resp and json.loads(resp)["error"]
+    _error(status, resp, 413, True)
 
 
 def test_the_server_still_serves_after_the_sweep(live):
