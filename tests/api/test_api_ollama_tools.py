@@ -56,6 +56,9 @@ def test_a_model_that_calls_answers_with_the_call_its_arguments_an_object(live, 
     assert with_call["message"]["tool_calls"][0]["function"] == {"index": 0, "name": "get_weather", "arguments": call.function.arguments}
     assert with_call["message"]["tool_calls"][0]["id"].startswith("call_")
     assert "".join(p["message"]["content"] for p in parts) == "" and last["done"] is True
+    # Ollama's tool loop: the answer's message goes back into the history as the client parsed it, then the result
+    history = [*MSGS, r.message, {"role": "tool", "content": "18 graden", "tool_name": call.function.name}]
+    assert client.chat(model="default", messages=history, tools=[WEATHER], options={"num_predict": 2}).done
 
 
 def test_a_model_that_answers_in_words_streams_them(live, client, monkeypatch):
