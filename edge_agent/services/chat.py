@@ -216,7 +216,7 @@ class ChatService(GroundedChat):
             constraint = call_constraint(tools, call or None, hint=not native) if call is not None else \
                 auto_constraint(tools, hint=not native)
             prompt = self.formatter.format_chat(messages, instruction=constraint.instruction,
-                                                tools=[t.listing() for t in tools] if native else None, check=self._length_check(options),
+                                                tools=[t.listing() for t in tools] if native else None, check=self.length_check(options),
                                                 template_kwargs=template_kwargs)
             if call is None:  # words may follow: a base model's transcript stops as any answer's
                 options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
@@ -234,7 +234,7 @@ class ChatService(GroundedChat):
             if isinstance(grounded, GroundedPrompt):
                 return self._start_grounded(grounded, options, n, priority, constraint)
             messages, sources = grounded
-        prompt = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options),
+        prompt = self.formatter.format_chat(messages, instruction=instruction, check=self.length_check(options),
                                             template_kwargs=template_kwargs)
         options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         jobs = [(prompt.ids, prompt.prefill, i) for i in range(n)]
@@ -356,7 +356,8 @@ class ChatService(GroundedChat):
             prompt_tokens, options.max_tokens if _asks_room(options) else 0, self.context_length,
         )
 
-    def _length_check(self, options: SamplingOptions) -> Callable[[str], None]:
+    def length_check(self, options: SamplingOptions) -> Callable[[str], None]:
+        """A format_chat check: refuses a prompt text that cannot fit before it is tokenized (_check_length)."""
         return lambda text: self._check_length(text, options)
 
     def _prompt_limit(self, options: SamplingOptions) -> int:

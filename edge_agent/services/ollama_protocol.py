@@ -287,7 +287,7 @@ class OllamaGenerateRequest(_Generating):
         else:
             messages = [*([{"role": "system", "content": self.system}] if self.system else []), {"role": "user", "content": self.prompt}]
             prompt = chat.formatter.format_chat(messages, instruction=constraint.instruction if constraint is not None else "",
-                                                check=chat._length_check(options))
+                                                check=chat.length_check(options))
             options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         ids = g.continued(chat.formatter, self.context or [], prompt.ids, chat.vocab_size)
         gen = chat.complete([ids], options, constraint=constraint)
