@@ -389,7 +389,7 @@ def test_model_aliases_let_an_app_keep_its_built_in_model_names(tiny_bundles, ap
         assert len(o.embed(model="text-embedding-3-small", input="hallo").embeddings[0]) == embedder.dim
         listed = {m.model for m in o.list().models}
         assert {"gpt-4o-mini:latest", "llama3.2:latest", "text-embedding-3-small:latest"} <= listed
-        assert o.show("llama3.2").capabilities == ["completion"] and o.show("text-embedding-3-small").capabilities == ["embedding"]
+        assert o.show("llama3.2").capabilities == ["completion", "tools"] and o.show("text-embedding-3-small").capabilities == ["embedding"]
     finally:
         server.close()
 
