@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -108,6 +109,19 @@ StopString = Annotated[str, Field(min_length=1, max_length=256)]
 GuidedChoices = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)]
 Pattern = Annotated[str, Field(min_length=1, max_length=4096)]
 StopList = Annotated[list[StopString], Field(max_length=MAX_STOP)]  # [] = no stop (as null)
+
+
+def _not_the_templates_own(v: dict[str, Any]) -> dict[str, Any]:
+    taken = sorted(set(v) & set(TEMPLATE_OWN))
+    if taken:
+        raise ValueError(f"{', '.join(taken)} is set by the server (from messages, tools and the model): leave it out")
+    return v
+
+
+TemplateKwargs = Annotated[dict[str, Any], Field(max_length=MAX_TEMPLATE_KWARGS), AfterValidator(_not_the_templates_own)]
+TEMPLATE_KWARGS = ("vLLM's: more variables for the model's chat template (e.g. {\"enable_thinking\": false}); those it does not "
+                   "use change nothing, and a model without a chat template ignores them. Their text is data (never control "
+                   f"tokens); the template's own variables ({', '.join(TEMPLATE_OWN)}) cannot be set. Extension.")
 
 
 def at_most_messages(v: list | None, info: ValidationInfo) -> list | None:
@@ -443,18 +457,7 @@ class ChatCompletionRequest(_Sampling):
         None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")
     function_call: Unsupported("the deprecated `function_call` is not taken: use `tool_choice`", "none", "auto") = Field(
         None, description="Not supported (deprecated by OpenAI): use tool_choice.")
-    chat_template_kwargs: Annotated[dict[str, Any], Field(max_length=MAX_TEMPLATE_KWARGS)] | None = Field(
-        None, description="vLLM's: more variables for the model's chat template (e.g. {\"enable_thinking\": false}); those it does "
-                          "not use change nothing, and a model without a chat template ignores them. Their text is data (never "
-                          f"control tokens); the template's own variables ({', '.join(TEMPLATE_OWN)}) cannot be set. Extension.")
-
-    @field_validator("chat_template_kwargs")
-    @classmethod
-    def _not_the_templates_own(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        taken = sorted(set(v or ()) & set(TEMPLATE_OWN))
-        if taken:
-            raise ValueError(f"{', '.join(taken)} is set by the server (from messages, tools and the model): leave it out")
-        return v
+    chat_template_kwargs: TemplateKwargs | None = Field(None, description=TEMPLATE_KWARGS)
 
     @field_validator("tools")
     @classmethod

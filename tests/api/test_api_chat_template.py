@@ -93,3 +93,12 @@ def test_a_batch_line_takes_them_as_the_live_route(bundle, client, tmp_path):
                  "--quiet"]) == 0
     line = json.loads(out.read_text())
     assert line["response"]["body"]["usage"]["prompt_tokens"] == _prompt_tokens(client, enable_thinking=False)
+
+
+def test_tokenize_takes_them_as_chat_does(server, client):
+    """vLLM's /tokenize takes chat_template_kwargs with messages: a client counting its prompt counts what chat sends."""
+    body = {"model": "tiny-thinking", "messages": MESSAGES, "chat_template_kwargs": {"enable_thinking": False}}
+    status, _, raw = server.request("POST", "/tokenize", body)
+    assert status == 200 and json.loads(raw)["count"] == _prompt_tokens(client, enable_thinking=False) > _prompt_tokens(client)
+    status, _, raw = server.request("POST", "/tokenize", {**body, "chat_template_kwargs": {"messages": []}})
+    assert status == 400 and json.loads(raw)["error"]["param"] == "chat_template_kwargs"
