@@ -138,7 +138,12 @@ def auto_constraint(tools: list[Tool], hint: bool = True) -> OutputConstraint:
     """The grammar of a free choice between a call and words (Ollama's tools, where the model decides): either a
     "required" call ({"name": ..., "arguments": ...} of one of the tools) or text whose first non-blank character is
     not "{" (so a reader knows which from that character: answer_call). hint: the tool listing in the instruction
-    (False when the chat template gets `tools`). Raises InvalidRequestError for a schema the grammar engine refuses."""
+    (False when the chat template gets `tools`). Raises InvalidRequestError for a schema the grammar engine refuses.
+
+    The model decides: the default Gemma 3 270M answered 5 of 5 questions in words (weather in Paris and Amsterdam, 2 plus
+    3, a greeting, a joke; two tools, greedy) under three wordings of the instruction, so a model that small does not
+    choose to call; a forced tool_choice on /v1/chat/completions makes it. The free branch cost no measurable speed
+    there (15.9 vs 15.0 tokens/s, 4 paired rounds of 64 tokens, load average 9.7: within the noise)."""
     import llguidance as llg
 
     rules = [f"start: {_LEAD} ({' | '.join(f'call_{i}' for i in range(len(tools)))}) | words", r"words: /[ \n]*[^{ \n][\s\S]*/"]
