@@ -142,8 +142,9 @@ def auto_constraint(tools: list[Tool], hint: bool = True) -> OutputConstraint:
 
     The model decides: the default Gemma 3 270M answered 5 of 5 questions in words (weather in Paris and Amsterdam, 2 plus
     3, a greeting, a joke; two tools, greedy) under three wordings of the instruction, so a model that small does not
-    choose to call; a forced tool_choice on /v1/chat/completions makes it. The free branch cost no measurable speed
-    there (15.9 vs 15.0 tokens/s, 4 paired rounds of 64 tokens, load average 9.7: within the noise)."""
+    choose to call; a forced tool_choice on /v1/chat/completions makes it. The grammar's free branch against the same
+    prompt without it: 8.0 vs 8.7 tokens/s (medians of 4 paired rounds of 64 tokens, load average 11 on 2 shared cores:
+    pairs went both ways; scripts/bench_auto_tools.py, to be rerun on an idle machine)."""
     import llguidance as llg
 
     rules = [f"start: {_LEAD} ({' | '.join(f'call_{i}' for i in range(len(tools)))}) | words", r"words: /[ \n]*[^{ \n][\s\S]*/"]
