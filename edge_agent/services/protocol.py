@@ -242,6 +242,7 @@ class _Sampling(_Request):
     store: bool | None = Field(None, description="Accepted and ignored (nothing is stored).")
     service_tier: str | None = Field(None, max_length=32, description="Accepted and ignored.")
     prompt_cache_key: str | None = Field(None, max_length=1024, description="Accepted and ignored (the prefix cache is automatic).")
+    cache_prompt: bool | None = Field(None, description="llama.cpp's: accepted and ignored (the prefix cache is automatic).")
     safety_identifier: str | None = Field(None, max_length=256, description="Accepted and ignored.")
     seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = Field(None, description="Makes sampling repeatable; choice i uses seed + i.")
     stop: Annotated[str, Field(min_length=1, max_length=256)] | StopList | None = Field(
@@ -316,6 +317,7 @@ class _Sampling(_Request):
 
 class StreamOptions(_Request):
     include_usage: bool | None = Field(None, description="Send a last chunk with `usage` and no choices.")
+    include_obfuscation: bool | None = Field(None, description="Accepted and ignored: chunks carry no obfuscation padding here.")
 
 
 class TextPart(_Request):
@@ -452,6 +454,13 @@ class ChatCompletionRequest(_Sampling):
         None, description="Only [\"text\"].")
     prediction: dict[str, Any] | None = Field(None, description="Accepted and ignored (Predicted Outputs only shorten OpenAI's "
                                               "latency; the answer is the model's either way).")
+    audio: Unsupported("this model answers in text only: leave `audio` out") = Field(None, description="Only null.")
+    add_generation_prompt: Unsupported("the assistant's turn is always opened: send true or leave it out", True) = Field(
+        None, description="vLLM's: only true (its default).")
+    continue_final_message: Unsupported("an assistant message is not continued here: send false or leave it out", False) = Field(
+        None, description="vLLM's: only false (its default).")
+    echo: Unsupported("the conversation is not echoed on chat: send false or leave it out", False) = Field(
+        None, description="vLLM's: only false (its default).")
     functions: Unsupported("the deprecated `functions` is not taken: send them as `tools` "
                            "([{\"type\": \"function\", \"function\": ...}])") = Field(
         None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")
