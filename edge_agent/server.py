@@ -147,8 +147,16 @@ _WAITRESS_ERRORS = {  # status -> (message, code) for the errors waitress answer
 }
 
 
+def _asked_path(request) -> str:
+    """The path a request asked for, as far as waitress read it: its request line (for headers too large waitress parses
+    a stand-in "GET /", while header_plus still holds what arrived before), else the parsed path."""
+    line = (getattr(request, "header_plus", b"") or b"").lstrip().split(b"\r\n", 1)[0].split(b" ")
+    return line[1].decode("latin-1") if len(line) >= 3 else str(getattr(request, "path", "") or "")
+
+
 class JsonErrorTask(ErrorTask):
-    """waitress' own error answers (body over the cap, malformed HTTP, headers too large) in OpenAI's JSON error shape."""
+    """waitress' own error answers (body over the cap, malformed HTTP, headers too large) in OpenAI's JSON error shape,
+    or Ollama's ({"error": "text"}) on its routes (/api/*) as the app answers there."""
 
     def execute(self):
         e = self.request.error
@@ -156,7 +164,9 @@ class JsonErrorTask(ErrorTask):
         message, err_code = _WAITRESS_ERRORS.get(code, _WAITRESS_ERRORS[400 if code < 500 else 500])
         detail = " ".join(str(getattr(e, "body", "") or "").split())[:200] if code < 500 else ""
         kind = "invalid_request_error" if code < 500 else "server_error"
-        body = json.dumps(error_body(message.format(detail=detail or "refused"), kind, code=err_code)).encode()
+        text = message.format(detail=detail or "refused")
+        ollama = _asked_path(self.request).startswith("/api/")
+        body = json.dumps({"error": text} if ollama else error_body(text, kind, code=err_code)).encode()
         self.status = f"{code} {getattr(e, 'reason', 'Error')}"
         _count(self.channel, getattr(self.request, "command", None), code)
         self.response_headers.append(("Content-Type", "application/json"))

@@ -3,7 +3,9 @@
 
 /api/chat and /api/generate stream by default (Ollama's default): NDJSON lines (application/x-ndjson), each with a piece
 of the answer and done false, then one with done true, done_reason ("stop" or "length"), the token counts (the same as
-the OpenAI routes' usage) and the durations in nanoseconds; stream false answers the same fields in one JSON object. A
+the OpenAI routes' usage) and the durations in nanoseconds (/api/generate's also `context`, unless raw); stream false
+answers the same fields in one JSON object. With `tools` on /api/chat the model answers in words (streamed as any answer)
+or with one call, held back and sent whole in one line's message.tool_calls, as Ollama sends it. A
 failure after the first line is told as a last line {"error": "..."}, as Ollama does; a client that hangs up frees its
 slot. Errors are Ollama's {"error": "text"} on these routes (the API key, Host and CORS checks answer before any route,
 in the OpenAI shape as everywhere). A model is named by its id or "default", with or without ":latest", in any case (as
@@ -31,6 +33,7 @@ from edge_agent.services import ollama_protocol as o
 from edge_agent.services.errors import InvalidRequestError, ServiceError, UnavailableError
 from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation
 from edge_agent.services.logprobs import chat_content
+from edge_agent.services.tools import Tool, answer_call, call_id
 
 log = logging.getLogger(__name__)
 bp = Blueprint("ollama", __name__)
@@ -101,8 +104,9 @@ def _line(reply: BaseModel | dict) -> bytes:
 class _Run:
     """One answer read from its Generation: the pieces of text, then the final fields (counts, durations in ns)."""
 
-    def __init__(self, gen: Generation, t0: int):
-        self.gen, self.t0 = gen, t0
+    def __init__(self, gen: Generation, t0: int, encode: Callable[[str], list[int]]):
+        self.gen, self.t0, self.encode = gen, t0, encode
+        self.text: list[str] = []  # the answer so far (the final line's `context` ends with its ids)
         self.started = time.perf_counter_ns()
         self.first: int | None = None
         self.finish = "stop"
@@ -116,6 +120,7 @@ class _Run:
             for ev in live_events(events, disconnected):
                 if isinstance(ev, ChoiceDelta):
                     self.first = self.first or time.perf_counter_ns()
+                    self.text.append(ev.text)
                     yield ev.text, ev.logprobs
                 elif isinstance(ev, ChoiceEnd):
                     self.finish, self.last_logprobs = ev.finish_reason, ev.logprobs
@@ -127,35 +132,73 @@ class _Run:
         end = time.perf_counter_ns()
         first = self.first or end
         u = self.gen.usage
-        return {"done": True, "done_reason": self.finish, "total_duration": end - self.t0, "load_duration": 0,
-                "prompt_eval_count": u.prompt_tokens, "prompt_eval_duration": first - self.started,
-                "eval_count": u.completion_tokens, "eval_duration": end - first}
+        out = {"done": True, "done_reason": self.finish, "total_duration": end - self.t0, "load_duration": 0,
+               "prompt_eval_count": u.prompt_tokens, "prompt_eval_duration": first - self.started,
+               "eval_count": u.completion_tokens, "eval_duration": end - first}
+        if self.gen.prompt_ids is not None:  # /api/generate's context, as Ollama makes it: the prompt and the answer's text, tokenized
+            out["context"] = [*self.gen.prompt_ids, *self.encode("".join(self.text))]
+        return out
 
 
-def _answer(req, gen: Generation, t0: int, reply: Callable[..., BaseModel], texts: Callable) -> Response:
-    """The answer as NDJSON lines (stream) or one object; reply(text, **fields) makes a line; texts() gives the model's
-    TokenTexts (for logprobs)."""
+def _with_calls(pieces: Iterator[tuple[str, list | None]], run: _Run, tools: list[Tool]) -> Iterator[tuple[str, list | None, list | None]]:
+    """(text, logprobs, calls) of an answer that may be a call (tools.auto_constraint): words stream as they come; a call
+    (its first non-blank character "{") is held back and given whole, its arguments an object, as Ollama gives it."""
+    held: list[str] = []
+    held_lps: list = []
+    words = False
+    for text, lps in pieces:
+        if words:
+            yield text, lps, None
+            continue
+        held.append(text)
+        held_lps += lps or []
+        lead = "".join(held).lstrip(" \n")
+        if lead and not lead.startswith("{"):
+            words = True
+            yield "".join(held), held_lps or None, None
+    if not words and held:
+        whole = "".join(held)
+        call = answer_call(whole, run.finish, tools)
+        if call is None:  # cut before its arguments closed: the text as it is
+            yield whole, held_lps or None, None
+        else:
+            yield "", held_lps or None, [o.OllamaResponseToolCall(id=call_id(), function=o.OllamaCalled(name=call[0], arguments=call[1]))]
+
+
+def _answer(req, gen: Generation, t0: int, reply: Callable[..., BaseModel], texts: Callable, encode: Callable[[str], list[int]],
+            tools: list[Tool] | None = None) -> Response:
+    """The answer as NDJSON lines (stream) or one object; reply(text, calls, **fields) makes a line; texts() gives the
+    model's TokenTexts (for logprobs); encode(text) its token ids as data (for `context`); with tools the answer may be a
+    call (_with_calls)."""
     note_usage(gen.usage)
-    run, disconnected = _Run(gen, t0), _disconnected()
+    run, disconnected = _Run(gen, t0, encode), _disconnected()
     head = {"model": req.model}
 
     def logprobs(lps: list | None) -> dict[str, Any]:
         return {"logprobs": o.ollama_logprobs(chat_content(lps, texts()))} if lps else {}
 
-    if not req.stream:
-        try:
-            pieces = list(run.pieces(disconnected))
-        except ClientGone:
-            raise UnavailableError("the client disconnected") from None
-        lps = [e for _, p in pieces for e in p or ()] + (run.last_logprobs or [])
-        return _json(reply("".join(t for t, _ in pieces), **head, created_at=o.now(), **run.done(), **logprobs(lps)))
-
-    def body() -> Iterator[bytes]:
+    def answer() -> Iterator[tuple[str, list | None, list | None]]:
         pieces = run.pieces(disconnected)
         try:
-            for text, lps in pieces:
-                yield _line(reply(text, **head, created_at=o.now(), done=False, **logprobs(lps)))
-            yield _line(reply("", **head, created_at=o.now(), **run.done(), **logprobs(run.last_logprobs)))
+            yield from _with_calls(pieces, run, tools) if tools else ((t, lps, None) for t, lps in pieces)
+        finally:
+            pieces.close()
+
+    if not req.stream:
+        try:
+            parts = list(answer())
+        except ClientGone:
+            raise UnavailableError("the client disconnected") from None
+        lps = [e for _, p, _ in parts for e in p or ()] + (run.last_logprobs or [])
+        calls = next((c for _, _, c in parts if c), None)
+        return _json(reply("".join(t for t, _, _ in parts), calls, **head, created_at=o.now(), **run.done(), **logprobs(lps)))
+
+    def body() -> Iterator[bytes]:
+        pieces = answer()
+        try:
+            for text, lps, calls in pieces:
+                yield _line(reply(text, calls, **head, created_at=o.now(), done=False, **logprobs(lps)))
+            yield _line(reply("", None, **head, created_at=o.now(), **run.done(), **logprobs(run.last_logprobs)))
         except ClientGone:
             return
         except ServiceError as e:
@@ -174,19 +217,21 @@ def _generation(model: type[o.OllamaChatRequest] | type[o.OllamaGenerateRequest]
     req, rt = _read(model)
     svc = _chat_service(rt, req.model)
     if req.asks_nothing():
-        return _json(reply("", model=req.model, created_at=o.now(), done=True, done_reason=req.done_reason_of_nothing(),
+        return _json(reply("", None, model=req.model, created_at=o.now(), done=True, done_reason=req.done_reason_of_nothing(),
                            total_duration=time.perf_counter_ns() - t0, load_duration=0))
-    return _answer(req, req.start(svc), t0, reply, svc.token_texts)
+    tools = req.tool_list() if isinstance(req, o.OllamaChatRequest) else None
+    return _answer(req, req.start(svc), t0, reply, svc.token_texts, svc.formatter.encode_data, tools)
 
 
 @bp.post("/api/chat")
 def chat():
-    return _generation(o.OllamaChatRequest, lambda text, **fields: o.OllamaChatResponse(message=o.OllamaChatMessage(content=text), **fields))
+    return _generation(o.OllamaChatRequest, lambda text, calls, **fields: o.OllamaChatResponse(
+        message=o.OllamaChatMessage(content=text, tool_calls=calls), **fields))
 
 
 @bp.post("/api/generate")
 def generate():
-    return _generation(o.OllamaGenerateRequest, lambda text, **fields: o.OllamaGenerateResponse(response=text, **fields))
+    return _generation(o.OllamaGenerateRequest, lambda text, calls, **fields: o.OllamaGenerateResponse(response=text, **fields))
 
 
 @bp.post("/api/embed")
@@ -213,7 +258,7 @@ def _models(rt) -> list[tuple[o.OllamaModel, dict[str, Any], list[str], int]]:
     """Each model served, then each alias (Settings.model_aliases, embedding_model_aliases) as a model of its own, as
     Ollama lists a copied model: its listing, model_info, capabilities and context length."""
     card, info = o.chat_model(rt.chat)
-    out = [(card, info, ["completion"], rt.chat.context_length)]
+    out = [(card, info, o.chat_capabilities(rt.chat), rt.chat.context_length)]
     emb = o.embedding_model(rt.embeddings.facts() if rt.embeddings is not None else None)
     if emb is not None:
         out.append((emb[0], emb[1], ["embedding"], emb[1]["bert.context_length"]))
@@ -253,7 +298,7 @@ def show():
     name = req.named()
     for card, info, capabilities, _ in _models(rt):  # the chat model first: "default" names it, as on /v1/models/default
         if o.served(name, card.model.removesuffix(o.LATEST)):
-            chat = capabilities == ["completion"]
+            chat = capabilities[0] == "completion"
             return _json(o.OllamaShow(
                 parameters=o.parameters(rt.chat.defaults) if chat else "",
                 template=o.template_of(rt.chat.formatter) if chat else "",

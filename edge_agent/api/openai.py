@@ -123,7 +123,7 @@ def live_events(events: Iterator, disconnected: Callable[[], bool]) -> Iterator:
 
 
 def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[int, str | None, str | None, list | None], dict | None],
-            include_usage: bool, disconnected: Callable[[], bool]) -> Response:
+            include_usage: bool, disconnected: Callable[[], bool], fingerprint: str) -> Response:
     """Server-Sent Events: head chunks, one chunk per delta and per end, optional usage, [DONE].
 
     chunk(index, text, finish_reason, logprobs) makes a chunk, or None when there is nothing to send; logprobs are the
@@ -132,7 +132,7 @@ def _stream(gen: Generation, id_prefix: str, head: list[dict], chunk: Callable[[
     A client that goes away (a failed write closes this generator; waitress' disconnect probe
     is polled between events) cancels the generation.
     """
-    base = {"id": id_prefix + gen.id, "created": gen.created, "model": gen.model}
+    base = {"id": id_prefix + gen.id, "created": gen.created, "model": gen.model, "system_fingerprint": fingerprint}
 
     def body() -> Iterator[bytes]:
         events = gen.events()
@@ -213,7 +213,7 @@ def chat_completions():
     constraint = req.output_constraint()
     tools, call = req.tool_list(), req.forced_call()
     gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0,
-                   rag=_rag(req), tools=tools, call=call)
+                   rag=_rag(req), tools=tools, call=call, template_kwargs=req.chat_template_kwargs)
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:
@@ -234,7 +234,7 @@ def chat_completions():
             return {"object": obj, "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
 
         include = bool(req.stream_options and req.stream_options.include_usage)
-        return _stream(gen, "chatcmpl-", head, chunk, include, disconnected)
+        return _stream(gen, "chatcmpl-", head, chunk, include, disconnected, svc.fingerprint)
     try:
         texts, ends, lps = _wait(gen, disconnected)
     finally:
@@ -245,7 +245,8 @@ def chat_completions():
         choices.append(p.ChatChoice(index=i, message=p.AssistantMessage.of(content, made), finish_reason=finish,
                                     logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], svc.token_texts()))))
     gen.note_citations(texts.values())
-    return _json(p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen),
+    return _json(p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, system_fingerprint=svc.fingerprint,
+                                  choices=choices, usage=_usage(gen),
                                   sources=_sources(gen), grounding=_grounding(gen)))
 
 
@@ -285,7 +286,7 @@ def completions():
 
         include = bool(req.stream_options and req.stream_options.include_usage)
         head = [] if gen.sources is None else [_with_sources(chunk(gen.choices[0].index, "", None, None), gen)]
-        return _stream(gen, "cmpl-", head, chunk, include, disconnected)
+        return _stream(gen, "cmpl-", head, chunk, include, disconnected, svc.fingerprint)
     try:
         texts, ends, lps = _wait(gen, disconnected)
     finally:
@@ -294,7 +295,8 @@ def completions():
                                   logprobs=None if lps[i] is None else completion_logprobs(lps[i], svc.token_texts(), TextOffsets(svc.token_texts())))
                for i in sorted(texts)]
     gen.note_citations(texts.values())
-    return _json(p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=_usage(gen),
+    return _json(p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, system_fingerprint=svc.fingerprint,
+                              choices=choices, usage=_usage(gen),
                               sources=_sources(gen), grounding=_grounding(gen)))
 
 

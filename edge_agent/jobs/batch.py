@@ -235,7 +235,8 @@ class BatchRequestRunner:
             constraint = req.output_constraint()
             tools, call = req.tool_list(), req.forced_call()
             start = lambda: self.chat.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint,  # noqa: E731
-                                           priority=priority, rag=_rag(req), tools=tools, call=call)
+                                           priority=priority, rag=_rag(req), tools=tools, call=call,
+                                           template_kwargs=req.chat_template_kwargs)
         else:
             constraint = req.output_constraint()
             start = lambda: self.chat.complete(req.prompts(), sampling_options(req, req.max_tokens), n=req.n or 1,  # noqa: E731
@@ -253,6 +254,7 @@ class BatchRequestRunner:
                                     logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], self.chat.token_texts())))
                        for i in sorted(texts)]
             out = p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=usage,
+                                   system_fingerprint=self.chat.fingerprint,
                                    sources=sources, grounding=grounding)
         else:
             tt = self.chat.token_texts()
@@ -260,6 +262,7 @@ class BatchRequestRunner:
                                           logprobs=None if lps[i] is None else completion_logprobs(lps[i], tt, TextOffsets(tt)))
                        for i in sorted(texts)]
             out = p.Completion(id=f"cmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=usage, sources=sources,
+                               system_fingerprint=self.chat.fingerprint,
                                grounding=grounding)
         absent = {f for f, v in (("sources", sources), ("grounding", grounding)) if v is None}
         return out.model_dump(mode="json", exclude=absent or None), gen.usage.completion_tokens

@@ -42,7 +42,7 @@ from edge_agent.services.grounding import (
 from edge_agent.services.generation import ChoiceDelta, ChoiceEnd, Generation, _Choice  # noqa: F401 (the event types, importable from here)
 from edge_agent.services.grounded_chat import GroundedChat
 from edge_agent.services.prompts import PromptFormatter
-from edge_agent.services.tools import Tool, call_constraint
+from edge_agent.services.tools import Tool, auto_constraint, call_constraint
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,7 @@ class ChatService(GroundedChat):
         bundle = self.engine.bundle
         self.model_name: str = self.engine.name
         self.created = _created(bundle.manifest.get("created"))
+        self.fingerprint = system_fingerprint(bundle.manifest, self.engine.context_length)
         self.context_length: int = int(self.engine.context_length)
         self.vocab_size: int = int(self.engine.vocab_size)
         self.defaults: dict = dict(bundle.generation_defaults or {})
@@ -195,26 +196,37 @@ class ChatService(GroundedChat):
     # --- requests -----------------------------------------------------------------
     def chat(self, messages: list[dict], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,
              rag: RagOptions | None = None, constraint: OutputConstraint | None = None, tools: list[Tool] | None = None,
-             call: str | None = None) -> Generation:
+             call: str | None = None, template_kwargs: dict | None = None, may_call: bool = False) -> Generation:
         """Format messages for this model and start n choices; with rag, ground them in retrieved chunks first.
 
         constraint (or json_object=True for OutputConstraint.json_object()) makes every choice
         follow a grammar. call (with tools) forces a tool call: "" any of the tools, else the one
-        named (services/tools.py; read each choice with tools.CallReader). Raises InvalidRequestError,
+        named (services/tools.py; read each choice with tools.CallReader). template_kwargs: more variables for the
+        chat template (PromptFormatter.format_chat; not with rag). may_call (with tools, call None): the model chooses
+        between a call and words (tools.auto_constraint; read an answer with tools.answer_call). Raises InvalidRequestError,
         ContextLengthExceededError, BusyError, UnavailableError (DocumentsUnavailableError, with
         retry_after, while the documents load).
         """
-        if call is not None and tools:
+        if tools and (call is not None or may_call):
             if constraint is not None or json_object or rag is not None:
-                raise InvalidRequestError("a forced tool call cannot be combined with a response format or rag", param="tool_choice")
+                raise InvalidRequestError("a forced tool call cannot be combined with a response format or rag", param="tool_choice") \
+                    if call is not None else InvalidRequestError("tools cannot be combined with a response format (format) or rag",
+                                                                 param="tools")
             native = self.formatter.takes_tools
-            constraint = call_constraint(tools, call or None, hint=not native)
+            constraint = call_constraint(tools, call or None, hint=not native) if call is not None else \
+                auto_constraint(tools, hint=not native)
             prompt = self.formatter.format_chat(messages, instruction=constraint.instruction,
-                                                tools=[t.listing() for t in tools] if native else None, check=self._length_check(options))
+                                                tools=[t.listing() for t in tools] if native else None, check=self.length_check(options),
+                                                template_kwargs=template_kwargs)
+            if call is None:  # words may follow: a base model's transcript stops as any answer's
+                options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
             return self._start([(prompt.ids, prompt.prefill, i) for i in range(n)], [len(prompt.ids)], options, priority, constraint)
         if constraint is None and json_object:
             constraint = OutputConstraint.json_object()
         _no_logprobs_with_rag(options, rag)
+        if rag is not None and template_kwargs:
+            raise InvalidRequestError("chat_template_kwargs cannot be combined with rag (a grounded prompt is built by the server): "
+                                      "leave one of them out", param="chat_template_kwargs")
         instruction = constraint.instruction if constraint is not None else ""
         sources = None
         if rag is not None:
@@ -222,7 +234,8 @@ class ChatService(GroundedChat):
             if isinstance(grounded, GroundedPrompt):
                 return self._start_grounded(grounded, options, n, priority, constraint)
             messages, sources = grounded
-        prompt = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))
+        prompt = self.formatter.format_chat(messages, instruction=instruction, check=self.length_check(options),
+                                            template_kwargs=template_kwargs)
         options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         jobs = [(prompt.ids, prompt.prefill, i) for i in range(n)]
         gen = self._start(jobs, [len(prompt.ids)], options, priority, constraint)
@@ -343,7 +356,8 @@ class ChatService(GroundedChat):
             prompt_tokens, options.max_tokens if _asks_room(options) else 0, self.context_length,
         )
 
-    def _length_check(self, options: SamplingOptions) -> Callable[[str], None]:
+    def length_check(self, options: SamplingOptions) -> Callable[[str], None]:
+        """A format_chat check: refuses a prompt text that cannot fit before it is tokenized (_check_length)."""
         return lambda text: self._check_length(text, options)
 
     def _prompt_limit(self, options: SamplingOptions) -> int:
@@ -469,6 +483,17 @@ def _no_logprobs_with_rag(options: SamplingOptions, rag: RagOptions | None) -> N
     if rag is not None and options.logprobs is not None:
         raise InvalidRequestError("logprobs cannot be combined with rag (a grounded answer may be quoted from the passages, "
                                   "which has no log-probabilities): leave one of them out", param="logprobs")
+
+
+def system_fingerprint(manifest: dict, context_length: int) -> str:
+    """OpenAI's system_fingerprint of a model as served: its files, the context length and this package's version, hashed."""
+    import hashlib
+    import json
+
+    from edge_agent import __version__
+
+    facts = {"files": manifest.get("files", {}), "context_length": int(context_length), "version": __version__}
+    return "fp_" + hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def _created(stamp) -> int:

@@ -80,6 +80,7 @@ class Generation:
         self.usage = TokenUsage(prompt_tokens=prompt_tokens)
         self.sources: list[Source] | None = None  # with rag: the chunks in the prompt, best first
         self.grounding: dict | None = None  # with rag: the answer's language and, per choice, which path made it
+        self.prompt_ids: list[int] | None = None  # where a caller needs them (Ollama's `context`): the prompt's token ids
         self._deadline = time.monotonic() + deadline_s
         self._queue: queue.Queue = queue.Queue()
         self._started = False

@@ -77,7 +77,7 @@ class GroundedChat:
         if self.formatter.kind == "completion" and not instruction:
             self._check_length(" ".join(question.split()), options)
         else:
-            base = self.formatter.format_chat(messages, instruction=instruction, check=self._length_check(options))
+            base = self.formatter.format_chat(messages, instruction=instruction, check=self.length_check(options))
             self._check_fits(len(base.ids), options)
         policy = self.grounding
         lang = policy.language_of(question)
@@ -91,7 +91,7 @@ class GroundedChat:
 
         bare = len(ids_of(Grounding())) if base is None else 0
         if base is None and bare > self._prompt_limit(options):
-            self._check_fits(len(self.formatter.format_chat(messages, check=self._length_check(options)).ids), options)
+            self._check_fits(len(self.formatter.format_chat(messages, check=self.length_check(options)).ids), options)
         chunks = self._retrieve(question, rag)
         alike = self.retriever.similarity(question, chunks, lang) if policy.min_similarity > 0 and self.retriever else None
         why = policy.uncovered(question, chunks, lang, alike)

@@ -1,8 +1,8 @@
 """Ollama's REST API (/api/*): its request and reply models, and how a request maps onto the chat and embedding services.
 
 Ollama's fields are read as Ollama documents them and refused (400, {"error": "..."}) where this server cannot honour
-them: tools (the model would answer in free text, and no parser reads calls out of it: /v1/chat/completions with a
-forced tool_choice does), images, think true, suffix, a template or context, and sampling options we do not implement
+them: images, think true, suffix on a model without fill-in-the-middle tokens, a template that is
+more than Ollama's legacy fields (services/generate_prompts.py), and sampling options we do not implement
 (mirostat, typical_p, tfs_z) unless they are their no-op values. Options that only tune Ollama's runtime (threads, GPU
 layers, mmap, batch; num_ctx too: the context is fixed, and Ollama caps a larger one at the model's own) are accepted and
 ignored, as are keep_alive and num_keep (keep_alive 0 with nothing to answer is Ollama's unload request: answered
@@ -28,7 +28,9 @@ from edge_agent.services.protocol import (
     INT64_MIN,
     MAX_EMBED_INPUTS,
     MAX_OLLAMA_STOP,
+    MAX_TOOLS,
     UINT64_MAX,
+    ChatTool,
     Float,
     Int,
     StopString,
@@ -38,7 +40,10 @@ from edge_agent.services.protocol import (
 )
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
-API_VERSION = "0.9.0"  # the Ollama release whose API these routes follow (clients gate features on /api/version)
+# The Ollama release whose API these routes follow: clients gate features on /api/version (Raycast's extension wants
+# 0.6.4, Continue's setup 0.6.5; logprobs came in 0.12.11, tool call ids in 0.12.10), so it is the release of the newest
+# feature served here.
+API_VERSION = "0.12.11"
 LATEST = ":latest"
 _GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+")  # Go's time.ParseDuration
 EPOCH = "1970-01-01T00:00:00Z"  # a model's modified_at when its bundle does not say
@@ -176,19 +181,50 @@ class _Generating(_OllamaRequest):
         raise NotImplementedError
 
 
+class OllamaCalledFunction(_Request):
+    name: str = Field(min_length=1, max_length=64)
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The call's arguments, an object (not JSON text).")
+    index: Int(ge=0) | None = Field(None, description="Accepted and ignored.")
+
+
+class OllamaToolCall(_Request):
+    id: str | None = Field(None, min_length=1, max_length=256, description="The call's id (Ollama 0.12.10); its result's tool_call_id.")
+    type: Literal["function"] | None = None
+    function: OllamaCalledFunction
+
+
 class OllamaMessage(_Request):
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     images: Unsupported(TEXT_ONLY) = Field(None, description="Not supported (this model reads text): only null or [].")
     thinking: Unsupported("this model does not think aloud: leave `thinking` out", "") = Field(None, description="Only null or \"\".")
+    tool_calls: Annotated[list[OllamaToolCall], Field(max_length=MAX_TOOLS)] | None = Field(
+        None, description="An assistant message's calls (their results follow as `tool` messages).")
+    tool_name: str | None = Field(None, max_length=64, description="A tool message's function (the call it answers).")
+    tool_call_id: str | None = Field(None, max_length=256, description="A tool message's call id, when the call had one.")
+
+
+def service_messages(messages: list[OllamaMessage]) -> list[dict[str, Any]]:
+    """The conversation as ChatService.chat takes it: an assistant's calls with ids (made up where a client left them
+    out) and their arguments as JSON text, a tool result with its call's id or its function's name."""
+    out: list[dict[str, Any]] = []
+    for k, m in enumerate(messages):
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            d["tool_calls"] = [{"id": c.id or f"call_{k}_{i}", "name": c.function.name,
+                                "arguments": json.dumps(c.function.arguments, ensure_ascii=False)} for i, c in enumerate(m.tool_calls)]
+        if m.role == "tool":
+            d["tool_call_id"], d["name"] = m.tool_call_id or "", m.tool_name or ""
+        out.append(d)
+    return out
 
 
 class OllamaChatRequest(_Generating):
     messages: list[OllamaMessage] = Field(default_factory=list, description="The conversation, oldest first; none: load the model "
                                           "(done_reason \"load\").")
-    tools: Unsupported("tools are not taken on /api/chat (the model would answer in free text, and no parser reads calls "
-                       "out of it): use /v1/chat/completions with tool_choice \"required\" or a named function") = Field(
-        None, description="Not supported here: only null or [] (use /v1/chat/completions with tool_choice for grammar-constrained calls).")
+    tools: Annotated[list[ChatTool], Field(max_length=MAX_TOOLS)] | None = Field(
+        None, description="Functions the model may call: it answers either in words or with one call (message.tool_calls, the "
+                          "arguments an object), which a grammar keeps to the function's parameters schema; not with format.")
 
     @field_validator("messages")
     @classmethod
@@ -198,34 +234,65 @@ class OllamaChatRequest(_Generating):
     def asks_nothing(self) -> bool:
         return not self.messages
 
+    def tool_list(self) -> list:
+        from edge_agent.services.tools import Tool
+
+        return [Tool(t.function.name, t.function.description or "", t.function.parameters) for t in self.tools or ()]
+
     def start(self, chat) -> Generation:
-        return chat.chat([{"role": m.role, "content": m.content} for m in self.messages], self.sampling(chat), constraint=self.constraint())
+        tools = self.tool_list()
+        return chat.chat(service_messages(self.messages), self.sampling(chat), constraint=self.constraint(), tools=tools or None,
+                         may_call=bool(tools))
 
 
 class OllamaGenerateRequest(_Generating):
     prompt: str = Field("", description="The prompt; empty: load the model (done_reason \"load\").")
     system: str | None = Field(None, description="A system message before the prompt (not with raw).")
-    raw: bool = Field(False, description="Send the prompt as it is, with no chat formatting.")
-    suffix: Unsupported("text after the insertion point (fill-in-the-middle) is not taken: leave `suffix` out", "") = Field(
-        None, description="Not supported: only null or \"\".")
-    template: Unsupported("the model's own template is used: leave `template` out (or send raw true with your formatted prompt)", "") = Field(
-        None, description="Not supported: only null or \"\".")
-    context: Unsupported("`context` (deprecated by Ollama) is not taken: send the conversation to /api/chat") = Field(
-        None, description="Not supported: only null or [].")
+    raw: bool = Field(False, description="Send the prompt as it is, with no chat formatting (not with template, system or context).")
+    suffix: str | None = Field(None, description="Text after the insertion point: the answer fills the gap between prompt and suffix, "
+                               "in the model's fill-in-the-middle format (a model without one: 400 \"does not support insert\", "
+                               "as Ollama answers) or in `template`'s.")
+    template: str | None = Field(None, description="A Go template in place of the model's chat format, as Ollama's legacy ones: "
+                                 "{{ .System }}, {{ .Prompt }}, {{ .Suffix }}, {{ .Response }} (the answer starts there) and "
+                                 "{{ if }}/{{ else }}/{{ end }} around them; its markers are control tokens, the values text.")
+    context: Annotated[list[Int(ge=0, le=2**31 - 1)], Field(max_length=1 << 20)] | None = Field(
+        None, description="The `context` a previous answer returned (deprecated by Ollama): the conversation continues after it.")
     images: Unsupported(TEXT_ONLY) = Field(None, description="Not supported: only null or [].")
 
     def asks_nothing(self) -> bool:
         return not self.prompt
 
     def start(self, chat) -> Generation:
-        """raw: the prompt as /v1/completions takes it; else a chat of the system message (if any) and the prompt."""
-        if self.raw and self.system:
-            raise InvalidRequestError("system cannot be combined with raw: put it in the prompt", param="system")
+        """raw: the prompt as /v1/completions takes it; else the system message (if any) and the prompt as a chat turn, in
+        the fill-in-the-middle format (suffix) or the client's template, after the context's ids. The Generation's
+        prompt_ids are set unless raw (the final line's `context` starts with them). Raises as ChatService.complete does,
+        and InvalidRequestError for raw with template, system or context, and for suffix on a model that cannot insert."""
+        from edge_agent.services import generate_prompts as g
+
+        if self.raw and (self.template or self.system or self.context):
+            raise InvalidRequestError("raw mode does not support template, system, or context (as Ollama's): put them in the prompt",
+                                      param="template" if self.template else "system" if self.system else "context")
         options, constraint = self.sampling(chat), self.constraint()
-        if self.raw:
+        if self.suffix and not self.template and g.fill_tokens(chat.formatter) is None:
+            raise InvalidRequestError(f"{self.model} does not support insert: it has no fill-in-the-middle tokens; leave `suffix` "
+                                      "out, or send a `template` with your own format", param="suffix")
+        if self.raw:  # Ollama sends a raw prompt as it is, a suffix unused
             return chat.complete([self.prompt], options, constraint=constraint)
-        messages = [*([{"role": "system", "content": self.system}] if self.system else []), {"role": "user", "content": self.prompt}]
-        return chat.chat(messages, options, constraint=constraint)
+        if self.template:
+            values = {"Prompt": self.prompt, "Suffix": self.suffix or ""} if self.suffix else \
+                {"System": self.system or "", "Prompt": self.prompt}
+            prompt = g.template_prompt(chat.formatter, self.template, values)
+        elif self.suffix:
+            prompt = g.fill_prompt(chat.formatter, self.prompt, self.suffix)
+        else:
+            messages = [*([{"role": "system", "content": self.system}] if self.system else []), {"role": "user", "content": self.prompt}]
+            prompt = chat.formatter.format_chat(messages, instruction=constraint.instruction if constraint is not None else "",
+                                                check=chat.length_check(options))
+            options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
+        ids = g.continued(chat.formatter, self.context or [], prompt.ids, chat.vocab_size)
+        gen = chat.complete([ids], options, constraint=constraint)
+        gen.prompt_ids = ids
+        return gen
 
 
 class OllamaEmbedRequest(_OllamaRequest):
@@ -333,9 +400,21 @@ class OllamaReply(BaseModel):
                                                   "them when not streamed).")
 
 
+class OllamaCalled(BaseModel):
+    index: int = 0
+    name: str
+    arguments: Any
+
+
+class OllamaResponseToolCall(BaseModel):
+    id: str
+    function: OllamaCalled
+
+
 class OllamaChatMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str
+    tool_calls: list[OllamaResponseToolCall] | None = Field(None, description="With tools: the call the model chose to make.")
 
 
 class OllamaChatResponse(OllamaReply):
@@ -344,6 +423,8 @@ class OllamaChatResponse(OllamaReply):
 
 class OllamaGenerateResponse(OllamaReply):
     response: str
+    context: list[int] | None = Field(None, description="With done true (not raw): the prompt's and the answer's token ids; send them "
+                                      "back as `context` to continue the conversation.")
 
 
 class OllamaEmbedResponse(BaseModel):
@@ -395,6 +476,14 @@ def chat_model(chat) -> tuple[OllamaModel, dict[str, Any]]:
         if key in b.architecture:
             info[f"{arch}.{key}"] = b.architecture[key]
     return card, info
+
+
+def chat_capabilities(chat) -> list[str]:
+    """What /api/show says the chat model can do, in Ollama's words: "completion", "insert" with fill-in-the-middle
+    tokens, and "tools" (a grammar keeps any model's calls to their schema)."""
+    from edge_agent.services.generate_prompts import fill_tokens
+
+    return ["completion", *(["insert"] if fill_tokens(chat.formatter) else []), "tools"]
 
 
 def embedding_model(facts: dict[str, Any] | None) -> tuple[OllamaModel, dict[str, Any]] | None:

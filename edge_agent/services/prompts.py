@@ -211,7 +211,7 @@ class PromptFormatter:
 
     def format_chat(self, messages: list[dict[str, Any]], json_mode: bool = False, instruction: str = "",
                     tools: list[dict[str, Any]] | None = None, check: Callable[[str], None] | None = None,
-                    generation_prompt: bool = True) -> FormattedPrompt:
+                    generation_prompt: bool = True, template_kwargs: dict[str, Any] | None = None) -> FormattedPrompt:
         """messages: [{"role": system|developer|user|assistant|tool, "content": str}] in order; an assistant message may
         carry "tool_calls" ([{"id", "name", "arguments"}]), a tool message "tool_call_id".
 
@@ -219,7 +219,9 @@ class PromptFormatter:
         text; json_mode adds the default JSON instruction. tools (OpenAI's form) go to a chat
         template that takes them (see takes_tools). check(prompt text) runs before the text is
         encoded (a cheap length check can refuse a huge prompt without tokenizing it). generation_prompt
-        False leaves the assistant's turn unopened (POST /tokenize). Raises InvalidRequestError, and what check raises.
+        False leaves the assistant's turn unopened (POST /tokenize). template_kwargs (vLLM's chat_template_kwargs, their
+        text data) are more variables for a chat template; a transcript has none to set. Raises InvalidRequestError, and
+        what check raises.
         """
         if json_mode and not instruction:
             instruction = JSON_HINT
@@ -233,13 +235,16 @@ class PromptFormatter:
                                    for c in m["tool_calls"]]
             if m.get("tool_call_id") is not None:
                 d["tool_call_id"] = m["tool_call_id"]
+            if m.get("name"):
+                d["name"] = enc.defuse(m["name"], table)
             safe.append(d)
         safe = _name_results(safe)
         hint = enc.defuse(instruction, table)
         stops: list[str] = []
         if self._template is not None:
             shown_tools = json.loads(enc.defuse(json.dumps(tools, ensure_ascii=False), table)) if tools and self.takes_tools else None
-            text = self._render(safe, hint, shown_tools, generation_prompt)
+            extra = json.loads(enc.defuse(json.dumps(template_kwargs, ensure_ascii=False), table)) if template_kwargs else {}
+            text = self._render(safe, hint, shown_tools, generation_prompt, extra)
         else:
             text, stops = self._transcript(safe, hint, generation_prompt)
         shown = enc.restore(text, table)
@@ -278,7 +283,7 @@ class PromptFormatter:
         return out
 
     def _render(self, messages: list[dict[str, Any]], hint: str, tools: list[dict[str, Any]] | None = None,
-                generation_prompt: bool = True) -> str:
+                generation_prompt: bool = True, extra: dict[str, Any] | None = None) -> str:
         msgs = self._template_messages(messages)
         if hint:
             if msgs and msgs[0]["role"] == "system":
@@ -286,9 +291,10 @@ class PromptFormatter:
             else:
                 msgs.insert(0, {"role": "system", "content": hint})
         try:
-            return self._template.render(
-                messages=msgs, add_generation_prompt=generation_prompt, bos_token=self.bos_token, eos_token=self.eos_token, tools=tools,
-            )
+            return self._template.render({  # a mapping: a variable named "self" is one more key
+                **(extra or {}), "messages": msgs, "add_generation_prompt": generation_prompt, "bos_token": self.bos_token,
+                "eos_token": self.eos_token, "tools": tools,
+            })
         except _TemplateError as e:
             raise InvalidRequestError(f"the model's chat template refused these messages: {e}", param="messages") from None
         except Exception as e:  # a broken template in the bundle, or one the sandbox blocks
@@ -318,14 +324,15 @@ class PromptFormatter:
 
 
 def _name_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each tool message with the "name" of the function whose call it answers."""
+    """Each tool message with the "name" of the function whose call it answers (its own name where no call's id is its
+    tool_call_id: Ollama's tool_name)."""
     names: dict[str, str] = {}
     out = []
     for m in messages:
         for c in m.get("tool_calls") or ():
             names[c["id"]] = c["name"]
         if m["role"] == "tool":
-            m = {**m, "name": names.get(m.get("tool_call_id", ""), "")}
+            m = {**m, "name": names.get(m.get("tool_call_id", ""), m.get("name", ""))}
         out.append(m)
     return out
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -48,6 +49,8 @@ MAX_STOP_TOKEN_IDS = 64
 MAX_GUIDED_CHOICES = 1000  # constrained.MAX_CHOICES
 MAX_OLLAMA_STOP = 32  # Ollama sets no limit; code assistants' fill-in-the-middle templates send 5 to 10
 MAX_PROMPTS = 8
+MAX_TEMPLATE_KWARGS = 32
+TEMPLATE_OWN = ("messages", "tools", "add_generation_prompt", "bos_token", "eos_token")  # what PromptFormatter passes a chat template
 MAX_EMBED_INPUTS = 2048  # OpenAI's limit; LangChain's OpenAIEmbeddings sends 1000 a request
 
 
@@ -106,6 +109,19 @@ StopString = Annotated[str, Field(min_length=1, max_length=256)]
 GuidedChoices = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_GUIDED_CHOICES)]
 Pattern = Annotated[str, Field(min_length=1, max_length=4096)]
 StopList = Annotated[list[StopString], Field(max_length=MAX_STOP)]  # [] = no stop (as null)
+
+
+def _not_the_templates_own(v: dict[str, Any]) -> dict[str, Any]:
+    taken = sorted(set(v) & set(TEMPLATE_OWN))
+    if taken:
+        raise ValueError(f"{', '.join(taken)} is set by the server (from messages, tools and the model): leave it out")
+    return v
+
+
+TemplateKwargs = Annotated[dict[str, Any], Field(max_length=MAX_TEMPLATE_KWARGS), AfterValidator(_not_the_templates_own)]
+TEMPLATE_KWARGS = ("vLLM's: more variables for the model's chat template (e.g. {\"enable_thinking\": false}); those it does not "
+                   "use change nothing, and a model without a chat template ignores them. Their text is data (never control "
+                   f"tokens); the template's own variables ({', '.join(TEMPLATE_OWN)}) cannot be set. Extension.")
 
 
 def at_most_messages(v: list | None, info: ValidationInfo) -> list | None:
@@ -226,6 +242,7 @@ class _Sampling(_Request):
     store: bool | None = Field(None, description="Accepted and ignored (nothing is stored).")
     service_tier: str | None = Field(None, max_length=32, description="Accepted and ignored.")
     prompt_cache_key: str | None = Field(None, max_length=1024, description="Accepted and ignored (the prefix cache is automatic).")
+    cache_prompt: bool | None = Field(None, description="llama.cpp's: accepted and ignored (the prefix cache is automatic).")
     safety_identifier: str | None = Field(None, max_length=256, description="Accepted and ignored.")
     seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = Field(None, description="Makes sampling repeatable; choice i uses seed + i.")
     stop: Annotated[str, Field(min_length=1, max_length=256)] | StopList | None = Field(
@@ -300,6 +317,7 @@ class _Sampling(_Request):
 
 class StreamOptions(_Request):
     include_usage: bool | None = Field(None, description="Send a last chunk with `usage` and no choices.")
+    include_obfuscation: bool | None = Field(None, description="Accepted and ignored: chunks carry no obfuscation padding here.")
 
 
 class TextPart(_Request):
@@ -436,11 +454,19 @@ class ChatCompletionRequest(_Sampling):
         None, description="Only [\"text\"].")
     prediction: dict[str, Any] | None = Field(None, description="Accepted and ignored (Predicted Outputs only shorten OpenAI's "
                                               "latency; the answer is the model's either way).")
+    audio: Unsupported("this model answers in text only: leave `audio` out") = Field(None, description="Only null.")
+    add_generation_prompt: Unsupported("the assistant's turn is always opened: send true or leave it out", True) = Field(
+        None, description="vLLM's: only true (its default).")
+    continue_final_message: Unsupported("an assistant message is not continued here: send false or leave it out", False) = Field(
+        None, description="vLLM's: only false (its default).")
+    echo: Unsupported("the conversation is not echoed on chat: send false or leave it out", False) = Field(
+        None, description="vLLM's: only false (its default).")
     functions: Unsupported("the deprecated `functions` is not taken: send them as `tools` "
                            "([{\"type\": \"function\", \"function\": ...}])") = Field(
         None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")
     function_call: Unsupported("the deprecated `function_call` is not taken: use `tool_choice`", "none", "auto") = Field(
         None, description="Not supported (deprecated by OpenAI): use tool_choice.")
+    chat_template_kwargs: TemplateKwargs | None = Field(None, description=TEMPLATE_KWARGS)
 
     @field_validator("tools")
     @classmethod

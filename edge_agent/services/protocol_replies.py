@@ -58,6 +58,8 @@ class GroundingReport(BaseModel):
 
 _SOURCES = "With `rag`: the chunks the answer was grounded in, best first; empty when none matched (then the answer is ungrounded)."
 _CHUNK_SOURCES = "With `rag`: the sources, in the first chunk only (see the non-streamed response's `sources`)."
+_FINGERPRINT = ("The model's files and this server's version, hashed (\"fp_...\"): the same fingerprint with the same seed gives "
+                "the same answer; streamed: in every chunk, as OpenAI sends it.")
 _GROUNDING = "With `rag`: which path made each answer (the model's words, an extractive quote, a decline). Extension."
 
 
@@ -120,6 +122,7 @@ class ChatCompletion(BaseModel):
     object: Literal["chat.completion"] = "chat.completion"
     created: int
     model: str
+    system_fingerprint: str | None = Field(None, description=_FINGERPRINT)
     choices: list[ChatChoice]
     usage: Usage
     sources: list[Source] | None = Field(None, description=_SOURCES)
@@ -147,6 +150,7 @@ class ChatCompletionChunk(BaseModel):
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
     created: int
     model: str
+    system_fingerprint: str | None = Field(None, description=_FINGERPRINT)
     choices: list[ChatChunkChoice]
     usage: Usage | None = None
     sources: list[Source] | None = Field(None, description=_CHUNK_SOURCES)
@@ -174,6 +178,7 @@ class Completion(BaseModel):
     object: Literal["text_completion"] = "text_completion"
     created: int
     model: str
+    system_fingerprint: str | None = Field(None, description=_FINGERPRINT)
     choices: list[CompletionChoice]
     usage: Usage | None = None
     sources: list[Source] | None = Field(None, description=_SOURCES + " When streamed: in the first chunk only.")

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from edge_agent.services.errors import InvalidRequestError
-from edge_agent.services.protocol import Int, Message, _Request, at_most_messages
+from edge_agent.services.protocol import TEMPLATE_KWARGS, Int, Message, TemplateKwargs, _Request, at_most_messages
 
 MAX_DETOKENIZE = 1_000_000
 
@@ -31,6 +31,7 @@ class TokenizeRequest(_Request):
                                             "false for `content`, as vLLM and llama.cpp do).")
     add_special: bool = Field(None, description="The same as add_special_tokens (llama.cpp's field).")
     add_generation_prompt: bool = Field(True, description="With messages: open the assistant's turn at the end.")
+    chat_template_kwargs: TemplateKwargs | None = Field(None, description="With messages: " + TEMPLATE_KWARGS)
     return_token_strs: bool = Field(False, description="Also return each token's text in `token_strs` (vLLM).")
     with_pieces: bool = Field(False, description="Return `tokens` as [{\"id\", \"piece\"}] (llama.cpp).")
 
@@ -78,7 +79,8 @@ class DetokenizeResponse(BaseModel):
 def tokenize(chat: Any, req: TokenizeRequest, check: Any = None) -> TokenizeResponse:
     """The chat service's tokens of the request's prompt or messages. Raises InvalidRequestError (from the formatter)."""
     if req.messages is not None:
-        ids = chat.formatter.format_chat([m.to_dict() for m in req.messages], generation_prompt=req.add_generation_prompt).ids
+        ids = chat.formatter.format_chat([m.to_dict() for m in req.messages], generation_prompt=req.add_generation_prompt,
+                                         template_kwargs=req.chat_template_kwargs).ids
     else:
         text = req.prompt if req.prompt is not None else req.content
         ids = chat.formatter.encoder.encode(text, {}, add_special=req.adds_bos())

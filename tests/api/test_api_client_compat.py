@@ -194,3 +194,19 @@ def test_a_body_that_starts_with_a_utf8_byte_order_mark_is_read(live):
     assert json.loads(out)["usage"]["completion_tokens"] <= 2
     status, _, out = live.request("POST", "/v1/completions", b"\xef\xbb\xbf\xef\xbb\xbf{}")  # one BOM only, then JSON
     assert status == 400 and json.loads(out)["error"]["code"] == "invalid_json"
+
+
+def test_fields_other_servers_clients_send_at_their_defaults_are_accepted(client):
+    """llama.cpp's cache_prompt, vLLM's add_generation_prompt / continue_final_message / echo at their defaults, OpenAI's
+    audio null and stream_options.include_obfuscation (the openai client's, to drop its padding) change nothing; a value
+    that would change something is a 400 naming the field."""
+    kw = dict(model="llama", messages=MESSAGES, max_tokens=3, temperature=0)
+    plain = client.chat.completions.create(**kw).choices[0].message.content
+    extra = {"cache_prompt": True, "add_generation_prompt": True, "continue_final_message": False, "echo": False, "audio": None}
+    assert client.chat.completions.create(**kw, extra_body=extra).choices[0].message.content == plain
+    chunks = list(client.chat.completions.create(**kw, stream=True, stream_options={"include_usage": True, "include_obfuscation": False}))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == plain and chunks[-1].usage is not None
+    for field, value in (("continue_final_message", True), ("add_generation_prompt", False), ("echo", True), ("audio", {"voice": "x"})):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(**kw, extra_body={field: value})
+        assert e.value.body["param"] == field and "leave" in e.value.body["message"], e.value.body

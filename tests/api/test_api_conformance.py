@@ -389,6 +389,19 @@ def test_model_aliases_let_an_app_keep_its_built_in_model_names(tiny_bundles, ap
         assert len(o.embed(model="text-embedding-3-small", input="hallo").embeddings[0]) == embedder.dim
         listed = {m.model for m in o.list().models}
         assert {"gpt-4o-mini:latest", "llama3.2:latest", "text-embedding-3-small:latest"} <= listed
-        assert o.show("llama3.2").capabilities == ["completion"] and o.show("text-embedding-3-small").capabilities == ["embedding"]
+        assert o.show("llama3.2").capabilities == ["completion", "tools"] and o.show("text-embedding-3-small").capabilities == ["embedding"]
     finally:
         server.close()
+
+
+def test_system_fingerprint_in_the_answer_and_in_every_streamed_chunk(client):
+    """OpenAI sends system_fingerprint in a chat or text completion and in each of its streamed chunks (the usage chunk
+    too): one value for the model as served here."""
+    kw = dict(model="llama", max_tokens=4, temperature=0)
+    whole = client.chat.completions.create(messages=MESSAGES, **kw)
+    fp = whole.system_fingerprint
+    assert fp and fp.startswith("fp_")
+    chunks = list(client.chat.completions.create(messages=MESSAGES, stream=True, stream_options={"include_usage": True}, **kw))
+    assert len(chunks) > 2 and all(c.system_fingerprint == fp for c in chunks), [c.system_fingerprint for c in chunks]
+    assert client.completions.create(prompt="Het weer", **kw).system_fingerprint == fp
+    assert {c.system_fingerprint for c in client.completions.create(prompt="Het weer", stream=True, **kw)} == {fp}

@@ -130,7 +130,9 @@ def test_models_listed_shown_and_running(live, client):
     running = client.ps().models
     assert [m.model for m in running] == ["llama:latest"] and running[0].context_length == live.runtime.chat.context_length
     status, _, body = live.request("GET", "/api/version")
-    assert status == 200 and json.loads(body)["version"].count(".") == 2
+    version = json.loads(body)["version"]
+    assert status == 200 and version.count(".") == 2
+    assert tuple(map(int, version.split("."))) >= (0, 12, 11)  # the release that brought logprobs, which these routes serve
 
 
 def test_unknown_models_are_404_in_ollamas_shape(live, client):
@@ -160,7 +162,8 @@ def test_model_names_are_matched_in_any_case_as_ollama_matches_them(live, client
     ({"options": {"mirostat": 2}}, "mirostat"),
     ({"options": {"warp_speed": 9}}, "warp_speed"),
     ({"options": {"stop": "x"}}, "stop"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]}, "parameters"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}], "format": "json"}, "tools"),
     ({"think": True}, "think"),
     ({"format": "yaml"}, "format"),
     ({"format": {"type": "objekt"}}, "format"),
@@ -175,8 +178,11 @@ def test_bad_input_is_a_400_that_says_what(live, body, word):
 
 
 def test_generate_refuses_what_it_cannot_honour(live):
-    for body, word in (({"suffix": "end"}, "suffix"), ({"template": "{{ .Prompt }}"}, "template"), ({"raw": True, "system": "x"}, "system"),
-                       ({"context": [1, 2]}, "context")):
+    for body, word in (({"suffix": "end"}, "does not support insert"), ({"template": "{{ range .Messages }}{{ end }}"}, "template"),
+                       ({"raw": True, "system": "x"}, "system"), ({"raw": True, "context": [1, 2]}, "context"),
+                       ({"raw": True, "template": "{{ .Prompt }}"}, "template"), ({"context": [10**6]}, "context"),
+                       ({"template": "{% if x %}"}, "Go template"), ({"template": "{{ .Messages }}"}, ".Messages"),
+                       ({"template": "{{ if .System }}x"}, "end")):
         status, _, raw = live.request("POST", "/api/generate", {"model": "default", "prompt": "Een", **body})
         assert status == 400 and word in json.loads(raw)["error"], (body, raw)
     accepted = {"model": "default:latest", "prompt": "Een", "stream": False, "keep_alive": "5m", "think": False, "suffix": "",
