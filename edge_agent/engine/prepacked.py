@@ -18,8 +18,8 @@ llama.cpp's mapped weights, clean weight pages are the kernel's to reclaim under
 Gemma 3 270M, the daemon (scripts/bench_daemon_memory.py, 512 + 128 tokens a stream, load 6-9):
 one stream: peak RSS 698 -> 516 MB (idle 637 -> 238); sixteen: 1158 -> 1140 (every weight read);
 sixteen with int4_head_max_rows = 16 (the int8 head never read): 940.
-A dual-head graph's two output heads are given back one at a time (branch_ranges, FilePages): the runner drops
-the pages of the head no step has taken for runner.HEAD_IDLE_STEPS steps (the int4 head's 120 MB under sixteen rows).
+A dual-head graph's two output heads are given back one at a time (branch_ranges, FilePages): before a step takes
+one head the runner gives the other's pages back (runner.HEAD_DROP_EVERY; the int4 head's 120 MB under sixteen rows).
 """
 from __future__ import annotations
 

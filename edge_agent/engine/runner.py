@@ -62,11 +62,14 @@ HEAD_SELECT = "lm_head_int4"
 # through its blocks again for more rows where the int8 GEMM does not); where it barely wins, the int8
 # head's better perplexity (1.011x fp32 against 1.016x, both re-scored) decides.
 INT4_HEAD_MAX_ROWS = 4
-# A dual graph's head that no step has taken for this many steps gives its weight pages back (head_pages: the
-# weights mapped from the saved prepacked file; they are read from the page cache again when it is next taken).
-# Prefills take the head the last decode step took, so under a large batch only the int8 head is resident:
-# Gemma 3 270M's int4 head is 120 MB of prepacked weights, its int8 head 161 MB.
-HEAD_IDLE_STEPS = 16
+# A dual graph's head gives its weight pages back before a step takes the other head (head_pages: the weights
+# mapped from the saved prepacked file; they are read from the page cache again when it is next taken), so the
+# two are not resident together: Gemma 3 270M's int4 head is 120 MB of prepacked weights, its int8 head 161 MB.
+# Prefills take the head the last decode step took. A head is given back at most once every HEAD_DROP_EVERY
+# steps (a batch crossing INT4_HEAD_MAX_ROWS back and forth re-reads each head that often at most: 5-25 ms for
+# that step at load 9). 16 x (512 + 128) tokens, int8 key/value cache: peak RSS 706 MB when the other head went
+# after 16 idle steps, 699 after 4 (both heads were resident as the batch shrank), 654 given back first.
+HEAD_DROP_EVERY = 32
 # The cache element types a graph may declare (onnxruntime's type strings)
 CACHE_TYPES = {"tensor(float)": np.float32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8}
 
@@ -215,7 +218,7 @@ class OnnxModel:
         self.int4_head_steps = 0  # steps (prefill and decode) that took the int4 head of a dual graph
         self.head_pages = head_pages if self.dual_head else None
         self._prefill_int4 = self.uses_int4_head(1)  # prefills take the head of the last decode step (one row when idle)
-        self._head_last = {True: 0, False: 0}  # per head: the step count when a step last took it
+        self._head_dropped = {True: -HEAD_DROP_EVERY, False: -HEAD_DROP_EVERY}  # per head: the step count at its last give-back
         self._head_resident = {True: False, False: False}  # whether its pages may be resident (given back at load)
         self.head_drops = 0  # times a head's pages were given back
         self.hidden = np.zeros((cache.slots, embedding.dim), np.float32)
@@ -367,18 +370,18 @@ class OnnxModel:
             io.bind_output("hidden", "cpu", 0, np.float32, [rows, self.embedding.dim], hidden.ctypes.data)
 
     # -- binding helpers ---------------------------------------------------
-    def _took_head(self, int4: bool) -> None:
-        """Count a step that took this head (of a dual graph); give back the other's pages once unused long enough."""
-        self.int4_head_steps += int4
+    def _take_head(self, int4: bool) -> None:
+        """Before a step that takes this head of a dual graph: give the other head's pages back if they may be resident
+        and were not given back in the last HEAD_DROP_EVERY steps."""
         if not self.dual_head:
             return
-        self._head_last[int4] = self.steps
-        self._head_resident[int4] = True
         other = not int4
-        if self.head_pages is not None and self._head_resident[other] and self.steps - self._head_last[other] >= HEAD_IDLE_STEPS:
+        if self.head_pages is not None and self._head_resident[other] and self.steps - self._head_dropped[other] >= HEAD_DROP_EVERY:
             self.head_pages[other].drop()
             self._head_resident[other] = False
+            self._head_dropped[other] = self.steps
             self.head_drops += 1
+        self._head_resident[int4] = True
 
     def _bind_cache(self, io: ort.IOBinding, first: int, count: int) -> None:
         c = self.cache
@@ -435,8 +438,9 @@ class OnnxModel:
         out = self.prefill_logits
         int4 = self._prefill_int4 and self.uses_int4_head(1)
         self._bind_head(io, int4, 1, out, self.prefill_hidden)
+        self._take_head(int4)
         self._run(io)
-        self._took_head(int4)
+        self.int4_head_steps += int4
         if self.rescorer is not None:
             self.rescorer.apply(out[:1], self.prefill_hidden)
         return out[0]
@@ -466,9 +470,10 @@ class OnnxModel:
         arrays["seqlens_k"][:] = lengths
         arrays["total_seq_len"][...] = int(lengths.max()) + 1
         self.filled[:b] = np.maximum(self.filled[:b], lengths + 1)
-        self._run(io)
         self._prefill_int4 = int4 = self.uses_int4_head(b)
-        self._took_head(int4)
+        self._take_head(int4)
+        self._run(io)
+        self.int4_head_steps += int4
         if self.rescorer is not None:
             self.rescorer.apply(self.logits[:b], self.hidden[:b])
         self.trim_windows(lengths)

@@ -1,5 +1,6 @@
-"""A dual-head graph's idle output head gives its mapped weight pages back (prepacked.FilePages, runner.HEAD_IDLE_STEPS),
-prefills take the head of the last decode step, and a head read again gives the same logits."""
+"""A dual-head graph's output head gives its mapped weight pages back before a step takes the other (prepacked.FilePages,
+at most once every runner.HEAD_DROP_EVERY steps), prefills take the head of the last decode step, and a head read again
+gives the same logits."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ import pytest
 from edge_agent.engine import prepacked
 from edge_agent.engine.bundle import load_bundle
 from edge_agent.engine.engine import OnnxEngine
-from edge_agent.engine.runner import HEAD_IDLE_STEPS
+from edge_agent.engine.runner import HEAD_DROP_EVERY
 from edge_agent.models.importer import import_model
 
 
@@ -54,7 +55,7 @@ def dual(checkpoints, tmp_path_factory) -> Path:
     return import_model(checkpoints["gemma3"], "dual", tmp_path_factory.mktemp("dual"), lm_head="dual", echo=lambda s: None)
 
 
-def test_the_idle_head_gives_its_pages_back_and_reads_the_same_after(dual, tmp_path):
+def test_a_head_gives_its_pages_back_before_the_other_is_taken_and_reads_the_same_after(dual, tmp_path):
     e = OnnxEngine(load_bundle(dual), threads=1, max_batch=8, context_length=64, device="cpu",
                    prepacked_cache=tmp_path / "prepacked", int4_head_max_rows=2)
     m = e.model
@@ -67,12 +68,9 @@ def test_the_idle_head_gives_its_pages_back_and_reads_the_same_after(dual, tmp_p
     lengths = np.array([12 - s for s in range(4)])
     one = m.decode(np.array([7]), lengths[:1]).copy()
     r4 = resident_kb(int4.spans)  # its mappings' pages (some hold a neighbour's bytes too: kept)
-    assert r4 >= int4.nbytes // 1024 and resident_kb(int8.spans) == 0
-    four = m.decode(np.arange(4) + 7, lengths).copy()  # 4 rows: the int8 head
-    for _ in range(HEAD_IDLE_STEPS - 2):
-        m.decode(np.arange(4) + 7, lengths)
-        assert m.head_drops == 0
-    m.decode(np.arange(4) + 7, lengths)  # the int4 head's pages go at the HEAD_IDLE_STEPS-th step without it
+    assert r4 >= int4.nbytes // 1024 and resident_kb(int8.spans) == 0 and m.head_drops == 0
+    four = m.decode(np.arange(4) + 7, lengths).copy()  # 4 rows: the int8 head, the int4 one given back first
+    dropped_at = m.steps - 1  # the step count before that step
     r8 = resident_kb(int8.spans)
     assert m.head_drops == 1 and resident_kb(int4.spans) <= r4 - int4.nbytes // 1024 and r8 >= int8.nbytes // 1024
     steps = m.int4_head_steps
@@ -80,7 +78,11 @@ def test_the_idle_head_gives_its_pages_back_and_reads_the_same_after(dual, tmp_p
     assert m.int4_head_steps == steps and resident_kb(int4.spans) <= r4 - int4.nbytes // 1024
     np.testing.assert_array_equal(m.decode(np.arange(4) + 7, lengths), four)
     np.testing.assert_array_equal(m.decode(np.array([7]), lengths[:1]), one)  # the int4 head read again, the same
-    for _ in range(HEAD_IDLE_STEPS):
-        m.decode(np.array([7]), lengths[:1])
     assert m.head_drops == 2 and resident_kb(int8.spans) <= r8 - int8.nbytes // 1024 and resident_kb(int4.spans) >= r4
-
+    # back to 4 rows within HEAD_DROP_EVERY steps of the int4 head's give-back: it stays, until that many have passed
+    while m.steps - dropped_at < HEAD_DROP_EVERY:
+        assert m.head_drops == 2
+        np.testing.assert_array_equal(m.decode(np.arange(4) + 7, lengths), four)
+    assert resident_kb(int4.spans) >= r4
+    m.decode(np.arange(4) + 7, lengths)
+    assert m.head_drops == 3 and resident_kb(int4.spans) <= r4 - int4.nbytes // 1024
