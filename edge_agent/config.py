@@ -135,8 +135,10 @@ class Settings(BaseSettings):
         128, ge=0, description="Memory for the key/value cache of recent prompt prefixes (64-token blocks), reused when a prompt repeats them; 0 = off."
     )
     prefix_cache_gives_way: bool = Field(
-        False, description="Cached prefixes give their memory to the live sequences' cache first (prefix_cache_mb is then the budget "
-        "of both): lower peak memory under load, fewer prefix hits while many long sequences run.",
+        True, description="Cached prefixes give their memory to the live sequences' cache first (prefix_cache_mb is then the budget "
+        "of both, as vLLM keeps cached prefixes in memory no live sequence needs): sixteen 640-token sequences peak "
+        "126 MB lower, but prefixes are evicted while the live sequences hold more than prefix_cache_mb (about 3,600 "
+        "positions of the default model at 128 MB); false: the prefix cache keeps its whole budget beside them.",
     )
     reserved_interactive_slots: int | None = Field(
         None, ge=0, description="Batch slots that background (job/batch) work never takes, kept for interactive requests; unset = max(1, max_batch // 4)."

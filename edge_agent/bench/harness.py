@@ -187,9 +187,11 @@ def measure(settings: Settings, quality: bool = True, quick: bool = False, round
     res["roofline_decode_tok_s"] = res["machine_gb_s"] * 1e9 / res["bytes_per_token"]
     # 128 new tokens each, so every sequence is still decoding when the last one has been prefilled
     # with the daemon's prefix cache budget: 16 distinct prompts fill it (128 MB by default)
-    res["rss_mb"] = peak_rss_mb(bundle_path, threads, b, 1, 512, 128, settings.prefix_cache_mb, settings.int4_head_max_rows)
-    res[f"rss_batch{b}_mb"] = peak_rss_mb(bundle_path, threads, b, b, 512, 128, settings.prefix_cache_mb, settings.int4_head_max_rows)
+    daemon = (settings.prefix_cache_mb, settings.int4_head_max_rows, settings.prefix_cache_gives_way)
+    res["rss_mb"] = peak_rss_mb(bundle_path, threads, b, 1, 512, 128, *daemon)
+    res[f"rss_batch{b}_mb"] = peak_rss_mb(bundle_path, threads, b, b, 512, 128, *daemon)
     res["rss_prefix_cache_mb"] = settings.prefix_cache_mb
+    res["rss_prefix_cache_gives_way"] = settings.prefix_cache_gives_way
     if quality:
         res.update(_perplexities(settings, gguf, peer, threads))
     res["load_after"] = _load()

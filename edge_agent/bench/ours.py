@@ -100,14 +100,14 @@ class OurEngines:
 
 
 def peak_rss_mb(bundle_path: Path, threads: int, max_batch: int, streams: int, prompt_len: int, n_gen: int,
-                prefix_cache_mb: int = 0, int4_head_max_rows: int | None = None) -> float:
+                prefix_cache_mb: int = 0, int4_head_max_rows: int | None = None, prefix_cache_gives_way: bool = False) -> float:
     """Peak RSS of a fresh process that loads the bundle as the daemon does (max_batch slots, its prefix
-    cache budget) and runs `streams` sequences of prompt_len + n_gen tokens together (its own process:
+    cache budget and whether live sequences take from it first) and runs `streams` sequences of prompt_len + n_gen tokens together (its own process:
     nothing else counts). The daemon's other parts (grammar tokenizer, embedder, HTTP) are not in it:
     scripts/bench_daemon_memory.py measures the daemon itself."""
     code = (f"from pathlib import Path; from edge_agent.bench.ours import _rss_child; "
             f"_rss_child(Path({str(bundle_path)!r}), {threads}, {max_batch}, {streams}, {prompt_len}, {n_gen}, {int(prefix_cache_mb)}, "
-            f"{int4_head_max_rows!r})")
+            f"{int4_head_max_rows!r}, {bool(prefix_cache_gives_way)!r})")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(f"memory probe failed: {out.stderr.strip().splitlines()[-1:]}")
@@ -115,11 +115,11 @@ def peak_rss_mb(bundle_path: Path, threads: int, max_batch: int, streams: int, p
 
 
 def _rss_child(bundle_path: Path, threads: int, max_batch: int, streams: int, prompt_len: int, n_gen: int,
-               prefix_cache_mb: int = 0, int4_head_max_rows: int | None = None) -> None:
+               prefix_cache_mb: int = 0, int4_head_max_rows: int | None = None, prefix_cache_gives_way: bool = False) -> None:
     sched = BatchScheduler(
         OnnxEngine(load_bundle(bundle_path, verify=False), threads=threads, max_batch=max_batch, context_length=2048,
                    int4_head_max_rows=int4_head_max_rows, prepacked_cache=cache_folder(bundle_path)),  # as the daemon loads it
-        prefill_chunk=256, prefix_cache_bytes=prefix_cache_mb << 20,
+        prefill_chunk=256, prefix_cache_bytes=prefix_cache_mb << 20, prefix_cache_gives_way=prefix_cache_gives_way,
     ).start()
     handles = [sched.submit(prompt_ids(sched.engine, prompt_len, offset=29 * i), _greedy(n_gen)) for i in range(streams)]
     for h in handles:

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 from edge_agent.engine import prepacked
 from edge_agent.engine.bundle import Bundle
 from edge_agent.engine.device_runner import DeviceOnnxModel
-from edge_agent.engine.runner import CacheShape, Embedding, OnnxModel, make_session
+from edge_agent.engine.runner import HEAD_SELECT, CacheShape, Embedding, OnnxModel, make_session
 from edge_agent.engine.tokens import mark_never_written
 from edge_agent.hardware import CUDA, DeviceError, GpuNeed, Hardware, detect
 
@@ -106,6 +106,16 @@ def smoke_test(model: Any, token: int) -> None:
         raise RuntimeError("the first decode step gave non-finite logits (fp16 overflow?)")
 
 
+def _head_pages(graph: Path) -> dict[bool, prepacked.FilePages] | None:
+    """The mapped weight pages of each output head of a dual-head graph (runner.HEAD_SELECT; True: the int4 head), or None."""
+    try:
+        ranges = prepacked.branch_ranges(graph, HEAD_SELECT)
+    except Exception as e:  # the session loaded it: keeping every page resident is the only cost
+        log.info("could not read the output heads' weight ranges of %s: %s", graph, failure_text(e))
+        return None
+    return None if ranges is None else {int4: prepacked.FilePages(r) for int4, r in ranges.items()}
+
+
 class OnnxEngine:
     """The language model of one bundle: tokenizer, session and key/value cache slots.
 
@@ -173,8 +183,8 @@ class OnnxEngine:
                 self.max_batch = max_batch
                 log.warning("GPU session failed (%s): falling back to the CPU", reason)
         if self.model is None:
-            session = prepacked.load_session(bundle.model_file, prepacked_cache, lambda p: factory(p, self.threads, ["CPUExecutionProvider"]))
-            self.model = OnnxModel(session, self._cache_shape(), self.vocab_size, embedding, int4_head_max_rows)
+            session, graph = prepacked.load_session(bundle.model_file, prepacked_cache, lambda p: factory(p, self.threads, ["CPUExecutionProvider"]))
+            self.model = OnnxModel(session, self._cache_shape(), self.vocab_size, embedding, int4_head_max_rows, _head_pages(graph))
         release_free_heap()
         log.info(
             "loaded %s (%s, %d layers) on %s with %d threads, %d slots x %d tokens",

@@ -18,6 +18,8 @@ llama.cpp's mapped weights, clean weight pages are the kernel's to reclaim under
 Gemma 3 270M, the daemon (scripts/bench_daemon_memory.py, 512 + 128 tokens a stream, load 6-9):
 one stream: peak RSS 698 -> 516 MB (idle 637 -> 238); sixteen: 1158 -> 1140 (every weight read);
 sixteen with int4_head_max_rows = 16 (the int8 head never read): 940.
+A dual-head graph's two output heads are given back one at a time (branch_ranges, FilePages): before a step takes
+one head the runner gives the other's pages back (runner.HEAD_DROP_EVERY; the int4 head's 120 MB under sixteen rows).
 """
 from __future__ import annotations
 
@@ -145,9 +147,10 @@ def weight_files(model_file: Path) -> set[str]:
     return {os.path.realpath(p) for p in model_file.parent.iterdir() if p.name.endswith(".data")}
 
 
-def _mappings(files: set[str], smaps: bool = True) -> list[tuple[int, int, int]]:
-    """(start, end, anonymous kB) of this process's mappings of files (from /proc/self/smaps; maps, anonymous 0, when not smaps)."""
-    out: list[list[int]] = []
+def _mappings(files: set[str], smaps: bool = True) -> list[tuple[int, int, int, str, int]]:
+    """(start, end, anonymous kB, real path, file offset) of this process's mappings of files (from /proc/self/smaps;
+    maps, anonymous 0, when not smaps)."""
+    out: list[list] = []
     current = False
     try:
         with open("/proc/self/smaps" if smaps else "/proc/self/maps", encoding="utf-8", errors="replace") as f:
@@ -156,15 +159,16 @@ def _mappings(files: set[str], smaps: bool = True) -> list[tuple[int, int, int]]
                 if not parts:
                     continue
                 if not parts[0].endswith(":") and "-" in parts[0]:
-                    current = len(parts) > 5 and " ".join(parts[5:]) in files
+                    name = " ".join(parts[5:]) if len(parts) > 5 else ""
+                    current = name in files
                     if current:
                         a, b = (int(x, 16) for x in parts[0].split("-"))
-                        out.append([a, b, 0])
+                        out.append([a, b, 0, name, int(parts[2], 16)])
                 elif current and parts[0] == "Anonymous:":
                     out[-1][2] = int(parts[1])
     except OSError:
         return []
-    return [(a, b, anon) for a, b, anon in out]
+    return [tuple(m) for m in out]
 
 
 def drop_clean_pages(files: set[str]) -> int:
@@ -179,28 +183,100 @@ def drop_clean_pages(files: set[str]) -> int:
     except OSError:
         return 0
     n = 0
-    for start, end, anon in _mappings(files):
+    for start, end, anon, _, _ in _mappings(files):
         if anon == 0 and libc.madvise(start, end - start, MADV_DONTNEED) == 0:
             n += 1
     return n
 
 
-def load_session(model_file: Path, cache_dir: Path | None, open_session: Callable[[Path], Any]) -> Any:
+def branch_ranges(graph: Path, select: str) -> dict[bool, list[tuple[str, int, int]]] | None:
+    """The weights that only one branch of graph's If node on input `select` reads: {True: the then branch's,
+    False: the else branch's}, each as (real path of the data file, offset, length) ranges of the initializers'
+    external data, the saved prepacked forms included. None when graph has no such node.
+
+    Raises onnx's errors for an unreadable graph.
+    """
+    import onnx
+
+    model = onnx.load(str(graph), load_external_data=False)
+    inits = {t.name: t for t in model.graph.initializer}
+
+    def reads(nodes) -> set[str]:
+        out: set[str] = set()
+        for node in nodes:
+            out.update(i for i in node.input if i in inits)
+            for attr in node.attribute:
+                out |= reads(attr.g.node) if attr.HasField("g") else set()
+        return out
+
+    node = next((n for n in model.graph.node if n.op_type == "If" and list(n.input[:1]) == [select]), None)
+    if node is None:
+        return None
+    branches = {a.name: reads(a.g.node) for a in node.attribute if a.name in ("then_branch", "else_branch")}
+    elsewhere = reads([n for n in model.graph.node if n is not node])
+    out: dict[bool, list[tuple[str, int, int]]] = {}
+    for flag, name, other in ((True, "then_branch", "else_branch"), (False, "else_branch", "then_branch")):
+        ranges = []
+        for init in sorted(branches.get(name, set()) - branches.get(other, set()) - elsewhere):
+            ext = {e.key: e.value for e in inits[init].external_data}
+            if "location" not in ext:
+                continue
+            path = os.path.realpath(graph.parent / ext["location"])
+            ranges.append((path, int(ext.get("offset", 0)), int(ext.get("length", 0))))
+            for key, value in ext.items():  # prepacked_N: "<kernel>|offset;length;..."
+                if key.startswith("prepacked_") and "|" in value:
+                    offset, length = value.split("|", 1)[1].split(";")[:2]
+                    ranges.append((path, int(offset), int(length)))
+        out[flag] = ranges
+    return out
+
+
+class FilePages:
+    """This process's pages of some byte ranges of mapped weight files, given back on drop() (they read the file again
+    when touched: a minor fault from the page cache). Mappings holding written (copy-on-write) pages are left out."""
+
+    def __init__(self, ranges: list[tuple[str, int, int]]):
+        self.spans: list[tuple[int, int]] = []  # (address, length), whole pages
+        page = os.sysconf("SC_PAGE_SIZE")
+        for start, end, anon, path, offset in _mappings({p for p, _, _ in ranges}) if ranges else ():
+            if anon:
+                continue
+            for p, lo, length in ranges:
+                if p != path:
+                    continue
+                a = max(start, start + lo - offset)
+                b = min(end, start + lo + length - offset)
+                a, b = -(-a // page) * page, b // page * page  # pages another weight may share are kept
+                if a < b:
+                    self.spans.append((a, b - a))
+        self.nbytes = sum(n for _, n in self.spans)
+
+    def drop(self) -> None:
+        """Give the pages back (a no-op without madvise)."""
+        try:
+            libc = _libc()
+        except OSError:
+            return
+        for addr, n in self.spans:
+            libc.madvise(addr, n, MADV_DONTNEED)
+
+
+def load_session(model_file: Path, cache_dir: Path | None, open_session: Callable[[Path], Any]) -> tuple[Any, Path]:
     """open_session(path) on the prepacked copy of model_file under cache_dir (made on first use), or on model_file
     itself without a cache dir, without a copy, or when the copy does not load (it is then removed); the weight
-    pages are paged out while it loads and the unread ones given back after.
+    pages are paged out while it loads and the unread ones given back after. Returns the session and the graph it loaded.
 
     Raises what open_session raises for model_file itself.
     """
     packed = ensure(model_file, cache_dir) if cache_dir is not None else None
     if packed is not None:
         try:
-            return _open(packed, open_session)
+            return _open(packed, open_session), packed
         except Exception as e:  # a damaged copy: the bundle's own graph still serves, the next start makes it again
             log.warning("the saved prepacked weights in %s did not load (%s: %s); loading %s and removing them",
                         packed.parent, type(e).__name__, str(e)[:300], model_file)
             shutil.rmtree(packed.parent, ignore_errors=True)
-    return _open(model_file, open_session)
+    return _open(model_file, open_session), model_file
 
 
 def _open(path: Path, open_session: Callable[[Path], Any]) -> Any:
@@ -225,7 +301,7 @@ class PageOut:
         except OSError:
             return
         while not self._stop.wait(PAGEOUT_PERIOD_S):
-            for start, end, _ in _mappings(self.files, smaps=False):
+            for start, end, *_ in _mappings(self.files, smaps=False):
                 libc.madvise(start, end - start, MADV_PAGEOUT)  # EINVAL on kernels before 5.4: nothing happens
 
     def __enter__(self) -> "PageOut":

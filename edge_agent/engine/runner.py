@@ -31,6 +31,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -61,6 +62,14 @@ HEAD_SELECT = "lm_head_int4"
 # through its blocks again for more rows where the int8 GEMM does not); where it barely wins, the int8
 # head's better perplexity (1.011x fp32 against 1.016x, both re-scored) decides.
 INT4_HEAD_MAX_ROWS = 4
+# A dual graph's head gives its weight pages back before a step takes the other head (head_pages: the weights
+# mapped from the saved prepacked file; they are read from the page cache again when it is next taken), so the
+# two are not resident together: Gemma 3 270M's int4 head is 120 MB of prepacked weights, its int8 head 161 MB.
+# Prefills take the head the last decode step took. A head is given back at most once every HEAD_DROP_EVERY
+# steps (a batch crossing INT4_HEAD_MAX_ROWS back and forth re-reads each head that often at most: 5-25 ms for
+# that step at load 9). 16 x (512 + 128) tokens, int8 key/value cache: peak RSS 706 MB when the other head went
+# after 16 idle steps, 699 after 4 (both heads were resident as the batch shrank), 654 given back first.
+HEAD_DROP_EVERY = 32
 # The cache element types a graph may declare (onnxruntime's type strings)
 CACHE_TYPES = {"tensor(float)": np.float32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8}
 
@@ -183,9 +192,11 @@ class OnnxModel:
     """Runs prefill and batched decode steps of one model over a slot-based cache."""
 
     def __init__(self, session: ort.InferenceSession, cache: CacheShape, vocab_size: int, embedding: Embedding,
-                 int4_head_max_rows: int | None = None):
+                 int4_head_max_rows: int | None = None, head_pages: dict[bool, Any] | None = None):
         """int4_head_max_rows: for a graph with both heads, the most rows a step may have to take the int4 head
-        (0: always the int8 head; None: INT4_HEAD_MAX_ROWS). Raises ValueError for a negative number."""
+        (0: always the int8 head; None: INT4_HEAD_MAX_ROWS). head_pages: for such a graph, per head (True: the int4
+        one) an object whose drop() gives its weights' pages back (prepacked.FilePages); None: they stay resident.
+        Raises ValueError for a negative number."""
         self.session = session
         self.embedding = embedding
         self.cache = cache
@@ -205,6 +216,11 @@ class OnnxModel:
             raise ValueError(f"int4_head_max_rows must be 0 or more, not {self.int4_head_max_rows}")
         self._select = {True: np.array(True), False: np.array(False)}
         self.int4_head_steps = 0  # steps (prefill and decode) that took the int4 head of a dual graph
+        self.head_pages = head_pages if self.dual_head else None
+        self._prefill_int4 = self.uses_int4_head(1)  # prefills take the head of the last decode step (one row when idle)
+        self._head_dropped = {True: -HEAD_DROP_EVERY, False: -HEAD_DROP_EVERY}  # per head: the step count at its last give-back
+        self._head_resident = {True: False, False: False}  # whether its pages may be resident (given back at load)
+        self.head_drops = 0  # times a head's pages were given back
         self.hidden = np.zeros((cache.slots, embedding.dim), np.float32)
         self.prefill_hidden = np.zeros((1, embedding.dim), np.float32)
         self._decode_bindings: dict[int, tuple[ort.IOBinding, dict[str, np.ndarray]]] = {}
@@ -280,6 +296,8 @@ class OnnxModel:
 
     def shrink(self, in_use: int) -> None:
         """Drop capacity no sequence needs (in_use: the longest cached length still wanted)."""
+        if in_use == 0:
+            self._prefill_int4 = self.uses_int4_head(1)
         target = min(self.cache.max_len, max(MIN_CAPACITY, -(-in_use // MIN_CAPACITY) * MIN_CAPACITY))
         if target < self.capacity:
             self._allocate(target, keep=min(in_use, target))
@@ -342,9 +360,8 @@ class OnnxModel:
         """Whether a step whose head sees `rows` rows takes the int4 head of a dual graph (False for other graphs)."""
         return self.dual_head and rows <= self.int4_head_max_rows
 
-    def _bind_head(self, io: ort.IOBinding, rows: int, out: np.ndarray, hidden: np.ndarray) -> None:
+    def _bind_head(self, io: ort.IOBinding, int4: bool, rows: int, out: np.ndarray, hidden: np.ndarray) -> None:
         """Bind the logits (and hidden state) outputs of a step of `rows` rows, and the head choice of a dual graph."""
-        int4 = self.uses_int4_head(rows)
         extra = 0 if int4 else self.extra_rows
         if self.dual_head:
             self._bind_array(io, HEAD_SELECT, self._select[int4])
@@ -353,6 +370,19 @@ class OnnxModel:
             io.bind_output("hidden", "cpu", 0, np.float32, [rows, self.embedding.dim], hidden.ctypes.data)
 
     # -- binding helpers ---------------------------------------------------
+    def _take_head(self, int4: bool) -> None:
+        """Before a step that takes this head of a dual graph: give the other head's pages back if they may be resident
+        and were not given back in the last HEAD_DROP_EVERY steps."""
+        if not self.dual_head:
+            return
+        other = not int4
+        if self.head_pages is not None and self._head_resident[other] and self.steps - self._head_dropped[other] >= HEAD_DROP_EVERY:
+            self.head_pages[other].drop()
+            self._head_resident[other] = False
+            self._head_dropped[other] = self.steps
+            self.head_drops += 1
+        self._head_resident[int4] = True
+
     def _bind_cache(self, io: ort.IOBinding, first: int, count: int) -> None:
         c = self.cache
         shape = [count, c.kv_heads, self.capacity, self.cache_width]
@@ -406,9 +436,11 @@ class OnnxModel:
             self._bind_array(io, name, arr)
         self._bind_cache(io, slot, 1)
         out = self.prefill_logits
-        self._bind_head(io, 1, out, self.prefill_hidden)
+        int4 = self._prefill_int4 and self.uses_int4_head(1)
+        self._bind_head(io, int4, 1, out, self.prefill_hidden)
+        self._take_head(int4)
         self._run(io)
-        self.int4_head_steps += self.uses_int4_head(1)
+        self.int4_head_steps += int4
         if self.rescorer is not None:
             self.rescorer.apply(out[:1], self.prefill_hidden)
         return out[0]
@@ -430,7 +462,7 @@ class OnnxModel:
             for name, arr in arrays.items():
                 self._bind_array(io, name, arr)
             self._bind_cache(io, 0, b)
-            self._bind_head(io, b, self.logits, self.hidden)
+            self._bind_head(io, self.uses_int4_head(b), b, self.logits, self.hidden)
             bound = self._decode_bindings[b] = (io, arrays)
         io, arrays = bound
         self.embedding.lookup(token_ids, arrays["inputs_embeds"][:, 0])
@@ -438,8 +470,10 @@ class OnnxModel:
         arrays["seqlens_k"][:] = lengths
         arrays["total_seq_len"][...] = int(lengths.max()) + 1
         self.filled[:b] = np.maximum(self.filled[:b], lengths + 1)
+        self._prefill_int4 = int4 = self.uses_int4_head(b)
+        self._take_head(int4)
         self._run(io)
-        self.int4_head_steps += self.uses_int4_head(b)
+        self.int4_head_steps += int4
         if self.rescorer is not None:
             self.rescorer.apply(self.logits[:b], self.hidden[:b])
         self.trim_windows(lengths)

@@ -120,3 +120,17 @@ def test_a_damaged_copy_is_removed_and_the_bundles_graph_serves(tiny_bundles, tm
     engine = OnnxEngine(bundle, threads=1, max_batch=1, context_length=32, device="cpu", prepacked_cache=cache)
     assert np.isfinite(engine.model.prefill(0, np.array([2, 7, 9], np.int64), 0)).all()
     assert not made.parent.exists()
+
+
+def test_the_benchs_memory_probe_takes_the_daemons_prefix_cache_settings(tiny_bundles, monkeypatch, capsys):
+    """The probe's scheduler gets the daemon's prefix cache budget and lets live sequences take from it first when told."""
+    from edge_agent.bench import ours
+
+    made = []
+    real = ours.BatchScheduler
+    monkeypatch.setattr(ours, "BatchScheduler", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
+    for gives_way in (True, False):
+        ours._rss_child(tiny_bundles["llama"], 1, 2, 2, 8, 4, 1, None, gives_way)
+        cache = made[-1].prefix_cache
+        assert cache.max_bytes == 1 << 20 and bool(cache.position_bytes) is gives_way
+    assert '"peak_rss_mb"' in capsys.readouterr().out
