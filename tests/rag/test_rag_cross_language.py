@@ -54,20 +54,6 @@ def test_the_policy_lets_a_question_through_a_passage_of_another_language_that_h
     assert not policy.covered("Hoeveel inwoners heeft Rotterdam?", [_chunk(EN_LIMIT)], "nl")
 
 
-def test_a_question_is_likelier_after_its_own_language_and_the_rerank_does_not_count_that():
-    from edge_agent.services.answers import rerank_sentences
-
-    en = S.Sentence(0, 0, "Sometimes a revised package needs another package.", 0.17, 0.17, language="en")
-    nl = S.Sentence(1, 0, "Op een werkstation wordt standaard het pakket p910nd geïnstalleerd.", 0.18, 0.18, language="nl")
-    nl2 = S.Sentence(1, 1, "Bewerk het bestand /etc/default/p910nd.", 0.05, 0.05, language="nl")
-    # the English question is likelier after the English sentence by a language's margin, not by what it says
-    likely = [-2.0, -3.0, -3.4]
-    assert rerank_sentences([en, nl, nl2], likely)[0] is nl
-    # one language: the likelihood ranks as before
-    same = [S.Sentence(0, i, t, 0.2, 0.2, language="en") for i, t in enumerate(("a b", "c d"))]
-    assert rerank_sentences(same, [-3.0, -1.0])[0] is same[1]
-
-
 def test_a_figure_with_the_other_languages_thousands_mark_is_the_same_figure():
     from edge_agent.services.answers import check_answer, unasked_relation
 
