@@ -226,6 +226,12 @@ class Settings(BaseSettings):
                     "Dutch documents' English loanwords: \"videokaart\" for \"GPU\"); {} for rag_min_coverage everywhere; none "
                     "applies where rag_min_coverage is 0.",
     )
+    rag_min_coverage_across_languages: float = Field(
+        0.33, ge=0, le=1, description="Grounded answers: for a passage in another language than the question's, the least "
+                                     "share of the question's content words it must hold as words both languages share "
+                                     "(names, figures, cognates: \"Debian\", \"022\", \"werkstation\" for \"workstation\"); "
+                                     "none applies where rag_min_coverage is 0."
+    )
     rag_model_words: bool = Field(
         False, description="Grounded answers of a base model: give its answer in its own words when the answer passes the "
                            "check against the passages; off: quote the passage's sentence (the default model's own words held "

@@ -16,6 +16,9 @@ With --sets blind9: the 48 Dutch and 10 English questions of scripts/rag_eval_bl
 documents Debian ships (debian-faq-nl, debian-edu-doc-nl: installed, not downloaded), read through the project's loaders
 into a second index: passage Recall@3 per language for dense, BM25 and hybrid (and, with --only answers, its facts and
 declines); --sets blind9 alone measures only it.
+With --sets xl1 (xl2): scripts/rag_eval_xl.py's cross-language questions (English about the Dutch documents, Dutch about the
+English topics) over one mixed index of the pydoc topics, corpus-nl and blind9's Debian documents: passage Recall@3 per
+question language (and, with --only answers, facts and declines); xl2 is the held-out one.
 Answers (--only answers): the default model with rag k=4 on factual questions (Dutch and English,
 short-span facts) and questions the documents do not answer: the share stating the fact, the share
 declining, per set (--sets dev,heldout: the dev set the answer side was tuned on, 24 Dutch + 20 English
@@ -46,6 +49,7 @@ from rag_eval_blind7 import NL_RETRIEVAL_BLIND7  # noqa: E402
 from rag_eval_blind8 import NL_RETRIEVAL_BLIND8  # noqa: E402
 from rag_eval_blind9 import EN_RETRIEVAL_BLIND9, NL_RETRIEVAL_BLIND9, corpus_files, missing_corpus  # noqa: E402
 from rag_eval_nl8 import NL_RETRIEVAL_NL8  # noqa: E402
+from rag_eval_xl import SETS as XL_SETS, retrieval as xl_retrieval  # noqa: E402
 from rag_eval_sets import EN_FUSION_BLIND, EN_HELDOUT, EN_QUESTIONS, NL_HELDOUT, NL_QUESTIONS  # noqa: E402
 
 QUESTIONS = EN_QUESTIONS
@@ -115,6 +119,17 @@ def bench_quality_blind9(svc, document_ids: list[int], modes=("dense", "bm25", "
     sets = {"nl": NL_RETRIEVAL_BLIND9, "en": EN_RETRIEVAL_BLIND9}
     out: dict = {f"{lang}_questions": len(qs) for lang, qs in sets.items()}
     out["phrases_inside_one_chunk"] = sum(any(_norm(p) in c for c in chunks) for qs in sets.values() for _, p in qs)
+    for mode in modes:
+        found = {lang: sum(any(_norm(p) in _norm(h.text) for h in svc.retrieve(q, k=3, mode=mode)) for q, p in qs)
+                 for lang, qs in sets.items()}
+        out[mode] = {**{f"{lang}_passage_recall_at_3": round(n / len(sets[lang]), 3) for lang, n in found.items()},
+                     "all_passage_recall_at_3": round(sum(found.values()) / sum(len(qs) for qs in sets.values()), 3)}
+    return out
+
+
+def bench_quality_sets(svc, sets: dict[str, list[tuple[str, str]]], modes=("dense", "bm25", "hybrid")) -> dict:
+    """Passage Recall@3 (a top-3 chunk holds the answer phrase) per language of {lang: [(question, phrase)]} over svc."""
+    out: dict = {f"{lang}_questions": len(qs) for lang, qs in sets.items()}
     for mode in modes:
         found = {lang: sum(any(_norm(p) in _norm(h.text) for h in svc.retrieve(q, k=3, mode=mode)) for q, p in qs)
                  for lang, qs in sets.items()}
@@ -278,7 +293,8 @@ def main() -> int:
     ap.add_argument("--model", default=str(REPO / "models" / "default"), help="model bundle for --only answers")
     ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind9 "
                          "(with --only quality, blind6 .. blind8 and nl8 add their Dutch retrieval rows; blind9 measures its "
-                         "own corpus, the Dutch Debian documentation, in an index of its own)")
+                         "own corpus, the Dutch Debian documentation, in an index of its own); xl1, xl2: cross-language "
+                         "questions over a mixed index of all three corpora")
     ap.add_argument("--memo", help="--only answers: a JSON file that remembers the model's answers and likelihoods by prompt "
                                    "(greedy: the same prompt gives the same answer), so a rerun after a change to the checks runs "
                                    "the model only on prompts it has not seen; one file per bundle")
@@ -323,7 +339,21 @@ def main() -> int:
                 result["ingest_blind9"] = ingest_blind9_corpus(svc9)
                 result["ingest_blind9"]["seconds"] = round(time.perf_counter() - t, 1)
                 services["blind9"] = svc9
-            others = tuple(s for s in sets if s != "blind9")
+            xl = tuple(s for s in sets if s in XL_SETS)
+            if xl:  # the pydoc topics, corpus-nl and blind9's Debian documents in one mixed index of its own
+                why = missing_corpus()
+                if why:
+                    svc.close()
+                    print(why, file=sys.stderr)
+                    return 2
+                svc_xl = DocumentService.from_settings(settings.model_copy(update={"data_dir": tmp / "var_xl", "index_dir": tmp / "index_xl"}),
+                                                       embedder=onnx)
+                t = time.perf_counter()
+                result["ingest_xl"] = ingest_eval_corpus(svc_xl)
+                result["ingest_xl"]["debian_chunks"] = ingest_blind9_corpus(svc_xl)["chunks"]
+                result["ingest_xl"]["seconds"] = round(time.perf_counter() - t, 1)
+                services.update(dict.fromkeys(xl, svc_xl))
+            others = tuple(s for s in sets if s != "blind9" and s not in XL_SETS)
             if others or args.only == "quality" and not services:
                 t = time.perf_counter()
                 result["ingest"] = ingest_eval_corpus(svc)
@@ -331,7 +361,9 @@ def main() -> int:
             if args.only == "quality":
                 if "ingest" in result:
                     result["quality"] = bench_quality(svc, blind=others)
-                if services:
+                for name in xl:
+                    result[f"quality_{name}"] = bench_quality_sets(services[name], xl_retrieval(name))
+                if "blind9" in services:
                     result["quality_blind9"] = bench_quality_blind9(services["blind9"], result["ingest_blind9"].pop("document_ids"))
             else:
                 from bench_answers import bench_answers
@@ -340,7 +372,7 @@ def main() -> int:
                 result["answers"] = bench_answers(svc, Path(args.model), settings, sets=sets, memo=Path(args.memo) if args.memo else None,
                                                   services=services)
             result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
-            for s in services.values():
+            for s in {id(s): s for s in services.values()}.values():
                 s.close()
             svc.close()
             print(json.dumps(result))

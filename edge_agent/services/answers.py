@@ -44,6 +44,7 @@ from edge_agent.services.sentences import (
     question_words,
     split_sentences,
     split_units,
+    text_language,
 )
 
 RANK_PENALTY = 0.02  # per retrieval rank of the sentence's chunk, in shares of the question's weight
@@ -79,13 +80,15 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     items = []
     after: dict[tuple[int, int], str] = {}
     units: dict[tuple[int, int], Unit] = {}
+    langs: dict[int, str] = {}
     for r, c in enumerate(chunks):
         sents = split_units(c.text)
+        text_lang = langs[r] = text_language(c.text)
         for j, u in enumerate(sents):
             if u.header and not asks_header(question, u.header, lang, kind):
                 continue
             units[r, j] = u
-            items.append((r, j, u.text, match_credits(qterms, qwords, u.text, lang)))
+            items.append((r, j, u.text, match_credits(qterms, qwords, u.text, lang, text_lang)))
             nxt = sents[j + 1] if j + 1 < len(sents) else None
             # the next sentence goes with a quote; not a heading's section, a header line, or a heading, signature or
             # greeting left alone ("Groet, Anna", "str.partition(sep)" at a chunk's end: _bare)
@@ -102,7 +105,7 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             score += KIND_BONUS
         if _CODE.search(s):
             score -= CODE_PENALTY
-        scored.append(Sentence(r, j, s, score, match, after[r, j], units[r, j].quote, units[r, j].header))
+        scored.append(Sentence(r, j, s, score, match, after[r, j], units[r, j].quote, units[r, j].header, langs[r]))
     return sorted(scored, key=lambda x: (-x.score, x.chunk, x.index))
 
 
@@ -110,7 +113,9 @@ def rerank_sentences(sentences: Sequence[Sentence], likelihood: Sequence[float])
     """sentences ordered by their word score plus likelihood (each one's: the model's log-probability per token of the
     question after it), best first; ties keep the given order. Words find the sentences that share the question's
     terms; the model tells which of them the question is about, where the words are synonyms or figures
-    ("topman" for "CEO", "-1" for "not found"). Raises ValueError when the two lengths differ."""
+    ("topman" for "CEO", "-1" for "not found"). (Taking each likelihood relative to the mean of its passage language's
+    was tried for mixed-language candidates: no gain on any set, one fact lost on the held-out xl2.) Raises
+    ValueError when the two lengths differ."""
     if len(sentences) != len(likelihood):
         raise ValueError("one likelihood per sentence is needed")
     order = sorted(range(len(sentences)), key=lambda i: (-(sentences[i].score + likelihood[i]), i))
@@ -173,8 +178,11 @@ def unasked_relation(question: str, texts: Sequence[str], lang: str) -> bool:
     that holds one of its thing terms (relation_terms) holds, with RELATION_WINDOW sentences either side, any of its
     relation terms (match_credits: compounds count in part). False where the question asks no value of a named
     thing (answer_kind not in RELATION_KINDS, no name, or nothing asked beyond the name), or no text names it.
-    "Hoeveel kost de AI300?" over passages that describe the AI300 but price nothing: True."""
-    if answer_kind(question, lang) not in RELATION_KINDS:
+    "Hoeveel kost de AI300?" over passages that describe the AI300 but price nothing: True. A text in another language
+    than the question's is read for the words both share (sentences.cross_credits: "IP" of "IP address" in "IP-adres"),
+    and for a price, an amount of money next to the thing ("cost" is no word of "kost meer dan $45.000")."""
+    kind = answer_kind(question, lang)
+    if kind not in RELATION_KINDS:
         return False
     thing, relation = relation_terms(question, lang)
     if not thing or not relation:
@@ -184,12 +192,15 @@ def unasked_relation(question: str, texts: Sequence[str], lang: str) -> bool:
     named_somewhere = False
     for text in texts:
         sents = split_sentences(text)
+        text_lang = text_language(text)
         for j, s in enumerate(sents):
-            if not any(v >= 1.0 for t, v in match_credits(thing, qwords, s, lang).items()):
+            if not any(v >= 1.0 for t, v in match_credits(thing, qwords, s, lang, text_lang).items()):
                 continue
             named_somewhere = True
             around = " ".join(sents[max(0, j - RELATION_WINDOW) : j + RELATION_WINDOW + 1])
-            if any(v > 0 for t, v in match_credits(qterms, qwords, around, lang).items() if t in relation):
+            if any(v > 0 for t, v in match_credits(qterms, qwords, around, lang, text_lang).items() if t in relation):
+                return False
+            if text_lang != lang and kind == "money" and figures.states_money(around):  # "kost $45.000" for "cost"
                 return False
     return named_somewhere
 
@@ -212,7 +223,7 @@ def thing_check(question: str, passages: Sequence[str], lang: str) -> Callable[[
     qwords = question_words(question, lang)
 
     def held(text: str) -> set[str]:
-        return {t for t, v in match_credits(thing, qwords, text, lang).items() if v >= 1.0}
+        return {t for t, v in match_credits(thing, qwords, text, lang, text_language(text)).items() if v >= 1.0}
 
     named = set().union(*(held(p) for p in passages))
     return (lambda passage: named <= held(passage)) if named else None
@@ -414,7 +425,7 @@ def check_answer(answer: str, question: str, given: Sequence[Sentence], lang: st
             best, share = s, got
     if best is None or share < MIN_SUPPORT:
         return Verdict("off_source")
-    if set(_DIGITS.findall(text)) - set(_DIGITS.findall(best.text)) - set(_DIGITS.findall(question)):
+    if _unwritten_figures(text, f"{best.text} {question}"):
         return Verdict("altered_figure", best)
     if len(language.words(text)) >= LANGUAGE_CHECK_WORDS and _negated(text, lang) != _negated(best.text, lang):
         return Verdict("altered_negation", best)
@@ -423,6 +434,14 @@ def check_answer(answer: str, question: str, given: Sequence[Sentence], lang: st
         if said and said[0] != lang:
             return Verdict("wrong_language", best)
     return Verdict("ok", best)
+
+
+def _unwritten_figures(answer: str, source: str) -> set[str]:
+    """The figures of answer that source does not write: "1000" for "1.000" is one; "45,000" for "45.000" is none (the
+    thousands mark of English and of Dutch), nor "1.5" for "1,5" (a figure with a mark matches one with the other mark)."""
+    written = set(_DIGITS.findall(source))
+    marked = {re.sub(r"[.,]", ".", f) for f in written if not f.isdigit()}
+    return {f for f in set(_DIGITS.findall(answer)) - written if f.isdigit() or re.sub(r"[.,]", ".", f) not in marked}
 
 
 _NEGATIONS = {

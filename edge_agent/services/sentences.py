@@ -1,11 +1,14 @@
 """Sentences of retrieved passages: splitting a chunk into sentences, and how far a sentence holds a question's terms
-(stemmed in the question's language; a Dutch or German compound counts in part where its parts are separate words).
+(stemmed in the question's language; a Dutch or German compound counts in part where its parts are separate words;
+in a passage of another language, the words both languages share: cross_credits).
 services/answers.py ranks them against a question and checks answers on them.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from edge_agent.rag import language
 
@@ -64,6 +67,7 @@ class Sentence:
     after: str = ""  # the chunk's next sentence ("" for its last, or where a heading or header follows): quoted with it where both fit (extractive)
     quote: str = ""  # what of text may be quoted ("": all; Unit.quote): a heading or the rest of a header block never is
     header: str = ""  # the key of a header line ("from", "datum"), casefolded; "" for a sentence (Unit.header)
+    language: str = ""  # its passage's language (text_language; "" where nobody asked)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -246,13 +250,17 @@ def question_words(question: str, lang: str) -> dict[str, str]:
     return out
 
 
-def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str) -> dict[str, float]:
+def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str, text_lang: str | None = None) -> dict[str, float]:
     """How far text holds each of the question's terms: 1 for the term itself; in a language that writes compounds
     as one word ("promptlengte", "toolverwerking"), a question word that is not there counts by the share of its
     letters found as words of the text at its start and end ("prompts", "tool-verwerking": COMPOUND_PART letters
-    at least), and fully when it is the start or end of a longer word of the text ("geheugen" in "systeemgeheugen")."""
+    at least), and fully when it is the start or end of a longer word of the text ("geheugen" in "systeemgeheugen").
+    text_lang: the text's language (text_language); where it is another than lang, a term the text shares across the
+    two languages counts too (cross_credits)."""
     held = set(language.terms(text, lang))
     out = {t: 1.0 for t in qterms if t in held}
+    if text_lang is not None and text_lang != lang and len(out) < len(qterms):
+        out.update(cross_credits(qterms - out.keys(), qwords, text, text_lang))
     if lang not in language.COMPOUNDING or len(out) == len(qterms):
         return out
     stops = language.stop_words(lang)
@@ -295,9 +303,66 @@ def _common_prefix(a: str, b: str) -> int:
     return n
 
 
-def coverage(question: str, passage: str, lang: str) -> float:
-    """The share of the question's content terms passage holds (match_credits; 1.0 for a question without any)."""
+def coverage(question: str, passage: str, lang: str, passage_lang: str | None = None) -> float:
+    """The share of the question's content terms passage holds (match_credits, across languages where passage_lang
+    is another; 1.0 for a question without any)."""
     qterms = language.content_terms(question, lang)
     if not qterms:
         return 1.0
-    return sum(match_credits(qterms, question_words(question, lang), passage, lang).values()) / len(qterms)
+    return sum(match_credits(qterms, question_words(question, lang), passage, lang, passage_lang).values()) / len(qterms)
+
+
+# the languages a passage is told apart in (those of the grounded prompts' scaffolds): a Dutch passage that langid reads as
+# Afrikaans or Danish (a short one, a list) is still Dutch to the checks
+PASSAGE_LANGUAGES = frozenset({"en", "nl", "de", "fr", "es"})
+
+
+@functools.lru_cache(maxsize=4096)
+def text_language(text: str) -> str:
+    """The language of a retrieved passage among PASSAGE_LANGUAGES (language.likely of its start; "und" for one without
+    letters), remembered: a passage is read by several checks."""
+    found = language.likely(text, PASSAGE_LANGUAGES)
+    return found[0] if found else language.UNKNOWN
+
+
+# what a question shares with a passage in another language (cross_credits): the same word, folded (a name, a figure, an
+# identifier: "Debian", "022", "apt-get", "umask"), a figure written with other separators ("45,000" for "45.000"), or a
+# cognate of COGNATE_MIN letters or more: the question's stem starts a passage word ("instal" in "installatie"), or the two
+# words share COGNATE_RATIO of their letters (difflib's ratio: "workstation"/"werkstations", "paper"/"papier",
+# "architectures"/"architecturen"; not "package"/"pakket", nor "general"/"generatie" at 0.75)
+COGNATE_MIN = 5
+COGNATE_RATIO = 0.8
+_FIGURE_MARKS = re.compile(r"(?<=\d)[.,](?=\d)")
+
+
+def cross_credits(qterms: set[str], qwords: dict[str, str], text: str, text_lang: str) -> dict[str, float]:
+    """1 for each of the question's terms that text, in another language (text_lang), holds as the same word, figure or
+    cognate (see COGNATE_MIN); the terms it does not hold are left out."""
+    low = text.casefold()
+    folded = {language.fold(w) for w in language.words(low)}
+    held = folded | set(language.terms(text, text_lang, drop_stop_words=False))
+    figures = {_FIGURE_MARKS.sub("", f) for f in re.findall(r"\d+(?:[.,]\d+)*", low)}
+    long = [w for w in held if len(w) >= COGNATE_MIN and not w.isdigit()]
+    out = {}
+    for t in qterms:
+        w = qwords.get(t, t)
+        if t in held or w in held or (w[:1].isdigit() and _FIGURE_MARKS.sub("", w) in figures):
+            out[t] = 1.0
+        elif len(w) >= COGNATE_MIN and not w.isdigit() and any(_cognate(t, w, p) for p in long):
+            out[t] = 1.0
+    return out
+
+
+def _cognate(stem: str, word: str, other: str) -> bool:
+    """Whether a question's word (and its stem) and a passage word of another language are one word spelled two ways
+    (they start with the same letter: "werkstation", not "netwerkstation", for "workstation")."""
+    if len(stem) >= COGNATE_MIN and other.startswith(stem):
+        return True
+    return (word[0] == other[0] and 2 * min(len(word), len(other)) >= COGNATE_RATIO * (len(word) + len(other))
+            and _alike(word, other))
+
+
+@functools.lru_cache(maxsize=65536)
+def _alike(a: str, b: str) -> bool:
+    m = SequenceMatcher(None, a, b, autojunk=False)
+    return m.quick_ratio() >= COGNATE_RATIO and m.ratio() >= COGNATE_RATIO
