@@ -335,8 +335,6 @@ class OnnxEmbedder(_SentenceEmbedder):
         decision = _stored_decision(folder, quantize)
         if decision is not None:
             return decision
-        from sentence_transformers import SentenceTransformer
-
         for stale in folder.parent.glob(f"{folder.name}.tmp*"):  # left by an export that died (we hold the cache lock)
             shutil.rmtree(stale, ignore_errors=True)
         if not (folder / "onnx" / "model.onnx").is_file():
@@ -344,8 +342,7 @@ class OnnxEmbedder(_SentenceEmbedder):
             try:
                 shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.onnx", "onnx", ".git*"))
                 log.info("exporting embedding model %s to ONNX in %s", src, folder)
-                model = SentenceTransformer(str(tmp), device="cpu", backend="onnx", local_files_only=True)
-                model.save_pretrained(str(tmp))
+                _export(tmp)
                 shutil.rmtree(folder, ignore_errors=True)
                 os.replace(tmp, folder)
             finally:
@@ -364,12 +361,15 @@ class OnnxEmbedder(_SentenceEmbedder):
         (deterministic on a machine: no timing), then its twin with an int8 word-embedding table when that stays
         within the bar too ("table": "int8", else "fp32" and why). With quantize "on": the first, unchecked, with
         an int8 table.
+
+        One large thing is held at a time (multilingual-e5-small: 6.6 GB peak when the fp32 session, the torch model
+        and each candidate's session lived together): the torch vectors are computed once, before the first
+        candidate is loaded, and that model is freed; each candidate's session is freed after its check.
         """
-        from sentence_transformers import SentenceTransformer
+        import gc
 
-        from edge_agent.rag.embedding_variants import CANDIDATES, FP32_FILE, with_int8_table, write_variant
+        from edge_agent.rag.embedding_variants import CANDIDATES, with_int8_table, write_variant
 
-        fp32 = self._load(folder, FP32_FILE)
         result: dict[str, Any] = {"tried": []}
         ref = None
 
@@ -377,16 +377,16 @@ class OnnxEmbedder(_SentenceEmbedder):
             if (folder / v.file_name).is_file():
                 return True
             log.info("writing int8 embedding model candidate %s", v.file_name)
-            return write_variant(fp32, folder, v)
+            return write_variant(folder, v)
 
         def passes(v) -> bool:
             nonlocal ref
-            int8 = self._load(folder, v.file_name)
             if ref is None:
-                reference = SentenceTransformer(str(src), device="cpu", local_files_only=True)
-                ref = reference.encode(_CHECK, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-                del reference
-            got = int8.encode(_CHECK, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+                ref = _torch_vectors(src, batch)
+            int8 = self._load(folder, v.file_name)
+            got = _encode_check(int8, batch)
+            del int8  # before the next candidate is written
+            gc.collect()
             cosine = float((ref * got).sum(axis=1).min())
             result["tried"].append({"file": v.file_name, "cosine_min_vs_torch": round(cosine, 5), "ok": cosine >= MIN_COSINE})
             log.info("int8 embedding model candidate %s", result["tried"][-1])
@@ -405,6 +405,33 @@ class OnnxEmbedder(_SentenceEmbedder):
                 result["table_note"] = f"the int8 table's vectors fell below cosine {MIN_COSINE} vs torch"
             return result
         return result
+
+
+def _export(folder: Path) -> None:
+    """Export the sentence-transformers model in folder to folder/onnx/model.onnx (optimum, through torch); the
+    torch model and the session sentence-transformers opens on the export are freed on return."""
+    import gc
+
+    from sentence_transformers import SentenceTransformer
+
+    SentenceTransformer(str(folder), device="cpu", backend="onnx", local_files_only=True).save_pretrained(str(folder))
+    gc.collect()
+
+
+def _encode_check(model: Any, batch: int) -> np.ndarray:
+    return model.encode(_CHECK, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+
+
+def _torch_vectors(src: Path, batch: int) -> np.ndarray:
+    """The check texts' vectors from the torch model (the reference a candidate is held to); the model is freed
+    on return, before any candidate is loaded."""
+    import gc
+
+    from sentence_transformers import SentenceTransformer
+
+    vecs = _encode_check(SentenceTransformer(str(src), device="cpu", local_files_only=True), batch)
+    gc.collect()  # torch's modules hold reference cycles
+    return vecs
 
 
 def _on_demand_shape(folder: Path, file_name: str) -> tuple[int, int] | None:

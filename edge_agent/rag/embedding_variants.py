@@ -185,12 +185,13 @@ def quantize_table(model: Any, min_elements: int | None = None) -> int:
             continue
         if table.dims[0] * table.dims[1] < (TABLE_INT8_MIN_ELEMENTS if min_elements is None else min_elements):
             continue
-        w = numpy_helper.to_array(table)
-        scale = (np.maximum(np.abs(w).max(axis=1, keepdims=True), 1e-12) / 127.0).astype(np.float32)
-        q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+        w = numpy_helper.to_array(table).copy()  # a writable copy, divided and rounded in place (one table, not three)
         base = node.name or node.output[0]
         graph.initializer.remove(table)
-        del inits[node.input[0]]
+        del inits[node.input[0]], table
+        scale = (np.maximum(np.abs(w).max(axis=1, keepdims=True), 1e-12) / 127.0).astype(np.float32)
+        w /= scale
+        q = np.clip(np.round(w, out=w), -127, 127, out=w).astype(np.int8)
         graph.initializer.extend([numpy_helper.from_array(q, base + ".qtable"), numpy_helper.from_array(scale, base + ".row_scale")])
         new = [
             helper.make_node("Gather", [base + ".qtable", node.input[1]], [base + ".qrows"], name=base + ".table_gather", axis=0),
@@ -202,7 +203,8 @@ def quantize_table(model: Any, min_elements: int | None = None) -> int:
         graph.node.remove(node)
         for j, n in enumerate(new):
             graph.node.insert(pos + j, n)
-        done += int(w.size)
+        done += int(q.size)
+        del w, q
     return done
 
 
@@ -257,22 +259,30 @@ def save_ort_optimized(model_path: Path, dest: Path) -> None:
     ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"], disabled_optimizers=["SkipLayerNormFusion"])
 
 
-def write_optimized(fp32_model: Any, folder: Path) -> bool:
-    """Write onnx/model_O2.onnx (transformer fusions for CPU) next to the fp32 file; False if optimum cannot."""
-    try:
-        from sentence_transformers import export_optimized_onnx_model
+def write_optimized(folder: Path) -> bool:
+    """Write onnx/model_O2.onnx (optimum's O2: transformer fusions for CPU) from the fp32 file next to it; False if
+    optimum cannot. Reads the file (as sentence-transformers' export_optimized_onnx_model does, without a session of
+    it open: multilingual-e5-small's is ~0.9 GB)."""
+    import tempfile
 
-        export_optimized_onnx_model(fp32_model, "O2", str(folder))
+    try:
+        from optimum.onnxruntime import ORTOptimizer
+        from optimum.onnxruntime.configuration import AutoOptimizationConfig
+
+        optimizer = ORTOptimizer.from_pretrained(folder, file_names=[FP32_FILE])
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".O2-") as tmp:
+            optimizer.optimize(AutoOptimizationConfig.O2(), tmp, file_suffix="O2")
+            publish(Path(tmp) / Path(O2_FILE).name, folder / O2_FILE)
     except Exception as exc:  # optimum missing or this architecture unknown to its optimizer
         log.info("no O2-optimized embedding model (%s: %s)", type(exc).__name__, exc)
         return False
     return (folder / O2_FILE).is_file()
 
 
-def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
+def write_variant(folder: Path, v: Variant) -> bool:
     """Write v into folder (first the O2 base it needs); False when this model cannot have it (v.int8_table: it has
     no word-embedding table of TABLE_INT8_MIN_ELEMENTS or more)."""
-    if v.base == O2_FILE and not (folder / O2_FILE).is_file() and not write_optimized(fp32_model, folder):
+    if v.base == O2_FILE and not (folder / O2_FILE).is_file() and not write_optimized(folder):
         return False
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic

@@ -212,3 +212,36 @@ def test_an_int8_table_below_the_bar_stays_fp32_and_the_manifest_says_so(tiny_st
     table_try = m["tried"][-1]
     assert table_try["file"].endswith("_table8.onnx") and not table_try["ok"] and table_try["cosine_min_vs_torch"] < 0.99
     assert _word_table(Path(m["export_folder"]) / "onnx" / f"model_{m['variant']}.onnx").dtype == np.float32
+
+
+def test_each_int8_candidate_is_checked_alone(tiny_st, tmp_path, monkeypatch):
+    """One large model in memory at a time (multilingual-e5-small peaked at 6.6 GB when the export's session, an fp32
+    session, the torch model and a candidate's session lived together): when a candidate is loaded for its check, no
+    torch model and no other onnxruntime session is alive, and the fp32 file is never loaded at all."""
+    import gc
+
+    import onnxruntime
+    import transformers
+
+    from edge_agent.rag import embedding_variants
+    from edge_agent.rag.embedder import OnnxEmbedder, import_embedding
+
+    def alive() -> tuple[int, int]:
+        gc.collect()
+        objs = gc.get_objects()
+        return (sum(isinstance(o, transformers.PreTrainedModel) for o in objs),
+                sum(isinstance(o, onnxruntime.InferenceSession) for o in objs))
+
+    before = alive()
+    loads = []
+    real = OnnxEmbedder._load
+
+    def load(self, folder, file_name):
+        loads.append((file_name, alive()))
+        return real(self, folder, file_name)
+
+    monkeypatch.setattr(OnnxEmbedder, "_load", load)
+    monkeypatch.setattr(embedding_variants, "TABLE_INT8_MIN_ELEMENTS", 0)  # two candidates: the first and its int8-table twin
+    m = import_embedding(tiny_st, "alone", tmp_path / "models", tmp_path / "cache")
+    assert [f for f, _ in loads] == [t["file"] for t in m["tried"]] and len(loads) == 2
+    assert all(held == before for _, held in loads), loads
