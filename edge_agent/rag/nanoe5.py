@@ -150,8 +150,9 @@ def write_folder(m: dict, out: Path) -> Path:
     cfg = BertConfig(vocab_size=m["vocab"], hidden_size=m["hidden"], num_hidden_layers=m["layers"], num_attention_heads=m["heads"],
                      intermediate_size=m["ffn"], max_position_embeddings=sd["embeddings.position_embeddings.weight"].shape[0],
                      type_vocab_size=sd["embeddings.token_type_embeddings.weight"].shape[0], layer_norm_eps=m["eps"])
-    model = BertModel(cfg, add_pooling_layer=False)
-    model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, strict=True)
+    with torch.device("meta"):  # no randomly initialised weights: the model takes the dequantized arrays themselves
+        model = BertModel(cfg, add_pooling_layer=False)
+    model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, strict=True, assign=True)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
