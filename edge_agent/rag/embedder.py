@@ -336,7 +336,10 @@ class OnnxEmbedder(_SentenceEmbedder):
         if decision is not None:
             return decision
         for stale in folder.parent.glob(f"{folder.name}.tmp*"):  # left by an export that died (we hold the cache lock)
-            shutil.rmtree(stale, ignore_errors=True)
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:  # the full weights _export set aside
+                stale.unlink(missing_ok=True)
         if not (folder / "onnx" / "model.onnx").is_file():
             tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
             try:

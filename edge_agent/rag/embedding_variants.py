@@ -272,7 +272,9 @@ def put_back_word_table(path: Path, table: WordTable) -> None:
     import onnx
 
     model = onnx.load(str(path))
-    t = next(t for t in model.graph.initializer if t.name == table.name)
+    t = next((t for t in model.graph.initializer if t.name == table.name), None)
+    if t is None:
+        raise ValueError(f"{path.name} has no initializer {table.name} to put the word-embedding table back into")
     t.raw_data, table.raw = table.raw or b"", None
     t.dims[0] = table.dims[0]
     onnx.save(model, str(path))

@@ -284,7 +284,12 @@ def test_the_word_table_left_out_of_the_torch_export_changes_no_byte(tiny_st, tm
     seen = []
     real = embedder._set_aside_torch_table
     monkeypatch.setattr(embedder, "_set_aside_torch_table", lambda folder: seen.append(real(folder)) or seen[-1])
+    export = embedder._cache_folder(tiny_st, tmp_path / "aside")[2]
+    export.parent.mkdir(parents=True)
+    died = export.with_name(export.name + ".tmp999999.full.safetensors")  # weights set aside by an export that died
+    died.write_bytes(b"x")
     aside = embedder.OnnxEmbedder(tiny_st, cache_dir=tmp_path / "aside", quantize="off").folder
+    assert aside == export and not died.exists()
     assert seen and seen[0][0].dims == [94, 32] and not seen[0][1].exists()  # set aside, and the full weights back in place
     monkeypatch.setattr(embedder, "_set_aside_torch_table", lambda folder: (None, None))
     whole = embedder.OnnxEmbedder(tiny_st, cache_dir=tmp_path / "whole", quantize="off").folder
