@@ -335,17 +335,17 @@ class OnnxEmbedder(_SentenceEmbedder):
         decision = _stored_decision(folder, quantize)
         if decision is not None:
             return decision
-        from sentence_transformers import SentenceTransformer
-
         for stale in folder.parent.glob(f"{folder.name}.tmp*"):  # left by an export that died (we hold the cache lock)
-            shutil.rmtree(stale, ignore_errors=True)
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:  # the full weights _export set aside
+                stale.unlink(missing_ok=True)
         if not (folder / "onnx" / "model.onnx").is_file():
             tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
             try:
                 shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.onnx", "onnx", ".git*"))
                 log.info("exporting embedding model %s to ONNX in %s", src, folder)
-                model = SentenceTransformer(str(tmp), device="cpu", backend="onnx", local_files_only=True)
-                model.save_pretrained(str(tmp))
+                _export(tmp)
                 shutil.rmtree(folder, ignore_errors=True)
                 os.replace(tmp, folder)
             finally:
@@ -364,12 +364,13 @@ class OnnxEmbedder(_SentenceEmbedder):
         (deterministic on a machine: no timing), then its twin with an int8 word-embedding table when that stays
         within the bar too ("table": "int8", else "fp32" and why). With quantize "on": the first, unchecked, with
         an int8 table.
+
+        One large thing is held at a time (multilingual-e5-small: 6.6 GB peak when the fp32 session, the torch model
+        and each candidate's session lived together): the torch vectors are computed once, before the first
+        candidate is loaded, and that model is freed; each candidate's session is freed after its check.
         """
-        from sentence_transformers import SentenceTransformer
+        from edge_agent.rag.embedding_variants import CANDIDATES, release_memory, with_int8_table, write_variant
 
-        from edge_agent.rag.embedding_variants import CANDIDATES, FP32_FILE, with_int8_table, write_variant
-
-        fp32 = self._load(folder, FP32_FILE)
         result: dict[str, Any] = {"tried": []}
         ref = None
 
@@ -377,16 +378,16 @@ class OnnxEmbedder(_SentenceEmbedder):
             if (folder / v.file_name).is_file():
                 return True
             log.info("writing int8 embedding model candidate %s", v.file_name)
-            return write_variant(fp32, folder, v)
+            return write_variant(folder, v)
 
         def passes(v) -> bool:
             nonlocal ref
-            int8 = self._load(folder, v.file_name)
             if ref is None:
-                reference = SentenceTransformer(str(src), device="cpu", local_files_only=True)
-                ref = reference.encode(_CHECK, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-                del reference
-            got = int8.encode(_CHECK, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+                ref = _torch_vectors(src, batch)
+            int8 = self._load(folder, v.file_name)
+            got = _encode_check(int8, batch)
+            del int8  # before the next candidate is written
+            release_memory()
             cosine = float((ref * got).sum(axis=1).min())
             result["tried"].append({"file": v.file_name, "cosine_min_vs_torch": round(cosine, 5), "ok": cosine >= MIN_COSINE})
             log.info("int8 embedding model candidate %s", result["tried"][-1])
@@ -405,6 +406,87 @@ class OnnxEmbedder(_SentenceEmbedder):
                 result["table_note"] = f"the int8 table's vectors fell below cosine {MIN_COSINE} vs torch"
             return result
         return result
+
+
+def _export(folder: Path) -> None:
+    """Export the sentence-transformers model in folder to folder/onnx/model.onnx (optimum, through torch); the
+    torch model and the session sentence-transformers opens on the export are freed on return.
+
+    A large word-embedding table (multilingual-e5-small: 250k x 384, 384 MB of 470) is left out while torch exports:
+    the model is exported with its first rows only (config vocab_size to match), and the table written into the ONNX
+    file after (embedding_variants.put_back_word_table): the same files (but README.md, the model card, not written),
+    without torch and the exporter holding several copies of it (multilingual-e5-small: 2.8 -> 1.2 GB at this step)."""
+    from sentence_transformers import SentenceTransformer
+
+    from edge_agent.rag.embedding_variants import put_back_word_table, release_memory
+
+    table, full = _set_aside_torch_table(folder)
+    try:
+        # no model card with a table set aside: writing one runs the model on example sentences, whose words the
+        # stand-in lacks (onnxruntime logs an error); nothing reads that README
+        SentenceTransformer(str(folder), device="cpu", backend="onnx", local_files_only=True).save_pretrained(
+            str(folder), create_model_card=table is None)
+        release_memory()
+        if table is not None:
+            put_back_word_table(folder / "onnx" / "model.onnx", table)
+            config = json.loads((folder / "config.json").read_text())
+            config["vocab_size"] = table.dims[0]
+            (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")  # as transformers writes it
+    finally:
+        if full is not None:
+            os.replace(full, folder / "model.safetensors")
+    release_memory()
+
+
+_TABLE_KEY = "embeddings.word_embeddings.weight"
+_STAND_IN_ROWS = 64
+
+
+def _set_aside_torch_table(folder: Path):
+    """(the word table as an embedding_variants.WordTable, the full model.safetensors moved beside folder) with a
+    model.safetensors and config.json of _STAND_IN_ROWS words in folder; (None, None) when the model has no table of
+    TABLE_INT8_MIN_ELEMENTS or more under _TABLE_KEY (a BERT saved by transformers) or is not one safetensors file."""
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    from edge_agent.rag.embedding_variants import TABLE_INT8_MIN_ELEMENTS, WordTable
+
+    weights, config_path = folder / "model.safetensors", folder / "config.json"
+    try:
+        config = json.loads(config_path.read_text())
+        with safe_open(str(weights), framework="numpy") as f:
+            if _TABLE_KEY not in f.keys():
+                return None, None
+            shape = f.get_slice(_TABLE_KEY).get_shape()
+            if len(shape) != 2 or shape[0] != config.get("vocab_size") or shape[0] * shape[1] < TABLE_INT8_MIN_ELEMENTS:
+                return None, None
+            light = {k: f.get_tensor(k) for k in f.keys() if k != _TABLE_KEY}
+            light[_TABLE_KEY] = f.get_slice(_TABLE_KEY)[:_STAND_IN_ROWS]
+            metadata = f.metadata()
+            table = WordTable(_TABLE_KEY, list(shape), f.get_tensor(_TABLE_KEY).tobytes())
+    except (OSError, ValueError):
+        return None, None
+    full = folder.with_name(folder.name + ".full.safetensors")
+    os.replace(weights, full)
+    save_file(light, str(weights), metadata=metadata)
+    config_path.write_text(json.dumps({**config, "vocab_size": _STAND_IN_ROWS}, indent=2, sort_keys=True) + "\n")
+    return table, full
+
+
+def _encode_check(model: Any, batch: int) -> np.ndarray:
+    return model.encode(_CHECK, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+
+
+def _torch_vectors(src: Path, batch: int) -> np.ndarray:
+    """The check texts' vectors from the torch model (the reference a candidate is held to); the model is freed
+    on return, before any candidate is loaded."""
+    from sentence_transformers import SentenceTransformer
+
+    from edge_agent.rag.embedding_variants import release_memory
+
+    vecs = _encode_check(SentenceTransformer(str(src), device="cpu", local_files_only=True), batch)
+    release_memory()  # torch's modules hold reference cycles
+    return vecs
 
 
 def _on_demand_shape(folder: Path, file_name: str) -> tuple[int, int] | None:

