@@ -327,27 +327,26 @@ def main() -> int:
             sets = tuple(args.sets.split(","))
             services = {}
             result["chunking"] = {"chunk_tokens": args.chunk_tokens, "overlap": args.chunk_overlap}
-            if "blind9" in sets:  # its own corpus, in an index of its own
+            xl = tuple(s for s in sets if s in XL_SETS)
+            if "blind9" in sets or xl:
                 why = missing_corpus()
                 if why:
                     svc.close()
                     print(why, file=sys.stderr)
                     return 2
-                svc9 = DocumentService.from_settings(settings.model_copy(update={"data_dir": tmp / "var9", "index_dir": tmp / "index9"}),
-                                                     embedder=onnx)
+
+            def own_index(name: str) -> DocumentService:
+                return DocumentService.from_settings(
+                    settings.model_copy(update={"data_dir": tmp / f"var_{name}", "index_dir": tmp / f"index_{name}"}), embedder=onnx)
+
+            if "blind9" in sets:  # its own corpus, in an index of its own
+                svc9 = own_index("blind9")
                 t = time.perf_counter()
                 result["ingest_blind9"] = ingest_blind9_corpus(svc9)
                 result["ingest_blind9"]["seconds"] = round(time.perf_counter() - t, 1)
                 services["blind9"] = svc9
-            xl = tuple(s for s in sets if s in XL_SETS)
             if xl:  # the pydoc topics, corpus-nl and blind9's Debian documents in one mixed index of its own
-                why = missing_corpus()
-                if why:
-                    svc.close()
-                    print(why, file=sys.stderr)
-                    return 2
-                svc_xl = DocumentService.from_settings(settings.model_copy(update={"data_dir": tmp / "var_xl", "index_dir": tmp / "index_xl"}),
-                                                       embedder=onnx)
+                svc_xl = own_index("xl")
                 t = time.perf_counter()
                 result["ingest_xl"] = ingest_eval_corpus(svc_xl)
                 result["ingest_xl"]["debian_chunks"] = ingest_blind9_corpus(svc_xl)["chunks"]

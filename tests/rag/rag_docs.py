@@ -1,6 +1,7 @@
 """Small real documents built in tests: a hand-written PDF, a DOCX, an e-mail."""
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 from email.message import EmailMessage
@@ -85,3 +86,28 @@ def make_eml(subject: str, body: str, attachments: list[tuple[str, bytes, str]] 
         maintype, subtype = mime.split("/")
         msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
     return msg.as_bytes()
+
+
+@contextlib.contextmanager
+def grounded_chat_over(bundle: Path, tmp: Path, docs: dict[str, str]):
+    """A ChatService over the tiny real model `bundle` whose documents are docs (title -> text), embedded by the
+    packaged model from the shared export; stopped and closed on exit."""
+    from edge_agent.config import Settings
+    from edge_agent.rag.embedder import OnnxEmbedder
+    from edge_agent.runtime import build_engine
+    from edge_agent.services.chat import ChatService
+    from edge_agent.services.documents import DocumentService
+
+    settings = Settings(models_dir=bundle.parent, model=bundle.name, threads=1, context_length=512, max_batch=4,
+                        data_dir=tmp / "var", index_dir=tmp / "index")
+    svc = DocumentService.from_settings(settings, embedder=OnnxEmbedder(cache_dir=EMBED_CACHE))
+    for title, text in docs.items():
+        svc.add_text(title, text)
+    scheduler = build_engine(settings)
+    chat = ChatService(scheduler)
+    chat.attach_documents(lambda: svc)
+    try:
+        yield chat
+    finally:
+        scheduler.stop()
+        svc.close()

@@ -68,25 +68,10 @@ def test_a_figure_with_the_other_languages_thousands_mark_is_the_same_figure():
 
 @pytest.fixture(scope="module")
 def cross_chat(tiny_bundles, tmp_path_factory):
-    from edge_agent.config import Settings
-    from edge_agent.rag.embedder import OnnxEmbedder
-    from edge_agent.runtime import build_engine
-    from edge_agent.services.chat import ChatService
-    from edge_agent.services.documents import DocumentService
-    from rag_docs import EMBED_CACHE
+    from rag_docs import grounded_chat_over
 
-    tmp = tmp_path_factory.mktemp("cross")
-    settings = Settings(models_dir=tiny_bundles["llama"].parent, model=tiny_bundles["llama"].name, threads=1, context_length=512,
-                        max_batch=4, data_dir=tmp / "var", index_dir=tmp / "index")
-    svc = DocumentService.from_settings(settings, embedder=OnnxEmbedder(cache_dir=EMBED_CACHE))
-    svc.add_text("Archiefserver", NL_BACKUP)
-    svc.add_text("Interpreter", EN_LIMIT)
-    scheduler = build_engine(settings)
-    chat = ChatService(scheduler)
-    chat.attach_documents(lambda: svc)
-    yield chat
-    scheduler.stop()
-    svc.close()
+    with grounded_chat_over(tiny_bundles["llama"], tmp_path_factory.mktemp("cross"), {"Archiefserver": NL_BACKUP, "Interpreter": EN_LIMIT}) as chat:
+        yield chat
 
 
 def test_an_english_question_about_a_dutch_passage_is_answered_from_it_with_its_citation(cross_chat):

@@ -60,25 +60,10 @@ def test_canned_handle_is_a_finished_generation():
 
 @pytest.fixture(scope="module")
 def grounded_chat(tiny_bundles, tmp_path_factory):
-    from edge_agent.config import Settings
-    from edge_agent.rag.embedder import OnnxEmbedder
-    from edge_agent.runtime import build_engine
-    from edge_agent.services.chat import ChatService
-    from edge_agent.services.documents import DocumentService
-    from rag_docs import EMBED_CACHE
+    from rag_docs import grounded_chat_over
 
-    tmp = tmp_path_factory.mktemp("grounded")
-    settings = Settings(models_dir=tiny_bundles["llama"].parent, model=tiny_bundles["llama"].name, threads=1, context_length=512,
-                        max_batch=4, data_dir=tmp / "var", index_dir=tmp / "index")
-    svc = DocumentService.from_settings(settings, embedder=OnnxEmbedder(cache_dir=EMBED_CACHE))
-    svc.add_text("Zeeuws archief", NL_FACT)
-    svc.add_text("Canteen", EN_FACT)
-    scheduler = build_engine(settings)
-    chat = ChatService(scheduler)
-    chat.attach_documents(lambda: svc)
-    yield chat
-    scheduler.stop()
-    svc.close()
+    with grounded_chat_over(tiny_bundles["llama"], tmp_path_factory.mktemp("grounded"), {"Zeeuws archief": NL_FACT, "Canteen": EN_FACT}) as chat:
+        yield chat
 
 
 def test_a_base_model_gets_passages_first_and_the_question_last_in_its_language(grounded_chat):
