@@ -117,14 +117,8 @@ def bench_quality_blind9(svc, document_ids: list[int], modes=("dense", "bm25", "
     phrases lie inside one chunk at all (one that does not cannot be found by any mode)."""
     chunks = [_norm(c.text) for d in document_ids for c in svc.store.chunks_of(d)]
     sets = {"nl": NL_RETRIEVAL_BLIND9, "en": EN_RETRIEVAL_BLIND9}
-    out: dict = {f"{lang}_questions": len(qs) for lang, qs in sets.items()}
-    out["phrases_inside_one_chunk"] = sum(any(_norm(p) in c for c in chunks) for qs in sets.values() for _, p in qs)
-    for mode in modes:
-        found = {lang: sum(any(_norm(p) in _norm(h.text) for h in svc.retrieve(q, k=3, mode=mode)) for q, p in qs)
-                 for lang, qs in sets.items()}
-        out[mode] = {**{f"{lang}_passage_recall_at_3": round(n / len(sets[lang]), 3) for lang, n in found.items()},
-                     "all_passage_recall_at_3": round(sum(found.values()) / sum(len(qs) for qs in sets.values()), 3)}
-    return out
+    inside = sum(any(_norm(p) in c for c in chunks) for qs in sets.values() for _, p in qs)
+    return {"phrases_inside_one_chunk": inside, **bench_quality_sets(svc, sets, modes)}
 
 
 def bench_quality_sets(svc, sets: dict[str, list[tuple[str, str]]], modes=("dense", "bm25", "hybrid")) -> dict:
