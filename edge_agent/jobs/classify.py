@@ -411,7 +411,7 @@ class ClassifyKind:
         elif src == "csv":
             yield from _csv_items(params)
         else:
-            from edge_agent.store.jobs import SummaryStore
+            from edge_agent.store.summaries import SummaryStore
 
             docs = SummaryStore(_db(ctx)).select_documents(params.get("path_prefix"), params.get("types"),
                                                           since if params.get("changed_only") else None)
@@ -429,7 +429,7 @@ class ClassifyKind:
     def _text(self, item: Item, ctx: JobContext) -> str:
         if "document_id" not in item.payload or "text" in item.payload:
             return item.payload.get("text", "")
-        from edge_agent.store.jobs import SummaryStore
+        from edge_agent.store.summaries import SummaryStore
 
         got = SummaryStore(_db(ctx)).document_text(item.payload["document_id"])
         if got is None:

@@ -17,7 +17,7 @@ from edge_agent.jobs.kinds import DonePending, InvalidJobError, Item, ItemError,
 from edge_agent.services.document_results import DocumentError, DocumentNotFoundError, escaped_name, file_name_error
 from edge_agent.services.errors import UnavailableError
 from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_files
-from edge_agent.store.jobs import SummaryStore
+from edge_agent.store.summaries import SummaryStore
 from edge_agent.store.labels import LabelStore
 
 PARAMS = {"folders", "remove_deleted"}

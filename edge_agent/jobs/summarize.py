@@ -27,7 +27,7 @@ from edge_agent.jobs.prompts import (COMPLETION_RETRY, COMPLETION_STOP, MIN_TOKE
                                      RETRY_REPETITION_PENALTY, summary_prompt)
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
-from edge_agent.store.jobs import SummaryStore
+from edge_agent.store.summaries import SummaryStore
 
 PARALLEL_PER_ITEM = 4
 PARAMS = {"path_prefix", "types", "changed_only", "force", "max_tokens", "section_tokens"}

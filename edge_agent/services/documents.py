@@ -49,7 +49,7 @@ from edge_agent.services.storage import (  # disk_status: for /ready and doctor
 )
 from edge_agent.store import ChunkRecord, DocumentStore, SqliteDatabase
 from edge_agent.store.documents import DocumentMeta
-from edge_agent.store.jobs import SummaryStore
+from edge_agent.store.summaries import SummaryStore
 from edge_agent.store.labels import LabelStore
 
 log = logging.getLogger(__name__)
