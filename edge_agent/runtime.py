@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from edge_agent.config import Settings
