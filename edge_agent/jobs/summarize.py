@@ -100,6 +100,7 @@ def clean_summary(text: str) -> str:
     return text.strip().lstrip("*-•# ").strip()
 
 
+TITLE_WORDS = 16  # a title, heading or first line this short is a name for the text, not a summary of it, even in part
 _REPEATED = re.compile(r"(.{1,24}?)\1{2,}", re.S)  # a unit of up to 24 characters, three times or more in a row
 _WORDS = re.compile(r"\w+")
 
@@ -129,6 +130,10 @@ def degenerate_reason(summary: str, copies: Iterable[str] = ()) -> str | None:
         words = _words(copy)
         if words and said and not said.replace(words, "").strip():
             return "it only repeats the document's title, a heading or its first line"
+        # a piece of a title-like line ("De CPU is terug:" of "De CPU is terug: heroverweging van ...", Gemma 3 270M
+        # on a Dutch article): no summary either; a long first line's lead sentence may be one, so short lines only
+        if words and said and len(words.split()) <= TITLE_WORDS and f" {said} " in f" {words} ":
+            return "it only repeats part of the document's title, a heading or its first line"
     return None
 
 

@@ -20,6 +20,7 @@ from edge_agent.jobs.summarize import degenerate_reason
     (":\ufffd\ufffd of and", "broken characters"),
     ("Annual Report 2023", "title, a heading or its first line"),
     ("Annual report 2023. Annual report 2023.", "title, a heading or its first line"),
+    ("Annual Report:", "part of the document's title"),
 ])
 def test_junk_is_named(text, words):
     assert words in (degenerate_reason(text, ["Annual Report 2023"]) or ""), text
@@ -32,6 +33,15 @@ def test_junk_is_named(text, words):
 ])
 def test_a_real_summary_is_not_junk(text):
     assert degenerate_reason(text, ["Annual Report 2023"]) is None
+
+
+def test_a_piece_of_a_short_title_is_junk_but_a_long_first_lines_lead_sentence_is_not():
+    title = "De CPU is terug: heroverweging van de CPU-GPU splitsing voor LLM-inferentie"
+    assert "part of the document's title" in (degenerate_reason("De CPU is terug:", [title]) or "")
+    assert degenerate_reason("De CPU is terug: de verhouding tussen CPU en GPU verschuift.", [title]) is None
+    first_line = ("Inferentie bestaat niet uit één model dat één vraag beantwoordt. De groeiende afhankelijkheid van "
+                  "tool-calls en orchestratie over kleine modellen verandert waar rekenkracht moet worden geplaatst.")
+    assert degenerate_reason("Inferentie bestaat niet uit één model dat één vraag beantwoordt.", [first_line]) is None
 
 
 def _steer(rt, answers):
