@@ -170,7 +170,7 @@ class Settings(BaseSettings):
     max_connections_per_client: int = Field(64, ge=1, description="Open connections one client address may hold; more are answered 429 and closed.")
     max_connections: int = Field(512, ge=16, description="Open connections in all; more wait in the listen backlog (each takes a file descriptor).")
     max_queue: int = Field(64, ge=1, description="Requests that may wait for a batch slot before 429.")
-    request_timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit of one generation request.")
+    request_timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit of one generation request someone waits on (jobs and batch files have none: a run's deadline or cancel stops them).")
     max_tokens_limit: int = Field(4096, ge=1, description="Largest max_tokens a request may ask for.")
     max_messages: int = Field(256, ge=1, description="Most chat messages in one request.")
     serve_documents: bool = Field(

@@ -13,6 +13,7 @@ import numpy as np
 
 from edge_agent.engine.tokens import fewest_tokens
 from edge_agent.engine.types import (
+    BATCH_PRIORITY,
     MIN_TEMPERATURE,
     ContextLengthError,
     EngineError,
@@ -192,6 +193,13 @@ class ChatService(GroundedChat):
         """Raise ModelNotFoundError unless name is one of the model's names or "default"."""
         if name != "default" and name not in self.names:
             raise ModelNotFoundError(name, list(self.names))
+
+    def time_limit(self, priority: int) -> float | None:
+        """The wall-clock limit of a generation at this priority: request_timeout_s for a request someone waits on,
+        none for background work (jobs, batch files: priority BATCH_PRIORITY or more), which waits behind users and
+        behind its own run's other items; a run's deadline or cancel stops it. (With the limit, a nightly summarize of
+        large documents failed items "past the request time limit" while their sections were still queued.)"""
+        return None if priority >= BATCH_PRIORITY else self.request_timeout_s
 
     # --- requests -----------------------------------------------------------------
     def chat(self, messages: list[dict], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,
@@ -410,7 +418,7 @@ class ChatService(GroundedChat):
         most = max(1, self.scheduler.max_queue // 2 // max(1, len(prompts)))  # half the queue at most: room for the choices
         try:
             for ids in prompts:
-                out.append(start_prompt_scores(self.scheduler, ids, top, priority, self.request_timeout_s, min(8, most)))
+                out.append(start_prompt_scores(self.scheduler, ids, top, priority, self.time_limit(priority), min(8, most)))
         except BaseException as e:
             for sc in out:
                 sc.cancel()
@@ -453,7 +461,7 @@ class ChatService(GroundedChat):
         choices: list[_Choice] = []
         try:
             for ids, params, prefix, guard, index in planned:
-                handle = self.scheduler.submit(ids, params, priority=priority, timeout_s=self.request_timeout_s)
+                handle = self.scheduler.submit(ids, params, priority=priority, timeout_s=self.time_limit(priority))
                 choices.append(_Choice(index, handle, prefix, guard))
         except BaseException as e:
             for c in choices:
@@ -465,7 +473,8 @@ class ChatService(GroundedChat):
                 raise
             raise err from None
         choices.sort(key=lambda c: c.index)
-        return Generation(self.model_name, choices, sum(prompt_lengths), self.request_timeout_s + 5.0)
+        limit = self.time_limit(priority)
+        return Generation(self.model_name, choices, sum(prompt_lengths), None if limit is None else limit + 5.0)
 
 
 def _asks_room(options: SamplingOptions) -> bool:

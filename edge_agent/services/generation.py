@@ -7,6 +7,7 @@ or cancel(), stops every choice and frees its batch slot at the scheduler's next
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -72,7 +73,8 @@ class _Choice:
 class Generation:
     """One request's choices in flight; iterate events() once, or call collect()."""
 
-    def __init__(self, model: str, choices: list[_Choice], prompt_tokens: int, deadline_s: float):
+    def __init__(self, model: str, choices: list[_Choice], prompt_tokens: int, deadline_s: float | None):
+        """deadline_s: how long events() waits for the choices in all (None: no limit, background work)."""
         self.id = uuid.uuid4().hex[:24]
         self.created = int(time.time())
         self.model = model
@@ -81,7 +83,7 @@ class Generation:
         self.sources: list[Source] | None = None  # with rag: the chunks in the prompt, best first
         self.grounding: dict | None = None  # with rag: the answer's language and, per choice, which path made it
         self.prompt_ids: list[int] | None = None  # where a caller needs them (Ollama's `context`): the prompt's token ids
-        self._deadline = time.monotonic() + deadline_s
+        self._deadline = math.inf if deadline_s is None else time.monotonic() + deadline_s
         self._queue: queue.Queue = queue.Queue()
         self._started = False
         self._watchdog: threading.Timer | None = None

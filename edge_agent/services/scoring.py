@@ -113,7 +113,7 @@ class ContinuationScorer:
     def _submit(self, ids: list[int], params: SamplingParams, priority: int, timeout_s: float | None):
         while True:
             try:
-                return self.scheduler.submit(ids, params, priority=priority, timeout_s=timeout_s or self.chat.request_timeout_s)
+                return self.scheduler.submit(ids, params, priority=priority, timeout_s=timeout_s or self.chat.time_limit(priority))
             except QueueFullError:
                 time.sleep(BUSY_RETRY_S)
             except EngineError as e:

@@ -255,3 +255,20 @@ def test_a_renamed_file_keeps_its_summary_and_labels(make_runtime, tmp_path, wor
     assert got["summary"]["summary"] == summary["summary"] and got["summary"]["content_hash"] == new["content_hash"]
     assert [(lb["label_set"], lb["label"]) for lb in got["labels"]] == [("topic", "finance")]
     assert _run(rt, "sum").total_items == 1  # only the changed file: the renamed one's summary is current
+
+
+def test_background_work_has_no_request_time_limit(make_runtime, wordy_model):
+    """request_timeout_s bounds a generation someone waits on, not a job's: a nightly summarize whose sections queue
+    behind each other (and behind users) longer than the limit used to fail its items "past the request time limit"."""
+    from edge_agent.services.chat import SamplingOptions
+    from edge_agent.services.errors import GenerationTimeoutError
+
+    rt = make_runtime(request_timeout_s=0.001)  # no generation of this model finishes within a millisecond
+    with pytest.raises(GenerationTimeoutError):  # a user's request still has the limit
+        rt.chat.complete(["The river near the harbour"], SamplingOptions(max_tokens=16, temperature=0.0)).collect()
+    ids = [rt.documents.add_text(f"doc {i}", doc_text(i, 3)).document_id for i in range(3)]
+    ids.append(rt.documents.add_text("long", doc_text(98, 60)).document_id)  # sections queued together, then a reduce
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 12})
+    run = _run(rt, "sum")
+    assert run.status == "succeeded" and run.counts["succeeded"] == 4, [i.error for i in rt.jobs.results(run.id)[0]]
+    assert all(rt.documents.get(i)["summary"]["summary"] for i in ids)
