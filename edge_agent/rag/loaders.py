@@ -390,6 +390,9 @@ def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Sect
     soup = BeautifulSoup(data, "html.parser")
     for tag in soup(["script", "style", "noscript", "template", "svg"]):
         tag.decompose()
+    for a in soup.find_all("a", href=True):  # a heading's permalink (Sphinx's and MkDocs' "¶", "#"): not text
+        if a["href"].startswith("#") and a.get_text(strip=True) in ("¶", "§", "#", "🔗"):
+            a.decompose()
     meta = {}
     if soup.title and soup.title.get_text(strip=True):
         meta["title"] = soup.title.get_text(strip=True)

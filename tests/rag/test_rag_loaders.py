@@ -82,6 +82,19 @@ def test_html_headings_and_no_scripts():
     assert "Eerste alinea." in text and "alert" not in text and "color" not in text
 
 
+def test_html_permalinks_are_not_text():
+    # Sphinx (Python's docs) and MkDocs put a "¶" link in every heading and definition: it is not part of the heading
+    html = ("""<html><body><h2>Cursor objects<a class="headerlink" href="#cursor-objects" title="Permalink">¶</a></h2>
+    <dl><dt id="sqlite3.connect">sqlite3.connect(database)<a class="headerlink" href="#sqlite3.connect">¶</a></dt>
+    <dd><p>Open a connection. See <a href="#cursor-objects">Cursor objects</a> and <a href="#notes">#</a>
+    <a href="other.html#x">¶</a>.</p></dd></dl></body></html>""").encode()
+    doc = load_bytes(html, "sqlite3.html")
+    assert [s.heading for s in doc.sections] == ["Cursor objects"]
+    text = doc.sections[0].text
+    assert "sqlite3.connect(database)\n" in text and "See Cursor objects and" in text, text
+    assert text.count("¶") == 1  # the link to another page stays (it is not this page's permalink)
+
+
 def test_html_source_line_wraps_are_spaces():
     # hard-wrapped HTML source (DocBook, the Debian FAQ): a newline in text is a space, not a line break, so "\n2. " does
     # not become a numbered list item and a heading is one line; <pre> keeps its lines; paragraphs end in a blank line
