@@ -340,7 +340,8 @@ def _is_chrome(el: Any, stats: dict[int, list[int]], page_words: int) -> bool:
     name = el.name
     if name == "nav" or str(el.get("role") or "").strip().lower() in _CHROME_ROLES:
         return True
-    if name in ("header", "footer") and not any(p.name in _SECTIONING for p in el.parents):
+    if (name in ("header", "footer") or name == "div" and "footer" in _words(el.get("class")) + _words(el.get("id"))) \
+            and not any(p.name in _SECTIONING for p in el.parents):  # (Sphinx's <div class="footer">: the copyright)
         return not (name == "header" and headings)  # a page header with the page's title: its parts are judged
     if name not in _INLINE and _CHROME_WORDS.intersection(_words(el.get("class")) + _words(el.get("id"))):
         return True  # (not a link or a heading: docutils' headings are links classed toc-backref)

@@ -95,6 +95,18 @@ def test_html_permalinks_are_not_text():
     assert text.count("¶") == 1  # the link to another page stays (it is not this page's permalink)
 
 
+def test_html_page_footer_div_is_chrome_but_an_articles_is_not():
+    # Sphinx's classic theme closes every page with <div class="footer">: copyright, licence, "Please donate."
+    page = ("""<html><body><div class="document"><h1>zipfile</h1><p>Extracting the same archive twice overwrites files.</p>
+    <p>""" + "The module reads and writes ZIP archives, with or without compression, member by member. " * 4 + """</p>
+    <article><p>Een artikel.</p><div class="footer">Geschreven door Jan, 3 maart.</div></article></div>
+    <div class="footer">&copy; Copyright 2001-2026, Python Software Foundation. The Python Software Foundation is a
+    non-profit corporation. <a href="https://www.python.org/psf/donations/">Please donate.</a></div></body></html>""").encode()
+    text = " ".join(s.text for s in load_bytes(page, "zipfile.html").sections)
+    assert "overwrites files" in text and "Geschreven door Jan" in text
+    assert "Copyright" not in text and "non-profit" not in text
+
+
 def test_html_source_line_wraps_are_spaces():
     # hard-wrapped HTML source (DocBook, the Debian FAQ): a newline in text is a space, not a line break, so "\n2. " does
     # not become a numbered list item and a heading is one line; <pre> keeps its lines; paragraphs end in a blank line
