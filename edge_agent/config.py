@@ -187,7 +187,8 @@ class Settings(BaseSettings):
     )
     idle_unload_s: float = Field(
         0.0, ge=0, description="Seconds the parts loaded on first use (structured outputs' grammar tokenizer ~110 MB, the embedding "
-        "model ~70 MB) stay after their last use before they are given back (Ollama's keep_alive for them); 0 = keep until exit.",
+        "model ~70 MB, classify's own embedding model ~70 MB) stay after their last use before they are given back (Ollama's "
+        "keep_alive for them); 0 = keep until exit.",
     )
 
     # --- documents (RAG) ---------------------------------------------------

@@ -187,7 +187,7 @@ def _build_jobs(rt: Runtime) -> Any:
         log.error("jobs are off: the database could not be opened: %s: %s", type(e).__name__, e)
         return None
     svc = JobsService(rt.settings, db, rt.chat, rt.embeddings, lambda: rt.documents, rt.metrics, priority=BATCH_PRIORITY,
-                      classify_embeddings=_classify_embeddings(rt.settings))
+                      classify_embeddings=_classify_embeddings(rt.settings, rt.releaser))
     if rt.settings.jobs_backend == "ray":
         from edge_agent.jobs.ray_backend import RayPool, RayUnavailableError, register_metrics, wrap_kinds
 
@@ -229,8 +229,10 @@ def _share_embedding(rt: Runtime) -> None:
             docs.embedder = RemoteEmbedder(docs.embedder, pool)
 
 
-def _lazy_embedder(settings: Settings, source: str | None = None) -> Callable[[], Any]:
-    """A callable that builds the embedder (the configured one, or source's) on its first call and then returns it."""
+def _lazy_embedder(settings: Settings, source: str | None = None, releaser: Any = None, name: str = "") -> Callable[[], Any]:
+    """A callable that builds the embedder (the configured one, or source's) on its first call and then returns it.
+    releaser (an IdleReleaser): from that build on, its weights are given back after idle_unload_s unused (watched
+    as name) and load again on its next embed."""
     from edge_agent.rag.embedder import build_embedder
 
     lock, held = threading.Lock(), []
@@ -239,18 +241,24 @@ def _lazy_embedder(settings: Settings, source: str | None = None) -> Callable[[]
         with lock:
             if not held:
                 held.append(build_embedder(settings, source=source))
+                if releaser is not None:
+                    e = held[0]
+                    releaser.watch(name, lambda: e.loaded, lambda: e.last_used, e.release)
             return held[0]
 
     return embedder
 
 
-def _classify_embeddings(settings: Settings) -> Any:
-    """classify's own EmbeddingService (its model loaded by its first run) when classify_embedding_model names another
-    model than the documents' embedding_model, else None (classify uses the documents' one)."""
+def _classify_embeddings(settings: Settings, releaser: Any = None) -> Any:
+    """classify's own EmbeddingService (its model loaded by its first run; with the daemon's releaser given back after
+    idle_unload_s like the documents' embedder, ~70 MB) when classify_embedding_model names another model than the
+    documents' embedding_model, else None (classify uses the documents' one)."""
     from edge_agent.rag.embedder import configured_model
 
     source = settings.classify_embedding_source()
-    return None if source == configured_model(settings) else EmbeddingService(_lazy_embedder(settings, source))
+    if source == configured_model(settings):
+        return None
+    return EmbeddingService(_lazy_embedder(settings, source, releaser, "classify_embedder"))
 
 
 def build_job_worker(snapshot: dict) -> Any:

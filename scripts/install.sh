@@ -99,6 +99,37 @@ EOF
   done
 }
 
+install_models() {  # HERE -> DATA: models/default, the embedding models (multilingual-e5-small) and their ONNX exports
+  local new=$HERE/models/default old=$DATA/models/default folder name dest
+  mkdir -p "$DATA/models" "$DATA/data/embedding-cache"
+  if [ ! -f "$old/manifest.json" ] || ! cmp -s "$new/manifest.json" "$old/manifest.json"; then
+    rm -rf "$DATA/models/.default.new" "$DATA/models/.default.old"
+    cp -r "$new" "$DATA/models/.default.new"
+    [ -d "$old" ] && mv "$old" "$DATA/models/.default.old"
+    mv "$DATA/models/.default.new" "$old"
+    rm -rf "$DATA/models/.default.old"
+    say "model bundle default installed in $old"
+  fi
+  # an embedding model already there is kept (an upgrade, or one imported by hand): its export stays valid
+  for folder in "$HERE"/models/embeddings/*/; do
+    [ -f "$folder/config.json" ] || continue
+    name=$(basename "$folder")
+    dest=$DATA/models/embeddings/$name
+    if [ -f "$dest/config.json" ]; then say "kept embedding model $name in $dest"; continue; fi
+    mkdir -p "$DATA/models/embeddings"
+    rm -rf "$DATA/models/embeddings/.$name.new"
+    cp -r "$folder" "$DATA/models/embeddings/.$name.new"
+    rm -rf "$dest"  # a folder without config.json is no model (a copy that died): resolve_embedding ignores it
+    mv "$DATA/models/embeddings/.$name.new" "$dest"
+    say "embedding model $name installed in $dest (no conversion at setup)"
+  done
+  for folder in "$HERE"/embedding-cache/*/; do
+    [ -d "$folder" ] || continue
+    name=$(basename "$folder")
+    [ -d "$DATA/data/embedding-cache/$name" ] || cp -r "$folder" "$DATA/data/embedding-cache/$name"
+  done
+}
+
 if [ "${BASH_SOURCE[0]}" != "$0" ]; then return 0; fi  # sourced (tests/test_systemd.py): the options and functions only
 
 if [ "$ACTION" = uninstall ]; then
@@ -163,21 +194,8 @@ cp "$HERE/README.md" "$PREFIX/README.md"
 cp "$HERE/BUNDLE.json" "$PREFIX/BUNDLE.json" 2>/dev/null || true
 say "installed $("$VENV/bin/edge-agent" --help >/dev/null && "$VENV/bin/python" -c 'import importlib.metadata as m; print("edge-agent", m.version("edge-agent"))') in $VENV"
 
-# --- models and the prepared embedding model (the data folder is kept; models/default is replaced when it changed)
-new=$HERE/models/default
-old=$DATA/models/default
-if [ ! -f "$old/manifest.json" ] || ! cmp -s "$new/manifest.json" "$old/manifest.json"; then
-  rm -rf "$DATA/models/.default.new" "$DATA/models/.default.old"
-  cp -r "$new" "$DATA/models/.default.new"
-  [ -d "$old" ] && mv "$old" "$DATA/models/.default.old"
-  mv "$DATA/models/.default.new" "$old"
-  rm -rf "$DATA/models/.default.old"
-  say "model bundle default installed in $old"
-fi
-for folder in "$HERE"/embedding-cache/*/; do
-  name=$(basename "$folder")
-  [ -d "$DATA/data/embedding-cache/$name" ] || cp -r "$folder" "$DATA/data/embedding-cache/$name"
-done
+# --- models and the prepared embedding models (the data folder is kept; models/default is replaced when it changed)
+install_models
 
 # --- configuration (written once; an upgrade keeps it) -------------------------------------------
 if [ ! -f "$CONFIG" ]; then

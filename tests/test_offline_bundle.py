@@ -72,12 +72,28 @@ def _base_python() -> str:
     return str(Path(base).resolve())
 
 
+def builder():
+    """scripts/build-offline-bundle as a module (its functions, without running main)."""
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    loader = SourceFileLoader("build_offline_bundle", str(REPO / "scripts" / "build-offline-bundle"))
+    module = module_from_spec(spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session")
 def offline_archive(tiny_bundles, tmp_path_factory) -> Path:
+    from tiny_models import make_sentence_transformer
+
     out = tmp_path_factory.mktemp("offline-dist")
+    # a tiny real sentence-transformers folder stands in for the converted multilingual-e5-small (470 MB)
+    stand_in = make_sentence_transformer(tmp_path_factory.mktemp("multilingual"))
     r = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "build-offline-bundle"), "--out", str(out),
-         "--model-bundle", str(tiny_bundles["llama"]), "--embedding-cache", str(EMBED_CACHE)],
+         "--model-bundle", str(tiny_bundles["llama"]), "--embedding-cache", str(EMBED_CACHE),
+         "--multilingual-folder", str(stand_in)],
         capture_output=True, text=True, timeout=1200, cwd=REPO,
     )
     assert r.returncode == 0, r.stderr[-3000:]
@@ -104,6 +120,8 @@ def test_archive_holds_wheels_model_embedding_cache_units_and_installer(offline_
     assert not any(w.startswith("wheels/nvidia_") for w in wheels)
     assert any(w.startswith("wheels/edge_agent-") for w in wheels)
     assert any(n.startswith("embedding-cache/all-MiniLM-L6-v2-") and n.endswith("edge-agent-embedder.json") for n in rel)
+    assert "models/embeddings/multilingual-e5-small/config.json" in rel  # converted: the appliance does not convert
+    assert any(n.startswith("embedding-cache/multilingual-e5-small-") and n.endswith("edge-agent-embedder.json") for n in rel)
 
 
 @pytest.mark.slow
@@ -153,7 +171,10 @@ def test_bundle_installs_and_answers_with_the_network_cut(offline_archive, tmp_p
 
     second = json.loads((tmp_path / "run2.json").read_text())  # after the second install: data and index kept
     assert second["ready"][0] == 200 and "K-17" in json.dumps(second["retrieve"][1]), second
-    assert "kept" in (tmp_path / "install2.log").read_text()
+    install1, install2 = (tmp_path / "install1.log").read_text(), (tmp_path / "install2.log").read_text()
+    assert "embedding model multilingual-e5-small installed" in install1 and "installing multilingual-e5-small" not in install1
+    assert "embedding model: multilingual-e5-small prepared" in install1 and "exporting" not in install1, install1
+    assert "kept" in install2 and "kept embedding model multilingual-e5-small" in install2
     assert "kept" in (tmp_path / "uninstall.log").read_text() and "purged" in (tmp_path / "uninstall.log").read_text()
 
 
@@ -181,3 +202,50 @@ def test_setup_prepares_at_install_time_what_a_first_start_would_do(tiny_bundles
     assert main(["setup"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "missing" in err and "Traceback" not in err, err
+
+
+def test_bundle_carries_the_converted_multilingual_model_and_setup_neither_converts_nor_exports(tiny_bundles, tmp_path, monkeypatch, capsys):
+    """The builder packs a converted multilingual-e5-small (here a tiny real stand-in) with its ONNX export, checked
+    before packing; install.sh's install_models puts both where `edge-agent setup` looks, so setup (embedding_model
+    auto) finds the model and its int8 choice made: no conversion, no export. A second install keeps it."""
+    from tiny_models import make_sentence_transformer
+
+    from edge_agent.cli import main
+    from edge_agent.config import Settings
+    from edge_agent.rag.embedder import build_embedder
+
+    build = builder()
+    stand_in = make_sentence_transformer(tmp_path / "converted")
+    stage = tmp_path / "stage"
+    shutil.copytree(tiny_bundles["llama"], stage / "models" / "default")
+    packed = build.prepare_multilingual(stage, stand_in, tmp_path / "build-cache")
+    folder = stage / "models" / "embeddings" / "multilingual-e5-small"
+    export = stage / "embedding-cache" / packed["export"]["folder"]
+    assert packed["converted_at_build"] is False and packed["export"]["folder"].startswith("multilingual-e5-small-")
+    assert (folder / "config.json").is_file() and (export / "edge-agent-embedder.json").is_file()
+    assert (export / packed["export"]["file_name"]).is_file() and not (export / "model.safetensors").exists()
+    assert not (stage / "embedding-cache" / ".lock").exists()
+
+    data = tmp_path / "var-lib"
+    script = f"source {REPO}/scripts/install.sh --data {data} --no-user; HERE={stage}; install_models"
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "embedding model multilingual-e5-small installed" in r.stdout, r.stdout + r.stderr
+    for key, value in dict(CONFIG="/nonexistent/edge-agent-test.toml", MODELS_DIR=data / "models", MODEL="default",
+                           DATA_DIR=data / "data", INDEX_DIR=data / "index", EMBEDDING_MODEL="auto").items():
+        monkeypatch.setenv(f"EDGE_AGENT_{key}", str(value))
+    assert main(["setup", "--no-build-model"]) == 0
+    out = capsys.readouterr().out
+    assert "embedding model: multilingual-e5-small prepared" in out and "installing" not in out and "exporting" not in out, out
+    assert Settings().embedding_source() == str(data / "models" / "embeddings" / "multilingual-e5-small")
+    assert build_embedder(Settings()).embed(["een proefzin"]).shape == (1, 32)
+
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "kept embedding model multilingual-e5-small" in r.stdout, r.stdout + r.stderr
+
+    # a damaged folder (a conversion that died mid-write) is refused before packing, with what to do
+    (stand_in / "model.safetensors").write_bytes((stand_in / "model.safetensors").read_bytes()[:100])
+    with pytest.raises(SystemExit) as exc:
+        build.prepare_multilingual(tmp_path / "stage2", stand_in, tmp_path / "build-cache")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "multilingual-e5-small" in err and "--no-multilingual" in err and "Traceback" not in err, err

