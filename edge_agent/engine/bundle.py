@@ -5,6 +5,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Collection
 from typing import Any
 
 MANIFEST = "manifest.json"
@@ -125,13 +126,14 @@ def load_bundle(path: Path, verify: bool = True) -> Bundle:
     return Bundle(path=path, manifest=manifest, files=files)
 
 
-def list_bundles(models_dir: Path) -> list[dict[str, Any]]:
-    """One summary per bundle folder under models_dir (unverified; `ok` False with the reason if broken)."""
+def list_bundles(models_dir: Path, skip: Collection[str] = ()) -> list[dict[str, Any]]:
+    """One summary per bundle folder under models_dir (unverified; `ok` False with the reason if broken), less the
+    folders named in skip (models_dir/embeddings holds embedding models, not bundles)."""
     out = []
     if not Path(models_dir).is_dir():
         return out
     for d in sorted(Path(models_dir).iterdir()):
-        if not d.is_dir() or d.name.startswith("."):
+        if not d.is_dir() or d.name.startswith(".") or d.name in skip:
             continue
         try:
             b = load_bundle(d, verify=False)
