@@ -16,6 +16,7 @@ stream. odfpy was not used to read: it builds a DOM (on a 5,000 x 8 sheet 3.2 s 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import io
 import re
 import zipfile
@@ -105,15 +106,24 @@ def number_text(value: float, fmt: str | None, comma: bool) -> str:
     """A number as its cell shows it, near enough: the format's decimals, thousands grouping and percent sign
     (OOXML writes formats with "," for grouping and "." for decimals whatever the locale); with `comma` in
     the Dutch way (1.250,00)."""
-    core = _LITERALS.sub("", (fmt or "General").split(";")[0])
-    if core.strip().lower() in ("general", "") or not re.search(r"[0#?]", core) or re.search(r"[eE][+-]", core):
+    shape = _number_shape(fmt or "General")
+    if shape is None:
         text = str(value) if isinstance(value, int) else f"{value:.15g}"
         return text.replace(".", ",") if comma and "e" not in text else text
-    percent = "%" in core
+    spec, percent = shape
+    text = format(value * 100 if percent else value, spec) + ("%" if percent else "")
+    return text.translate(_SWAP) if comma else text
+
+
+@functools.lru_cache(maxsize=256)
+def _number_shape(fmt: str) -> tuple[str, bool] | None:
+    """A number format's Python format spec and whether it is a percentage; None for General (and scientific)."""
+    core = _LITERALS.sub("", fmt.split(";")[0])
+    if core.strip().lower() in ("general", "") or not re.search(r"[0#?]", core) or re.search(r"[eE][+-]", core):
+        return None
     decimals = len(m.group(1)) if (m := re.search(r"\.([0#?]+)", core)) else 0
     grouped = bool(re.search(r"[0#?],[0#?]", core))
-    text = f"{value * 100 if percent else value:{',' if grouped else ''}.{decimals}f}" + ("%" if percent else "")
-    return text.translate(_SWAP) if comma else text
+    return f"{',' if grouped else ''}.{decimals}f", "%" in core
 
 
 def _date_text(value: Any) -> str:
