@@ -543,7 +543,24 @@ def _load_rtf(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
     return [Section(rtf_to_text(data.decode("latin-1"), errors="replace"))], {}
 
 
-LOADERS: dict[str, Callable[[bytes, LoaderLimits, int], tuple[list[Section], dict]]] = {
+Loader = Callable[[bytes, LoaderLimits, int], tuple[list[Section], dict]]
+
+
+def _refusing_entities(kind: str, load: Loader) -> Loader:
+    """`load`, with defusedxml's refusal of a DTD or entity as a LoaderError that names no path (its own message
+    repeats the entity's system id: a file path on this server)."""
+    def guarded(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
+        from defusedxml import DefusedXmlException
+
+        try:
+            return load(data, limits, depth)
+        except DefusedXmlException:
+            raise LoaderError(f"{kind.upper()} file's XML declares entities, which Office programs never write: "
+                              "refused as a possible XML entity attack") from None
+    return guarded
+
+
+LOADERS: dict[str, Loader] = {kind: _refusing_entities(kind, load) for kind, load in {
     "docx": _load_docx, "xlsx": _load_xlsx, "pptx": _load_pptx,
     "odt": _load_odt, "ods": _load_ods, "odp": _load_odp, "rtf": _load_rtf,
-}
+}.items()}

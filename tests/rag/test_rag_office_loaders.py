@@ -206,3 +206,63 @@ def test_a_bad_office_file_is_listed_failed_and_stores_no_chunks(service, docs_r
     res = service.add_file(docs_root / "brief.xlsx")
     assert res.status == "failed" and "give it the .docx extension" in res.error and str(docs_root) not in res.error
     assert service.stats()["chunks"] == 0
+
+
+def _with_part(data: bytes, name: str, change) -> bytes:
+    """The package with one part's bytes changed."""
+    src = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for info in src.infolist():
+            part = src.read(info.filename)
+            zf.writestr(info.filename, change(part) if info.filename == name else part)
+    return out.getvalue()
+
+
+def _doctype(part: bytes, entities: str, use: bytes, at: bytes) -> bytes:
+    """An XML part with a DOCTYPE declaring `entities` and `use` (an entity reference) put in before `at`."""
+    assert at in part
+    head, sep, body = part.partition(b"?>") if part.lstrip().startswith(b"<?xml") else (b"", b"", part)
+    body = body.replace(at, use + at, 1)
+    root = body.lstrip()[1:].split(None, 1)[0].decode()
+    return head + sep + f"<!DOCTYPE {root} [{entities}]>".encode() + body
+
+
+LAUGHS = '<!ENTITY a "hahahahahahahahahaha">' + "".join(
+    f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">' for i in range(8))
+
+
+@pytest.mark.parametrize("kind,part,at", [
+    ("ods", "content.xml", b"Huur</text:p>"),
+    ("odt", "content.xml", b"huur</text:p>"),
+    ("xlsx", "xl/worksheets/sheet1.xml", b"Huur</t>"),  # openpyxl writes strings inline
+    ("pptx", "ppt/slides/slide1.xml", b"Huur</a:t>"),
+])
+def test_xml_entities_neither_expand_nor_read_server_files(kind, part, at, tmp_path):
+    """Billion laughs and an external entity naming a file on the server, in each format's main XML: the file is refused
+    with a LoaderError, or read with the entity left out; never a 10^9-character text, never the file's content."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("GEHEIM-7731")
+    base = {"ods": lambda: make_ods({"A": [["Post", "Bedrag"], ["Huur", "12"]]}),
+            "odt": lambda: make_odt([("p", "huur")]),
+            "xlsx": lambda: make_xlsx({"A": [["Post", "Bedrag"], ["Huur", 12]]}),
+            "pptx": lambda: make_pptx([{"title": "Huur"}])}[kind]()
+    for entities, use in ((LAUGHS, b"&i;"), (f'<!ENTITY x SYSTEM "file://{secret}">', b"&x;")):
+        data = _with_part(base, part, lambda xml: _doctype(xml, entities, use, at))
+        try:
+            doc = load_bytes(data, f"aanval.{kind}")
+        except LoaderError as e:
+            assert str(tmp_path) not in str(e) and "secret" not in str(e)
+            continue
+        text = "\n".join(s.text for s in doc.sections)
+        assert "GEHEIM" not in text and "hahahaha" not in text and len(text) < 1000
+
+
+def test_an_email_attachment_in_an_office_format_is_read():
+    from rag_docs import make_eml
+
+    sheet = make_xlsx({"Rooster": [["Dag", "Dienst"], ["maandag", "nachtdienst Anna"]]})
+    mime = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    doc = load_bytes(make_eml("Rooster week 12", "Zie bijlage.", [("rooster.xlsx", sheet, mime)]), "mail.eml")
+    assert doc.metadata["attachments"] == [{"name": "rooster.xlsx", "kind": "xlsx"}]
+    assert [(s.heading, s.text) for s in doc.sections[1:]] == [("Attachment rooster.xlsx - Rooster", "Dag: maandag; Dienst: nachtdienst Anna.")]
