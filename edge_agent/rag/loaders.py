@@ -246,7 +246,8 @@ def _load_md(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Sectio
 
 def row_line(header: list[str], row: list[str]) -> str:
     """One table row as text a question can match: "Header: value; Header: value." (empty cells left out; a cell
-    past the header, or under an empty one, is "column N"). The CSV loader and the sheet loaders share it."""
+    past the header, or under an empty one, is "column N"). The CSV loader and the sheet loaders share it, and
+    put a blank line between rows, so that the chunker packs whole rows into a chunk."""
     pairs = [f"{(h or '').strip() or f'column {j + 1}'}: {c.strip()}"
              for j, (h, c) in enumerate(zip_longest(header, row, fillvalue="")) if c and c.strip()]
     return "; ".join(pairs) + "."
@@ -270,7 +271,8 @@ def _load_csv(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
             lines.append(row_line(header, row))
     if not lines:  # a single-row file: the row is the content
         lines = ["; ".join(c.strip() for c in header if c.strip())]
-    return [Section("\n".join(lines), heading=", ".join(h.strip() for h in header if h.strip())[:200] or None)], {}
+    # a row a paragraph: the chunker packs whole rows (one long paragraph it cut at every "; " and ": ")
+    return [Section("\n\n".join(lines), heading=", ".join(h.strip() for h in header if h.strip())[:200] or None)], {}
 
 
 # --- html ------------------------------------------------------------------

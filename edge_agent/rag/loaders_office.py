@@ -175,7 +175,7 @@ class SheetText:
     def text(self) -> str:
         if self.header and not self.lines:  # only a header row: it is the content
             return "; ".join(c for c in self.header if c)
-        return "\n".join(self.lines)
+        return "\n\n".join(self.lines)  # a row a paragraph, as the CSV loader's
 
 
 def _decimal_comma(sample: str) -> bool:

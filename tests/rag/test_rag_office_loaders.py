@@ -34,19 +34,19 @@ def test_xlsx_sheets_read_as_csv_rows_with_dutch_amounts_and_dates():
     assert doc.kind == "xlsx" and doc.mime.endswith("spreadsheetml.sheet")
     assert [s.heading for s in doc.sections] == ["Facturen"]  # the hidden sheet is left out
     assert doc.sections[0].text == (
-        "Facturen eerste kwartaal 2026\n"
-        "Klant: Jansen Zorg BV; Omschrijving: Onderhoud beademingsapparatuur; Bedrag: 1.250,00; Datum: 2026-03-01.\n"
+        "Facturen eerste kwartaal 2026\n\n"
+        "Klant: Jansen Zorg BV; Omschrijving: Onderhoud beademingsapparatuur; Bedrag: 1.250,00; Datum: 2026-03-01.\n\n"
         "Klant: Huisartsenpraktijk De Linde; Omschrijving: Licentie patiëntendossier; Bedrag: 4.780,50; "
         "Datum: 2026-02-14 09:30; Notitie: spoed."
     )
-    csv_doc = load_bytes(b"Klant;Bedrag\nJansen;12\n", "f.csv")  # the same row form as the CSV loader's
-    assert csv_doc.sections[0].text == "Klant: Jansen; Bedrag: 12."
+    csv_doc = load_bytes(b"Klant;Bedrag\nJansen;12\nDe Vries;13\n", "f.csv")  # the same row form as the CSV loader's
+    assert csv_doc.sections[0].text == "Klant: Jansen; Bedrag: 12.\n\nKlant: De Vries; Bedrag: 13."
 
 
 def test_xlsx_formulas_give_their_last_values_and_english_sheets_keep_english_numbers():
     nl = load_bytes(make_xlsx_with_formulas([["Post", "Bedrag"], ["Huur", 1000], ["Energie", 250]],
                                             {"B4": ("=SUM(B2:B3)", 1250)}, fmt="#,##0.00"), "begroting.xlsx")
-    assert nl.sections[0].text.splitlines()[-1] == "Bedrag: 1.250,00."  # the value Excel showed, not "=SUM(B2:B3)"
+    assert nl.sections[0].text.split("\n\n")[-1] == "Bedrag: 1.250,00."  # the value Excel showed, not "=SUM(B2:B3)"
     en = load_bytes(make_xlsx({"Budget": [["Item", "Amount", "Share"], ["Rent of the office", 1250, 0.25]]},
                               formats={"B2": "#,##0.00", "C2": "0%"}), "budget.xlsx")
     assert en.sections[0].text == "Item: Rent of the office; Amount: 1,250.00; Share: 25%."
@@ -85,7 +85,7 @@ def test_ods_shows_numbers_as_the_sheet_did_and_skips_hidden_sheets():
                      "Verborgen": [["Post", "Bedrag"], ["Geheim", (1, "1")]]}, hidden=("Verborgen",))
     doc = load_bytes(data, "begroting.ods")
     assert [(s.heading, s.text) for s in doc.sections] == [
-        ("Begroting", "Post: Huur; Bedrag: 1.250,00; Opmerking: per maand.\nPost: Energie; Bedrag: 310,40."),
+        ("Begroting", "Post: Huur; Bedrag: 1.250,00; Opmerking: per maand.\n\nPost: Energie; Bedrag: 310,40."),
     ]
 
 
@@ -158,6 +158,20 @@ def test_bad_office_files_give_a_clear_error(make, name, words):
         load_bytes(make(), name)
     assert words in str(e.value)
     assert "Traceback" not in str(e.value) and "/" not in str(e.value).replace("File > Info", "")
+
+
+def test_a_long_sheet_is_chunked_at_row_boundaries(embedder):
+    """A row is a paragraph, so the chunker packs whole rows: a question matching a row finds all its cells in one
+    chunk (rows joined by one new line were one long paragraph, cut at every "; " and ": ", so most chunks began
+    in the middle of a row)."""
+    from edge_agent.rag.chunking import TokenChunker
+
+    rows = [["Factuurnummer", "Klant", "Omschrijving", "Bedrag"]] + [
+        [f"F-{i:04d}", f"Klant {i} BV", f"onderhoud van de installatie in gebouw {i}", 100 + i] for i in range(300)]
+    doc = load_bytes(make_xlsx({"Facturen": rows}), "facturen.xlsx")
+    chunks = TokenChunker(embedder.tokenizer, chunk_tokens=120, overlap=20).chunk(doc.sections)
+    assert len(chunks) > 20
+    assert all(c.text.startswith("Factuurnummer: F-") and c.text.endswith(".") for c in chunks)
 
 
 def test_a_workbook_over_the_row_limit_is_refused_whole():
