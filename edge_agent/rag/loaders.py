@@ -14,8 +14,8 @@ import io
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from itertools import zip_longest
+from pathlib import Path
 from typing import Any, Callable
 
 KINDS = {
@@ -79,7 +79,7 @@ class LoaderLimits:
     """Resource limits for one document."""
 
     max_file_bytes: int = 50 * 1024 * 1024
-    time_budget_s: float = 30.0            # PDF and DOCX: wall-clock budget for extraction
+    time_budget_s: float = 30.0            # PDF and office files: wall-clock budget for extraction
     max_uncompressed_bytes: int = 200 * 1024 * 1024  # zip packages (DOCX, XLSX, ODT...): sum of member sizes; PDF: per stream
     max_compression_ratio: float = 100.0   # zip packages: uncompressed / compressed, whole archive
     max_csv_rows: int = 200_000            # CSV, and all sheets of a workbook together
