@@ -280,3 +280,35 @@ def test_an_email_attachment_in_an_office_format_is_read():
     doc = load_bytes(make_eml("Rooster week 12", "Zie bijlage.", [("rooster.xlsx", sheet, mime)]), "mail.eml")
     assert doc.metadata["attachments"] == [{"name": "rooster.xlsx", "kind": "xlsx"}]
     assert [(s.heading, s.text) for s in doc.sections[1:]] == [("Attachment rooster.xlsx - Rooster", "Dag: maandag; Dienst: nachtdienst Anna.")]
+
+
+def test_ods_as_libreoffice_saves_it_with_repeated_rows_and_columns():
+    """LibreOffice writes a sheet's unused area as repeats (1,017 empty columns a row, 1,048,560 empty rows at the end)
+    and equal neighbouring cells or rows once with a count: empty repeats cost nothing, a repeated value is each cell."""
+    from odf import table, text
+    from odf.opendocument import OpenDocumentSpreadsheet
+
+    doc = OpenDocumentSpreadsheet()
+    sheet = table.Table(name="Rooster")
+
+    def row(*cells, repeat=1):
+        tr = table.TableRow(numberrowsrepeated=repeat) if repeat > 1 else table.TableRow()
+        for value, n in cells:
+            tc = table.TableCell(numbercolumnsrepeated=n) if n > 1 else table.TableCell()
+            if value:
+                tc.setAttribute("valuetype", "string")
+                tc.addElement(text.P(text=value))
+            tr.addElement(tc)
+        sheet.addElement(tr)
+
+    row(("Dag", 1), ("Ochtend", 1), ("Middag", 1), ("", 1017))
+    row(("maandag", 1), ("Anna", 2), ("", 1017))  # Anna works both shifts: one cell, repeated
+    row(("", 1020), repeat=3)
+    row(("dinsdag", 1), ("", 1), ("Bram", 1), ("", 1017), repeat=2)  # two equal rows
+    row(("", 1020), repeat=1048560)
+    doc.spreadsheet.addElement(sheet)
+    out = io.BytesIO()
+    doc.save(out)
+    loaded = load_bytes(out.getvalue(), "rooster.ods")
+    assert loaded.sections[0].text == ("Dag: maandag; Ochtend: Anna; Middag: Anna.\n\n"
+                                       "Dag: dinsdag; Middag: Bram.\n\nDag: dinsdag; Middag: Bram.")
