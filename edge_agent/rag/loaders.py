@@ -1,9 +1,9 @@
 """Document loaders: bytes of one file -> sections of text with their page or heading.
 
-Supported: .txt, .md, .html/.htm, .pdf, .docx, .eml, .csv. Every failure a user can
-cause (unsupported type, empty, broken, encrypted, too big, too slow, a decompression
-bomb) raises LoaderError with a message that says what to do; callers record it per
-document and go on with the batch.
+Supported: .txt, .md, .html/.htm, .pdf, .eml, .csv here; the office formats (.docx, .xlsx, .pptx,
+.odt, .ods, .odp, .rtf) in loaders_office.py. Every failure a user can cause (unsupported type,
+empty, broken, encrypted, too big, too slow, a decompression bomb) raises LoaderError with a
+message that says what to do; callers record it per document and go on with the batch.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import email.policy
 import io
 import re
 import time
-import zipfile
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,13 +26,21 @@ KINDS = {
     ".docx": "docx",
     ".eml": "eml",
     ".csv": "csv",
+    ".xlsx": "xlsx", ".xlsm": "xlsx",
+    ".pptx": "pptx",
+    ".odt": "odt", ".ods": "ods", ".odp": "odp",
+    ".rtf": "rtf",
 }
+_OOXML = "application/vnd.openxmlformats-officedocument."
+_ODF = "application/vnd.oasis.opendocument."
 MIME = {
     "txt": "text/plain", "md": "text/markdown", "html": "text/html", "pdf": "application/pdf",
-    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    "eml": "message/rfc822", "csv": "text/csv",
+    "docx": _OOXML + "wordprocessingml.document", "xlsx": _OOXML + "spreadsheetml.sheet",
+    "pptx": _OOXML + "presentationml.presentation",
+    "odt": _ODF + "text", "ods": _ODF + "spreadsheet", "odp": _ODF + "presentation",
+    "eml": "message/rfc822", "csv": "text/csv", "rtf": "application/rtf",
 }
-_MIME_TO_KIND = {v: k for k, v in MIME.items()}
+_MIME_TO_KIND = {v: k for k, v in MIME.items()} | {"text/rtf": "rtf"}
 
 
 class LoaderError(Exception):
@@ -71,14 +79,16 @@ class LoaderLimits:
     """Resource limits for one document."""
 
     max_file_bytes: int = 50 * 1024 * 1024
-    time_budget_s: float = 30.0            # PDF and DOCX: wall-clock budget for extraction
-    max_uncompressed_bytes: int = 200 * 1024 * 1024  # DOCX: sum of member sizes; PDF: per stream
-    max_compression_ratio: float = 100.0   # DOCX: uncompressed / compressed, whole archive
-    max_csv_rows: int = 200_000
+    time_budget_s: float = 30.0            # PDF and office files: wall-clock budget for extraction
+    max_uncompressed_bytes: int = 200 * 1024 * 1024  # zip packages (DOCX, XLSX, ODT...): sum of member sizes; PDF: per stream
+    max_compression_ratio: float = 100.0   # zip packages: uncompressed / compressed, whole archive
+    max_csv_rows: int = 200_000            # CSV, and all sheets of a workbook together
     max_attachment_depth: int = 2
 
 
-class _Deadline:
+class Deadline:
+    """A wall-clock budget for reading one document; check() raises LoaderError once it is spent."""
+
     def __init__(self, budget_s: float, what: str):
         self.end = time.monotonic() + budget_s
         self.budget_s = budget_s
@@ -99,12 +109,11 @@ def detect_kind(filename: str, content_type: str | None = None) -> str | None:
     return kind
 
 
-# formats users bring from office suites, with the supported one to save them as
+# formats users bring from office suites that no loader reads, with the supported one to save them as
 _CONVERT = {
-    ".doc": "save it as .docx", ".rtf": "save it as .docx", ".odt": "save it as .docx", ".pages": "export it as .docx",
+    ".doc": "save it as .docx", ".pages": "export it as .docx",
     ".msg": "save the mail as .eml (Outlook: drag it to a folder, or File > Save As)",
-    ".xlsx": "export the sheet as .csv", ".xls": "export the sheet as .csv", ".ods": "export the sheet as .csv",
-    ".pptx": "export it as .pdf", ".ppt": "export it as .pdf", ".odp": "export it as .pdf",
+    ".xls": "save it as .xlsx", ".ppt": "save it as .pptx",
 }
 
 
@@ -153,7 +162,7 @@ def load_bytes(data: bytes, filename: str, limits: LoaderLimits | None = None, d
     return LoadedDocument(title=str(meta.pop("title", None) or title), kind=kind, sections=sections, metadata=meta)
 
 
-TEXT_KINDS = frozenset({"txt", "md", "html", "csv", "eml"})  # kinds whose files are text (the others have their own magic)
+TEXT_KINDS = frozenset({"txt", "md", "html", "csv", "eml", "rtf"})  # kinds whose files are text (the others have their own magic)
 _SIGNATURES = (  # the first bytes of common binary files (as file(1) and python-magic know them)
     (b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF87a", "a GIF image"),
     (b"GIF89a", "a GIF image"), (b"%PDF-", "a PDF (give it the .pdf extension)"), (b"PK\x03\x04", "a ZIP archive or Office file"),
@@ -235,6 +244,15 @@ def _load_md(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Sectio
     return sections, meta
 
 
+def row_line(header: list[str], row: list[str]) -> str:
+    """One table row as text a question can match: "Header: value; Header: value." (empty cells left out; a cell
+    past the header, or under an empty one, is "column N"). The CSV loader and the sheet loaders share it, and
+    put a blank line between rows, so that the chunker packs whole rows into a chunk."""
+    pairs = [f"{(h or '').strip() or f'column {j + 1}'}: {c.strip()}"
+             for j, (h, c) in enumerate(zip_longest(header, row, fillvalue="")) if c and c.strip()]
+    return "; ".join(pairs) + "."
+
+
 def _load_csv(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
     text = _decode(data)
     try:
@@ -249,13 +267,12 @@ def _load_csv(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
     for i, row in enumerate(rows):
         if i >= limits.max_csv_rows:
             raise LoaderError(f"CSV has more than {limits.max_csv_rows} rows: split it")
-        if not any(cell.strip() for cell in row):
-            continue
-        pairs = [f"{h.strip() or f'column {j + 1}'}: {c.strip()}" for j, (h, c) in enumerate(zip(header, row)) if c.strip()]
-        lines.append("; ".join(pairs) + ".")
+        if any(cell.strip() for cell in row):
+            lines.append(row_line(header, row))
     if not lines:  # a single-row file: the row is the content
         lines = ["; ".join(c.strip() for c in header if c.strip())]
-    return [Section("\n".join(lines), heading=", ".join(h.strip() for h in header if h.strip())[:200] or None)], {}
+    # a row a paragraph: the chunker packs whole rows (one long paragraph it cut at every "; " and ": ")
+    return [Section("\n\n".join(lines), heading=", ".join(h.strip() for h in header if h.strip())[:200] or None)], {}
 
 
 # --- html ------------------------------------------------------------------
@@ -454,7 +471,7 @@ def _load_pdf(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
     import pypdf
     from pypdf.errors import FileNotDecryptedError, PdfReadError
 
-    deadline = _Deadline(limits.time_budget_s, "reading the PDF")
+    deadline = Deadline(limits.time_budget_s, "reading the PDF")
     cap = int(limits.max_uncompressed_bytes)
     with pypdf.apply_configuration(
         zlib_maximum_output_length=cap, lzw_maximum_output_length=cap, run_length_maximum_output_length=cap,
@@ -486,76 +503,6 @@ def _load_pdf(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
             deadline.check()
             sections.append(Section(page.extract_text() or "", page=number))
         deadline.check()
-    return sections, meta
-
-
-# --- docx ------------------------------------------------------------------
-def check_zip_bomb(data: bytes, limits: LoaderLimits) -> None:
-    """Refuse a zip whose members would expand past the size or ratio limits; raises LoaderError."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            infos = zf.infolist()
-    except zipfile.BadZipFile:
-        raise LoaderError("not a valid DOCX (zip) file: is it damaged or an old .doc? Save it as .docx") from None
-    if len(infos) > 10_000:
-        raise LoaderError(f"DOCX has {len(infos)} parts, refusing a possible zip bomb")
-    total = sum(i.file_size for i in infos)
-    packed = max(1, sum(i.compress_size for i in infos))
-    if total > limits.max_uncompressed_bytes:
-        raise LoaderError(
-            f"DOCX would expand to {total} bytes, over the {limits.max_uncompressed_bytes}-byte limit (zip bomb?)"
-        )
-    if total > 1_000_000 and total / packed > limits.max_compression_ratio:
-        raise LoaderError(f"DOCX compression ratio {total / packed:.0f}:1 is over {limits.max_compression_ratio:g}:1 (zip bomb?)")
-
-
-def _load_docx(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
-    check_zip_bomb(data, limits)
-    import docx
-    from docx.oxml.ns import qn
-
-    deadline = _Deadline(limits.time_budget_s, "reading the DOCX")
-    document = docx.Document(io.BytesIO(data))
-    meta: dict = {}
-    try:
-        from docx.opc.constants import RELATIONSHIP_TYPE as RT
-
-        # only a title the file has: for one without core properties python-docx makes some up, titled "Word Document"
-        document.part.package.part_related_by(RT.CORE_PROPERTIES)
-        if document.core_properties.title:
-            meta["title"] = document.core_properties.title
-    except Exception:
-        pass
-    sections: list[Section] = []
-    heading: str | None = None
-    buf: list[str] = []
-    body = document.element.body
-    for i, child in enumerate(body.iterchildren()):
-        if i % 200 == 0:
-            deadline.check()
-        if child.tag == qn("w:p"):
-            para = docx.text.paragraph.Paragraph(child, document)
-            text = para.text
-            style = (para.style.name if para.style is not None else "") or ""
-            if style.lower().startswith("heading") or style.lower() == "title":
-                if text.strip():
-                    sections.append(Section("\n".join(buf), heading=heading))
-                    heading, buf = text.strip(), [text.strip()]
-                    if style.lower() == "title" and "title" not in meta:
-                        meta["title"] = heading
-                continue
-            buf.append(text)
-        elif child.tag == qn("w:tbl"):
-            table = docx.table.Table(child, document)
-            for row in table.rows:
-                cells = []
-                for cell in row.cells:
-                    t = cell.text.strip()
-                    if t and (not cells or cells[-1] != t):  # merged cells repeat
-                        cells.append(t)
-                buf.append(" | ".join(cells))
-    sections.append(Section("\n".join(buf), heading=heading))
-    deadline.check()
     return sections, meta
 
 
@@ -598,7 +545,16 @@ def _load_eml(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
     return sections, meta
 
 
+def _office(kind: str) -> Callable[[bytes, LoaderLimits, int], tuple[list[Section], dict]]:
+    """The loader of an office kind, from loaders_office (imported on first use: it imports this module)."""
+    def load(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
+        from edge_agent.rag.loaders_office import LOADERS
+
+        return LOADERS[kind](data, limits, depth)
+    return load
+
+
 _LOADERS: dict[str, Callable[[bytes, LoaderLimits, int], tuple[list[Section], dict]]] = {
-    "txt": _load_txt, "md": _load_md, "html": _load_html, "pdf": _load_pdf,
-    "docx": _load_docx, "eml": _load_eml, "csv": _load_csv,
+    "txt": _load_txt, "md": _load_md, "html": _load_html, "pdf": _load_pdf, "eml": _load_eml, "csv": _load_csv,
+    **{kind: _office(kind) for kind in ("docx", "xlsx", "pptx", "odt", "ods", "odp", "rtf")},
 }

@@ -156,7 +156,7 @@ class RagFilters(_Request):
     )
     path_prefix: str | None = Field(None, min_length=1, max_length=4096, description="Only files under this folder (or this file).")
     types: Annotated[list[Annotated[str, Field(min_length=1, max_length=20)]], Field(max_length=20)] | None = Field(
-        None, description="Only these document types (txt, md, html, pdf, docx, eml, csv)."
+        None, description="Only these document types (txt, md, html, pdf, docx, xlsx, pptx, odt, ods, odp, rtf, eml, csv)."
     )
     type: str | None = Field(None, min_length=1, max_length=20, description="One document type (added to `types`).")
 

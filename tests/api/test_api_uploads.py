@@ -296,3 +296,42 @@ def test_a_file_over_max_file_bytes_is_a_413_whatever_its_size(make_server):
         assert status == 413, (size, err)
         assert "max_file_bytes" in err["error"]["message"] or err["error"]["code"] == "body_too_large", err
     assert _documents(server) == []
+
+
+def test_office_files_upload_and_are_found_by_a_cell_and_a_note(make_server):
+    """An Excel sheet and a PowerPoint deck through POST /v1/documents: a question matches a cell and a speaker note;
+    a Word document renamed .xlsx and a password-protected workbook get a 422 that says what to do, and store nothing."""
+    import io
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "rag"))
+    from office_docs import make_pptx, make_xlsx
+    from rag_docs import make_docx
+
+    server = make_server()
+    sheet = make_xlsx({"Declaraties": [["Medewerker", "Omschrijving", "Bedrag"],
+                                       ["Fatma Yilmaz", "Cursus reanimatie in Zwolle", 1250]]}, formats={"C2": "#,##0.00"})
+    status, _, body = upload(server, "declaraties.xlsx", sheet)
+    assert status == 201 and body["status"] == "added", body
+    deck = make_pptx([{"title": "Quarterly review", "bullets": ["Revenue grew"],
+                       "notes": "Mention the new dialysis wing opening in Groningen"}])
+    status, _, body = upload(server, "review.pptx", deck)
+    assert status == 201, body
+
+    def top(query):
+        return json.loads(server.request("POST", "/v1/retrieve", {"query": query, "k": 1})[2])["data"][0]
+
+    hit = top("cursus reanimatie Zwolle")
+    assert hit["title"] == "declaraties" and "Bedrag: 1.250,00" in hit["text"]
+    assert top("dialysis wing Groningen")["title"] == "review"
+
+    from msoffcrypto.format.ooxml import OOXMLFile
+
+    locked = io.BytesIO()
+    OOXMLFile(io.BytesIO(sheet)).encrypt("geheim", locked)
+    for name, data, words in (("brief.xlsx", make_docx([("p", "Geachte heer")]), "give it the .docx extension"),
+                              ("locked.xlsx", locked.getvalue(), "protected with a password")):
+        status, _, err = upload(server, name, data)
+        assert status == 422 and err["error"]["code"] == "unreadable_document", err
+        assert words in err["error"]["message"] and "Traceback" not in err["error"]["message"]
+    assert sorted(d["title"] for d in _documents(server)) == ["declaraties", "review"]

@@ -138,6 +138,42 @@ def test_reindex_adds_updates_and_removes(make_runtime, tmp_path):
             rt.jobs.create_job("bad-index", "reindex", {"folders": folders})
 
 
+def test_reindex_picks_up_office_files(make_runtime, tmp_path):
+    """.xlsx, .pptx, .odt, .ods, .odp and .rtf in a folder are indexed by the nightly reindex (they failed with advice
+    to convert them before); an old .xls still fails alone, saying what to save it as."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rag"))
+    from office_docs import make_ods, make_odp, make_odt, make_pptx, make_rtf, make_xlsx
+
+    rt = make_runtime()
+    shared = tmp_path / "docs" / "shared"
+    shared.mkdir(parents=True)
+    files = {
+        "budget.xlsx": make_xlsx({"Budget": [["Item", "Amount"], ["Rent", 1250]]}),
+        "plan.pptx": make_pptx([{"title": "Plan", "notes": "Start in May"}]),
+        "nota.odt": make_odt([("h1", "Kosten"), ("p", "De kosten stijgen.")]),
+        "tabel.ods": make_ods({"Blad1": [["Post", "Bedrag"], ["Huur", (1250, "1.250,00")]]}),
+        "raad.odp": make_odp([{"title": "Besluiten"}]),
+        "brief.rtf": make_rtf(["Geachte heer, uw aanvraag is ontvangen."]),
+        "oud.xls": b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600,
+    }
+    for name, data in files.items():
+        (shared / name).write_bytes(data)
+    rt.jobs.create_job("office", "reindex", {"folders": [str(shared)]})
+    run = _run(rt, "office")
+    rows = {i.key.rsplit("/", 1)[-1]: i for i in rt.jobs.results(run.id)[0]}
+    for name in files:
+        if name != "oud.xls":
+            assert (rows[name].status, rows[name].result["action"]) == ("succeeded", "added"), (name, rows[name].error)
+    assert rows["oud.xls"].status == "failed" and "save it as .xlsx" in rows["oud.xls"].error
+    kinds = {d["path"].rsplit("/", 1)[-1]: d["kind"] for d in rt.documents.list(0, 100)[0] if d["status"] == "ready"}
+    assert kinds == {"budget.xlsx": "xlsx", "plan.pptx": "pptx", "nota.odt": "odt", "tabel.ods": "ods", "raad.odp": "odp",
+                     "brief.rtf": "rtf"}
+    assert _run(rt, "office").counts["failed"] == 1  # the next night: the office files unchanged, the .xls again
+
+
 def test_reindex_skips_file_names_with_control_or_bidi_characters(make_runtime, tmp_path):
     """Uploads refuse a name with a control or bidi-override character (a 400); a file on disk so named was indexed
     as is ("Factuur <RLO>txt.exe" listed as "Factuur exe.txt"). Now each such file fails alone, saying why; the

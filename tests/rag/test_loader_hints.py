@@ -6,8 +6,8 @@ import pytest
 from edge_agent.rag.loaders import UnsupportedTypeError, load_bytes
 
 
-@pytest.mark.parametrize("name,hint", [("brief.doc", ".docx"), ("Brief.DOC", ".docx"), ("mail.msg", ".eml"), ("tabel.xlsx", ".csv"),
-                                       ("dia's.pptx", ".pdf")])
+@pytest.mark.parametrize("name,hint", [("brief.doc", ".docx"), ("Brief.DOC", ".docx"), ("mail.msg", ".eml"), ("tabel.xls", ".xlsx"),
+                                       ("dia's.ppt", ".pptx")])
 def test_office_formats_say_what_to_save_them_as(name, hint):
     with pytest.raises(UnsupportedTypeError) as e:
         load_bytes(b"not read", name)

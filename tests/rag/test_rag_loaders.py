@@ -210,7 +210,7 @@ def test_markdown_sections_and_csv_rows():
     md = load_bytes(b"# Titel\nintro\n## Deel A\ntekst\n```\n# geen kop\n```\n", "x.md")
     assert [s.heading for s in md.sections] == ["Titel", "Deel A"] and md.title == "Titel"
     csv_doc = load_bytes(b"product;prijs\nWidget;3\nGadget;4\n", "prijzen.csv")
-    assert csv_doc.sections[0].text == "product: Widget; prijs: 3.\nproduct: Gadget; prijs: 4."
+    assert csv_doc.sections[0].text == "product: Widget; prijs: 3.\n\nproduct: Gadget; prijs: 4."
 
 
 def test_unsupported_empty_and_too_big(tmp_path):
