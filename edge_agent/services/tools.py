@@ -1,14 +1,15 @@
-"""Function calling for any model, as vLLM does it with guided decoding: a forced call is a grammar, not a parser.
+"""Function calling for any model, as vLLM does it with guided decoding: a call is a grammar, not a parser.
 
 With tool_choice "required" or a named function, the answer is masked (services/constrained.py) so
 that it can only be a call: for a named function, one JSON object that follows its `parameters`
 schema; for "required", `{"name": "<one of the tools>", "arguments": <that tool's parameters>}`,
 written as a grammar with one alternative per tool (an anyOf with each `name` fixed), so the name
-comes first and the arguments always follow the schema of the tool named. The model learns of
+comes first and the arguments always follow the schema of the tool named. With "auto" (auto_constraint)
+the grammar also lets the model answer in words instead, whose first non-blank character is not "{":
+that character tells a reader which it is, so a call streams as it is written. The model learns of
 the tools from a short system text (their names, descriptions and schemas), or through a chat
-template that takes `tools`. "auto" leaves the model free: no text parser looks for calls in its
-answer, so a model without one answers in text. A call cut by max_tokens ends with "length",
-and its arguments may then not parse.
+template that takes `tools`. A call cut by max_tokens ends with "length" (its arguments may then not
+parse), forced or chosen; cut before its name was written, it is no call but text.
 """
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ def auto_constraint(tools: list[Tool], hint: bool = True) -> OutputConstraint:
 
     The model decides: the default Gemma 3 270M answered 5 of 5 questions in words (weather in Paris and Amsterdam, 2 plus
     3, a greeting, a joke; two tools, greedy) under three wordings of the instruction, so a model that small does not
-    choose to call; a forced tool_choice on /v1/chat/completions makes it. The grammar's free branch against the same
+    choose to call; a forced tool_choice ("required" or a named function) makes it. The grammar's free branch against the same
     prompt without it: 8.0 vs 8.7 tokens/s (medians of 4 paired rounds of 64 tokens, load average 11 on 2 shared cores:
     pairs went both ways; scripts/bench_auto_tools.py, to be rerun on an idle machine)."""
     import llguidance as llg
@@ -184,10 +185,14 @@ class CallReader:
 
     feed(text) -> (name or None, fragment): the name once it is known (at once for a named call),
     then the arguments' text as it arrives; finish() -> the last fragment (what was held back).
+    may_answer (an auto_constraint answer): the first non-blank character decides; once `words` is True
+    (it is not "{"), every fragment is the answer's text, the blanks before it included.
     """
 
-    def __init__(self, tools: list[Tool], forced: str | None):
+    def __init__(self, tools: list[Tool], forced: str | None, may_answer: bool = False):
         self.forced = forced
+        self.words: bool | None = None if may_answer else False  # None: not known yet (only blanks so far)
+        self.lead = ""  # may_answer: the blanks read while undecided
         self.prefixes = {call_prefix(t.name): t.name for t in tools} if forced is None else {}
         self.name: str | None = None
         self.buf = ""  # "required": the text before the name is known, then the held-back tail
@@ -195,6 +200,14 @@ class CallReader:
         self.arguments: list[str] = []
 
     def feed(self, text: str) -> tuple[str | None, str]:
+        if self.words is None:
+            self.lead += text
+            first = self.lead.lstrip(" \n")[:1]
+            if not first:
+                return None, ""
+            self.words, text, self.lead = first != "{", self.lead, ""
+        if self.words:
+            return None, text
         named = None
         if self.forced is not None:
             if self.name is None:
@@ -222,7 +235,8 @@ class CallReader:
     def finish(self, finish_reason: str) -> str:
         """The held-back text: with the wrapper's "}" removed when the call is complete (finish_reason "stop"); while
         name is None (cut before the name was written), the whole text, which is no call."""
-        tail = self.buf
+        tail = self.lead + self.buf
+        self.lead = ""
         if self.name is None:
             self.buf = ""
             return tail
@@ -235,19 +249,20 @@ class CallReader:
 
 
 
-def read_call(text: str, finish_reason: str, tools: list[Tool], forced: str | None) -> tuple[str, str]:
+def read_call(text: str, finish_reason: str, tools: list[Tool], forced: str | None, may_answer: bool = False) -> tuple[str, str]:
     """(name, arguments as JSON text) of a whole constrained answer (arguments may not parse if cut: finish_reason
-    "length"); the name is "" when the answer was cut before it was written."""
-    reader = CallReader(tools, forced)
+    "length"); the name is "" when the answer was cut before it was written, or (may_answer) is words."""
+    reader = CallReader(tools, forced, may_answer)
     reader.feed(text)
     reader.finish(finish_reason)
     return reader.name or "", "".join(reader.arguments)
 
 
-def read_answer(text: str, finish_reason: str, tools: list[Tool], forced: str | None) -> tuple[str | None, dict | None, str]:
-    """A forced call's answer as OpenAI gives it: (content None, {"id", "name", "arguments"}, "tool_calls" or "length");
-    cut before the name was written: (the text, None, finish_reason)."""
-    name, arguments = read_call(text, finish_reason, tools, forced)
+def read_answer(text: str, finish_reason: str, tools: list[Tool], forced: str | None,
+                may_answer: bool = False) -> tuple[str | None, dict | None, str]:
+    """A call's answer as OpenAI gives it: (content None, {"id", "name", "arguments"}, "tool_calls" or "length");
+    cut before the name was written, or words (may_answer: an auto_constraint answer): (the text, None, finish_reason)."""
+    name, arguments = read_call(text, finish_reason, tools, forced, may_answer)
     if not name:
         return text, None, finish_reason
     return None, {"id": call_id(), "name": name, "arguments": arguments}, "tool_calls" if finish_reason == "stop" else finish_reason
