@@ -1,0 +1,222 @@
+"""tool_choice "auto" (or left out: OpenAI's default with tools, what LangChain's bind_tools and agent frameworks send) on
+/v1/chat/completions and /v1/responses through the real openai client: the model answers in words or with one call, as it
+chooses, a grammar keeping a call to its function's schema (services/tools.auto_constraint).
+
+The tiny Llama's random weights choose by chance, so a bias on the tokens a call can begin with ("{") decides: logit_bias
++100 makes a model that calls, -100 one that answers in words (on /v1/responses, which has no logit_bias, the same push
+on the first token: api_helpers.lean_first_token).
+"""
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.responses import ResponseFunctionToolCall
+
+from api_helpers import KEY, brace_ids, lean_first_token
+from test_api_tools import MSGS, SCHEMAS, TOOLS, _reassemble, _valid
+
+RESPONSE_TOOLS = [{"type": "function", **t["function"]} for t in TOOLS]
+
+
+@pytest.fixture(scope="module")
+def client(tools_live):
+    return openai.OpenAI(base_url=tools_live.url + "/v1", api_key=KEY, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def calls(tools_live) -> dict[str, float]:
+    """logit_bias that makes the model call."""
+    return {str(i): 100 for i in brace_ids(tools_live)}
+
+
+@pytest.fixture(scope="module")
+def words(tools_live) -> dict[str, float]:
+    """logit_bias that makes it answer in words."""
+    return {str(i): -100 for i in brace_ids(tools_live)}
+
+
+def _a_call(choice) -> None:
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None, choice
+    [call] = choice.message.tool_calls
+    assert call.type == "function" and call.id.startswith("call_")
+    _valid(call.function.name, call.function.arguments)
+
+
+@pytest.mark.parametrize("tool_choice", ["auto", openai.NOT_GIVEN])
+def test_a_model_that_calls_answers_with_a_call_the_client_parses(client, calls, tool_choice):
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice=tool_choice, logit_bias=calls,
+                                       max_tokens=200, temperature=0.8, seed=3, n=2)
+    for c in r.choices:
+        _a_call(c)
+    assert r.choices[0].message.tool_calls[0].id != r.choices[1].message.tool_calls[0].id
+
+
+def test_a_model_that_answers_in_words_gets_no_tool_calls(client, words):
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, logit_bias=words, max_tokens=12, temperature=0)
+    c = r.choices[0]
+    assert c.finish_reason in ("stop", "length") and c.message.tool_calls is None
+    assert c.message.content.strip() and not c.message.content.lstrip().startswith("{")
+
+
+def test_each_choice_decides_on_its_own(client, tools_live):
+    """n choices of one request: each is read on its own, a call or words. A bias of +4 on "{" leaves the tiny model
+    undecided, so some of 8 sampled choices call and some do not (seeded: the same every run)."""
+    bias = {str(i): 4 for i in brace_ids(tools_live)}
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, logit_bias=bias, max_tokens=200,
+                                       temperature=1.0, seed=11, n=8)
+    kinds = set()
+    for c in r.choices:
+        if c.message.tool_calls:
+            _a_call(c)
+            kinds.add("call")
+        else:
+            assert c.finish_reason in ("stop", "length") and not c.message.content.lstrip(" \n").startswith("{")
+            kinds.add("words")
+    assert kinds == {"call", "words"}, [c.finish_reason for c in r.choices]
+
+
+def _accumulated(stream):
+    """The openai client's own accumulation of a stream (its chat.completions.stream helper's snapshot: get_final_completion
+    would refuse a choice cut by max_tokens)."""
+    state = ChatCompletionStreamState()
+    chunks = list(stream)
+    for ch in chunks:
+        state.handle_chunk(ch)
+    return state.current_completion_snapshot, chunks
+
+
+@pytest.mark.parametrize("bias", ["calls", "words"])
+def test_the_stream_accumulates_to_the_same_answer(client, request, bias):
+    kw = dict(model="default", messages=MSGS, tools=TOOLS, logit_bias=request.getfixturevalue(bias), max_tokens=200,
+              temperature=0.7, seed=5, n=2)
+    whole = client.chat.completions.create(**kw)
+    streamed, chunks = _accumulated(client.chat.completions.create(**kw, stream=True))
+    got = _reassemble(chunks)  # the name once in the first delta with the id, then argument pieces
+    for w, s in zip(whole.choices, streamed.choices, strict=True):
+        assert (s.finish_reason, s.message.content) == (w.finish_reason, w.message.content)
+        if bias == "calls":
+            _a_call(w)
+            [sc], [wc] = s.message.tool_calls, w.message.tool_calls
+            assert (sc.function.name, sc.function.arguments) == (wc.function.name, wc.function.arguments)
+            assert sc.id == got[s.index]["id"] and sc.id.startswith("call_")
+            assert got[s.index]["content"] == ""
+        else:
+            assert not s.message.tool_calls and w.message.content.strip()
+    if bias == "words":
+        assert sum(1 for ch in chunks for c in ch.choices if c.delta.content) > 4  # words stream as they come
+
+
+def test_tool_choice_none_never_calls(client, calls):
+    """Even a model pushed to write "{": no grammar, no call, text as it comes."""
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice="none", logit_bias=calls,
+                                       max_tokens=8, temperature=0)
+    c = r.choices[0]
+    assert c.message.tool_calls is None and c.finish_reason in ("stop", "length") and c.message.content.startswith("{")
+
+
+def test_a_call_cut_by_max_tokens_ends_with_length_as_a_forced_one(client, calls):
+    """As the forced path: cut after its name, still a call (arguments unfinished) with finish_reason length; cut before
+    the name was written, no call but the text, streamed or not."""
+    kw = dict(model="default", messages=MSGS, tools=TOOLS, logit_bias=calls, temperature=0)
+    c = client.chat.completions.create(**kw, max_tokens=40).choices[0]
+    assert c.finish_reason == "length" and c.message.content is None and c.message.tool_calls[0].function.name in SCHEMAS
+    early = client.chat.completions.create(**kw, max_tokens=3).choices[0]
+    assert early.finish_reason == "length" and early.message.tool_calls is None and early.message.content.lstrip().startswith("{")
+    got = _reassemble(client.chat.completions.create(**kw, max_tokens=3, stream=True))[0]
+    assert (got["finish"], got["id"], got["content"]) == ("length", None, early.message.content)
+
+
+def test_the_request_langchain_sends_gets_a_call(tools_live, calls):
+    """langchain-openai's bind_tools: tools, no tool_choice, n and stream false; parallel_tool_calls false is accepted."""
+    body = {"model": "default", "messages": MSGS, "stream": False, "n": 1, "temperature": 0.0, "tools": TOOLS,
+            "parallel_tool_calls": False, "logit_bias": calls, "max_tokens": 200}
+    status, _, raw = tools_live.request("POST", "/v1/chat/completions", body)
+    assert status == 200, raw
+    [choice] = json.loads(raw)["choices"]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    [call] = choice["message"]["tool_calls"]
+    assert set(call) == {"id", "type", "function"} and set(call["function"]) == {"name", "arguments"}
+    _valid(call["function"]["name"], call["function"]["arguments"])
+
+
+def test_the_follow_up_turn_with_the_call_and_its_result_is_answered(client, calls, words):
+    first = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, logit_bias=calls, max_tokens=200,
+                                           temperature=0).choices[0].message
+    history = [*MSGS, first.model_dump(), {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "12 degrees, rain"}]
+    r = client.chat.completions.create(model="default", messages=history, tools=TOOLS, logit_bias=words, max_tokens=8, temperature=0)
+    assert r.choices[0].message.content and r.choices[0].message.tool_calls is None
+    again = client.chat.completions.create(model="default", messages=history, tools=TOOLS, logit_bias=calls, max_tokens=200,
+                                           temperature=0)
+    _a_call(again.choices[0])  # an agent's loop: the next call, after the first one's result
+
+
+AUTO_REFUSED = [
+    (dict(response_format={"type": "json_object"}), "response_format"),
+    (dict(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}), "response_format"),
+    (dict(guided_json={"type": "object"}), "guided_json"),
+    (dict(structured_outputs={"choice": ["a", "b"]}), "structured_outputs"),
+    (dict(rag={"k": 2}), "rag"),
+    (dict(tool_choice="auto", rag={"k": 2}), "rag"),
+]
+
+
+@pytest.mark.parametrize("kwargs,param", AUTO_REFUSED)
+def test_a_format_or_rag_with_tools_the_model_may_call_is_a_400_that_says_what_to_do(tools_live, kwargs, param):
+    """An answer is a call or words: a formatted or grounded one is neither, so the request is refused, never dropped."""
+    body = {"model": "default", "messages": MSGS, "tools": TOOLS, "max_tokens": 4, **kwargs}
+    status, _, raw = tools_live.request("POST", "/v1/chat/completions", body)
+    err = json.loads(raw)["error"]
+    assert status == 400 and err["param"] == param and 'tool_choice "none"' in err["message"], err
+
+
+def test_a_format_with_tool_choice_none_is_answered_in_it(client):
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice="none", max_tokens=60,
+                                       temperature=0, response_format={"type": "json_object"})
+    assert r.choices[0].message.tool_calls is None and r.choices[0].message.content.lstrip().startswith("{")
+
+
+def test_openapi_says_auto_may_call(tools_live):
+    status, _, body = tools_live.request("GET", "/openapi.json")
+    schemas = json.loads(body)["components"]["schemas"]
+    for req, choice in (("ChatCompletionRequest", "tool_choice"), ("ResponseCreateRequest", "tool_choice")):
+        said = schemas[req]["properties"][choice]["description"]
+        assert "auto (the default" in said and "answers in text" not in said, said
+        assert "forced" not in schemas[req]["properties"]["parallel_tool_calls"]["description"]
+
+
+# --- /v1/responses ---------------------------------------------------------------------------------------------------------
+def test_responses_a_model_that_calls_gives_a_function_call_item(client, tools_live, monkeypatch):
+    lean_first_token(tools_live, monkeypatch, 100)
+    r = client.responses.create(model="default", input=MSGS[0]["content"], tools=RESPONSE_TOOLS, max_output_tokens=200,
+                                temperature=0)
+    [item] = r.output
+    assert isinstance(item, ResponseFunctionToolCall) and item.call_id.startswith("call_") and r.status == "completed"
+    _valid(item.name, item.arguments)
+    with client.responses.stream(model="default", input=MSGS[0]["content"], tools=RESPONSE_TOOLS, max_output_tokens=200,
+                                 temperature=0) as stream:
+        kinds = [e.type for e in stream]
+        final = stream.get_final_response()
+    [streamed] = final.output
+    assert (streamed.type, streamed.name, streamed.arguments) == ("function_call", item.name, item.arguments)
+    assert "response.function_call_arguments.delta" in kinds and "response.output_text.delta" not in kinds
+
+
+def test_responses_a_model_that_answers_in_words_gives_a_message(client, tools_live, monkeypatch):
+    lean_first_token(tools_live, monkeypatch, -100)
+    kw = dict(model="default", input=MSGS[0]["content"], tools=RESPONSE_TOOLS, tool_choice="auto", max_output_tokens=12, temperature=0)
+    r = client.responses.create(**kw)
+    assert [o.type for o in r.output] == ["message"] and r.output_text.strip()
+    events = list(client.responses.create(**kw, stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[-1] == ("response.completed" if r.status == "completed" else "response.incomplete")
+    assert events[-1].response.output_text == r.output_text and kinds.count("response.output_text.delta") > 4
+
+
+@pytest.mark.parametrize("body,param", [({"text": {"format": {"type": "json_object"}}}, "text.format"), ({"rag": {"k": 2}}, "rag")])
+def test_responses_a_format_or_rag_with_tools_the_model_may_call_is_a_400(tools_live, body, param):
+    status, _, raw = tools_live.request("POST", "/v1/responses", {"model": "default", "input": "hi", "tools": RESPONSE_TOOLS, **body})
+    err = json.loads(raw)["error"]
+    assert status == 400 and err["param"] == param and 'tool_choice "none"' in err["message"], err
