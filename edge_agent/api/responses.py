@@ -7,8 +7,8 @@ response.incomplete when max_output_tokens cut it); a failure after the first ev
 A function call (forced by tool_choice "required" or a named function, or chosen by the model under "auto") streams its
 function_call item instead: response.output_item.added (once the name is known, arguments ""),
 response.function_call_arguments.delta ..., response.function_call_arguments.done, response.output_item.done; cut before
-the name was written, it is a message. Under "auto" the answer's first non-blank character tells which it is ("{" a call),
-so a message's text streams as it comes.
+the name was written, it is a message. Under "auto" the answer is held only until it is known to be a call or not (its
+first non-blank character, or with text.format its first keys), so a message's text streams as it comes.
 Nothing is stored: GET, DELETE, cancel and input_items of a response id answer 404 and say so.
 """
 from __future__ import annotations
@@ -134,19 +134,19 @@ def _text_events(req, gen, sse, events, texts: list[str], entries: list, texts_o
 
 
 def _auto_events(req, gen, sse, events, texts: list[str], entries: list, texts_of, call_id: str):
-    """tool_choice auto: the events are read until the answer's first non-blank character, then told as a call's
-    (_call_events, "{") or a message's (_text_events); returns the finish reason."""
+    """tool_choice auto: the events are read until the answer is known to be a call or not (tools.CallReader), then told
+    as a call's (_call_events) or a message's (_text_events); returns the finish reason."""
     seen: list = []
-    lead = ""
+    reader = CallReader(req.tool_list(), None, may_answer=True)
     for ev in events:
         seen.append(ev)
         if isinstance(ev, ChoiceDelta):
-            lead += ev.text
-            if lead.lstrip(" \n"):
+            reader.feed(ev.text)
+            if reader.words is not None:
                 break
-        elif ev is not KEEPALIVE:  # the end, with blanks at most
+        elif ev is not KEEPALIVE:  # the end, still undecided: no call
             break
-    body = _call_events if lead.lstrip(" \n").startswith("{") else _text_events
+    body = _call_events if reader.words is False else _text_events
     return (yield from body(req, gen, sse, itertools.chain(seen, events), texts, entries, texts_of, call_id))
 
 

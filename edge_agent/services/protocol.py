@@ -446,8 +446,9 @@ class ChatCompletionRequest(_Sampling):
         None, description="Functions the model may call. With tool_choice \"auto\" (the default when tools are given) the model "
                           "answers in words or with one call, as it chooses; with \"required\" or a named function the answer is a "
                           "call. A call is constrained by a grammar to its function's parameters schema and comes back in "
-                          "message.tool_calls (content null, finish_reason \"tool_calls\"). Not with response_format, structured "
-                          "outputs or rag unless tool_choice is \"none\".")
+                          "message.tool_calls (content null, finish_reason \"tool_calls\"). With a JSON response_format and \"auto\", "
+                          "an answer that is no call follows the format; not with rag, guided_choice or guided_regex unless "
+                          "tool_choice is \"none\".")
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
         None, description="none: tools are ignored, the answer is words; auto (the default with tools): the model answers in "
                           "words or calls one of the tools; required: it calls one of the tools (it chooses which); "

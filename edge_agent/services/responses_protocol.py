@@ -243,8 +243,8 @@ class ResponseCreateRequest(_Request):
     tools: Annotated[list[FunctionTool], Field(max_length=MAX_TOOLS)] | None = Field(
         None, description="Functions the model may call. With tool_choice \"auto\" (the default) the model answers with a "
                           "message or one function_call item, as it chooses; with \"required\" or a named function the answer is a "
-                          "function_call item. A call's arguments are constrained by a grammar to the function's parameters. Not "
-                          "with text.format or rag unless tool_choice is \"none\".")
+                          "function_call item. A call's arguments are constrained by a grammar to the function's parameters. With "
+                          "text.format and \"auto\", a message follows the format; not with rag unless tool_choice is \"none\".")
     tool_choice: Literal["none", "auto", "required"] | FunctionChoice | None = Field(
         None, description="none: tools are ignored, the answer is a message; auto (the default): a message or a call of one "
                           "of the tools; required: it calls one of the tools (it chooses which); {\"type\": \"function\", "
@@ -342,11 +342,8 @@ class ResponseCreateRequest(_Request):
                                           "the function's parameters): leave one of them out", param="text.format")
             if self.rag is not None:
                 raise InvalidRequestError("rag cannot be combined with a forced function call: leave one of them out", param="rag")
-        elif self.may_call():
-            formatted = self.text is not None and self.text.format is not None and self.text.format.type != "text"
-            given = [f for f, v in (("text.format", formatted), ("rag", self.rag is not None)) if v]
-            if given:
-                raise InvalidRequestError(auto_refusal(given[0], "tool_choice"), param=given[0])
+        elif self.may_call() and self.rag is not None:
+            raise InvalidRequestError(auto_refusal("rag", "tool_choice"), param="rag")
         calls: set[str] = set()
         for i, item in enumerate(self.input if isinstance(self.input, list) else ()):
             if isinstance(item, FunctionCallItem):

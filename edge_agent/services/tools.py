@@ -84,12 +84,21 @@ def call_prefix(name: str) -> str:
     return '{"name": "' + name + '", "arguments": '
 
 
+def _prefix_rule(name: str, split: bool = False) -> str:
+    """call_prefix(name) as grammar: one literal, or (split) the JSON lexemes it is made of ("{", "\"name\"", ":", " " ...):
+    beside a JSON answer's grammar the one literal `{"name": ...` outran the answer's own "{" in the lexer (which takes
+    the longest lexeme), so that no answer in the format could be written."""
+    if not split:
+        return json.dumps(call_prefix(name))
+    return " ".join(json.dumps(p) for p in ("{", '"name"', ":", " ", json.dumps(name), ",", " ", '"arguments"', ":", " "))
+
+
 AUTO_HOW = ('To call one, answer with only {"name": <its name>, "arguments": <its arguments>}; '
             "otherwise answer in words.")
 
 
-def describe(tools: list[Tool], forced: str | None, auto: bool = False) -> str:
-    """The system text that tells a model without a tools-aware template what it may call, and how to answer.
+def describe(tools: list[Tool], forced: str | None, auto: bool = False, how: str = AUTO_HOW) -> str:
+    """The system text that tells a model without a tools-aware template what it may call, and how to answer (auto: how).
 
     Each tool is a line of JSON in the shape of the answer ({"name", "description", "parameters"}): with the
     default base model (Gemma 3 270M) and three tools, "required" named the fitting tool in 3 of 5 questions
@@ -104,7 +113,7 @@ def describe(tools: list[Tool], forced: str | None, auto: bool = False) -> str:
     if forced is not None:
         return text + f"\nCall {forced} and fill in its arguments from the question."
     if auto:
-        return text + "\n" + AUTO_HOW
+        return text + "\n" + how
     return text + "\nPick the function that answers the question and fill in its arguments."
 
 
@@ -135,11 +144,14 @@ def call_constraint(tools: list[Tool], forced: str | None, hint: bool = True) ->
     return OutputConstraint("tool_call", grammar, instruction)
 
 
-def auto_constraint(tools: list[Tool], hint: bool = True) -> OutputConstraint:
-    """The grammar of a free choice between a call and words (Ollama's tools, where the model decides): either a
+def auto_constraint(tools: list[Tool], hint: bool = True, answer: OutputConstraint | None = None) -> OutputConstraint:
+    """The grammar of a free choice between a call and words (Ollama's tools, OpenAI's tool_choice "auto"): either a
     "required" call ({"name": ..., "arguments": ...} of one of the tools) or text whose first non-blank character is
-    not "{" (so a reader knows which from that character: answer_call). hint: the tool listing in the instruction
-    (False when the chat template gets `tools`). Raises InvalidRequestError for a schema the grammar engine refuses.
+    not "{" (so a reader knows which from that character: answer_call, CallReader). answer: a JSON response format the
+    answer follows when it is no call (OpenAI's response_format beside tools; its answer_rules): then an answer is a call
+    when it begins with a call's {"name": "<tool>", "arguments": (CallReader). hint: the tool listing in the instruction
+    (False when the chat template gets `tools`). Raises InvalidRequestError for a schema the grammar engine refuses, or
+    an answer format that is not JSON (param its own).
 
     The model decides: the default Gemma 3 270M answered 5 of 5 questions in words (weather in Paris and Amsterdam, 2 plus
     3, a greeting, a joke; two tools, greedy) under three wordings of the instruction, so a model that small does not
@@ -148,15 +160,21 @@ def auto_constraint(tools: list[Tool], hint: bool = True) -> OutputConstraint:
     pairs went both ways; scripts/bench_auto_tools.py, to be rerun on an idle machine)."""
     import llguidance as llg
 
-    rules = [f"start: {_LEAD} ({' | '.join(f'call_{i}' for i in range(len(tools)))}) | words", r"words: /[ \n]*[^{ \n][\s\S]*/"]
+    if answer is not None and not answer.answer_rules:
+        raise InvalidRequestError("only a JSON format (json_object, json_schema) can be combined with tools the model may "
+                                  'call: send tool_choice "none" to answer in this format, or leave it out', param=answer.param or None)
+    calls = " | ".join(f"call_{i}" for i in range(len(tools)))
+    rules = [f"start: {_LEAD} ({calls}) | answer", answer.answer_rules] if answer is not None else \
+        [f"start: {_LEAD} ({calls}) | words", r"words: /[ \n]*[^{ \n][\s\S]*/"]
     for i, t in enumerate(tools):
-        rules.append(f"call_{i}: {json.dumps(call_prefix(t.name))} args_{i} \"}}\"")
+        rules.append(f"call_{i}: {_prefix_rule(t.name, split=answer is not None)} args_{i} \"}}\"")
         rules.append(f"args_{i}: {_json_rule(t.schema())}")
     grammar = llg.LLMatcher.grammar_from_lark("\n".join(rules))
     err = llg.LLMatcher.validate_grammar(grammar)
     if err:
         raise InvalidRequestError(f"the tools' parameters cannot be used: {_short(err)}", param="tools")
-    return OutputConstraint("tool_call", grammar, describe(tools, None, auto=True) if hint else AUTO_HOW)
+    how = AUTO_HOW if answer is None else AUTO_HOW.replace("otherwise answer in words.", "otherwise: " + answer.instruction)
+    return OutputConstraint("tool_call", grammar, describe(tools, None, auto=True, how=how) if hint else how)
 
 
 def answer_call(text: str, finish_reason: str, tools: list[Tool]) -> tuple[str, Any] | None:
@@ -185,8 +203,9 @@ class CallReader:
 
     feed(text) -> (name or None, fragment): the name once it is known (at once for a named call),
     then the arguments' text as it arrives; finish() -> the last fragment (what was held back).
-    may_answer (an auto_constraint answer): the first non-blank character decides; once `words` is True
-    (it is not "{"), every fragment is the answer's text, the blanks before it included.
+    may_answer (an auto_constraint answer): the text is held while it may still become a call; `words` turns True once
+    it cannot (its first non-blank character is not "{", or a JSON answer's keys part from a call's), and every fragment
+    is then the answer's text, the blanks before it included; False once it begins with a call's {"name": ..., "arguments": .
     """
 
     def __init__(self, tools: list[Tool], forced: str | None, may_answer: bool = False):
@@ -202,10 +221,14 @@ class CallReader:
     def feed(self, text: str) -> tuple[str | None, str]:
         if self.words is None:
             self.lead += text
-            first = self.lead.lstrip(" \n")[:1]
-            if not first:
-                return None, ""
-            self.words, text, self.lead = first != "{", self.lead, ""
+            lead = self.lead.lstrip(" \n")
+            if any(lead.startswith(p) for p in self.prefixes):
+                self.words = False
+            elif any(p.startswith(lead) for p in self.prefixes):
+                return None, ""  # may still become a call
+            else:
+                self.words = True
+            text, self.lead = self.lead, ""
         if self.words:
             return None, text
         named = None

@@ -82,8 +82,8 @@ class NamedToolChoice(_Strict):
 def check_tools(req) -> None:
     """Raise InvalidRequestError (naming the field) where a protocol.ChatCompletionRequest's tools, tool_choice and
     messages do not fit together: a choice of no given tool, a forced call with response_format or rag, tools the model
-    may call (auto) with any response format or rag, a tool message that answers no earlier call, an assistant message
-    with neither content nor tool_calls."""
+    may call (auto) with rag or a format that is not JSON (choice, regex), a tool message that answers no earlier call,
+    an assistant message with neither content nor tool_calls."""
     names = [t.function.name for t in req.tools or ()]
     choice = req.tool_choice
     if choice == "required" and not names:
@@ -98,8 +98,8 @@ def check_tools(req) -> None:
         if req.rag is not None:
             raise InvalidRequestError("rag cannot be combined with a forced tool call: leave one of them out", param="rag")
     elif req.may_call():
-        given = [f for f in ("response_format", "structured_outputs", "guided_choice", "guided_json", "guided_regex", "rag")
-                 if getattr(req, f) is not None and not (f == "response_format" and req.response_format.type == "text")]
+        given = [f for f in ("structured_outputs", "guided_choice", "guided_regex", "rag") if getattr(req, f) is not None
+                 and not (f == "structured_outputs" and (req.structured_outputs.json_ is not None or req.structured_outputs.json_object))]
         if given:
             raise InvalidRequestError(auto_refusal(given[0], "tool_choice"), param=given[0])
     calls: set[str] = set()
@@ -114,8 +114,9 @@ def check_tools(req) -> None:
 
 
 def auto_refusal(field: str, choice_field: str) -> str:
-    """Why `field` (a response format, or rag) is refused beside tools the model may call (tool_choice "auto" or left out):
-    the answer is either a call or words (services/tools.auto_constraint), and a grounded or formatted answer is neither."""
+    """Why `field` (rag, or a format that is not JSON: a choice or a regex) is refused beside tools the model may call
+    (tool_choice "auto" or left out): the answer is a call or words, or a JSON answer whose keys part from a call's
+    (services/tools.auto_constraint), and a grounded answer, a choice or a regex match is none of them."""
     what = "answers from the documents" if field == "rag" else "answers in that format"
     return (f"{field} cannot be combined with tools the model may call ({choice_field} \"auto\", the default when tools are "
             f"given): send {choice_field} \"none\" (the model {what} and calls nothing), or leave {field} out")

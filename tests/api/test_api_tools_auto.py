@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import openai
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -154,9 +155,8 @@ def test_the_follow_up_turn_with_the_call_and_its_result_is_answered(client, cal
 
 
 AUTO_REFUSED = [
-    (dict(response_format={"type": "json_object"}), "response_format"),
-    (dict(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}), "response_format"),
-    (dict(guided_json={"type": "object"}), "guided_json"),
+    (dict(guided_choice=["a", "b"]), "guided_choice"),
+    (dict(guided_regex="[ab]+"), "guided_regex"),
     (dict(structured_outputs={"choice": ["a", "b"]}), "structured_outputs"),
     (dict(rag={"k": 2}), "rag"),
     (dict(tool_choice="auto", rag={"k": 2}), "rag"),
@@ -164,8 +164,9 @@ AUTO_REFUSED = [
 
 
 @pytest.mark.parametrize("kwargs,param", AUTO_REFUSED)
-def test_a_format_or_rag_with_tools_the_model_may_call_is_a_400_that_says_what_to_do(tools_live, kwargs, param):
-    """An answer is a call or words: a formatted or grounded one is neither, so the request is refused, never dropped."""
+def test_rag_or_a_format_that_is_not_json_with_tools_the_model_may_call_is_a_400(tools_live, kwargs, param):
+    """A grounded answer, a choice or a regex match is neither a call nor a JSON answer that parts from one: refused with
+    what to do, never dropped."""
     body = {"model": "default", "messages": MSGS, "tools": TOOLS, "max_tokens": 4, **kwargs}
     status, _, raw = tools_live.request("POST", "/v1/chat/completions", body)
     err = json.loads(raw)["error"]
@@ -176,6 +177,35 @@ def test_a_format_with_tool_choice_none_is_answered_in_it(client):
     r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice="none", max_tokens=60,
                                        temperature=0, response_format={"type": "json_object"})
     assert r.choices[0].message.tool_calls is None and r.choices[0].message.content.lstrip().startswith("{")
+
+
+ANSWER = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}}, "required": ["answer"]}
+ANSWER_FORMAT = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER}}
+
+
+@pytest.fixture(scope="module")
+def name_start(tools_live) -> list[int]:
+    """The tokens that can begin the key "name" (after its quote, or with it): a call goes on {"name..., an ANSWER {"answer..."""
+    tok = tools_live.runtime.chat.engine.tokenizer
+    return [i for i in range(tok.get_vocab_size()) if tok.decode([i]).lstrip(' "').startswith("n")]
+
+
+@pytest.mark.parametrize("bias", [100, -100])
+def test_tools_with_a_response_format_answer_with_a_call_or_in_the_format(client, calls, name_start, bias):
+    """The OpenAI Agents SDK's agent with tools and an output_type: tools, response_format json_schema, no tool_choice. The
+    answer is a call, or JSON that follows the format; the keys tell which, so both begin with "{"."""
+    kw = dict(model="default", messages=MSGS, tools=TOOLS, response_format=ANSWER_FORMAT, max_tokens=200, temperature=0.5, seed=2,
+              n=2, logit_bias={**calls, **{str(i): bias for i in name_start}})
+    whole = client.chat.completions.create(**kw)
+    streamed, _ = _accumulated(client.chat.completions.create(**kw, stream=True))
+    for w, s in zip(whole.choices, streamed.choices, strict=True):
+        if bias > 0:
+            _a_call(w)
+            assert (s.finish_reason, s.message.tool_calls[0].function.arguments) == ("tool_calls", w.message.tool_calls[0].function.arguments)
+        else:
+            assert w.finish_reason == "stop" and w.message.tool_calls is None, w
+            jsonschema.validate(json.loads(w.message.content), ANSWER)
+            assert (s.finish_reason, s.message.content, s.message.tool_calls) == ("stop", w.message.content, None)
 
 
 def test_openapi_says_auto_may_call(tools_live):
@@ -215,8 +245,20 @@ def test_responses_a_model_that_answers_in_words_gives_a_message(client, tools_l
     assert events[-1].response.output_text == r.output_text and kinds.count("response.output_text.delta") > 4
 
 
-@pytest.mark.parametrize("body,param", [({"text": {"format": {"type": "json_object"}}}, "text.format"), ({"rag": {"k": 2}}, "rag")])
-def test_responses_a_format_or_rag_with_tools_the_model_may_call_is_a_400(tools_live, body, param):
-    status, _, raw = tools_live.request("POST", "/v1/responses", {"model": "default", "input": "hi", "tools": RESPONSE_TOOLS, **body})
+def test_responses_a_text_format_beside_tools_gives_a_message_in_it(client, tools_live, monkeypatch):
+    lean_first_token(tools_live, monkeypatch, 100)  # "{" first: the keys decide (the tiny model's own weights here)
+    fmt = {"type": "json_schema", "name": "answer", "schema": ANSWER}
+    r = client.responses.create(model="default", input=MSGS[0]["content"], tools=RESPONSE_TOOLS, text={"format": fmt},
+                                max_output_tokens=200, temperature=0)
+    [item] = r.output
+    if item.type == "function_call":
+        _valid(item.name, item.arguments)
+    else:
+        jsonschema.validate(json.loads(r.output_text), ANSWER)
+
+
+def test_responses_rag_with_tools_the_model_may_call_is_a_400(tools_live):
+    status, _, raw = tools_live.request("POST", "/v1/responses", {"model": "default", "input": "hi", "tools": RESPONSE_TOOLS,
+                                                                  "rag": {"k": 2}})
     err = json.loads(raw)["error"]
-    assert status == 400 and err["param"] == param and 'tool_choice "none"' in err["message"], err
+    assert status == 400 and err["param"] == "rag" and 'tool_choice "none"' in err["message"], err
