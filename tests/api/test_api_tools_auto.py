@@ -154,6 +154,33 @@ def test_the_follow_up_turn_with_the_call_and_its_result_is_answered(client, cal
     _a_call(again.choices[0])  # an agent's loop: the next call, after the first one's result
 
 
+NESTED = {"type": "object", "$defs": {"stop": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8},
+                                                                          "nights": {"type": "integer", "minimum": 1, "maximum": 9}},
+                                              "required": ["city", "nights"]}},
+          "properties": {"trip": {"type": "array", "items": {"$ref": "#/$defs/stop"}, "minItems": 1, "maxItems": 2},
+                         "note": {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}]}},
+          "required": ["trip", "note"]}
+
+
+def test_a_nested_strict_schema_is_followed_by_a_chosen_call(client, calls):
+    """$defs and $ref, arrays of objects, anyOf with null; strict true changes nothing (every call follows its schema)."""
+    tools = [{"type": "function", "function": {"name": "plan", "parameters": NESTED, "strict": True}}]
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=tools, logit_bias=calls, max_tokens=256, temperature=0)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls", c
+    jsonschema.validate(json.loads(c.message.tool_calls[0].function.arguments), NESTED)
+
+
+@pytest.mark.parametrize("keyword", [{"not": {"type": "string"}}, {"uniqueItems": True}, {"if": {}, "then": {}}])
+def test_schema_keywords_the_grammar_cannot_enforce_are_a_400(tools_live, keyword):
+    parameters = {"type": "object", "properties": {"x": {"type": "array", **keyword}}}
+    body = {"model": "default", "messages": MSGS, "max_tokens": 4, "tools": [{"type": "function", "function": {
+        "name": "f", "parameters": parameters, "strict": True}}]}
+    status, _, raw = tools_live.request("POST", "/v1/chat/completions", body)
+    err = json.loads(raw)["error"]
+    assert status == 400 and err["param"] == "tools[0].function.parameters" and "not a usable JSON schema" in err["message"], err
+
+
 AUTO_REFUSED = [
     (dict(guided_choice=["a", "b"]), "guided_choice"),
     (dict(guided_regex="[ab]+"), "guided_regex"),
@@ -248,13 +275,16 @@ def test_responses_a_model_that_answers_in_words_gives_a_message(client, tools_l
 def test_responses_a_text_format_beside_tools_gives_a_message_in_it(client, tools_live, monkeypatch):
     lean_first_token(tools_live, monkeypatch, 100)  # "{" first: the keys decide (the tiny model's own weights here)
     fmt = {"type": "json_schema", "name": "answer", "schema": ANSWER}
-    r = client.responses.create(model="default", input=MSGS[0]["content"], tools=RESPONSE_TOOLS, text={"format": fmt},
-                                max_output_tokens=200, temperature=0)
+    kw = dict(model="default", input=MSGS[0]["content"], tools=RESPONSE_TOOLS, text={"format": fmt}, max_output_tokens=200, temperature=0)
+    r = client.responses.create(**kw)
     [item] = r.output
     if item.type == "function_call":
         _valid(item.name, item.arguments)
     else:
         jsonschema.validate(json.loads(r.output_text), ANSWER)
+    [streamed] = list(client.responses.create(**kw, stream=True))[-1].response.output
+    assert streamed.type == item.type and (streamed.arguments == item.arguments if item.type == "function_call"
+                                           else streamed.content[0].text == r.output_text)
 
 
 def test_responses_rag_with_tools_the_model_may_call_is_a_400(tools_live):
