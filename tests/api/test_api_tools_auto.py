@@ -292,3 +292,41 @@ def test_responses_rag_with_tools_the_model_may_call_is_a_400(tools_live):
                                                                   "rag": {"k": 2}})
     err = json.loads(raw)["error"]
     assert status == 400 and err["param"] == "rag" and 'tool_choice "none"' in err["message"], err
+
+
+def test_a_tools_template_gets_the_tools_and_the_model_still_chooses(long_bundle, tmp_path):
+    """A bundle whose chat template takes tools (Qwen's, SmolLM2-Instruct's kind) gets them there; the instruction only
+    says how to call; a model that calls answers a valid call, one that does not answers in words."""
+    import shutil
+
+    from api_helpers import api_settings
+    from edge_agent.runtime import build_runtime
+    from edge_agent.services.chat import SamplingOptions
+    from edge_agent.services.tools import AUTO_HOW, Tool, read_answer
+    from test_api_tools import TIME, TOOLS_TEMPLATE
+
+    dst = tmp_path / "models" / "tiny-tools"
+    shutil.copytree(long_bundle, dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    m["prompt_format"], m["name"] = {"type": "chat", "template": TOOLS_TEMPLATE}, "tiny-tools"
+    (dst / "manifest.json").write_text(json.dumps(m))
+    rt = build_runtime(api_settings(dst, tmp_path, context_length=2048, max_batch=2), load_documents=False)
+    try:
+        seen = []
+        real = rt.chat.formatter.format_chat
+        rt.chat.formatter.format_chat = lambda *a, **kw: seen.append(kw) or real(*a, **kw)
+        tools = [Tool("get-time", "The time in a zone.", TIME), Tool("ping")]
+        tok = rt.chat.engine.tokenizer
+        brace, blanks = tok.token_to_id("{"), tok.encode(" \n", add_special_tokens=False).ids  # this prompt: blanks until cut
+        answers = []
+        for bias in ({brace: 100.0}, {brace: -100.0, **{i: -100.0 for i in blanks}}):
+            gen = rt.chat.chat(MSGS, SamplingOptions(max_tokens=100, temperature=0, logit_bias=bias), tools=tools, may_call=True)
+            [r] = gen.collect()
+            answers.append(read_answer(r.text, r.finish_reason, tools, None, may_answer=True))
+        (none, made, finish), (words, no_call, end) = answers
+        assert finish == "tool_calls" and none is None and made["name"] in ("get-time", "ping")
+        _valid(made["name"], made["arguments"])
+        assert no_call is None and words.strip() and end in ("stop", "length")
+        assert [t["function"]["name"] for t in seen[0]["tools"]] == ["get-time", "ping"] and seen[0]["instruction"] == AUTO_HOW
+    finally:
+        rt.close()
