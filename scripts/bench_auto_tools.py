@@ -1,6 +1,7 @@
-"""Ollama's tools (services.tools.auto_constraint: a call or words, the model decides) on a bundle: whether it calls, and
-the decode rate with and without the grammar's free branch, in paired alternating rounds: A the same prompt (the tool
-listing as the system text) with no grammar, B with tools.
+"""Tools the model may call (services.tools.auto_constraint: a call or words, the model decides; Ollama's tools and OpenAI's
+tool_choice "auto") on a bundle: whether it calls, and the rate (tokens over the whole request, prefill included) in paired
+alternating rounds: A the same prompt (the tool listing as the system text) with no grammar, B with tools, C no tools at
+all (tool_choice "none": what "auto" cost before the model could call on the OpenAI routes).
 
 usage: .venv/bin/python scripts/bench_auto_tools.py [--bundle models/default] [--rounds 4] [--tokens 64]
 """
@@ -40,10 +41,11 @@ def main() -> None:
              Tool("add", "Add two numbers", {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
                                              "required": ["a", "b"]})]
 
-    def ask(question: str, with_tools: bool, tokens: int):
-        listing = [] if with_tools else [{"role": "system", "content": describe(tools, None, auto=True)}]
+    def ask(question: str, with_tools: bool | None, tokens: int):
+        """with_tools None: no tools and no listing."""
+        listing = [] if with_tools is not False else [{"role": "system", "content": describe(tools, None, auto=True)}]
         gen = rt.chat.chat([*listing, {"role": "user", "content": question}], SamplingOptions(max_tokens=tokens, temperature=0),
-                           tools=tools if with_tools else None, may_call=with_tools)
+                           tools=tools if with_tools else None, may_call=bool(with_tools))
         t = time.perf_counter()
         [r] = gen.collect()
         return r, gen.usage.completion_tokens, time.perf_counter() - t
@@ -53,9 +55,10 @@ def main() -> None:
             r, _, _ = ask(q, True, 48)
             call = answer_call(r.text, r.finish_reason, tools)
             print(f"{q!r}: {'call ' + repr(call) if call else 'words ' + repr(r.text[:60])}")
-        rates: dict[str, list[float]] = {"A same prompt, no grammar": [], "B tools": []}
+        variants = (("A same prompt, no grammar", False), ("B tools", True), ("C no tools", None))
+        rates: dict[str, list[float]] = {name: [] for name, _ in variants}
         for rnd in range(args.rounds):
-            for name, wt in (("A same prompt, no grammar", False), ("B tools", True))[:: 1 if rnd % 2 == 0 else -1]:
+            for name, wt in variants[:: 1 if rnd % 2 == 0 else -1]:
                 _, n, dt = ask("Schrijf een kort gedicht over de zee.", wt, args.tokens)
                 rates[name].append(n / dt)
         for name, xs in rates.items():

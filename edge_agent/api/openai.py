@@ -211,18 +211,19 @@ def chat_completions():
     messages = [m.to_dict() for m in req.messages]
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     constraint = req.output_constraint()
-    tools, call = req.tool_list(), req.forced_call()
+    tools, call, may_call = req.tool_list(), req.forced_call(), req.may_call()
     gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0,
-                   rag=_rag(req), tools=tools, call=call, template_kwargs=req.chat_template_kwargs)
+                   rag=_rag(req), tools=tools, call=call, template_kwargs=req.chat_template_kwargs, may_call=may_call)
     note_usage(gen.usage)
     disconnected = _disconnected()
+    calls = call is not None or may_call  # the answer is (or may be) a call, read by tools.CallReader
     if req.stream:
         obj = "chat.completion.chunk"
-        opening = {"role": "assistant", "content": "" if call is None else None}
+        opening = {"role": "assistant", "content": None if calls else ""}  # a call's content is null, streamed or not
         head = [{"object": obj, "choices": [{"index": c.index, "delta": opening, "finish_reason": None, "logprobs": None}]}
                 for c in gen.choices]
         _with_sources(head[0], gen)
-        readers = {c.index: CallReader(tools, call or None) for c in gen.choices} if call is not None else {}
+        readers = {c.index: CallReader(tools, call or None, may_call) for c in gen.choices} if calls else {}
 
         def chunk(index: int, text: str | None, finish: str | None, lps: list | None) -> dict | None:
             delta = {"content": text} if text is not None else {}
@@ -241,7 +242,7 @@ def chat_completions():
         gen.cancel()
     choices = []
     for i in sorted(texts):
-        content, made, finish = read_answer(texts[i], ends[i], tools, call or None) if call is not None else (texts[i], None, ends[i])
+        content, made, finish = read_answer(texts[i], ends[i], tools, call or None, may_call) if calls else (texts[i], None, ends[i])
         choices.append(p.ChatChoice(index=i, message=p.AssistantMessage.of(content, made), finish_reason=finish,
                                     logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], svc.token_texts()))))
     gen.note_citations(texts.values())
@@ -251,10 +252,13 @@ def chat_completions():
 
 
 def _call_delta(reader: CallReader, text: str | None, finish: str | None) -> tuple[dict, str | None]:
-    """A streamed forced call's delta (OpenAI's shape: the first with id, type and name, then argument pieces) and finish reason."""
+    """A streamed call's delta (OpenAI's shape: the first with id, type and name, then argument pieces) and finish reason;
+    an answer in words (tool_choice auto) streams its text as content."""
     had_name = reader.name is not None
     if text is not None:
         named, piece = reader.feed(text)
+        if reader.words:
+            return ({"content": piece} if piece else {}), finish
     else:
         named, piece = None, reader.finish(finish or "stop")
         if reader.name is None:  # cut before the name was written: no call, the text as it is

@@ -4,9 +4,11 @@ A stream sends OpenAI's typed events (`event: <type>` and its JSON, each with a 
 response.in_progress, response.output_item.added, response.content_part.added, response.output_text.delta ...,
 response.output_text.done, response.content_part.done, response.output_item.done, then response.completed (or
 response.incomplete when max_output_tokens cut it); a failure after the first event ends it with response.failed.
-A forced function call (tool_choice "required" or a named function) streams its function_call item instead:
-response.output_item.added (once the name is known, arguments ""), response.function_call_arguments.delta ...,
-response.function_call_arguments.done, response.output_item.done; cut before the name was written, it is a message.
+A function call (forced by tool_choice "required" or a named function, or chosen by the model under "auto") streams its
+function_call item instead: response.output_item.added (once the name is known, arguments ""),
+response.function_call_arguments.delta ..., response.function_call_arguments.done, response.output_item.done; cut before
+the name was written, it is a message. Under "auto" the answer is held only until it is known to be a call or not (its
+first non-blank character, or with text.format its first keys), so a message's text streams as it comes.
 Nothing is stored: GET, DELETE, cancel and input_items of a response id answer 404 and say so.
 """
 from __future__ import annotations
@@ -73,7 +75,7 @@ def _events(req: r.ResponseCreateRequest, gen: Generation, texts_of, disconnecte
         head = r.dump(r.response_object(req, gen, status="in_progress", output=[]))
         yield sse("response.created", response=head)
         yield sse("response.in_progress", response=head)
-        body = _text_events if req.forced_call() is None else _call_events
+        body = _call_events if req.forced_call() is not None else _auto_events if req.may_call() else _text_events
         finish = yield from body(req, gen, sse, live_events(events, disconnected), texts, entries, texts_of, call_id)
         done = r.finished(req, gen, "".join(texts), finish, entries, call_id)
         yield sse("response.completed" if done.status == "completed" else "response.incomplete", response=r.dump(done))
@@ -129,6 +131,23 @@ def _text_events(req, gen, sse, events, texts: list[str], entries: list, texts_o
     gen.note_citations([text])
     yield from _message_close(sse, r.answer_item(req, gen, text, finish, entries))
     return finish
+
+
+def _auto_events(req, gen, sse, events, texts: list[str], entries: list, texts_of, call_id: str):
+    """tool_choice auto: the events are read until the answer is known to be a call or not (tools.CallReader), then told
+    as a call's (_call_events) or a message's (_text_events); returns the finish reason."""
+    seen: list = []
+    reader = CallReader(req.tool_list(), None, may_answer=True)
+    for ev in events:
+        seen.append(ev)
+        if isinstance(ev, ChoiceDelta):
+            reader.feed(ev.text)
+            if reader.words is not None:
+                break
+        elif ev is not KEEPALIVE:  # the end, still undecided: no call
+            break
+    body = _call_events if reader.words is False else _text_events
+    return (yield from body(req, gen, sse, itertools.chain(seen, events), texts, entries, texts_of, call_id))
 
 
 def _call_events(req, gen, sse, events, texts: list[str], entries: list, texts_of, call_id: str):

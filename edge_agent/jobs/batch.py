@@ -233,10 +233,10 @@ class BatchRequestRunner:
             messages = [m.to_dict() for m in req.messages]
             max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
             constraint = req.output_constraint()
-            tools, call = req.tool_list(), req.forced_call()
+            tools, call, may_call = req.tool_list(), req.forced_call(), req.may_call()
             start = lambda: self.chat.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint,  # noqa: E731
                                            priority=priority, rag=_rag(req), tools=tools, call=call,
-                                           template_kwargs=req.chat_template_kwargs)
+                                           template_kwargs=req.chat_template_kwargs, may_call=may_call)
         else:
             constraint = req.output_constraint()
             start = lambda: self.chat.complete(req.prompts(), sampling_options(req, req.max_tokens), n=req.n or 1,  # noqa: E731
@@ -248,8 +248,8 @@ class BatchRequestRunner:
         gen.note_citations(texts.values())
         sources, grounding = p.sources_of(gen), p.grounding_of(gen)
         if isinstance(req, p.ChatCompletionRequest):
-            answers = {i: read_answer(texts[i], ends[i], tools, call or None) if call is not None else (texts[i], None, ends[i])
-                       for i in texts}
+            answers = {i: read_answer(texts[i], ends[i], tools, call or None, may_call) if call is not None or may_call
+                       else (texts[i], None, ends[i]) for i in texts}
             choices = [p.ChatChoice(index=i, message=p.AssistantMessage.of(answers[i][0], answers[i][1]), finish_reason=answers[i][2],
                                     logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], self.chat.token_texts())))
                        for i in sorted(texts)]

@@ -211,18 +211,20 @@ class ChatService(GroundedChat):
         follow a grammar. call (with tools) forces a tool call: "" any of the tools, else the one
         named (services/tools.py; read each choice with tools.CallReader). template_kwargs: more variables for the
         chat template (PromptFormatter.format_chat; not with rag). may_call (with tools, call None): the model chooses
-        between a call and words (tools.auto_constraint; read an answer with tools.answer_call). Raises InvalidRequestError,
+        between a call and words, or an answer that follows constraint when it is a JSON format (tools.auto_constraint; read
+        an answer with tools.CallReader(may_answer=True) or tools.answer_call); not with rag. Raises InvalidRequestError,
         ContextLengthExceededError, BusyError, UnavailableError (DocumentsUnavailableError, with
         retry_after, while the documents load).
         """
         if tools and (call is not None or may_call):
-            if constraint is not None or json_object or rag is not None:
-                raise InvalidRequestError("a forced tool call cannot be combined with a response format or rag", param="tool_choice") \
-                    if call is not None else InvalidRequestError("tools cannot be combined with a response format (format) or rag",
-                                                                 param="tools")
+            if call is not None and (constraint is not None or json_object or rag is not None):
+                raise InvalidRequestError("a forced tool call cannot be combined with a response format or rag", param="tool_choice")
+            if rag is not None:
+                raise InvalidRequestError("tools the model may call cannot be combined with rag", param="tools")
             native = self.formatter.takes_tools
+            answer = OutputConstraint.json_object() if json_object and constraint is None else constraint
             constraint = call_constraint(tools, call or None, hint=not native) if call is not None else \
-                auto_constraint(tools, hint=not native)
+                auto_constraint(tools, hint=not native, answer=answer)
             prompt = self.formatter.format_chat(messages, instruction=constraint.instruction,
                                                 tools=[t.listing() for t in tools] if native else None, check=self.length_check(options),
                                                 template_kwargs=template_kwargs)

@@ -52,6 +52,7 @@ class OutputConstraint:
     grammar: str
     instruction: str = ""
     param: str = ""  # the request field an unusable grammar is blamed on ("": by kind)
+    answer_rules: str = ""  # JSON kinds: the grammar as lark rules whose start is `answer`, to put beside tool calls (tools.auto_constraint)
 
     @classmethod
     def json_object(cls) -> "OutputConstraint":
@@ -79,7 +80,7 @@ class OutputConstraint:
             text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
             instruction = ("Respond with one JSON object that follows this JSON schema: " + text
                            if len(text) <= MAX_SCHEMA_HINT_CHARS else "Respond with one JSON object only.")
-        return cls(kind, grammar, instruction)
+        return cls(kind, grammar, instruction, answer_rules=f"answer: {_LEAD} answer_value\nanswer_value: %json {json.dumps(schema)}")
 
     @classmethod
     def regex(cls, pattern: str, param: str = "") -> "OutputConstraint":

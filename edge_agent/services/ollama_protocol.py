@@ -240,7 +240,11 @@ class OllamaChatRequest(_Generating):
         return [Tool(t.function.name, t.function.description or "", t.function.parameters) for t in self.tools or ()]
 
     def start(self, chat) -> Generation:
+        """Start the answer; tools with format are refused (this route's reader, api/ollama._with_calls, tells a call from
+        words by its first character, which a JSON answer shares)."""
         tools = self.tool_list()
+        if tools and self.format:
+            raise InvalidRequestError("tools cannot be combined with a response format (format): leave one of them out", param="tools")
         return chat.chat(service_messages(self.messages), self.sampling(chat), constraint=self.constraint(), tools=tools or None,
                          may_call=bool(tools))
 

@@ -443,13 +443,17 @@ class ChatCompletionRequest(_Sampling):
     top_logprobs: Int(ge=0, le=MAX_LOGPROBS) | None = Field(
         None, description=f"With logprobs true: also this many most likely tokens at each position (0..{MAX_LOGPROBS}).")
     tools: Annotated[list[ChatTool], Field(max_length=MAX_TOOLS)] | None = Field(
-        None, description="Functions the model may call. With tool_choice \"required\" or a named function the answer is a call "
-                          "(constrained by a grammar to the function's parameters schema); with \"auto\" (the default when tools "
-                          "are given) the model answers in text: no text parser looks for calls in a free answer.")
+        None, description="Functions the model may call. With tool_choice \"auto\" (the default when tools are given) the model "
+                          "answers in words or with one call, as it chooses; with \"required\" or a named function the answer is a "
+                          "call. A call is constrained by a grammar to its function's parameters schema and comes back in "
+                          "message.tool_calls (content null, finish_reason \"tool_calls\"). With a JSON response_format and \"auto\", "
+                          "an answer that is no call follows the format; not with rag, guided_choice or guided_regex unless "
+                          "tool_choice is \"none\".")
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
-        None, description="none: tools are ignored; auto: the model answers in text; required: it calls one of the tools "
-                          "(it chooses which); {\"type\": \"function\", \"function\": {\"name\": ...}}: it calls that one.")
-    parallel_tool_calls: bool | None = Field(None, description="Accepted; a forced call is one call per choice.")
+        None, description="none: tools are ignored, the answer is words; auto (the default with tools): the model answers in "
+                          "words or calls one of the tools; required: it calls one of the tools (it chooses which); "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}: it calls that one.")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted; an answer makes at most one call (per choice).")
     modalities: Unsupported("this model answers in text only: send [\"text\"] or leave modalities out", ["text"]) = Field(
         None, description="Only [\"text\"].")
     prediction: dict[str, Any] | None = Field(None, description="Accepted and ignored (Predicted Outputs only shorten OpenAI's "
@@ -484,10 +488,14 @@ class ChatCompletionRequest(_Sampling):
         return self
 
     def forced_call(self) -> str | None:
-        """None (the model answers in text), "" (tool_choice required: any tool) or the name of the function it must call."""
+        """None (no call is forced), "" (tool_choice required: any tool) or the name of the function it must call."""
         if not self.tools or self.tool_choice in (None, "none", "auto"):
             return None
         return "" if self.tool_choice == "required" else self.tool_choice.function.name  # type: ignore[union-attr]
+
+    def may_call(self) -> bool:
+        """Whether the model chooses between words and a call: tools with tool_choice "auto" or left out (OpenAI's default)."""
+        return bool(self.tools) and self.tool_choice in (None, "auto")
 
     def tool_list(self):
         """The tools as services.tools.Tool."""

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, model_serializer
 from edge_agent.services.tools_protocol import CalledFunction, ResponseToolCall, ToolCallDelta
 
 FinishReason = Literal["stop", "length"]
-ChatFinishReason = Literal["stop", "length", "tool_calls"]  # tool_calls: the answer is a (forced) call
+ChatFinishReason = Literal["stop", "length", "tool_calls"]  # tool_calls: the answer is a whole call
 
 
 class SourceLocation(BaseModel):
@@ -77,7 +77,7 @@ class Usage(BaseModel):
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = Field(description="The answer; null when it is a tool call.")
-    tool_calls: list[ResponseToolCall] | None = Field(None, description="With a forced tool_choice: the call (left out otherwise).")
+    tool_calls: list[ResponseToolCall] | None = Field(None, description="With tools: the call, when the answer is one (left out otherwise).")
 
     @classmethod
     def of(cls, content: str | None, call: dict | None) -> "AssistantMessage":
@@ -132,7 +132,7 @@ class ChatCompletion(BaseModel):
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
-    tool_calls: list[ToolCallDelta] | None = Field(None, description="With a forced tool_choice: the call: first its id, type "
+    tool_calls: list[ToolCallDelta] | None = Field(None, description="With tools, when the answer is a call: first its id, type "
                                                                      "and name, then pieces of its arguments.")
 
 

@@ -2,9 +2,9 @@
 
 A Responses request becomes the chat request it means: `instructions` a system message first, the `input` items the
 messages after it, max_output_tokens the max_tokens, text.format the response_format constraint; function tools and
-tool_choice become chat's tools and tool_choice (a forced call is held by a grammar, services/tools.py), function_call
+tool_choice become chat's tools and tool_choice (a call is held by a grammar, services/tools.py), function_call
 items an assistant message's tool_calls and function_call_output items tool messages. ChatService.chat serves it as it
-serves /v1/chat/completions (one generation path); a forced call comes back as a function_call output item. What would
+serves /v1/chat/completions (one generation path); a call comes back as a function_call output item. What would
 change the answer and cannot be honoured is refused with a 400 naming the field, never dropped: nothing is stored
 (previous_response_id, background, conversation, stored prompts), no hosted tools run (web_search, file_search, ...)
 and the model reads text only (image, file and audio parts).
@@ -41,7 +41,7 @@ from edge_agent.services.protocol import (
 )
 from edge_agent.services.errors import InvalidRequestError, ServiceError
 from edge_agent.services.logprobs import chat_content
-from edge_agent.services.tools_protocol import MAX_TOOLS, TOOL_NAME, usable_parameters
+from edge_agent.services.tools_protocol import MAX_TOOLS, TOOL_NAME, auto_refusal, usable_parameters
 
 NOT_STORED = "responses are not stored on this server"
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
@@ -68,7 +68,8 @@ class FunctionTool(_Request):
     name: str = Field(pattern=TOOL_NAME, description="Letters, digits, _ and -, at most 64 characters; unique among the tools.")
     description: str | None = Field(None, max_length=1024, description="What the function does (shown to the model).")
     parameters: dict[str, Any] | None = Field(None, description="The JSON schema (an object) of its arguments; none: no arguments ({}).")
-    strict: bool | None = Field(None, description="Accepted; a forced call always follows the schema (every token is masked by it).")
+    strict: bool | None = Field(None, description="Accepted: a call always follows the schema (every token is masked by it), as "
+                                                  "OpenAI's strict mode; keywords the grammar cannot enforce are a 400.")
 
     @model_validator(mode="before")
     @classmethod
@@ -240,14 +241,16 @@ class ResponseCreateRequest(_Request):
     stream: bool | None = Field(None, description="Send typed Server-Sent Events (response.created ... response.completed).")
     stream_options: ResponsesStreamOptions | None = Field(None, description="Only with stream: true.")
     tools: Annotated[list[FunctionTool], Field(max_length=MAX_TOOLS)] | None = Field(
-        None, description="Functions the model may call. With tool_choice \"required\" or a named function the answer is a "
-                          "function_call item (its arguments constrained by a grammar to the function's parameters); with \"auto\" "
-                          "(the default) the model answers in text: no parser looks for calls in a free answer.")
+        None, description="Functions the model may call. With tool_choice \"auto\" (the default) the model answers with a "
+                          "message or one function_call item, as it chooses; with \"required\" or a named function the answer is a "
+                          "function_call item. A call's arguments are constrained by a grammar to the function's parameters. With "
+                          "text.format and \"auto\", a message follows the format; not with rag unless tool_choice is \"none\".")
     tool_choice: Literal["none", "auto", "required"] | FunctionChoice | None = Field(
-        None, description="none: tools are ignored; auto: the model answers in text; required: it calls one of the tools "
-                          "(it chooses which); {\"type\": \"function\", \"name\": ...}: it calls that one.")
-    parallel_tool_calls: bool | None = Field(None, description="Accepted; a forced call is one call.")
-    max_tool_calls: Int(ge=0) | None = Field(None, description="Accepted and ignored (a forced call is one call).")
+        None, description="none: tools are ignored, the answer is a message; auto (the default): a message or a call of one "
+                          "of the tools; required: it calls one of the tools (it chooses which); {\"type\": \"function\", "
+                          "\"name\": ...}: it calls that one.")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted; an answer makes at most one call.")
+    max_tool_calls: Int(ge=0) | None = Field(None, description="Accepted and ignored (an answer makes at most one call).")
     previous_response_id: Annotated[Any, BeforeValidator(_not_stored)] = Field(
         None, description="Not supported (responses are not stored): only null.")
     conversation: Unsupported(f"{NOT_STORED} (nor conversations): send the whole conversation in `input`") = Field(
@@ -339,6 +342,8 @@ class ResponseCreateRequest(_Request):
                                           "the function's parameters): leave one of them out", param="text.format")
             if self.rag is not None:
                 raise InvalidRequestError("rag cannot be combined with a forced function call: leave one of them out", param="rag")
+        elif self.may_call() and self.rag is not None:
+            raise InvalidRequestError(auto_refusal("rag", "tool_choice"), param="rag")
         calls: set[str] = set()
         for i, item in enumerate(self.input if isinstance(self.input, list) else ()):
             if isinstance(item, FunctionCallItem):
@@ -375,10 +380,14 @@ class ResponseCreateRequest(_Request):
         return [Tool(t.name, t.description or "", t.parameters) for t in self.tools or ()]
 
     def forced_call(self) -> str | None:
-        """None (the model answers in text), "" (tool_choice required: any tool) or the name of the function it must call."""
+        """None (no call is forced), "" (tool_choice required: any tool) or the name of the function it must call."""
         if not self.tools or self.tool_choice in (None, "none", "auto"):
             return None
         return "" if self.tool_choice == "required" else self.tool_choice.name  # type: ignore[union-attr]
+
+    def may_call(self) -> bool:
+        """Whether the model chooses between a message and a call: tools with tool_choice "auto" or left out (the default)."""
+        return bool(self.tools) and self.tool_choice in (None, "auto")
 
     def sampling(self):
         """The chat path's SamplingOptions (services.chat) of this request."""
@@ -427,7 +436,7 @@ class OutputMessage(BaseModel):
 
 
 class FunctionToolCall(BaseModel):
-    """A forced call: the function_call output item (send it back in `input`, followed by a function_call_output)."""
+    """A call: the function_call output item (send it back in `input`, followed by a function_call_output)."""
 
     id: str = Field(description="fc_ and the response's id.")
     type: Literal["function_call"] = "function_call"
@@ -480,7 +489,7 @@ class ResponseObject(BaseModel):
     incomplete_details: IncompleteDetails | None = None
     model: str
     output: list[OutputMessage | FunctionToolCall] = Field(
-        description="One assistant message, or with a forced tool_choice one function_call (none until a stream's first item is added).")
+        description="One assistant message, or one function_call when the answer is a call (none until a stream's first item is added).")
     usage: ResponseUsage | None = Field(None, description="Set once the response is done.")
     instructions: str | None = None
     max_output_tokens: int | None = None
@@ -555,14 +564,14 @@ def output_message(gen: Any, status: str, text: str | None = None, logprobs: lis
 
 def answer_item(req: ResponseCreateRequest, gen: Any, text: str, finish_reason: str, logprobs: list,
                 call_id: str | None = None) -> OutputMessage | FunctionToolCall:
-    """The output item of an answer: with a forced tool_choice its function_call (call_id, or a new one), else (or cut
-    before the function's name was written) the message."""
+    """The output item of an answer: a call's function_call (call_id, or a new one), else (words, or cut before the
+    function's name was written) the message."""
     from edge_agent.services import tools
 
     status, _ = status_of(finish_reason)
     call = req.forced_call()
-    if call is not None:
-        name, arguments = tools.read_call(text, finish_reason, req.tool_list(), call or None)
+    if call is not None or req.may_call():
+        name, arguments = tools.read_call(text, finish_reason, req.tool_list(), call or None, req.may_call())
         if name:
             return FunctionToolCall(id="fc_" + gen.id, call_id=call_id or tools.call_id(), name=name, arguments=arguments, status=status)
     return output_message(gen, status, text, logprobs)
@@ -583,4 +592,4 @@ def start(svc: Any, req: ResponseCreateRequest, options: Any, priority: int, rag
     """Start the chat generation this request means (the route and batch lines both): messages, format, tools."""
     with named_for_responses():
         return svc.chat(req.messages(), options, constraint=req.constraint(), priority=priority, rag=rag, tools=req.tool_list(),
-                        call=req.forced_call())
+                        call=req.forced_call(), may_call=req.may_call())

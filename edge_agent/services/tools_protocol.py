@@ -2,7 +2,7 @@
 
 Requests validate as services.protocol's do: strictly, no unknown fields. A tool's parameters must be a
 JSON schema the grammar engine compiles (checked when the request is read, so a bad one is a 400 naming
-tools[i].function.parameters, not a failure when the call is forced).
+tools[i].function.parameters, not a failure when a call is made).
 """
 from __future__ import annotations
 
@@ -57,7 +57,10 @@ class FunctionDefinition(_Strict):
     name: str = Field(pattern=TOOL_NAME, description="Letters, digits, _ and -, at most 64 characters; unique among the tools.")
     description: str | None = Field(None, max_length=1024, description="What the function does (shown to the model).")
     parameters: dict[str, Any] | None = Field(None, description="The JSON schema (an object) of its arguments; none: no arguments ({}).")
-    strict: bool | None = Field(None, description="Accepted; a forced call always follows the schema (every token is masked by it).")
+    strict: bool | None = Field(None, description="Accepted: a call always follows the schema (every token is masked by it), as "
+                                                  "OpenAI's strict mode: an object that lists properties takes no others unless "
+                                                  "additionalProperties says so. Schema keywords the grammar cannot enforce "
+                                                  "(not, if/then, uniqueItems, contains, propertyNames, remote $ref) are a 400.")
 
     _usable_schema = field_validator("parameters")(usable_parameters)
 
@@ -78,8 +81,9 @@ class NamedToolChoice(_Strict):
 
 def check_tools(req) -> None:
     """Raise InvalidRequestError (naming the field) where a protocol.ChatCompletionRequest's tools, tool_choice and
-    messages do not fit together: a choice of no given tool, a forced call with response_format or rag, a tool
-    message that answers no earlier call, an assistant message with neither content nor tool_calls."""
+    messages do not fit together: a choice of no given tool, a forced call with response_format or rag, tools the model
+    may call (auto) with rag or a format that is not JSON (choice, regex), a tool message that answers no earlier call,
+    an assistant message with neither content nor tool_calls."""
     names = [t.function.name for t in req.tools or ()]
     choice = req.tool_choice
     if choice == "required" and not names:
@@ -93,6 +97,11 @@ def check_tools(req) -> None:
                                       "follow the tool's parameters): leave one of them out", param="response_format")
         if req.rag is not None:
             raise InvalidRequestError("rag cannot be combined with a forced tool call: leave one of them out", param="rag")
+    elif req.may_call():
+        given = [f for f in ("structured_outputs", "guided_choice", "guided_regex", "rag") if getattr(req, f) is not None
+                 and not (f == "structured_outputs" and (req.structured_outputs.json_ is not None or req.structured_outputs.json_object))]
+        if given:
+            raise InvalidRequestError(auto_refusal(given[0], "tool_choice"), param=given[0])
     calls: set[str] = set()
     for i, m in enumerate(req.messages):
         if m.content is None and not getattr(m, "tool_calls", None):
@@ -102,6 +111,15 @@ def check_tools(req) -> None:
         if m.role == "tool" and m.tool_call_id not in calls:
             raise InvalidRequestError(f"this tool message answers call {m.tool_call_id!r}, which no earlier assistant "
                                       "message made (in its tool_calls)", param=f"messages[{i}].tool_call_id")
+
+
+def auto_refusal(field: str, choice_field: str) -> str:
+    """Why `field` (rag, or a format that is not JSON: a choice or a regex) is refused beside tools the model may call
+    (tool_choice "auto" or left out): the answer is a call or words, or a JSON answer whose keys part from a call's
+    (services/tools.auto_constraint), and a grounded answer, a choice or a regex match is none of them."""
+    what = "answers from the documents" if field == "rag" else "answers in that format"
+    return (f"{field} cannot be combined with tools the model may call ({choice_field} \"auto\", the default when tools are "
+            f"given): send {choice_field} \"none\" (the model {what} and calls nothing), or leave {field} out")
 
 
 class CalledFunction(BaseModel):

@@ -107,6 +107,34 @@ def send_unread(server: LiveServer, path: str, body: dict) -> "socket.socket":
     return s
 
 
+def brace_ids(server: LiveServer) -> list[int]:
+    """The ids of the model's tokens whose text starts with "{" after blanks: the tokens a tool call can begin with
+    (services/tools.auto_constraint), so a bias on them decides whether a model that may call does."""
+    tok = server.runtime.chat.engine.tokenizer
+    return [i for i in range(tok.get_vocab_size()) if tok.decode([i], skip_special_tokens=False).lstrip(" \n").startswith("{")]
+
+
+def lean_first_token(server: LiveServer, monkeypatch, bias: float) -> None:
+    """Every answer's first token is pushed towards "{" by bias (negative: away from it), after the grammar's mask: for
+    routes without logit_bias (Ollama's /api/chat, /v1/responses), a model that decides to call, or to answer in words."""
+    braces = brace_ids(server)
+    submit = server.runtime.scheduler.submit
+
+    def biased(ids, params, **kw):
+        inner = params.logits_processor
+
+        def lean(tokens, logits):
+            logits = inner(tokens, logits) if inner is not None else logits
+            if not tokens:
+                logits[braces] += bias
+            return logits
+
+        params.logits_processor = lean
+        return submit(ids, params, **kw)
+
+    monkeypatch.setattr(server.runtime.scheduler, "submit", biased)
+
+
 def wait_until(predicate, timeout: float, step: float = 0.02) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -9,7 +9,7 @@ import json
 import ollama
 import pytest
 
-from api_helpers import KEY
+from api_helpers import KEY, lean_first_token
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city",
@@ -23,28 +23,8 @@ def client(live):
     return ollama.Client(host=live.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
 
 
-def _lean(live, monkeypatch, bias: float) -> None:
-    """Every answer's first token is pushed towards "{" by bias (negative: away from it), after the grammar's mask."""
-    brace = live.runtime.chat.engine.tokenizer.token_to_id("{")
-    submit = live.runtime.scheduler.submit
-
-    def biased(ids, params, **kw):
-        inner = params.logits_processor
-
-        def lean(tokens, logits):
-            logits = inner(tokens, logits) if inner is not None else logits
-            if not tokens:
-                logits[brace] += bias
-            return logits
-
-        params.logits_processor = lean
-        return submit(ids, params, **kw)
-
-    monkeypatch.setattr(live.runtime.scheduler, "submit", biased)
-
-
 def test_a_model_that_calls_answers_with_the_call_its_arguments_an_object(live, client, monkeypatch):
-    _lean(live, monkeypatch, 50)
+    lean_first_token(live, monkeypatch, 50)
     r = client.chat(model="default", messages=MSGS, tools=[WEATHER], options=OPTS)
     assert r.message.tool_calls, (r.message.content, r.done_reason, r.eval_count)
     [call] = r.message.tool_calls
@@ -62,7 +42,7 @@ def test_a_model_that_calls_answers_with_the_call_its_arguments_an_object(live, 
 
 
 def test_a_model_that_answers_in_words_streams_them(live, client, monkeypatch):
-    _lean(live, monkeypatch, -50)
+    lean_first_token(live, monkeypatch, -50)
     r = client.chat(model="default", messages=MSGS, tools=[WEATHER], options=OPTS)
     assert r.message.content.strip() and not r.message.tool_calls
     parts = list(client.chat(model="default", messages=MSGS, tools=[WEATHER], options=OPTS, stream=True))

@@ -11,8 +11,9 @@ import openai
 import pytest
 from openai.types.responses import ResponseFunctionToolCall
 
-from api_helpers import KEY
+from api_helpers import KEY, lean_first_token
 from test_api_tools import SCHEMAS, TIME, WEATHER
+from test_api_tools import TOOLS as CHAT_TOOLS
 
 TOOLS = [
     {"type": "function", "name": "get_weather", "description": "The forecast for a city.", "parameters": WEATHER, "strict": True},
@@ -120,15 +121,16 @@ def test_a_failure_mid_call_ends_with_response_failed(tools_live, monkeypatch):
     assert (item["type"], item["name"], item["status"]) == ("function_call", "get_weather", "incomplete")
 
 
-def test_follow_up_with_the_call_and_its_output_answers_in_text(client, tools_live):
+def test_follow_up_with_the_call_and_its_output_answers_in_text(client, tools_live, monkeypatch):
     first = client.responses.create(model="default", input=Q, tools=TOOLS, tool_choice=WEATHER_CHOICE, max_output_tokens=200,
                                     temperature=0)
     call = _call(first)
     history = [{"role": "user", "content": Q}, *first.output,  # the client's own output item, sent back
                {"type": "function_call_output", "call_id": call.call_id, "output": "12 degrees, rain"}]
+    lean_first_token(tools_live, monkeypatch, -100)  # "auto": a model that answers in words
     r = client.responses.create(model="default", input=history, tools=TOOLS, max_output_tokens=8, temperature=0)
     assert r.output[0].type == "message" and isinstance(r.output_text, str) and r.tool_choice == "auto"
-    chat = client.chat.completions.create(model="default", max_tokens=8, temperature=0, messages=[
+    chat = client.chat.completions.create(model="default", max_tokens=8, temperature=0, tools=CHAT_TOOLS, messages=[
         {"role": "user", "content": Q},
         {"role": "assistant", "tool_calls": [{"id": call.call_id, "type": "function",
                                               "function": {"name": call.name, "arguments": call.arguments}}]},

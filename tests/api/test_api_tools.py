@@ -159,11 +159,11 @@ def test_a_required_call_cut_before_its_name_is_no_call(client):
     assert (got["finish"], got["id"], got["content"]) == ("length", None, c.message.content)
 
 
-def test_auto_and_none_answer_in_text(client):
-    for choice in ("auto", "none", openai.NOT_GIVEN):
-        r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice=choice, max_tokens=4)
-        assert r.choices[0].finish_reason in ("stop", "length") and r.choices[0].message.tool_calls is None
-        assert isinstance(r.choices[0].message.content, str)
+def test_none_answers_in_text(client):
+    """tool_choice "none"; "auto" (the model chooses) is tests/api/test_api_tools_auto.py's."""
+    r = client.chat.completions.create(model="default", messages=MSGS, tools=TOOLS, tool_choice="none", max_tokens=4)
+    assert r.choices[0].finish_reason in ("stop", "length") and r.choices[0].message.tool_calls is None
+    assert isinstance(r.choices[0].message.content, str)
 
 
 def test_history_with_a_tool_result_is_accepted(client, tools_live):

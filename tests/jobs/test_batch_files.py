@@ -393,19 +393,28 @@ def test_responses_lines_through_the_openai_client(server):
 
 
 def test_batch_lines_with_a_forced_tool_call_get_the_call(tiny_bundles, tmp_path):
-    """A batch line with tool_choice gets the live route's answer: message.tool_calls, finish_reason tool_calls."""
+    """A batch line with tool_choice gets the live route's answer: message.tool_calls, finish_reason tool_calls; with tools
+    and no tool_choice ("auto") the model chooses, here made to by logit_bias on "{" (a call's first character)."""
+    from tokenizers import Tokenizer
+
     from edge_agent.cli import main
 
     tool = {"type": "function", "function": {"name": "pick", "parameters": {
         "type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["n"]}}}
     body = {**CHAT, "max_tokens": 120, "tools": [tool], "tool_choice": {"type": "function", "function": {"name": "pick"}}}
+    brace = Tokenizer.from_file(str(tiny_bundles["llama"] / "tokenizer.json")).token_to_id("{")
+    auto = {**CHAT, "max_tokens": 120, "tools": [tool]}
+    lines = [("call", body), ("auto-call", {**auto, "logit_bias": {str(brace): 100}}), ("auto-words", {**auto, "logit_bias": {str(brace): -100}})]
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    src.write_text(json.dumps({"custom_id": "call", "method": "POST", "url": "/v1/chat/completions", "body": body}) + "\n")
+    src.write_text("".join(json.dumps({"custom_id": c, "method": "POST", "url": "/v1/chat/completions", "body": b}) + "\n" for c, b in lines))
     rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
                "batch", "run", str(src), "-o", str(out), "--quiet"])
     assert rc == 0
-    [line] = read_jsonl(out)
-    choice = p.ChatCompletion.model_validate(line["response"]["body"]).choices[0]
-    assert choice.finish_reason == "tool_calls" and choice.message.content is None
-    call = choice.message.tool_calls[0]
-    assert call.function.name == "pick" and 0 <= json.loads(call.function.arguments)["n"] <= 9
+    got = {line["custom_id"]: p.ChatCompletion.model_validate(line["response"]["body"]).choices[0] for line in read_jsonl(out)}
+    for cid in ("call", "auto-call"):
+        choice = got[cid]
+        assert choice.finish_reason == "tool_calls" and choice.message.content is None, choice
+        call = choice.message.tool_calls[0]
+        assert call.function.name == "pick" and 0 <= json.loads(call.function.arguments)["n"] <= 9
+    words = got["auto-words"]
+    assert words.message.tool_calls is None and words.message.content and words.finish_reason in ("stop", "length")
