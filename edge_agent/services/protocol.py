@@ -28,6 +28,7 @@ from pydantic import (
 
 from edge_agent.services.tools_protocol import (  # noqa: F401 (re-exported: api.protocol, /openapi.json)
     MAX_TOOLS,
+    ChatToolFields,
     CalledFunction,
     CalledFunctionDelta,
     ChatTool,
@@ -434,7 +435,7 @@ class ResponseFormat(_Request):
         return None
 
 
-class ChatCompletionRequest(_Sampling):
+class ChatCompletionRequest(_Sampling, ChatToolFields):
     messages: list[Message] = Field(min_length=1, description="The conversation so far, oldest first.")
     max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
     logprobs: bool | None = Field(None, description="Return each answer token's log-probability in `choices[].logprobs.content` "
@@ -442,18 +443,6 @@ class ChatCompletionRequest(_Sampling):
                                   "before penalties, response_format, temperature and top-k/top-p/min-p (as vLLM's default).")
     top_logprobs: Int(ge=0, le=MAX_LOGPROBS) | None = Field(
         None, description=f"With logprobs true: also this many most likely tokens at each position (0..{MAX_LOGPROBS}).")
-    tools: Annotated[list[ChatTool], Field(max_length=MAX_TOOLS)] | None = Field(
-        None, description="Functions the model may call. With tool_choice \"auto\" (the default when tools are given) the model "
-                          "answers in words or with one call, as it chooses; with \"required\" or a named function the answer is a "
-                          "call. A call is constrained by a grammar to its function's parameters schema and comes back in "
-                          "message.tool_calls (content null, finish_reason \"tool_calls\"). With a JSON response_format and \"auto\", "
-                          "an answer that is no call follows the format; not with rag, guided_choice or guided_regex unless "
-                          "tool_choice is \"none\".")
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
-        None, description="none: tools are ignored, the answer is words; auto (the default with tools): the model answers in "
-                          "words or calls one of the tools; required: it calls one of the tools (it chooses which); "
-                          "{\"type\": \"function\", \"function\": {\"name\": ...}}: it calls that one.")
-    parallel_tool_calls: bool | None = Field(None, description="Accepted; an answer makes at most one call (per choice).")
     modalities: Unsupported("this model answers in text only: send [\"text\"] or leave modalities out", ["text"]) = Field(
         None, description="Only [\"text\"].")
     prediction: dict[str, Any] | None = Field(None, description="Accepted and ignored (Predicted Outputs only shorten OpenAI's "
@@ -472,36 +461,10 @@ class ChatCompletionRequest(_Sampling):
         None, description="Not supported (deprecated by OpenAI): use tool_choice.")
     chat_template_kwargs: TemplateKwargs | None = Field(None, description=TEMPLATE_KWARGS)
 
-    @field_validator("tools")
-    @classmethod
-    def _unique_names(cls, v: list[ChatTool] | None) -> list[ChatTool] | None:
-        seen: set[str] = set()
-        for t in v or ():
-            if t.function.name in seen:
-                raise ValueError(f"two tools are named {t.function.name!r}: function names must be unique")
-            seen.add(t.function.name)
-        return v
-
     @model_validator(mode="after")
     def _tools_fit(self) -> "ChatCompletionRequest":
         check_tools(self)
         return self
-
-    def forced_call(self) -> str | None:
-        """None (no call is forced), "" (tool_choice required: any tool) or the name of the function it must call."""
-        if not self.tools or self.tool_choice in (None, "none", "auto"):
-            return None
-        return "" if self.tool_choice == "required" else self.tool_choice.function.name  # type: ignore[union-attr]
-
-    def may_call(self) -> bool:
-        """Whether the model chooses between words and a call: tools with tool_choice "auto" or left out (OpenAI's default)."""
-        return bool(self.tools) and self.tool_choice in (None, "auto")
-
-    def tool_list(self):
-        """The tools as services.tools.Tool."""
-        from edge_agent.services.tools import Tool
-
-        return [Tool(t.function.name, t.function.description or "", t.function.parameters) for t in self.tools or ()]
 
     @field_validator("top_logprobs")
     @classmethod

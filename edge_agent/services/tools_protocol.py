@@ -79,6 +79,49 @@ class NamedToolChoice(_Strict):
     function: NamedFunction
 
 
+class ChatToolFields(_Strict):
+    """Chat completions' function-calling fields and what reads them (services.protocol.ChatCompletionRequest has them)."""
+
+    tools: Annotated[list[ChatTool], Field(max_length=MAX_TOOLS)] | None = Field(
+        None, description="Functions the model may call. With tool_choice \"auto\" (the default when tools are given) the model "
+                          "answers in words or with one call, as it chooses; with \"required\" or a named function the answer is a "
+                          "call. A call is constrained by a grammar to its function's parameters schema and comes back in "
+                          "message.tool_calls (content null, finish_reason \"tool_calls\"). With a JSON response_format and \"auto\", "
+                          "an answer that is no call follows the format; not with rag, guided_choice or guided_regex unless "
+                          "tool_choice is \"none\".")
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
+        None, description="none: tools are ignored, the answer is words; auto (the default with tools): the model answers in "
+                          "words or calls one of the tools; required: it calls one of the tools (it chooses which); "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}: it calls that one.")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted; an answer makes at most one call (per choice).")
+    @field_validator("tools")
+    @classmethod
+    def _unique_names(cls, v: list[ChatTool] | None) -> list[ChatTool] | None:
+        seen: set[str] = set()
+        for t in v or ():
+            if t.function.name in seen:
+                raise ValueError(f"two tools are named {t.function.name!r}: function names must be unique")
+            seen.add(t.function.name)
+        return v
+
+    def forced_call(self) -> str | None:
+        """None (no call is forced), "" (tool_choice required: any tool) or the name of the function it must call."""
+        if not self.tools or self.tool_choice in (None, "none", "auto"):
+            return None
+        return "" if self.tool_choice == "required" else self.tool_choice.function.name  # type: ignore[union-attr]
+
+    def may_call(self) -> bool:
+        """Whether the model chooses between words and a call: tools with tool_choice "auto" or left out (OpenAI's default)."""
+        return bool(self.tools) and self.tool_choice in (None, "auto")
+
+    def tool_list(self):
+        """The tools as services.tools.Tool."""
+        from edge_agent.services.tools import Tool
+
+        return [Tool(t.function.name, t.function.description or "", t.function.parameters) for t in self.tools or ()]
+
+
+
 def check_tools(req) -> None:
     """Raise InvalidRequestError (naming the field) where a protocol.ChatCompletionRequest's tools, tool_choice and
     messages do not fit together: a choice of no given tool, a forced call with response_format or rag, tools the model
