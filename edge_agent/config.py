@@ -208,6 +208,13 @@ class Settings(BaseSettings):
         description="More names the chat model answers to, for apps with a model name built in (e.g. gpt-4o-mini), as "
                     "vLLM's --served-model-name; listed by /v1/models.",
     )
+    documents_model_aliases: list[str] = Field(
+        default_factory=list,
+        description="Model names that answer from the documents: a chat or completion sent to one is grounded as if it "
+                    "had \"rag\": {} (its own rag options win) and its answer ends with the sources it cites, for apps that "
+                    "let a user pick a model but send no extra fields (Open WebUI, chat front ends, Ollama clients); listed "
+                    "by /v1/models and /api/tags.",
+    )
     embedding_model_aliases: list[str] = Field(
         default_factory=list,
         description="More names the embedding model answers to (e.g. text-embedding-3-small); listed by /v1/models.",

@@ -153,10 +153,7 @@ def build_runtime(settings: Settings, *, max_batch: int | None = None, documents
     scheduler = build_engine(settings, max_batch=max_batch, on_step=metrics.observe_step, on_finish=metrics.observe_finish)
     metrics.bind(lambda: scheduler.queue_depth, lambda: scheduler.active)
     metrics.set_device(**scheduler.engine.device_status())
-    chat = ChatService(
-        scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
-        max_tokens_limit=settings.max_tokens_limit, aliases=settings.model_aliases,
-    )
+    chat = ChatService.from_settings(scheduler, settings)
     chat.grounding = GroundingPolicy.from_settings(settings)
     rt = Runtime(settings=settings, scheduler=scheduler, chat=chat, embeddings=None, metrics=metrics, documents=documents)  # type: ignore[arg-type]
     rt.embeddings = EmbeddingService(lambda: rt.documents, lambda: rt.documents_status, aliases=settings.embedding_model_aliases)
@@ -270,8 +267,7 @@ def build_job_worker(snapshot: dict) -> Any:
 
     settings = Settings(**snapshot)
     scheduler = build_engine(settings, max_batch=settings.max_batch)
-    chat = ChatService(scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
-                       max_tokens_limit=settings.max_tokens_limit, aliases=settings.model_aliases)
+    chat = ChatService.from_settings(scheduler, settings)
     return JobContext(chat=chat, embeddings=EmbeddingService(_lazy_embedder(settings), aliases=settings.embedding_model_aliases),
                       documents=lambda: None, settings=settings, priority=BATCH_PRIORITY,
                       bundle_id=bundle_id_of(scheduler.engine.bundle.manifest), db=None,

@@ -106,8 +106,7 @@ def _service(args: argparse.Namespace, with_model: bool = False, kind: str | Non
         from edge_agent.services.chat import ChatService
 
         scheduler = build_engine(settings)
-        chat = ChatService(scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
-                           max_tokens_limit=settings.max_tokens_limit)
+        chat = ChatService.from_settings(scheduler, settings)
     documents = _Documents(settings, writable=kind == "reindex", job=getattr(args, "name", None) or "NAME")
     from edge_agent.services.embeddings import EmbeddingService
 

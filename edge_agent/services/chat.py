@@ -119,10 +119,12 @@ class ChatService(GroundedChat):
     """Chat and text completions over one BatchScheduler (one model)."""
 
     def __init__(self, scheduler, *, request_timeout_s: float = 300.0, default_max_tokens: int = 512, max_tokens_limit: int = 4096,
-                 aliases: Sequence[str] = ()):
-        """aliases: more names the model answers to (Settings.model_aliases)."""
+                 aliases: Sequence[str] = (), documents_aliases: Sequence[str] = ()):
+        """aliases: more names the model answers to (Settings.model_aliases); documents_aliases: names that answer from
+        the documents (Settings.documents_model_aliases: grounded_by)."""
         self.scheduler = scheduler
-        self.aliases: tuple[str, ...] = tuple(a for a in aliases if a)
+        self.documents_aliases: tuple[str, ...] = tuple(a for a in documents_aliases if a)
+        self.aliases: tuple[str, ...] = tuple(dict.fromkeys(a for a in (*aliases, *self.documents_aliases) if a))
         self.engine = scheduler.engine
         bundle = self.engine.bundle
         self.model_name: str = self.engine.name
@@ -193,6 +195,20 @@ class ChatService(GroundedChat):
         """Raise ModelNotFoundError unless name is one of the model's names or "default"."""
         if name != "default" and name not in self.names:
             raise ModelNotFoundError(name, list(self.names))
+
+    @classmethod
+    def from_settings(cls, scheduler, settings) -> "ChatService":
+        """The chat service over scheduler as Settings configure it (limits, model and documents aliases)."""
+        return cls(scheduler, request_timeout_s=settings.request_timeout_s, default_max_tokens=settings.default_max_tokens,
+                   max_tokens_limit=settings.max_tokens_limit, aliases=settings.model_aliases,
+                   documents_aliases=settings.documents_model_aliases)
+
+    def grounded_by(self, name: str, rag: RagOptions | None) -> tuple[RagOptions | None, bool]:
+        """The request's rag options and whether its answer lists its sources in the text: a documents alias
+        (documents_model_aliases) grounds a request that sent none, with the default options, and lists them."""
+        if name in self.documents_aliases:
+            return rag or RagOptions(), True
+        return rag, False
 
     def time_limit(self, priority: int) -> float | None:
         """The wall-clock limit of a generation at this priority: request_timeout_s for a request someone waits on,

@@ -70,6 +70,24 @@ class _Choice:
         self.scores = None  # echo with logprobs: the prompt's services.logprobs.PromptScores, sent with the prefix
 
 
+SOURCES_LABEL = {"nl": "Bronnen", "de": "Quellen", "fr": "Sources", "es": "Fuentes"}  # else "Sources"
+
+
+def sources_footer(text: str, sources: list[Source], language: str | None = None) -> str:
+    """The lines an answer that cites sources ends with for a reader that sees only the text (a documents alias):
+    "Sources:" (in the answer's language) and each cited passage's "[n] title, heading" (page where known); "" when it
+    cites none (a decline)."""
+    said = cited(text)
+    lines = []
+    for s in sources:
+        if s.number in said:
+            where = (s.location or {}).get("label") or (s.location or {}).get("heading")
+            page = (s.location or {}).get("page")
+            lines.append(f"[{s.number}] {s.title}" + (f", {where}" if where and where != s.title else "")
+                         + (f" (p. {page})" if page else ""))
+    return f"\n\n{SOURCES_LABEL.get(language or '', 'Sources')}:\n" + "\n".join(lines) if lines else ""
+
+
 class Generation:
     """One request's choices in flight; iterate events() once, or call collect()."""
 
@@ -83,6 +101,8 @@ class Generation:
         self.sources: list[Source] | None = None  # with rag: the chunks in the prompt, best first
         self.grounding: dict | None = None  # with rag: the answer's language and, per choice, which path made it
         self.prompt_ids: list[int] | None = None  # where a caller needs them (Ollama's `context`): the prompt's token ids
+        self.sources_in_text = False  # end each choice's text with the sources it cites (a documents alias: sources_footer)
+        self._said: dict[int, list[str]] = {}  # with sources_in_text: each choice's text so far
         self._deadline = math.inf if deadline_s is None else time.monotonic() + deadline_s
         self._queue: queue.Queue = queue.Queue()
         self._started = False
@@ -183,6 +203,8 @@ class Generation:
                     lps = getattr(ev, "logprobs", None)
                     if text:
                         c.logprobs_sent += len(lps or ())
+                        if self.sources_in_text:
+                            self._said.setdefault(c.index, []).append(text)
                         yield ChoiceDelta(c.index, text, lps)
                     continue
                 c.done = True
@@ -211,6 +233,10 @@ class Generation:
             tail = c.guard.closing()
             if tail:
                 yield ChoiceDelta(c.index, tail)
+        if self.sources_in_text:
+            footer = sources_footer("".join(self._said.pop(c.index, ())), self.sources or [], (self.grounding or {}).get("language"))
+            if footer:
+                yield ChoiceDelta(c.index, footer)
         rest = None if fin.logprobs is None else fin.logprobs[c.logprobs_sent:]
         yield ChoiceEnd(c.index, reason, fin.usage.completion_tokens, rest)
 

@@ -1,0 +1,89 @@
+"""documents_model_aliases: a model name that answers from the documents, for apps that only let a user pick a model
+(Open WebUI, chat front ends, Ollama clients): grounded without a `rag` field, the cited sources listed in the text.
+
+The real server on loopback over the tiny Llama and a real DocumentService in tmp_path; the real openai client."""
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+
+import openai
+import pytest
+
+from api_helpers import KEY, QUESTION, api_settings, make_documents, start_server
+
+
+@pytest.fixture(scope="module")
+def server(tiny_bundles, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("docalias")
+    svc, ids = make_documents(tmp)
+    server = start_server(api_settings(tiny_bundles["llama"], tmp, max_batch=4, documents_model_aliases=["documents"]), documents=svc)
+    server.ids = ids
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+
+
+def _footer(text: str) -> tuple[str, list[str]]:
+    answer, _, listed = text.partition("\n\nSources:\n")
+    return answer, listed.splitlines()
+
+
+def test_the_alias_is_listed_and_answers_from_the_documents_with_its_sources_in_the_text(client, server):
+    assert "documents" in [m.id for m in client.models.list().data]
+    r = client.chat.completions.create(model="documents", messages=[{"role": "user", "content": QUESTION}], max_tokens=24,
+                                       temperature=0)
+    sources = r.model_extra["sources"]
+    assert sources and sources[0]["document_id"] == server.ids["archive"]
+    answer, listed = _footer(r.choices[0].message.content)
+    said = {int(n) for n in re.findall(r"\[(\d+)\]", answer)}
+    assert said, r.choices[0].message.content  # grounded answers cite their passages
+    titles = {s["number"]: s["title"] for s in sources}
+    assert listed == [f"[{n}] {titles[n]}" for n in sorted(said)]  # exactly the cited ones, in order, with their titles
+    assert "QX-7731-B" in answer and "[1] Zeeland archive" in listed
+
+    # streamed: the same text, the list at its end
+    stream = client.chat.completions.create(model="documents", messages=[{"role": "user", "content": QUESTION}], max_tokens=24,
+                                            temperature=0, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == r.choices[0].message.content
+
+    # the model's own name: no documents, no list
+    plain = client.chat.completions.create(model="llama", messages=[{"role": "user", "content": QUESTION}], max_tokens=8,
+                                           temperature=0)
+    assert "sources" not in (plain.model_extra or {}) and "Sources:" not in plain.choices[0].message.content
+
+
+def test_a_requests_own_rag_options_win_and_completions_take_the_alias_too(client, server):
+    r = client.chat.completions.create(model="documents", messages=[{"role": "user", "content": QUESTION}], max_tokens=8,
+                                       temperature=0, extra_body={"rag": {"k": 1, "filters": {"document_ids": [server.ids["canteen"]]}}})
+    assert [s["document_id"] for s in r.model_extra["sources"]] == [server.ids["canteen"]]
+    c = client.completions.create(model="documents", prompt=f"Question: {QUESTION}\nAnswer:", max_tokens=8, temperature=0)
+    assert c.model_extra["sources"][0]["document_id"] == server.ids["archive"]
+
+
+def test_ollama_chat_with_the_alias_is_grounded(server):
+    body = {"model": "documents", "stream": False, "messages": [{"role": "user", "content": QUESTION}],
+            "options": {"temperature": 0, "num_predict": 24}}
+    req = urllib.request.Request(server.url + "/api/chat", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+    content = json.load(urllib.request.urlopen(req, timeout=60))["message"]["content"]
+    answer, listed = _footer(content)
+    assert "QX-7731-B" in answer and "[1] Zeeland archive" in listed, content
+    tags = urllib.request.Request(server.url + "/api/tags", headers={"Authorization": f"Bearer {KEY}"})
+    assert "documents:latest" in [m["name"] for m in json.load(urllib.request.urlopen(tags, timeout=60))["models"]]
+
+
+def test_the_list_is_in_the_answers_language_and_absent_from_a_decline():
+    from edge_agent.services.generation import sources_footer
+    from edge_agent.services.grounding import Source
+
+    src = [Source(7, 70, "Huurcontract", {"heading": "Opzegging", "label": "Opzegging", "page": 3}, 0.9, "...", number=1),
+           Source(8, 80, "Notitie", {}, 0.5, "...", number=2)]
+    assert sources_footer("De opzegtermijn is drie maanden [1].", src, "nl") == "\n\nBronnen:\n[1] Huurcontract, Opzegging (p. 3)"
+    assert sources_footer("Two months [2][1].", src, "en") == "\n\nSources:\n[1] Huurcontract, Opzegging (p. 3)\n[2] Notitie"
+    assert sources_footer("De documenten gaan hier niet over.", src, "nl") == ""
