@@ -64,6 +64,9 @@ def test_a_requests_own_rag_options_win_and_completions_take_the_alias_too(clien
     assert [s["document_id"] for s in r.model_extra["sources"]] == [server.ids["canteen"]]
     c = client.completions.create(model="documents", prompt=f"Question: {QUESTION}\nAnswer:", max_tokens=8, temperature=0)
     assert c.model_extra["sources"][0]["document_id"] == server.ids["archive"]
+    resp = client.responses.create(model="documents", input=QUESTION, max_output_tokens=24, temperature=0)
+    assert resp.model_extra["sources"][0]["document_id"] == server.ids["archive"]
+    assert "QX-7731-B" in resp.output_text and "\n\nSources:\n[1] Zeeland archive" in resp.output_text
 
 
 def test_ollama_chat_with_the_alias_is_grounded(server):
