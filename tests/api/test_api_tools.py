@@ -271,20 +271,27 @@ def test_a_template_without_tools_reads_calls_and_results_as_text(llama_engine):
             "user: Result of get_weather: 12 degrees <s>\n\nAnd tomorrow?\nassistant: ") in out.text
 
 
-def test_a_forced_call_through_a_tools_template(long_bundle, tmp_path):
-    """A bundle whose template takes tools gets them there (not in the system text) and still answers a valid call."""
+
+def tools_template_runtime(long_bundle, tmp_path):
+    """A runtime over a copy of the tiny long-context bundle whose chat template takes `tools` (TOOLS_TEMPLATE)."""
     import shutil
 
     from edge_agent.runtime import build_runtime
-    from edge_agent.services.chat import SamplingOptions
-    from edge_agent.services.tools import Tool, read_answer
 
     dst = tmp_path / "models" / "tiny-tools"
     shutil.copytree(long_bundle, dst)
     m = json.loads((dst / "manifest.json").read_text())
     m["prompt_format"], m["name"] = {"type": "chat", "template": TOOLS_TEMPLATE}, "tiny-tools"
     (dst / "manifest.json").write_text(json.dumps(m))
-    rt = build_runtime(api_settings(dst, tmp_path, context_length=2048, max_batch=2), load_documents=False)
+    return build_runtime(api_settings(dst, tmp_path, context_length=2048, max_batch=2), load_documents=False)
+
+
+def test_a_forced_call_through_a_tools_template(long_bundle, tmp_path):
+    """A bundle whose template takes tools gets them there (not in the system text) and still answers a valid call."""
+    from edge_agent.services.chat import SamplingOptions
+    from edge_agent.services.tools import Tool, read_answer
+
+    rt = tools_template_runtime(long_bundle, tmp_path)
     try:
         seen = []
         real = rt.chat.formatter.format_chat

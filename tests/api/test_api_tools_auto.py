@@ -297,20 +297,11 @@ def test_responses_rag_with_tools_the_model_may_call_is_a_400(tools_live):
 def test_a_tools_template_gets_the_tools_and_the_model_still_chooses(long_bundle, tmp_path):
     """A bundle whose chat template takes tools (Qwen's, SmolLM2-Instruct's kind) gets them there; the instruction only
     says how to call; a model that calls answers a valid call, one that does not answers in words."""
-    import shutil
-
-    from api_helpers import api_settings
-    from edge_agent.runtime import build_runtime
     from edge_agent.services.chat import SamplingOptions
     from edge_agent.services.tools import AUTO_HOW, Tool, read_answer
-    from test_api_tools import TIME, TOOLS_TEMPLATE
+    from test_api_tools import TIME, tools_template_runtime
 
-    dst = tmp_path / "models" / "tiny-tools"
-    shutil.copytree(long_bundle, dst)
-    m = json.loads((dst / "manifest.json").read_text())
-    m["prompt_format"], m["name"] = {"type": "chat", "template": TOOLS_TEMPLATE}, "tiny-tools"
-    (dst / "manifest.json").write_text(json.dumps(m))
-    rt = build_runtime(api_settings(dst, tmp_path, context_length=2048, max_batch=2), load_documents=False)
+    rt = tools_template_runtime(long_bundle, tmp_path)
     try:
         seen = []
         real = rt.chat.formatter.format_chat
