@@ -70,6 +70,26 @@ def test_the_embedding_models_folder_is_not_a_broken_bundle(site, capsys):
     assert [r["name"] for r in json.loads(capsys.readouterr().out)] == ["default"]
 
 
+def test_setup_prepares_classify_jobs_own_embedding_model_once(site, capsys, monkeypatch):
+    """Classify jobs embed with their own model where it differs from the documents' (classify_embedding_model): setup
+    exports it too, so a daemon's first classify run does not (it did, a minute in the job's first item)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny_models import make_sentence_transformer
+
+    tiny = make_sentence_transformer(site / "tiny-st")
+    monkeypatch.setenv("EDGE_AGENT_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
+    monkeypatch.setenv("EDGE_AGENT_CLASSIFY_EMBEDDING_MODEL", str(tiny))
+    assert main(["--threads", "1", "setup", "--no-build-model"]) == 0
+    out = capsys.readouterr().out
+    assert f"classify embedding model: {tiny.name} prepared" in out, out  # (exported here, or found in the shared test cache)
+    assert "embedding model: all-MiniLM-L6-v2 prepared" in out
+    assert main(["--threads", "1", "setup", "--no-build-model"]) == 0
+    assert "exporting" not in capsys.readouterr().out  # once
+    monkeypatch.setenv("EDGE_AGENT_CLASSIFY_EMBEDDING_MODEL", "same")
+    assert main(["--threads", "1", "setup", "--no-build-model"]) == 0
+    assert "classify embedding model" not in capsys.readouterr().out  # the documents' model: nothing more to prepare
+
+
 def test_context_shown_is_the_one_served(site, capsys):
     """The engine serves min(context_length, the bundle's limit): doctor shows that, with the bundle's maximum beside it."""
     (site / "config.toml").write_text("context_length = 256\n")  # the tiny bundle allows 512

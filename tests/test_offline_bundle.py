@@ -231,7 +231,8 @@ def test_bundle_carries_the_converted_multilingual_model_and_setup_neither_conve
     r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "embedding model multilingual-e5-small installed" in r.stdout, r.stdout + r.stderr
     for key, value in dict(CONFIG="/nonexistent/edge-agent-test.toml", MODELS_DIR=data / "models", MODEL="default",
-                           DATA_DIR=data / "data", INDEX_DIR=data / "index", EMBEDDING_MODEL="auto").items():
+                           DATA_DIR=data / "data", INDEX_DIR=data / "index", EMBEDDING_MODEL="auto",
+                           CLASSIFY_EMBEDDING_MODEL="same").items():  # (classify's own model: test_doctor's setup test)
         monkeypatch.setenv(f"EDGE_AGENT_{key}", str(value))
     assert main(["setup", "--no-build-model"]) == 0
     out = capsys.readouterr().out

@@ -60,22 +60,27 @@ def cmd_setup(args: argparse.Namespace) -> int:
     if s.serve_documents:
         if s.embedding_model == "auto":
             _install_multilingual(s, args, todo)
+    # the documents' embedder, and classify jobs' own where it differs (else a daemon's first classify run exports it)
+    sources = {"embedding model": configured_model(s)} if s.serve_documents else {}
+    if s.jobs_enabled and s.classify_embedding_source() not in sources.values():
+        sources["classify embedding model"] = s.classify_embedding_source()
+    for label, source in sources.items():
         try:
-            decision = prepared_decision(s)
+            decision = prepared_decision(s, source)
             if decision is None and not args.check:
                 t = time.monotonic()
-                print("embedding model: exporting to ONNX and choosing the int8 variant (once; about a minute)", flush=True)
-                build_embedder(s)
-                decision = prepared_decision(s)
-                print(f"embedding model: prepared in {time.monotonic() - t:.0f} s")
+                print(f"{label}: exporting to ONNX and choosing the int8 variant (once; about a minute)", flush=True)
+                build_embedder(s, source=source)
+                decision = prepared_decision(s, source)
+                print(f"{label}: prepared in {time.monotonic() - t:.0f} s")
             if decision is None:
-                todo.append("embedding model: not exported yet (the daemon would export it at start)")
+                todo.append(f"{label}: not exported yet (the daemon would export it at start or first use)")
             else:
-                print(f"embedding model: {Path(configured_model(s)).name} prepared ({decision['variant']}, {decision['file_name']})")
+                print(f"{label}: {Path(source).name} prepared ({decision['variant']}, {decision['file_name']})")
         except EmbedderError as e:
             if not args.check:
                 return _fail(str(e))
-            todo.append(f"embedding model: {e}")
+            todo.append(f"{label}: {e}")
     if todo:
         for line in todo:
             print(f"to do: {line}")
