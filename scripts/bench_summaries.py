@@ -22,6 +22,9 @@ the section summaries of each multi-section document are kept (in --cache, JSON)
   job       the job's own summary (main: "Article: <section summaries>\\n\\nOne-sentence summary:")
   first     the first section's summary
   central   the section summary nearest the document (cosine to the mean of its chunks' passage vectors)
+  centraljob  the nearest the document of the section summaries and the job's own (reduced) summary
+  centrallead  the nearest the document of the section summaries, the job's and lead's
+  leadfb    lead, or job where lead wrote nothing usable
   list      the section summaries as a list, asked again ("Summaries of the parts of an article: - ... One-sentence summary of the article:")
   leadplus  "Article:" over the first section's first 1,000 tokens, then the other sections' summaries
   lead      a summary of the document's first 512 tokens only
@@ -63,7 +66,7 @@ NL_EDU = ["3. Architectuur", "6. Installatie- en downloadopties", "7. Aan de sla
           "14. HowTo's voor algemeen systeembeheer", "15. Howto over systeembeheer voor gevorderden",
           "17. HowTo's voor netwerkclients"]
 EMBEDDER = "/work/main/models/embeddings/multilingual-e5-small"
-VARIANTS = ["job", "first", "central", "list", "leadplus", "lead", "fallback"]
+VARIANTS = ["job", "first", "central", "centraljob", "list", "leadplus", "lead", "fallback"]
 
 
 def _strip_heading(sections, heading: str):
@@ -195,16 +198,25 @@ def variant(name: str, doc: dict, item: dict, chat, embedder) -> str:
     if name == "job":
         return job
     if name == "lead":
-        return generate(chat, summary_prompt("completion", chat.cut_tokens("\n\n".join(doc["chunks"]), 512), lang=doc["lang"]))
+        if "lead" not in doc:  # asked once per document (other variants reuse it)
+            doc["lead"] = generate(chat, summary_prompt("completion", chat.cut_tokens("\n\n".join(doc["chunks"]), 512), lang=doc["lang"]))
+        return doc["lead"]
+    if name == "leadfb":
+        return variant("lead", doc, item, chat, embedder) or job
     if not sums:  # one section: every reduce variant is the job's summary
         return job
     usable = [s for s in sums if s] or [""]
     if name == "first":
         return usable[0]
-    if name == "central":
-        centre = embedder.embed(doc["chunks"]).mean(axis=0)
-        vecs = embedder.embed(usable)
-        return usable[int(np.argmax(vecs @ centre))]
+    if name in ("central", "centraljob", "centrallead"):
+        if "centre" not in doc:
+            doc["centre"] = embedder.embed(doc["chunks"]).mean(axis=0)
+        centre = doc["centre"]
+        pool = usable + ([job] if name != "central" and job else [])
+        if name == "centrallead":
+            pool += [s for s in [variant("lead", doc, item, chat, embedder)] if s]
+        vecs = embedder.embed(pool)
+        return pool[int(np.argmax(vecs @ centre))]
     if name == "list":
         frame = LIST_FRAMES.get(doc["lang"], LIST_FRAMES["en"])
         return generate(chat, frame.format(items="\n".join(f"- {s}" for s in usable)))
