@@ -19,7 +19,7 @@ Documents (chosen before anything was measured, by the rules below, listed in EN
 Stages: the real job (`summarize`, the real engine, a job run through JobsService) summarizes every document;
 the section summaries of each multi-section document are kept (in --cache, JSON), so the reduce variants
 (--variants) run on the same section summaries without the map stage. Variants:
-  job       the job's own summary (main: "Article: <section summaries>\\n\\nOne-sentence summary:")
+  job       the job's own summary, by the code under test (summarize-3: map, then "Article: <section summaries>\\n\\nOne-sentence summary:"; summarize-4: the beginning first)
   first     the first section's summary
   central   the section summary nearest the document (cosine to the mean of its chunks' passage vectors)
   centraljob  the nearest the document of the section summaries and the job's own (reduced) summary
