@@ -7,7 +7,7 @@ MODEL-NOTES.md); an instruction-tuned bundle (one with a chat template) gets a u
 """
 from __future__ import annotations
 
-PROMPT_VERSION = "summarize-3"
+PROMPT_VERSION = "summarize-4"  # 4: a long document is summarized from its beginning first (summarize.LEAD_TOKENS)
 
 # completion style (base models): {text} is the document or section; the answer stops at a newline.
 # The reduce step (the parts' summaries in order, as one article) uses the same frame.

@@ -31,7 +31,7 @@ def steer_first_token_to_newline(rt) -> list:
 def test_a_blank_first_line_costs_no_second_generation(make_runtime, wordy_model):
     rt = make_runtime()
     ids = [rt.documents.add_text(f"doc {i}", doc_text(i, 3)).document_id for i in range(3)]
-    long_id = rt.documents.add_text("long", doc_text(99, 60)).document_id  # longer than the context: map, then reduce
+    long_id = rt.documents.add_text("long", doc_text(99, 60)).document_id  # longer than the context: its beginning first
     submitted = steer_first_token_to_newline(rt)
     rt.jobs.create_job("sum", "summarize", {"max_tokens": 12})
     run = rt.jobs.run_foreground("sum")
@@ -45,8 +45,11 @@ def test_a_blank_first_line_costs_no_second_generation(make_runtime, wordy_model
         assert r["summary"] and r["summary"] == r["summary"].strip()
         assert rt.documents.get(doc)["summary"]["summary"] == r["summary"]
     long = by_doc[long_id]
-    assert long["stages"] >= 2 and long["summary"]
-    assert long["usage"]["generations"] == long["sections"] + long["stages"] - 1 or long["stages"] > 2
+    assert long["summary"] and long["method"] in ("lead", "sections")
+    # its beginning, then (its answer uninformative) each section and the reduce; under this 512-token context the
+    # beginning is the first section, asked once
+    asked = 1 if long["method"] == "lead" else long["sections"] + long["stages"] - 1
+    assert long["usage"]["generations"] == asked or long["stages"] > 2
     # every prompt was submitted once: the engine saw one generation per generation counted, and no prompt twice
     assert len(submitted) == sum(r["usage"]["generations"] for r in by_doc.values())
     assert len({tuple(p) for p in submitted}) == len(submitted)
