@@ -105,7 +105,7 @@ def remember_model_calls(chat, path: Path) -> Callable[[], None]:
     return lambda: path.write_text(json.dumps(memo))
 
 
-def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int = 48, sets: tuple[str, ...] = ("dev", "heldout"),
+def bench_answers(svc, bundle: Path, settings, k: int = 4, max_tokens: int | None = 48, sets: tuple[str, ...] = ("dev", "heldout"),
                   memo: Path | None = None, services: dict | None = None) -> dict:
     """Ask every question through ChatService with rag (greedy); returns the fractions per set and the answers.
     memo: a JSON file of the model's earlier results on the same prompts (remember_model_calls); services: a set's own

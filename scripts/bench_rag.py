@@ -289,6 +289,8 @@ def main() -> int:
                          "(with --only quality, blind6 .. blind8 and nl8 add their Dutch retrieval rows; blind9 measures its "
                          "own corpus, the Dutch Debian documentation, in an index of its own); xl1, xl2: cross-language "
                          "questions over a mixed index of all three corpora")
+    ap.add_argument("--answer-tokens", type=int, default=48, help="--only answers: max_tokens of each answer (0: none sent, "
+                    "the server's default, as a client that sends no max_tokens gets)")
     ap.add_argument("--memo", help="--only answers: a JSON file that remembers the model's answers and likelihoods by prompt "
                                    "(greedy: the same prompt gives the same answer), so a rerun after a change to the checks runs "
                                    "the model only on prompts it has not seen; one file per bundle")
@@ -363,7 +365,7 @@ def main() -> int:
 
                 result.get("ingest_blind9", {}).pop("document_ids", None)
                 result["answers"] = bench_answers(svc, Path(args.model), settings, sets=sets, memo=Path(args.memo) if args.memo else None,
-                                                  services=services)
+                                                  services=services, max_tokens=args.answer_tokens or None)
             result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
             for s in {id(s): s for s in services.values()}.values():
                 s.close()
