@@ -93,6 +93,8 @@ def ingest_eval_corpus(svc) -> dict:
     for name, text in sorted(topics.items()):
         chunks += svc.add_text(f"Python reference: {name}", text).chunks
     nl = 0
+    if not any(CORPUS_NL.glob("0*.txt")):  # a copy of the checkout elsewhere (/tmp) would measure without them, silently
+        raise SystemExit(f"{CORPUS_NL}: the Dutch articles (0*.txt) are missing; run from a checkout beside ../shared")
     for f in sorted(CORPUS_NL.glob("0*.txt")):
         text = f.read_text(encoding="utf-8")
         nl += svc.add_text(text.strip().split("\n", 1)[0][:120], text).chunks
