@@ -15,7 +15,8 @@ on the 22 (18, 19, 46) Dutch questions of scripts/rag_eval_blind6.py (blind7.py,
 With --sets blind9: the 48 Dutch and 10 English questions of scripts/rag_eval_blind9.py over a corpus of its own, 17 Dutch
 documents Debian ships (debian-faq-nl, debian-edu-doc-nl: installed, not downloaded), read through the project's loaders
 into a second index: passage Recall@3 per language for dense, BM25 and hybrid (and, with --only answers, its facts and
-declines); --sets blind9 alone measures only it.
+declines); --sets blind9 alone measures only it. --sets blind10 likewise: scripts/rag_eval_blind10.py's 23 Dutch and 20 English
+questions (8 across languages) over four Dutch Debian FAQ chapters and three English Python HOWTOs, in an index of its own.
 With --sets xl1 (xl2): scripts/rag_eval_xl.py's cross-language questions (English about the Dutch documents, Dutch about the
 English topics) over one mixed index of the pydoc topics, corpus-nl and blind9's Debian documents: passage Recall@3 per
 question language (and, with --only answers, facts and declines); xl2 is the held-out one.
@@ -48,6 +49,7 @@ from rag_eval_blind6 import NL_RETRIEVAL_BLIND6  # noqa: E402
 from rag_eval_blind7 import NL_RETRIEVAL_BLIND7  # noqa: E402
 from rag_eval_blind8 import NL_RETRIEVAL_BLIND8  # noqa: E402
 from rag_eval_blind9 import EN_RETRIEVAL_BLIND9, NL_RETRIEVAL_BLIND9, corpus_files, missing_corpus  # noqa: E402
+import rag_eval_blind10  # noqa: E402
 from rag_eval_nl8 import NL_RETRIEVAL_NL8  # noqa: E402
 from rag_eval_xl import SETS as XL_SETS, retrieval as xl_retrieval  # noqa: E402
 from rag_eval_sets import EN_FUSION_BLIND, EN_HELDOUT, EN_QUESTIONS, NL_HELDOUT, NL_QUESTIONS  # noqa: E402
@@ -91,6 +93,8 @@ def ingest_eval_corpus(svc) -> dict:
     for name, text in sorted(topics.items()):
         chunks += svc.add_text(f"Python reference: {name}", text).chunks
     nl = 0
+    if not any(CORPUS_NL.glob("0*.txt")):  # a copy of the checkout elsewhere (/tmp) would measure without them, silently
+        raise SystemExit(f"{CORPUS_NL}: the Dutch articles (0*.txt) are missing; run from a checkout beside ../shared")
     for f in sorted(CORPUS_NL.glob("0*.txt")):
         text = f.read_text(encoding="utf-8")
         nl += svc.add_text(text.strip().split("\n", 1)[0][:120], text).chunks
@@ -102,13 +106,15 @@ def dutch_dev_questions() -> list[tuple[str, str]]:
     return [(d["q"], d["phrase"]) for d in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if d]
 
 
-def ingest_blind9_corpus(svc) -> dict:
-    """blind9's Debian documents (rag_eval_blind9.corpus_files), each read from disk by the service's own loaders."""
-    results = [svc.add_file(p, confined=False) for p in corpus_files()]
+def ingest_blind9_corpus(svc, files=None, name: str = "blind9") -> dict:
+    """blind9's Debian documents (rag_eval_blind9.corpus_files; or files, for the set name), each read from disk by the
+    service's own loaders."""
+    files = corpus_files() if files is None else files
+    results = [svc.add_file(p, confined=False) for p in files]
     failed = [f"{r.source}: {r.error}" for r in results if r.status == "failed"]
     if failed:
-        raise SystemExit("blind9: documents failed to load: " + "; ".join(failed))
-    return {"documents": len(results), "bytes": sum(p.stat().st_size for p in corpus_files()),
+        raise SystemExit(f"{name}: documents failed to load: " + "; ".join(failed))
+    return {"documents": len(results), "bytes": sum(p.stat().st_size for p in files),
             "chunks": sum(r.chunks for r in results), "document_ids": [r.document_id for r in results]}
 
 
@@ -285,7 +291,7 @@ def main() -> int:
     ap.add_argument("--chunk-tokens", type=int, default=Settings().chunk_tokens)
     ap.add_argument("--chunk-overlap", type=int, default=Settings().chunk_overlap)
     ap.add_argument("--model", default=str(REPO / "models" / "default"), help="model bundle for --only answers")
-    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind9 "
+    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind10 "
                          "(with --only quality, blind6 .. blind8 and nl8 add their Dutch retrieval rows; blind9 measures its "
                          "own corpus, the Dutch Debian documentation, in an index of its own); xl1, xl2: cross-language "
                          "questions over a mixed index of all three corpora")
@@ -324,6 +330,12 @@ def main() -> int:
             services = {}
             result["chunking"] = {"chunk_tokens": args.chunk_tokens, "overlap": args.chunk_overlap}
             xl = tuple(s for s in sets if s in XL_SETS)
+            if "blind10" in sets:
+                why = rag_eval_blind10.missing_corpus()
+                if why:
+                    svc.close()
+                    print(why, file=sys.stderr)
+                    return 2
             if "blind9" in sets or xl:
                 why = missing_corpus()
                 if why:
@@ -341,6 +353,12 @@ def main() -> int:
                 result["ingest_blind9"] = ingest_blind9_corpus(svc9)
                 result["ingest_blind9"]["seconds"] = round(time.perf_counter() - t, 1)
                 services["blind9"] = svc9
+            if "blind10" in sets:  # its own corpus (four Dutch FAQ chapters, three Python HOWTOs), in an index of its own
+                svc10 = own_index("blind10")
+                t = time.perf_counter()
+                result["ingest_blind10"] = ingest_blind9_corpus(svc10, rag_eval_blind10.corpus_files(), "blind10")
+                result["ingest_blind10"]["seconds"] = round(time.perf_counter() - t, 1)
+                services["blind10"] = svc10
             if xl:  # the pydoc topics, corpus-nl and blind9's Debian documents in one mixed index of its own
                 svc_xl = own_index("xl")
                 t = time.perf_counter()
@@ -348,7 +366,7 @@ def main() -> int:
                 result["ingest_xl"]["debian_chunks"] = ingest_blind9_corpus(svc_xl)["chunks"]
                 result["ingest_xl"]["seconds"] = round(time.perf_counter() - t, 1)
                 services.update(dict.fromkeys(xl, svc_xl))
-            others = tuple(s for s in sets if s != "blind9" and s not in XL_SETS)
+            others = tuple(s for s in sets if s not in ("blind9", "blind10") and s not in XL_SETS)
             if others or args.only == "quality" and not services:
                 t = time.perf_counter()
                 result["ingest"] = ingest_eval_corpus(svc)
@@ -360,10 +378,15 @@ def main() -> int:
                     result[f"quality_{name}"] = bench_quality_sets(services[name], xl_retrieval(name))
                 if "blind9" in services:
                     result["quality_blind9"] = bench_quality_blind9(services["blind9"], result["ingest_blind9"].pop("document_ids"))
+                if "blind10" in services:
+                    result["ingest_blind10"].pop("document_ids")
+                    result["quality_blind10"] = bench_quality_sets(services["blind10"], {"nl": rag_eval_blind10.NL_RETRIEVAL_BLIND10,
+                                                                                        "en": rag_eval_blind10.EN_RETRIEVAL_BLIND10})
             else:
                 from bench_answers import bench_answers
 
                 result.get("ingest_blind9", {}).pop("document_ids", None)
+                result.get("ingest_blind10", {}).pop("document_ids", None)
                 result["answers"] = bench_answers(svc, Path(args.model), settings, sets=sets, memo=Path(args.memo) if args.memo else None,
                                                   services=services, max_tokens=args.answer_tokens or None)
             result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
