@@ -51,6 +51,19 @@ def patch_submit(rt, processor_for) -> list:
     return submitted
 
 
+def writes(want: list[int], newline: int):
+    """A logits processor that makes a generation write the token ids `want`, then a line break (the completion
+    frame's stop), whatever the model would."""
+    import numpy as np
+
+    def force(tokens, logits):
+        out = np.full_like(logits, -np.inf)
+        out[want[len(tokens)] if len(tokens) < len(want) else newline] = 0.0
+        return out
+
+    return force
+
+
 def install_wordy_model() -> None:
     """Make every generation of this process write words: each step may only choose a token that is letters (and
     spaces) and that it has not chosen before. The tiny random model otherwise writes "::::::::", which summarize

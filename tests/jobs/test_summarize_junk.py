@@ -3,10 +3,9 @@ with repetition penalties, and an item still junk fails with the reason (the doc
 Over the tiny real Llama, its answers steered by a logits processor at the scheduler (the rest is the real engine)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from jobs_helpers import doc_text
+from jobs_helpers import doc_text, writes
 
 from edge_agent.jobs.prompts import RETRY_REPETITION_PENALTY
 from edge_agent.jobs.summarize import degenerate_reason
@@ -56,12 +55,7 @@ def _steer(rt, answers):
         want = answers[len(seen)] if len(seen) < len(answers) else None
         seen.append(params)
         if want is not None:
-            def force(tokens, logits):
-                out = np.full_like(logits, -np.inf)
-                out[want[len(tokens)] if len(tokens) < len(want) else newline] = 0.0
-                return out
-
-            params.logits_processor = force
+            params.logits_processor = writes(want, newline)
         return real_submit(ids, params, **kw)
 
     scheduler.submit = submit

@@ -5,10 +5,9 @@ document that fits one prompt keeps its one answer. Over the tiny real Llama, ea
 scheduler (chosen by what the prompt holds: the rest is the real engine and the real job)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from jobs_helpers import doc_text
+from jobs_helpers import doc_text, writes
 
 from edge_agent.jobs import summarize
 from edge_agent.jobs.summarize import uninformative
@@ -42,14 +41,7 @@ def _steer(rt, lead: str, reduce_answer: str, first: str = FIRST, other: str = O
         openings = sum(opening in p for p in prompts)
         prompts.append(text)
         answer = (reduce_answer if first in text else (lead if openings == 0 else first) if opening in text else other)
-        want = engine.encode(answer, add_special_tokens=False)
-
-        def force(tokens, logits):
-            out = np.full_like(logits, -np.inf)
-            out[want[len(tokens)] if len(tokens) < len(want) else newline] = 0.0
-            return out
-
-        params.logits_processor = force
+        params.logits_processor = writes(engine.encode(answer, add_special_tokens=False), newline)
         return real_submit(ids, params, **kw)
 
     scheduler.submit = submit
