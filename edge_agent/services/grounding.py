@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edge_agent.rag import language
-from edge_agent.services.answers import missing_names, rank_sentences, rerank_sentences, unasked_relation
+from edge_agent.services.answers import rank_sentences, rerank_sentences
+from edge_agent.services.asks import missing_names, unasked_relation
 from edge_agent.services.sentences import Sentence, coverage, text_language
 from edge_agent.services.errors import InvalidRequestError, UnavailableError
 
@@ -40,7 +41,7 @@ FOCUS_SENTENCES = 3
 # the least share of a question's content words (stemmed, in its language) the best passage must hold;
 # below it the answer declines. One third: on the bench's sets the best passage of 8 unanswerable questions held
 # 0-0.5 of their words, of 34 answerable ones 0.22-1.0 (at 0.5, 8 of 24 Dutch paraphrases were declined). A third
-# itself passes since the names check (answers.missing_names) declines what names something no passage holds: of the
+# itself passes since the names check (asks.missing_names) declines what names something no passage holds: of the
 # dev, held-out and older blind sets, 4 answerable Dutch questions held exactly 1/3 ("Hoe heet de topman van Arm?") and
 # no unanswerable one that the names check or the English similarity floor did not decline as well
 MIN_COVERAGE = 0.33
@@ -145,15 +146,15 @@ class GroundingPolicy:
         """Whether some chunk holds at least coverage_for(lang) of the question's content words (sentences.coverage: a
         word found only as part of a compound counts in part) and, where the embedding model covers the question's
         language (similarity given: the best chunk's cosine to the question), is at least min_similarity alike,
-        and (require_names) the chunks hold every name and figure of the question (answers.missing_names), and
-        (require_relation) speak of what the question asks of a named thing (answers.unasked_relation)."""
+        and (require_names) the chunks hold every name and figure of the question (asks.missing_names), and
+        (require_relation) speak of what the question asks of a named thing (asks.unasked_relation)."""
         return self.uncovered(question, chunks, lang, similarity) is None
 
     def uncovered(self, question: str, chunks: Sequence[Any], lang: str, similarity: float | None = None) -> str | None:
         """Why no chunk covers the question (covered): "no_passage" (too few of its words, or too unlike it),
         "unknown_name" (a name or figure of the question is in none of the chunks), "unasked_relation" (a figure,
         amount, name or year asked of a named thing that the chunks name but never speak of that way: "Hoeveel kost
-        de AI300?" over passages that describe it but price nothing; answers.unasked_relation); None when one covers it."""
+        de AI300?" over passages that describe it but price nothing; asks.unasked_relation); None when one covers it."""
         if similarity is not None and similarity < self.min_similarity:
             return "no_passage"
         if self.coverage_for(lang) > 0 and not any(self.passage_covers(question, c.text, lang) for c in chunks):

@@ -6,7 +6,7 @@ name is read as two capitalised words in a row, not more, no punctuation between
 "Guido van Rossum": a particle such as "van" may stand between them), none of them the question's, an acronym, a
 stop word, or a sentence's first word unless a name follows it; or one capitalised word after a title ("CEO Tan",
 "dr. Jansen"). A question about a company ("Wie maakt de AI300?", "Which company ...", "welk bedrijf") takes an
-organisation: it is no person question. (answers.answer_kind gives "name" to who-questions only, so "Hoe heet de
+organisation: it is no person question. (asks.answer_kind gives "name" to who-questions only, so "Hoe heet de
 topman" keeps its words-only path: its kind would make a passage that says "CEO" for "topman" be declined.)
 """
 from __future__ import annotations

@@ -222,7 +222,7 @@ _DATE_ASKS = re.compile(r"\b(?:wanneer|when|datum|date|dag|day)\b")
 
 
 def asks_header(question: str, key: str, lang: str, kind: str | None) -> bool:
-    """Whether a question (kind: what it asks for, answers.answer_kind) asks what a header line of this key (casefolded:
+    """Whether a question (kind: what it asks for, asks.answer_kind) asks what a header line of this key (casefolded:
     "from", "onderwerp") holds: it names the key ("Wat is het onderwerp van de mail?"), or asks who sent it (a
     who-question or a sender's word, for From and Van), to whom (To, Aan, Cc), or when (Date, Datum, Verzonden)."""
     low = question.casefold()

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from edge_agent.services import answers as A
+from edge_agent.services import asks
 from edge_agent.services import figures as F
 from edge_agent.services import persons as P
 
@@ -43,15 +44,15 @@ def test_a_comparison_is_answered_by_a_ratio_or_a_percentage(text, says):
     q = "Hoeveel sneller draait het model op de Vera dan op x86?"
     assert F.asked_class(q, "nl") == "ratio" and F.asked_class("How much slower is a try block than an if?", "en") == "ratio"
     assert F.asked_class("Hoeveel meer geheugen heeft de Vera dan een x86?", "nl") == "data"  # the noun's class first
-    assert F.states(text, q, "nl", A._NUMBER_WORDS) is says
+    assert F.states(text, q, "nl", asks._NUMBER_WORDS) is says
 
 
 def test_what_something_costs_is_no_span_of_time():
     q = "Wat kost een kilowattuur stroom in het rekenvoorbeeld?"
     tco = "De Total Cost of Ownership (TCO) over een periode van twee tot drie jaar is doorslaggevend."
-    assert A.fits(tco, "money", q, "nl") and not A.answers_kind(tco, "money", q, "nl")  # a cost word, but the figure is time
-    assert A.answers_kind("Een kilowattuur kost 30 cent.", "money", q, "nl")
-    assert A.answers_kind("bijna nul marginale hardwarekosten", "money", "Wat kost inferentie aan extra hardware?", "nl")
+    assert asks.fits(tco, "money", q, "nl") and not asks.answers_kind(tco, "money", q, "nl")  # a cost word, but the figure is time
+    assert asks.answers_kind("Een kilowattuur kost 30 cent.", "money", q, "nl")
+    assert asks.answers_kind("bijna nul marginale hardwarekosten", "money", "Wat kost inferentie aan extra hardware?", "nl")
 
 
 def test_dates_and_versions_are_no_figures():
@@ -74,12 +75,12 @@ def test_dates_and_versions_are_no_figures():
     ("Function calls accept any number of unpackings since version 3.5.", "How many arguments can a function take?", "en", False),
 ])
 def test_a_sentence_states_a_figure_of_the_quantity_asked(text, question, lang, says):
-    assert F.states(text, question, lang, A._NUMBER_WORDS) is says
+    assert F.states(text, question, lang, asks._NUMBER_WORDS) is says
 
 
 def test_a_unit_named_last_asks_for_a_figure():
-    assert A.answer_kind("Wat is het stroomverbruik van de Vera CPU in watt?", "nl") == "number"
-    assert A.answer_kind("In welke eenheid geef je de cache op?", "nl") is None
+    assert asks.answer_kind("Wat is het stroomverbruik van de Vera CPU in watt?", "nl") == "number"
+    assert asks.answer_kind("In welke eenheid geef je de cache op?", "nl") is None
 
 
 def test_a_figure_question_answered_only_by_a_date_or_a_span_of_time_is_declined():
@@ -87,7 +88,7 @@ def test_a_figure_question_answered_only_by_a_date_or_a_span_of_time_is_declined
     doc = ("NVIDIA lanceerde in maart 2026 de Vera-processor, de eerste processor voor agents. "
            "Arm bracht de eerste eigen processor in 35 jaar uit.")
     ev = _evidence(q, [doc], "nl")
-    assert A.fits(ev[0][1].text, "number", q, "nl")  # a figure, so the old rule quoted it
+    assert asks.fits(ev[0][1].text, "number", q, "nl")  # a figure, so the old rule quoted it
     assert A.settle("De Vera heeft 36 kernen.", q, ev, "nl", DECLINE) == (DECLINE, {"answer": "declined", "check": "no_answer"})
     # nor where the model's answer copies such a figure: its sentence must hold a figure of the asked quantity too
     spans = "De Vera-processor van NVIDIA is het werk van 35 jaar onderzoek."
@@ -124,8 +125,8 @@ def test_a_piece_of_a_table_is_not_quoted_but_declined():
 def test_a_question_word_after_a_code_line_is_no_name():
     q = "Who wrote the pdb module?"
     text = "python -m pdb myscript.py When invoked as a module, pdb will enter post-mortem debugging."
-    assert not A.fits(text, "name", q, "en")
-    assert A.fits("The pdb module was written by Guido van Rossum.", "name", q, "en")
+    assert not asks.fits(text, "name", q, "en")
+    assert asks.fits("The pdb module was written by Guido van Rossum.", "name", q, "en")
     assert A.settle("The author.", q, _evidence(q, [text], "en"), "en", DECLINE)[0] == DECLINE
 
 
@@ -144,7 +145,7 @@ def test_a_question_about_a_default_gets_a_sentence_that_says_default_or_a_decli
     q = "Hoeveel threads gebruikt llama-bench standaard als je geen -t opgeeft?"
     cmd = "Een gestandaardiseerde meting met llama-bench gebruikt 16 threads: llama-bench -p 512 -n 128 -t 16."
     ev = _evidence(q, [cmd], "nl")
-    assert A.answers_kind(ev[0][1].text, "number", q, "nl")  # a figure of threads, so only the default rule declines it
+    assert asks.answers_kind(ev[0][1].text, "number", q, "nl")  # a figure of threads, so only the default rule declines it
     assert A.settle("Veel.", q, ev, "nl", DECLINE)[0] == DECLINE
     said = cmd + " Zonder -t gebruikt llama-bench standaard 4 threads."
     assert "standaard 4 threads" in A.settle("Veel.", q, _evidence(q, [said], "nl"), "nl", DECLINE)[0]
@@ -162,7 +163,7 @@ def test_a_question_about_a_default_gets_a_sentence_that_says_default_or_a_decli
     ("Wat doet je hardware de hele tijd?", False),
 ])
 def test_a_question_about_what_something_costs_asks_for_money(question, money):
-    assert (A.answer_kind(question, "en" if question.startswith(("What", "How")) else "nl") == "money") is money
+    assert (asks.answer_kind(question, "en" if question.startswith(("What", "How")) else "nl") == "money") is money
 
 
 def test_a_cost_question_is_answered_by_an_amount_of_money_or_declined():
@@ -171,7 +172,7 @@ def test_a_cost_question_is_answered_by_an_amount_of_money_or_declined():
     assert A.settle("De AGI CPU.", q, _evidence(q, [launch], "nl"), "nl", DECLINE)[0] == DECLINE
     priced = "De AGI CPU van Arm kost 450 euro per stuk."
     assert "450 euro" in A.settle("De AGI CPU.", q, _evidence(q, [priced], "nl"), "nl", DECLINE)[0]
-    assert A.fits("bijna nul marginale hardwarekosten", "money", "Wat kost inferentie aan extra hardware?", "nl")  # a cost word
+    assert asks.fits("bijna nul marginale hardwarekosten", "money", "Wat kost inferentie aan extra hardware?", "nl")  # a cost word
 
 
 @pytest.mark.parametrize("question, lang, person", [
@@ -206,25 +207,25 @@ def test_a_who_question_about_a_person_is_not_answered_by_an_organisation():
     pep = "**PEP 634** - Structural Pattern Matching The specification for the Python \"match\" statement."
     assert A.settle("PEP.", q, _evidence(q, [pep], "en"), "en", DECLINE)[0] == DECLINE
     nl = "Wie leidt Intel?"
-    assert not A.fits("Intel zag de vraag naar Xeon stijgen.", "name", nl, "nl")
-    assert A.fits("Lip-Bu Tan leidt Intel sinds maart.", "name", nl, "nl")
+    assert not asks.fits("Intel zag de vraag naar Xeon stijgen.", "name", nl, "nl")
+    assert asks.fits("Lip-Bu Tan leidt Intel sinds maart.", "name", nl, "nl")
     company = "Wie maakt de AI300?"  # a company is asked: one capitalised name does
-    assert A.fits("De AI300 wordt gemaakt door Corsair.", "name", company, "nl")
+    assert asks.fits("De AI300 wordt gemaakt door Corsair.", "name", company, "nl")
 
 
 def test_a_plural_of_a_magnitude_is_a_figure_written_as_a_word():
-    words = A._NUMBER_WORDS
+    words = asks._NUMBER_WORDS
     assert all(F.is_number_word(w, words) for w in ("honderdduizenden", "tienduizenden", "duizenden", "thousands", "miljoenen"))
     assert not any(F.is_number_word(w, words) for w in ("vieren", "tenen", "alles", "allen", "fives"))
     q = "Tot hoeveel nvidia kaarten krijgt openai toegang?"
-    assert A.answers_kind("OpenAI krijgt toegang tot honderdduizenden NVIDIA GPU's.", "number", q, "nl")
-    assert not A.answers_kind("OpenAI krijgt toegang tot NVIDIA GPU's.", "number", q, "nl")
+    assert asks.answers_kind("OpenAI krijgt toegang tot honderdduizenden NVIDIA GPU's.", "number", q, "nl")
+    assert not asks.answers_kind("OpenAI krijgt toegang tot NVIDIA GPU's.", "number", q, "nl")
 
 
 def test_a_dutch_genitive_of_a_name_is_the_name():
     q = "Wat gebeurt er volgens de conclusie met de vraag naar Intels Xeon-processors?"
-    assert A.missing_names(q, ["Intel ziet de vraag naar Xeon stijgen boven het aanbod."]) == set()
-    assert A.missing_names(q, ["AMD ziet de vraag naar Xeon stijgen."]) == {"intels"}
+    assert asks.missing_names(q, ["Intel ziet de vraag naar Xeon stijgen boven het aanbod."]) == set()
+    assert asks.missing_names(q, ["AMD ziet de vraag naar Xeon stijgen."]) == {"intels"}
 
 
 def test_the_models_first_sentence_of_the_asked_kind_is_quoted_below_a_better_matching_one():

@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from edge_agent.services import answers as A
+from edge_agent.services import asks
 from edge_agent.services import sentences as S
 from edge_agent.services.grounding import SCAFFOLDS, GroundedPrompt, RagOptions
 
@@ -248,7 +249,7 @@ def test_a_dutch_compound_counts_in_part_where_its_parts_are_separate_words():
     ("Welk formaat is de norm?", "nl", None), ("When does the else clause run?", "en", None),
 ])
 def test_what_a_question_asks_for(question, lang, kind):
-    assert A.answer_kind(question, lang) == kind
+    assert asks.answer_kind(question, lang) == kind
 
 
 def test_a_figure_question_gets_a_sentence_with_a_figure_or_a_decline():
@@ -321,7 +322,7 @@ def test_a_which_method_question_quotes_a_sentence_that_writes_a_code_name():
     q = "Which method of the context manager is called when a with block starts?"
     best = S.Sentence(0, 0, "The with statement wraps a block with methods of a context manager called when it starts.", 0.9, 0.9)
     named = S.Sentence(0, 1, 'The manager\'s "__enter__()" method is invoked.', 0.4, 0.4)
-    assert A.fits(named.text, "code", q, "en") and not A.fits(best.text, "code", q, "en") and named.match < A.NEAR_BEST * best.match
+    assert asks.fits(named.text, "code", q, "en") and not asks.fits(best.text, "code", q, "en") and named.match < A.NEAR_BEST * best.match
     text, how = A.settle("It is called.", q, [(1, best), (1, named)], "en", "Not covered.")
     assert text == f'"{named.text}" [1]' and how["answer"] == "extractive"
     assert A.settle("It is called.", q, [(1, best)], "en", "Not covered.")[0] == f'"{best.text}" [1]'  # none writes one: the best
@@ -386,16 +387,16 @@ def test_the_models_likelihood_reorders_the_sentences_the_words_found():
     ("Goedemorgen, ik las het stuk. Kunt u zeggen wat OpenAI met \"Vera\" doet?", {"openai", "vera"}),
 ])
 def test_the_names_and_figures_a_question_refers_to(question, found):
-    assert A.names(question) == found
+    assert asks.names(question) == found
 
 
 def test_a_question_naming_what_no_passage_holds_is_declined_before_the_model():
     from edge_agent.services.grounding import GroundingPolicy
 
     q = "Wat is de toegangscode van het Zeeuwse archief in Middelburg?"  # enough of its words, but "Middelburg" is nowhere
-    assert A.missing_names(q, [NL_DOC, EN_DOC]) == {"middelburg"}
-    assert A.missing_names(q, [NL_DOC + " Het ligt in Middelburgs centrum."]) == set()  # a longer word it starts counts
-    assert A.missing_names(NL_Q, [NL_DOC]) == set()
+    assert asks.missing_names(q, [NL_DOC, EN_DOC]) == {"middelburg"}
+    assert asks.missing_names(q, [NL_DOC + " Het ligt in Middelburgs centrum."]) == set()  # a longer word it starts counts
+    assert asks.missing_names(NL_Q, [NL_DOC]) == set()
     policy = GroundingPolicy()
     assert policy.uncovered(q, [_chunk(NL_DOC)], "nl") == "unknown_name" and not policy.covered(q, [_chunk(NL_DOC)], "nl")
     assert policy.uncovered(NL_Q, [_chunk(NL_DOC)], "nl") is None
@@ -413,13 +414,13 @@ def test_a_question_naming_what_no_passage_holds_is_declined_before_the_model():
     ("In welk jaar opende het archief?", "nl", "year"), ("Which year was Python 3.0 released?", "en", "year"),
 ])
 def test_a_who_question_asks_for_a_name(question, lang, kind):
-    assert A.answer_kind(question, lang) == kind
+    assert asks.answer_kind(question, lang) == kind
 
 
 def test_a_year_question_gets_a_sentence_with_a_year_or_a_decline():
     q = "Which year was Python 3.0 released?"
-    assert not A.fits("Leading zeros are not allowed, as in the octal literals Python used before version 3.0.", "year", q, "en")
-    assert A.fits("Python 3.0 came out in December 2008.", "year", q, "en") and not A.fits("It costs 1.2015 euro.", "year", q, "en")
+    assert not asks.fits("Leading zeros are not allowed, as in the octal literals Python used before version 3.0.", "year", q, "en")
+    assert asks.fits("Python 3.0 came out in December 2008.", "year", q, "en") and not asks.fits("It costs 1.2015 euro.", "year", q, "en")
     ev = _evidence(q, ["Octal literals with a leading zero were what Python used before version 3.0."], "en")
     assert A.settle("Python 3.0 was released.", q, ev, "en", "Not covered.")[0] == "Not covered."
 
@@ -432,12 +433,12 @@ def test_a_year_question_gets_a_sentence_with_a_year_or_a_decline():
     ("Wanneer draai je een model beter op de processor?", "nl", None),  # a condition, not a release
 ])
 def test_a_version_or_release_question_asks_for_a_version_or_a_date(question, lang, kind):
-    assert A.answer_kind(question, lang) == kind
+    assert asks.answer_kind(question, lang) == kind
 
 
 def test_versions_are_dotted_or_named_figures_not_thousands():
-    assert A.versions("Changed in version 3.6: before 3.5, and Python 3 too; llama.cpp 1.6.0") == {"3.6", "3.5", "3", "1.6.0"}
-    assert A.versions("meer dan 1.000 GB/s, circa 5,5 GB en 35 jaar") == set()
+    assert asks.versions("Changed in version 3.6: before 3.5, and Python 3 too; llama.cpp 1.6.0") == {"3.6", "3.5", "3", "1.6.0"}
+    assert asks.versions("meer dan 1.000 GB/s, circa 5,5 GB en 35 jaar") == set()
 
 
 def test_a_version_question_gets_a_sentence_with_a_version_or_a_decline():
@@ -456,8 +457,8 @@ def test_a_release_question_gets_a_sentence_with_a_date_or_a_decline():
     dated = AI_DOC + " De Orka X2 kwam in maart uit."
     assert "maart" in A.settle("In 2019.", q, _evidence(q, [dated], "nl"), "nl", "Niet gevonden.")[0]
     q2 = "When was the walrus operator added?"  # for software, a version dates it
-    assert A.fits('New in version 3.8: the walrus operator ":=".', "date", q2, "en")
-    assert not A.fits("The walrus operator assigns to a name inside an expression.", "date", q2, "en")
+    assert asks.fits('New in version 3.8: the walrus operator ":=".', "date", q2, "en")
+    assert not asks.fits("The walrus operator assigns to a name inside an expression.", "date", q2, "en")
 
 
 def test_a_value_asked_of_a_named_thing_is_quoted_only_from_a_passage_that_names_it():
@@ -473,9 +474,9 @@ def test_a_value_asked_of_a_named_thing_is_quoted_only_from_a_passage_that_names
     named = [f"doc0\n{about}", f"doc1\nDe Orka X2 in het rekenvoorbeeld. {servers}"]  # the passage speaks of the X2
     assert "700 watt" in A.settle("700 watt.", q, ev, "nl", "Niet gevonden.", passages=named)[0]
     # a question without a name, or one that asks no value, is not held to it
-    assert A.thing_check("Hoeveel watt verbruikt een server?", passages, "nl") is None
-    assert A.thing_check("Wat voor ventilator heeft de Orka X2?", passages, "nl") is None
-    check = A.thing_check(q, passages, "nl")
+    assert asks.thing_check("Hoeveel watt verbruikt een server?", passages, "nl") is None
+    assert asks.thing_check("Wat voor ventilator heeft de Orka X2?", passages, "nl") is None
+    check = asks.thing_check(q, passages, "nl")
     assert check(passages[0]) and not check(passages[1])
 
 
@@ -483,9 +484,9 @@ def test_a_who_question_gets_a_sentence_with_a_name_or_a_decline():
     q = "Wie is de topman van het Zeeuwse archief?"
     without = "Het Zeeuwse archief heeft een topman die op werkdagen aanwezig is."
     named = "De topman van het Zeeuwse archief heet Jan Verhoeven."
-    assert A.fits(named, "name", q, "nl") and not A.fits(without, "name", q, "nl")
-    assert not A.fits("Zeeuwse archief.", "name", q, "nl")  # the question's own name is no answer
-    assert A.fits("Verhoeven.", "name", q, "nl")  # a short answer may be the name alone
+    assert asks.fits(named, "name", q, "nl") and not asks.fits(without, "name", q, "nl")
+    assert not asks.fits("Zeeuwse archief.", "name", q, "nl")  # the question's own name is no answer
+    assert asks.fits("Verhoeven.", "name", q, "nl")  # a short answer may be the name alone
     # no sentence names anyone: the model's answer ("the archive is the boss") and a quote are both refused
     assert A.settle("Het archief is de topman.", q, _evidence(q, [without], "nl"), "nl", "Niet gevonden.") == (
         "Niet gevonden.", {"answer": "declined", "check": "no_answer"})
@@ -718,13 +719,13 @@ AI_DOC = ("De Orka X2 is een compact werkstation met een stille ventilator. De O
     ("Wat voor ventilator heeft de Orka X2?", False),  # not a figure, amount, name or year
 ])
 def test_a_value_asked_of_a_named_thing_the_passages_never_speak_of_that_way(question, unasked):
-    assert A.unasked_relation(question, [AI_DOC, EN_DOC], "nl") is unasked
+    assert asks.unasked_relation(question, [AI_DOC, EN_DOC], "nl") is unasked
 
 
 def test_a_sentence_around_the_named_one_counts_and_a_passage_without_the_name_decides_nothing():
     listing = "De cijfers van Orka over het kwartaal:\n\n• Omzet: 12 miljoen euro.\n• Winst: 2 miljoen euro."
-    assert not A.unasked_relation("Hoeveel omzet haalde Orka?", [listing], "nl")  # the list item after the heading
-    assert not A.unasked_relation("Hoeveel kost de Orka X2?", [EN_DOC], "nl")  # never named: not this check's call
+    assert not asks.unasked_relation("Hoeveel omzet haalde Orka?", [listing], "nl")  # the list item after the heading
+    assert not asks.unasked_relation("Hoeveel kost de Orka X2?", [EN_DOC], "nl")  # never named: not this check's call
 
 
 def test_the_policy_declines_an_unasked_relation_before_the_model():
@@ -743,9 +744,9 @@ def test_a_which_exception_question_quotes_the_sentence_that_names_an_exception(
            "The search goes through the module's namespace first and then through its attributes and its submodules. "
            'If the name is not found, "ImportError" is raised.')
     ev = _evidence(q, [doc], "en")
-    assert A.fits('If the name is not found, "ImportError" is raised.', "code", q, "en")
-    assert not A.fits('It looks each name up in it as "module.name".', "code", q, "en")
-    assert not A.fits("The module raises an error.", "code", q, "en")  # no exception's name
+    assert asks.fits('If the name is not found, "ImportError" is raised.', "code", q, "en")
+    assert not asks.fits('It looks each name up in it as "module.name".', "code", q, "en")
+    assert not asks.fits("The module raises an error.", "code", q, "en")  # no exception's name
     text, how = A.settle("The module.", q, ev, "en", "Not covered.")
     assert '"ImportError" is raised' in text and how["answer"] == "extractive"
     # whichever comes first, the quote skips the sentence with another code name for the one that names an exception

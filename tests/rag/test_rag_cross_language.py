@@ -55,7 +55,8 @@ def test_the_policy_lets_a_question_through_a_passage_of_another_language_that_h
 
 
 def test_a_figure_with_the_other_languages_thousands_mark_is_the_same_figure():
-    from edge_agent.services.answers import check_answer, unasked_relation
+    from edge_agent.services.answers import check_answer
+    from edge_agent.services.asks import unasked_relation
 
     s = S.Sentence(0, 0, "3. Kosten: Een enkele GPU kan meer dan $45.000 kosten.", 0.3, 0.3, language="nl")
     assert check_answer("$45,000.", "What can one GPU cost?", [s], "en").status == "ok"
