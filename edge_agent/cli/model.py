@@ -73,7 +73,8 @@ def _embedding_models(s) -> list[dict]:
     from edge_agent.config import EMBEDDINGS_DIR
 
     home = Path(s.models_dir) / EMBEDDINGS_DIR
-    in_use = Path(s.embedding_source()).resolve() if Path(s.embedding_source()).is_dir() else None
+    source = Path(s.embedding_source())
+    in_use = source.resolve() if source.is_dir() else None
     out = []
     for d in sorted(home.iterdir()) if home.is_dir() else []:
         if not (d / "config.json").is_file():

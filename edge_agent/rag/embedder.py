@@ -26,7 +26,7 @@ from edge_agent.rag.embedding_export import export_onnx
 
 log = logging.getLogger(__name__)
 
-from edge_agent.config import PACKAGED_EMBEDDING as PACKAGED_MODEL, resolve_embedding
+from edge_agent.config import EMBEDDINGS_DIR, PACKAGED_EMBEDDING as PACKAGED_MODEL, resolve_embedding
 DECISION_FILE = "edge-agent-embedder.json"
 LANGUAGES_FILE = "edge-agent-embedding.json"  # an imported model's manifest: {"languages": [...], ...}
 # named prompts of a model (sentence-transformers config_sentence_transformers.json) used for a search query and for
@@ -510,7 +510,7 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
     langs = sorted({lang.strip().lower() for lang in languages if lang.strip()})
     if any(not re.fullmatch(r"[a-z]{2,3}", lang) for lang in langs):
         raise EmbedderError(f"--languages {','.join(langs)}: give ISO 639-1 codes separated by commas, e.g. en,nl,de")
-    dest = Path(models_dir) / "embeddings" / name
+    dest = Path(models_dir) / EMBEDDINGS_DIR / name
     if dest.exists() and not force:
         raise EmbedderError(f"an embedding model named {name} exists at {dest}: choose another --name or pass --force")
     tmp = dest.with_name(f".{name}.tmp{os.getpid()}")

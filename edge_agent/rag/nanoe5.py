@@ -223,10 +223,11 @@ def install(models_dir: Path | str, cache_dir: Path | str, name: str = NAME, whe
     manifest. Raises FormatError (no or a broken model file) or EmbedderError (the import's errors)."""
     import tempfile
 
+    from edge_agent.config import EMBEDDINGS_DIR
     from edge_agent.rag.embedder import EmbedderError, import_embedding
     from edge_agent.rag.embedding_variants import release_memory
 
-    dest = Path(models_dir) / "embeddings" / name
+    dest = Path(models_dir) / EMBEDDINGS_DIR / name
     if dest.exists() and not force:  # before minutes of conversion, not after
         raise EmbedderError(f"an embedding model named {name} exists at {dest}: choose another --name or pass --force")
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
