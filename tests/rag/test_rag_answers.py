@@ -88,6 +88,27 @@ def test_a_docx_heading_is_not_glued_to_the_quote_nor_a_next_section_to_it():
     assert answer == '"Elke werknemer heeft recht op 25 vakantiedagen per jaar." [2]'
 
 
+MD_CHUNKS = ["## Vakantiedagen\nMedewerkers met een volledig dienstverband (36 uur per week) hebben recht op 25 vakantiedagen "
+             "per jaar. Wie in deeltijd werkt, krijgt dagen naar rato.",
+             "## Aanvragen\nVerlof vraag je minstens vier weken van tevoren aan via het portaal (Mijn Rijnoord).\n## Bezwaar"]
+
+
+def test_a_markdown_heading_is_not_glued_to_the_quote():
+    """A chunk of a .md file starts with its "## " heading line; the text under it holding parentheses (a code mark
+    elsewhere) made it glue to the first sentence: the answer quoted "## Vakantiedagen Medewerkers met ...". A heading
+    line that ends the chunk is no sentence either."""
+    units = [u.text for t in MD_CHUNKS for u in S.split_units(t)]
+    assert units == ["Medewerkers met een volledig dienstverband (36 uur per week) hebben recht op 25 vakantiedagen per jaar.",
+                     "Wie in deeltijd werkt, krijgt dagen naar rato.",
+                     "Verlof vraag je minstens vier weken van tevoren aan via het portaal (Mijn Rijnoord)."]
+    q = "Hoeveel vakantiedagen krijg ik bij een volledig dienstverband?"
+    answer, _ = A.settle("", q, _evidence(q, MD_CHUNKS, "nl"), "nl", "Niet gevonden.")
+    assert answer.startswith('"Medewerkers met een volledig dienstverband') and "#" not in answer
+    # shell comments over commands are not headings: their words stay for matching
+    script = "Zo start je het model:\n# 24 lagen in VRAM (-ngl 24)\n./llama-cli -ngl 24\n# klaar"
+    assert "24 lagen in VRAM" in " ".join(u.text for u in S.split_units(script))
+
+
 def test_mail_headers_are_units_of_their_own_quoted_only_for_a_question_about_them():
     from rag_docs import make_eml
 
