@@ -215,8 +215,27 @@ def _decode(data: bytes) -> str:
 
 
 # --- plain text, markdown, csv ---------------------------------------------
+# a plain text's first line is its title when it stands alone (a blank line under it, more text after), is this short
+# and ends without a full stop, comma or semicolon: "De CPU is terug: heroverweging ..." over an article, not a log line or a
+# paragraph's first sentence; otherwise the file's name is the title
+TXT_TITLE_CHARS = 120
+TXT_TITLE_WORDS = 20
+_TXT_TITLE = re.compile(rf"\A\s*([^\n]{{1,{TXT_TITLE_CHARS}}}?)[ \t]*\r?\n[ \t]*\r?\n\s*\S")
+
+
+def txt_title(text: str) -> str | None:
+    """The title a plain text gives itself on its first line (see TXT_TITLE_CHARS), or None."""
+    m = _TXT_TITLE.match(text)
+    line = m.group(1).strip() if m else ""
+    if not line or len(line.split()) > TXT_TITLE_WORDS or line[-1] in ".;," or not any(c.isalpha() for c in line):
+        return None
+    return line
+
+
 def _load_txt(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
-    return [Section(_decode(data))], {}
+    text = _decode(data)
+    title = txt_title(text)
+    return [Section(text)], ({"title": title} if title else {})
 
 
 _MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")

@@ -34,6 +34,23 @@ def test_pdf_time_budget():
         load_bytes(make_pdf(["x"] * 50), "slow.pdf", LoaderLimits(time_budget_s=0.0))
 
 
+@pytest.mark.parametrize("text, title", [
+    ("De CPU is terug: heroverweging van de splitsing\n\nInferentie bestaat echter niet uit één model.", "De CPU is terug: heroverweging van de splitsing"),
+    ("\ufeff\r\n  Notulen overleg 3 maart  \r\n\r\nAanwezig: Jan en Piet.", "Notulen overleg 3 maart"),
+    ("CPU of GPU: wat is sneller?\n\nHet antwoord is niet zo simpel.", "CPU of GPU: wat is sneller?"),
+    ("Dit is de eerste zin van de tekst.\n\nEn dit de tweede.", "000_94fa26dffe373ccf"),  # a sentence, not a title
+    ("2026-12-01 10:00:01 INFO starting\n2026-12-01 10:00:02 INFO ready\n", "000_94fa26dffe373ccf"),  # a log's first line
+    ("Een regel zonder tekst eronder\n", "000_94fa26dffe373ccf"),
+    (" ".join(["woord"] * 25) + "\n\nMeer tekst.", "000_94fa26dffe373ccf"),  # too long for a title
+])
+def test_a_plain_texts_title_is_its_first_line_when_that_stands_alone(text, title):
+    """Sources showed a .txt document as "000_94fa26dffe373ccf" where its first line is its title (and the retrieval
+    bench ingests those articles under that line); the text itself is kept whole."""
+    doc = load_bytes(text.encode("utf-8"), "000_94fa26dffe373ccf.txt")
+    assert doc.title == title
+    assert doc.sections[0].text.strip().startswith(text.lstrip("\ufeff\r\n ")[:10])
+
+
 def test_docx_headings_become_sections():
     data = make_docx([("h1", "Installatie"), ("p", "Plaats het apparaat."), ("h2", "Onderhoud"), ("p", "Jaarlijks.")])
     doc = load_bytes(data, "handleiding.docx")
