@@ -1,4 +1,5 @@
-"""summarize refuses junk: a loop ("1.1.1.1..."), no letters, a copy of the title or first line is asked once more
+"""summarize refuses junk: a loop ("1.1.1.1..."), no letters, a copy of the title or first line, a made-up web address
+is asked once more
 with repetition penalties, and an item still junk fails with the reason (the document keeps its old summary).
 Over the tiny real Llama, its answers steered by a logits processor at the scheduler (the rest is the real engine)."""
 from __future__ import annotations
@@ -8,7 +9,7 @@ import pytest
 from jobs_helpers import doc_text, writes
 
 from edge_agent.jobs.prompts import RETRY_REPETITION_PENALTY
-from edge_agent.jobs.summarize import degenerate_reason
+from edge_agent.jobs.summarize import degenerate_reason, invented_reason
 
 
 @pytest.mark.parametrize("text, words", [
@@ -41,6 +42,22 @@ def test_a_piece_of_a_short_title_is_junk_but_a_long_first_lines_lead_sentence_i
     first_line = ("Inferentie bestaat niet uit één model dat één vraag beantwoordt. De groeiende afhankelijkheid van "
                   "tool-calls en orchestratie over kleine modellen verandert waar rekenkracht moet worden geplaatst.")
     assert degenerate_reason("Inferentie bestaat niet uit één model dat één vraag beantwoordt.", [first_line]) is None
+
+
+POLICY = ("Verlofregeling 2026. Medewerkers hebben recht op 25 vakantiedagen per jaar. Vragen? Mail hr@rijnoord.nl "
+          "of kijk op intranet.rijnoord.nl/verlof voor het formulier.")
+
+
+@pytest.mark.parametrize("summary, invented", [
+    ("https://www.rijksoppen.nl/nieuwsblad/artikel...", True),  # Gemma 3 270M base on a Dutch leave policy
+    ("Zie www.verlofwijzer.nl voor de regels.", True),
+    ("Mail naar info@verlof.nl voor vakantiedagen.", True),
+    ("Medewerkers hebben recht op 25 vakantiedagen, vragen via hr@rijnoord.nl.", False),
+    ("Het formulier staat op intranet.rijnoord.nl/verlof.", False),
+    ("Medewerkers hebben recht op 25 vakantiedagen per jaar.", False),
+])
+def test_a_summary_with_a_made_up_address_is_junk(summary, invented):
+    assert (invented_reason(summary, POLICY) is not None) is invented, invented_reason(summary, POLICY)
 
 
 def _steer(rt, answers):
@@ -88,3 +105,16 @@ def test_a_copied_title_is_asked_again_and_the_second_answer_kept(make_runtime, 
     assert "harbour ledger" not in summary.casefold() and item.result["usage"]["generations"] == 2
     assert seen[1].repetition_penalty == RETRY_REPETITION_PENALTY
     assert rt.documents.get(doc)["summary"]["summary"] == summary
+
+
+def test_a_made_up_address_is_asked_again_and_never_stored(make_runtime, wordy_model):
+    rt = make_runtime()
+    doc = rt.documents.add_text("Harbour ledger", doc_text(5, 3)).document_id
+    seen = _steer(rt, [rt.chat.engine.encode("www.harbourledger.nl", add_special_tokens=False)])  # then the model itself
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 24})
+    run = rt.jobs.run_foreground("sum")
+    (item,), _ = rt.jobs.results(run.id)
+    assert item.status == "succeeded", item.error
+    assert "harbourledger.nl" not in item.result["summary"] and item.result["usage"]["generations"] == 2
+    assert seen[1].repetition_penalty == RETRY_REPETITION_PENALTY
+    assert rt.documents.get(doc)["summary"]["summary"] == item.result["summary"]
