@@ -10,7 +10,9 @@ Bump a kind's number in READER_VERSIONS whenever its loader's output for the sam
 where sections begin, their headings, the title): a fix in loaders.py or loaders_office.py, or in something
 they share (loaders._tidy, row_line). A change in where the chunker cuts (chunking.py) changes every kind's
 chunks: bump every kind. Per kind, not one number for the package, so that an HTML fix re-reads the HTML
-files, not every PDF (the slowest to read and the most chunks to embed again).
+files, not every PDF (the slowest to read and the most chunks to embed again). tests/rag/test_reader_versions.py
+holds each kind's output on a sample file beside its version: a changed output (a parsing library's upgrade
+too) fails there until the version is bumped.
 
 An e-mail reads its HTML body and its attachments with the other loaders: its version is its own number
 plus the sum of the others', so that any of their bumps (or a new kind: an attachment it skipped is read
