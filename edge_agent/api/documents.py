@@ -128,6 +128,8 @@ class Document(BaseModel):
     chunk_count: int
     created_at: float
     updated_at: float
+    reader_version: int | None = Field(None, description="the version of its type's reader that read it; null: read before "
+                                       "versions were recorded. A reindex reads a file again when an older reader read it")
 
 
 class ChunkInfo(BaseModel):

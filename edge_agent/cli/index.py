@@ -178,7 +178,7 @@ def cmd_index_stats(args: argparse.Namespace) -> int:
 
 def stats_lines(ix: dict) -> list[str]:
     """The index's stats for a person (`index stats`, doctor; --json has every field): size, search, languages,
-    BM25's n-grams, embedder, re-embedding, last check."""
+    BM25's n-grams, embedder, re-embedding, documents an older reader read, last check."""
     f = ix.get("index") or {}
     by_status = ", ".join(f"{n} {k}" for k, n in sorted((ix.get("documents_by_status") or {}).items()))
     ann = f.get("ann", "off")
@@ -202,9 +202,26 @@ def stats_lines(ix: dict) -> list[str]:
         lines.append(f"  embedder: {emb.get('model')} ({', '.join(str(emb[k]) for k in ('backend', 'variant') if emb.get(k))})")
     if ix.get("reembed"):
         lines.append(f"  re-embedding: {json.dumps(ix['reembed'], default=str)}")
+    lines += reader_lines(ix.get("reader") or {})
     last = ix.get("last_check") or {}
     if last:
         lines.append(f"  last check: {'ok' if last.get('ok') else 'MISMATCH'} {_counts(last)}")
+    return lines
+
+
+def reader_lines(reader: dict) -> list[str]:
+    """Documents an older reader read (DocumentService.reader_status), as `index stats` and doctor show them."""
+    from edge_agent.jobs.reindex import REREAD_LIMIT
+
+    lines = []
+    files, uploads = reader.get("outdated_files", 0), reader.get("outdated_uploads", 0)
+    if files:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(reader.get("outdated_by_kind", {}).items(), key=lambda kv: (-kv[1], kv[0])))
+        lines.append(f"  reader: {files} document{'s' if files != 1 else ''} read by an older reader ({kinds}): the next reindex "
+                     f"reads them again (at most its reread_limit a run, {REREAD_LIMIT} unless set), as does `edge-agent index add` of them")
+    if uploads:
+        lines.append(f"  reader: {uploads} upload{'s' if uploads != 1 else ''} read by an older reader: upload "
+                     f"{'them' if uploads != 1 else 'it'} again to read {'them' if uploads != 1 else 'it'} with the current one")
     return lines
 
 

@@ -6,6 +6,12 @@ does not fail every night; a file added with the content of a document indexed a
 takes over its summary and labels), and each indexed document whose file is gone is one item (removed); all go
 through the DocumentService, which must be the writable one: the daemon owns the index while it
 runs, so a reindex from the command line at that time fails and says to use the daemon.
+
+A file whose bytes are unchanged but which an older reader read (rag.reader_version: a loader fix since) is read
+again ("updated", result "reread": "done"), its old chunks searchable until the new ones commit. An upgrade
+may leave a whole corpus so: at most `reread_limit` such files per run (REREAD_LIMIT unless set; null: no
+limit) are read again, the rest stay as they are ("unchanged", "reread": "later") for the next runs, so new and
+changed files are never stuck behind a corpus being read again. A deadline or max_items bounds the run as ever.
 """
 from __future__ import annotations
 
@@ -20,7 +26,11 @@ from edge_agent.services.paths import PathNotAllowedError, resolve_confined, sho
 from edge_agent.store.summaries import SummaryStore
 from edge_agent.store.labels import LabelStore
 
-PARAMS = {"folders", "remove_deleted"}
+PARAMS = {"folders", "remove_deleted", "reread_limit"}
+# files read again per run only because an older reader read them (new and changed files are not counted): re-reading
+# ran at 8.5 chunks/s with multilingual-e5-small on 2 shared cores (scripts/bench_reread.py), so 500 documents of
+# 8-26 chunks are 8-25 minutes added to a night's run
+REREAD_LIMIT = 500
 DAEMON_HINT = ("another edge-agent process (the daemon) owns the document index: run the job through it "
                "(`POST /v1/jobs/{id}/run`), or stop the daemon first")
 
@@ -61,7 +71,11 @@ class ReindexKind:
         remove = params.get("remove_deleted", True)
         if not isinstance(remove, bool):
             raise InvalidJobError("remove_deleted must be true or false", param="params.remove_deleted")
-        return {"folders": sorted(set(resolved)), "remove_deleted": remove}
+        limit = params.get("reread_limit", REREAD_LIMIT)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidJobError("reread_limit must be a whole number >= 0 (files an older reader read, read again per run) "
+                                  "or null (no limit)", param="params.reread_limit")
+        return {"folders": sorted(set(resolved)), "remove_deleted": remove, "reread_limit": limit}
 
     def _service(self, ctx: JobContext):
         docs = ctx.documents()
@@ -72,21 +86,33 @@ class ReindexKind:
         return docs
 
     def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
-        """Files under the folders (file:<path>), then indexed documents whose file is gone (remove:<id>)."""
-        self._service(ctx)
+        """Files under the folders (file:<path>), then indexed documents whose file is gone (remove:<id>). A file an
+        older reader read has "reread" in its payload: True for the first `reread_limit` of them, then False."""
+        docs = self._service(ctx)
         roots = list(ctx.settings.ingest_roots)
         seen = set()
+        limit = params.get("reread_limit", REREAD_LIMIT)
+        rereads = 0
         for folder in params["folders"]:
             if not os.path.isdir(folder):
                 raise InvalidJobError(f"folder {Path(folder).name!r} no longer exists; fix or delete the job")
+            outdated = docs.outdated_files(folder)
             for path in walk_files(Path(folder)):
                 why = file_name_error(shown_path(str(path), roots) or path.name)
                 shown = escaped_name(str(path))  # a name not UTF-8 could not even be stored as the item's key
                 key = f"file:{shown}"
-                if key not in seen:
-                    seen.add(key)
-                    yield Item(key, {"action": "add", "path": str(path)} if why is None else
-                               {"action": "refuse", "path": shown, "error": why})
+                if key in seen:
+                    continue
+                seen.add(key)
+                if why is not None:
+                    yield Item(key, {"action": "refuse", "path": shown, "error": why})
+                    continue
+                payload = {"action": "add", "path": str(path)}
+                # stored under its resolved path: a symlinked file's target (the folder itself is resolved)
+                if outdated and (str(path) in outdated or path.is_symlink() and os.path.realpath(path) in outdated):
+                    payload["reread"] = limit is None or rereads < limit
+                    rereads += payload["reread"]
+                yield Item(key, payload)
         if params.get("remove_deleted", True):
             store = SummaryStore(ctx.db)
             for folder in params["folders"]:
@@ -128,11 +154,14 @@ class ReindexKind:
         if skip is not None:  # looked at again each run: once it has text, it is added
             return {"action": "skipped", "reason": skip, "path": path}
         try:
-            res = docs.add_file(path, confined=True)
+            res = docs.add_file(path, confined=True, reread=payload.get("reread", True))
         except DocumentError as e:
             raise ItemError(str(e)) from None
         if res.status == "failed":
             raise ItemError(res.error or "the file could not be read")
         if res.status == "added" and db is not None and res.document_id is not None:
             cls._carry_over(db, int(res.document_id))
-        return {"action": res.status, "document_id": res.document_id, "path": path, "chunks": res.chunks}
+        out = {"action": res.status, "document_id": res.document_id, "path": path, "chunks": res.chunks}
+        if "reread" in payload:  # an older reader had read it: read again now, or left for a later run (reread_limit)
+            out["reread"] = "later" if not payload["reread"] and res.status == "unchanged" else "done"
+        return out

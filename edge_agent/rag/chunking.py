@@ -1,4 +1,7 @@
-"""Chunking by embedding-model tokens, with overlap, on paragraph and sentence boundaries where possible."""
+"""Chunking by embedding-model tokens, with overlap, on paragraph and sentence boundaries where possible.
+
+A change in where chunks are cut changes every document's chunks: bump every kind in reader_version.py.
+"""
 from __future__ import annotations
 
 import bisect

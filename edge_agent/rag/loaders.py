@@ -4,6 +4,9 @@ Supported: .txt, .md, .html/.htm, .pdf, .eml, .csv here; the office formats (.do
 .odt, .ods, .odp, .rtf) in loaders_office.py. Every failure a user can cause (unsupported type,
 empty, broken, encrypted, too big, too slow, a decompression bomb) raises LoaderError with a
 message that says what to do; callers record it per document and go on with the batch.
+
+A change in what a loader returns for the same bytes: bump its kind in reader_version.py, so that the files an
+older loader read are read again by the next reindex.
 """
 from __future__ import annotations
 

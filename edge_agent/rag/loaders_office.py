@@ -12,6 +12,8 @@ XML from a file is parsed safely: openpyxl uses defusedxml (a dependency for tha
 parse with lxml with entities off, and OpenDocument's XML is read here with defusedxml, a sheet's rows as a
 stream. odfpy was not used to read: it builds a DOM (on a 5,000 x 8 sheet 3.2 s and ~170 MB against 0.15 s and
 14 MB streaming) and has no wheel for the offline bundle; the tests use it to write files.
+
+A change in what a loader returns for the same bytes: bump its kind in reader_version.py (as loaders.py says).
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from edge_agent.rag.index import IndexFileError, clean_leftovers, move_aside
+from edge_agent.rag.reader_version import READER_VERSIONS, is_current, reader_version
 from edge_agent.services.document_results import CheckResult, ReadOnlyError
 from edge_agent.services.storage import InsufficientStorageError, disk_status, ensure_room, free_bytes
 
@@ -161,6 +162,26 @@ class IndexUpkeep:
         out = disk_status(SimpleNamespace(data_dir=self.data_dir, index_dir=self.index.index_dir, min_free_bytes=self.min_free_bytes))
         out["index_saved"] = self.index_save_error is None
         return out
+
+    def reader_status(self) -> dict[str, Any]:
+        """Ready documents by whether the reader that runs would read them as they were read (rag.reader_version):
+        `outdated_files` (by kind in `outdated_by_kind`) are read again by the next reindex or ingest of their file;
+        `outdated_uploads` only when uploaded again (the server keeps no copy); text added as text has no reader."""
+        out: dict[str, Any] = {"versions": {k: reader_version(k) for k in READER_VERSIONS}, "current": 0,
+                               "outdated_files": 0, "outdated_by_kind": {}, "outdated_uploads": 0}
+        for kind, stored, source, n in self.store.reader_counts():
+            if source == "text" or is_current(kind, stored):
+                out["current"] += n
+            elif source == "file":
+                out["outdated_files"] += n
+                out["outdated_by_kind"][kind] = out["outdated_by_kind"].get(kind, 0) + n
+            else:
+                out["outdated_uploads"] += n
+        return out
+
+    def outdated_files(self, folder: str) -> set[str]:
+        """Paths of the ready documents from files under folder that an older reader read (a reindex reads them again)."""
+        return {path for path, (kind, stored) in self.store.readers_under(folder).items() if not is_current(kind, stored)}
 
     def rebuild(self, reembed: bool = False) -> dict[str, Any]:
         """Rebuild FAISS (and BM25) from SQLite; with `reembed`, compute every vector again first."""

@@ -23,6 +23,7 @@ from edge_agent.rag.chunking import TokenChunker
 from edge_agent.rag.index import clean_leftovers
 from edge_agent.rag.loaders import TEXT_KINDS, LoadedDocument, LoaderError, LoaderLimits, Section, detect_kind, load_bytes, not_text_reason
 from edge_agent.rag.owner import IndexBusyError, OwnerLock
+from edge_agent.rag.reader_version import reader_version
 from edge_agent.rag.retrieval import HybridIndex, IndexUpdate
 from edge_agent.services.document_search import DocumentSearch
 from edge_agent.services.document_results import (
@@ -182,8 +183,9 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             raise
 
     # --- ingestion --------------------------------------------------------
-    def add_file(self, path: str | os.PathLike, confined: bool = True) -> IngestResult:
-        """Add or update one file. With `confined` (the default) it must lie under `ingest_roots`.
+    def add_file(self, path: str | os.PathLike, confined: bool = True, reread: bool = True) -> IngestResult:
+        """Add or update one file. With `confined` (the default) it must lie under `ingest_roots`. A file whose bytes
+        are unchanged is read again when an older reader read it (rag.reader_version), unless `reread` is False.
 
         Raises PathRefusedError (outside the roots, URL, `..`) or DocumentNotFoundError; a file
         that cannot be read gives status "failed" instead.
@@ -191,7 +193,7 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         real = self._resolve(path, confined)
         if real.is_dir():
             raise DocumentError(f"{Path(path).name} is a folder: use add_path for folders", param="path")
-        return self._ingest_file(real)
+        return self._ingest_file(real, reread)
 
     def skip_reason(self, path: str | os.PathLike) -> str | None:
         """Why a file is not worth indexing now (empty, or binary under a text extension) when the answer will not
@@ -299,7 +301,7 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         except OSError as exc:  # a name too long, a symlink loop, no permission
             raise DocumentError(f"cannot open that path: {exc.strerror or type(exc).__name__}", param="path") from None
 
-    def _ingest_file(self, real: Path) -> IngestResult:
+    def _ingest_file(self, real: Path, reread: bool = True) -> IngestResult:
         why = file_name_error(self.shown_path(str(real)) or real.name)
         if why is not None:  # as an upload so named: it would forge or hide what a list shows (or not store at all)
             raise DocumentError(why, param="path")
@@ -317,28 +319,32 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             key, real.stem or real.name, detect_kind(real.name) or "unknown", _sha256(data), len(data),
             path=str(real), mtime=st.st_mtime,
         )
-        return self._ingest(meta, lambda: load_bytes(data, real.name, self.limits))
+        return self._ingest(meta, lambda: load_bytes(data, real.name, self.limits), reread=reread)
 
     def _ingest(self, meta: DocumentMeta, load: Callable[[], LoadedDocument], keep_failure: bool = True,
-                only_processing: bool = False) -> IngestResult:
+                only_processing: bool = False, reread: bool = True) -> IngestResult:
         """Load, chunk, embed and commit one document. A failure to read it is recorded (status "failed", its old
         chunks removed) for a file the server reads from disk, which the record then mirrors (`keep_failure`);
-        for bytes a client sent it changes nothing and only the result says it failed."""
+        for bytes a client sent it changes nothing and only the result says it failed. Unchanged bytes that an
+        older reader read are read again (the old chunks serve until the new ones commit), unless not `reread`."""
         with self._by_key.hold(meta.source_key):  # identical uploads at once: the first adds, the rest find it
-            return self._ingest_now(meta, load, keep_failure, only_processing)
+            return self._ingest_now(meta, load, keep_failure, only_processing, reread)
 
     def _ingest_now(self, meta: DocumentMeta, load: Callable[[], LoadedDocument], keep_failure: bool,
-                    only_processing: bool) -> IngestResult:
+                    only_processing: bool, reread: bool = True) -> IngestResult:
         existing = self.store.get_by_key(meta.source_key)
         if only_processing and (existing is None or existing.status != "processing" or existing.content_hash != meta.content_hash):
             return IngestResult("unchanged", meta.source_key, None, meta.title, 0)  # replaced or deleted meanwhile
-        if existing is not None and existing.status == "ready" and existing.content_hash == meta.content_hash:
+        meta.reader_version = reader_version(meta.kind)
+        if (existing is not None and existing.status == "ready" and existing.content_hash == meta.content_hash
+                and (existing.reader_version == meta.reader_version or not reread)):
             return IngestResult("unchanged", meta.source_key, existing.id, existing.title, existing.chunk_count)
         try:
             loaded = load()
             meta.title = loaded.title or meta.title
             meta.mime = loaded.mime
             meta.kind = loaded.kind
+            meta.reader_version = reader_version(loaded.kind)
             pieces = self.chunker.chunk(loaded.sections)
             if not pieces:
                 raise LoaderError("no text to index")
@@ -509,6 +515,7 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             "model": self.embedder.model_id, "backend": getattr(self.embedder, "backend", "?"),
             "variant": getattr(self.embedder, "variant", None),
         }
+        out["reader"] = self.reader_status()
         out["last_check"] = self.last_check.to_dict() if self.last_check else None
         out["reembed"] = self.reembed.status() if getattr(self, "reembed", None) is not None else None
         return out

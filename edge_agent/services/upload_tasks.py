@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from edge_agent.rag.loaders import detect_kind, load_bytes
+from edge_agent.rag.reader_version import is_current
 from edge_agent.rag.retrieval import IndexUpdate
 from edge_agent.services.document_results import DocumentError, FileTooLargeError, IngestResult, ReadOnlyError, checked_name
 from edge_agent.store.documents import DocumentMeta
@@ -171,9 +172,11 @@ class UploadQueue:
         svc = self.service
         with svc._by_key.hold(meta.source_key):
             existing = svc.store.get_by_key(meta.source_key)
-            if existing is not None and existing.content_hash == meta.content_hash and existing.status in ("ready", "processing"):
+            if existing is not None and existing.content_hash == meta.content_hash and (
+                    existing.status == "processing" or existing.status == "ready" and is_current(existing.kind, existing.reader_version)):
                 status = "unchanged" if existing.status == "ready" else "processing"
                 return IngestResult(status, meta.source_key, existing.id, existing.title, existing.chunk_count)
+            # else new, changed, or read by an older reader (rag.reader_version): processed as a changed upload
             with self._cond:
                 if len(self._waiting) + self._reserved >= self.max_waiting:
                     raise TooManyTasksError(f"{self.max_waiting} uploads are already waiting to be processed: retry when one "

@@ -11,7 +11,8 @@ import numpy as np
 from edge_agent.store.db import SqliteDatabase
 
 DOC_COLUMNS = (
-    "id, source_key, title, path, kind, mime, content_hash, size, mtime, status, error, chunk_count, created_at, updated_at"
+    "id, source_key, title, path, kind, mime, content_hash, size, mtime, status, error, chunk_count, created_at, updated_at,"
+    " reader_version"
 )
 
 
@@ -33,6 +34,7 @@ class DocumentRecord:
     chunk_count: int
     created_at: float
     updated_at: float
+    reader_version: int | None = None  # of its kind's loader (rag.reader_version); None: read before versions were recorded
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -66,6 +68,7 @@ class DocumentMeta:
     path: str | None = None
     mime: str | None = None
     mtime: float | None = None
+    reader_version: int | None = None  # the reader version it is read with (rag.reader_version)
 
 
 def _doc(row: sqlite3.Row | None) -> DocumentRecord | None:
@@ -155,11 +158,12 @@ class DocumentStore:
         self, conn: sqlite3.Connection, meta: DocumentMeta, status: str, error: str | None, n: int, now: float
     ) -> tuple[int, list[int]]:
         row = conn.execute("SELECT id FROM documents WHERE source_key = ?", (meta.source_key,)).fetchone()
-        values = (meta.title, meta.path, meta.kind, meta.mime, meta.content_hash, meta.size, meta.mtime, status, error, n)
+        values = (meta.title, meta.path, meta.kind, meta.mime, meta.content_hash, meta.size, meta.mtime, status, error, n,
+                  meta.reader_version)
         if row is None:
             cur = conn.execute(
                 "INSERT INTO documents(source_key, title, path, kind, mime, content_hash, size, mtime, status, error,"
-                " chunk_count, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " chunk_count, reader_version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (meta.source_key, *values, now, now),
             )
             return int(cur.lastrowid), []  # type: ignore[arg-type]
@@ -167,7 +171,7 @@ class DocumentStore:
         old = self._delete_chunks(conn, doc_id)
         conn.execute(
             "UPDATE documents SET title=?, path=?, kind=?, mime=?, content_hash=?, size=?, mtime=?, status=?, error=?,"
-            " chunk_count=?, updated_at=? WHERE id=?",
+            " chunk_count=?, reader_version=?, updated_at=? WHERE id=?",
             (*values, now, doc_id),
         )
         return doc_id, old
@@ -368,6 +372,24 @@ class DocumentStore:
     def set_meta(self, key: str, value: str) -> None:
         with self.db.write() as conn:
             conn.execute("INSERT OR REPLACE INTO index_meta(key, value) VALUES (?, ?)", (key, value))
+
+    def reader_counts(self) -> list[tuple[str, int | None, str, int]]:
+        """Ready documents counted by (kind, reader_version, source), source "file" (read from a path on this
+        server), "upload" or "text" (the text as sent: no loader reads it)."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT kind, reader_version, CASE WHEN path IS NOT NULL THEN 'file' WHEN source_key LIKE 'upload:%' THEN 'upload'"
+                " ELSE 'text' END AS source, count(*) FROM documents WHERE status = 'ready' GROUP BY 1, 2, 3").fetchall()
+        return [(r[0], r[1], r[2], int(r[3])) for r in rows]
+
+    def readers_under(self, folder: str) -> dict[str, tuple[str, int | None]]:
+        """path -> (kind, reader_version) of the ready documents read from a file under folder."""
+        prefix = folder.rstrip("/") + "/"
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT path, kind, reader_version FROM documents WHERE status = 'ready' AND substr(path, 1, length(?)) = ?",
+                (prefix, prefix)).fetchall()
+        return {r[0]: (r[1], r[2]) for r in rows}
 
     def stats(self) -> dict[str, Any]:
         """Counts of documents by status and kind, chunks and tokens."""

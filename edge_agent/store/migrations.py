@@ -244,6 +244,12 @@ RUN_DEADLINE_ZONE_V8 = """
 ALTER TABLE job_runs ADD COLUMN deadline_tz TEXT;
 """
 
+READER_VERSION_V9 = """
+-- the version of its kind's loader that read the document (edge_agent.rag.reader_version); NULL: read before
+-- versions were recorded, by an unknown older reader, so a reindex reads the file again like a changed one
+ALTER TABLE documents ADD COLUMN reader_version INTEGER;
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "documents, chunks and their vectors", DOCUMENTS_V1),
     Migration(2, "jobs, their runs and run items; document summaries", JOBS_V2),
@@ -253,4 +259,5 @@ MIGRATIONS: list[Migration] = [
     Migration(6, "documents may be processing (an upload finished in the background)", DOCUMENT_PROCESSING_V6),
     Migration(7, "run items may be cancelled (the items a cancelled or failed run did not do)", RUN_ITEM_CANCELLED_V7),
     Migration(8, "runs record the zone their deadline was read in", RUN_DEADLINE_ZONE_V8),
+    Migration(9, "documents record the reader version they were read with", READER_VERSION_V9),
 ]

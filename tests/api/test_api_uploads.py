@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from api_helpers import KEY, REPO, api_settings, multipart, start_server, wait_until
+from edge_agent.rag.reader_version import READER_VERSIONS
 
 TEXT = "The boiler in block D is serviced every March by Hendriks Installatie. " * 4
 
@@ -71,6 +72,7 @@ def test_a_refused_upload_stores_nothing_and_keeps_the_old_version(make_server):
     assert [(d["title"], d["status"]) for d in docs] == [("boiler", "ready")]  # no failed records, the old version intact
     detail = json.loads(server.request("GET", f"/v1/documents/{good['document_id']}")[2])
     assert detail["content_hash"] == docs[0]["content_hash"] and len(detail["chunks"]) == good["chunks"]
+    assert detail["reader_version"] == docs[0]["reader_version"] == READER_VERSIONS["txt"]  # the reader that read it
     hits = json.loads(server.request("POST", "/v1/retrieve", {"query": "who services the boiler", "k": 1})[2])["data"]
     assert hits[0]["document_id"] == good["document_id"]
 

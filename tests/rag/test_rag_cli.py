@@ -61,3 +61,27 @@ def test_index_commands_use_the_global_flags(index_cli, embedder, monkeypatch, c
         assert main(["--threads", "2", "index", *argv]) in (0, 1), argv
     capsys.readouterr()
     assert seen == [2, 2, 2, 2]
+
+
+def test_index_stats_names_documents_an_older_reader_read_and_add_reads_them_again(run, tmp_path, capsys):
+    """After an upgrade whose loaders changed (here: documents from before reader versions were recorded), `index
+    stats` says how many documents an older reader read and that a reindex reads them again; `index add` does."""
+    import sqlite3
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.txt").write_text("The boiler shows error E-442 when the pressure is low.")
+    (folder / "b.md").write_text("# Dakkapel\nDe vergunning komt van de gemeente.")
+    assert run("add", str(folder), "--no-progress") == 0
+    capsys.readouterr()
+    assert run("stats") == 0 and "reader:" not in capsys.readouterr().out
+    with sqlite3.connect(tmp_path / "var" / "edge-agent.db") as conn:  # what migration 9 leaves on older documents
+        conn.execute("UPDATE documents SET reader_version = NULL")
+    conn.close()
+    assert run("stats") == 0
+    assert "reader: 2 documents read by an older reader (md 1, txt 1): the next reindex reads them again" in capsys.readouterr().out
+    assert run("stats", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["reader"]["outdated_by_kind"] == {"md": 1, "txt": 1}
+    assert run("add", str(folder), "--no-progress") == 0
+    assert "0 added, 2 updated, 0 unchanged, 0 failed" in capsys.readouterr().out
+    assert run("stats") == 0 and "reader:" not in capsys.readouterr().out

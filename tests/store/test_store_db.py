@@ -65,8 +65,8 @@ def test_processing_migration_keeps_chunks_labels_and_ids(tmp_path):
     before = [m for m in MIGRATIONS if m.version < 6]
     db = SqliteDatabase(tmp_path / "old.db", before)
     store = DocumentStore(db)
-    doc_id, _, _ = store.replace(DocumentMeta("text:a", "a", "txt", "h1", 1), _chunks(2))
-    gone, _, _ = store.replace(DocumentMeta("text:gone", "gone", "txt", "h0", 1), _chunks(1))
+    doc_id = _old_document(db, "text:a", 2)  # as the program of that schema wrote them
+    gone = _old_document(db, "text:gone", 1)
     store.delete(gone)
     with db.write() as conn:
         conn.execute("INSERT INTO document_labels(document_id, label_set, label, score, method, created_at) VALUES (?, 's', 'l', 1, 'm', 0)",
@@ -91,6 +91,41 @@ def test_processing_migration_keeps_chunks_labels_and_ids(tmp_path):
 
 def _chunks(n: int) -> list[ChunkRecord]:
     return [ChunkRecord(0, i, f"text {i}", 0, 6, 2, vector=np.full(4, i, np.float32)) for i in range(n)]
+
+
+def _old_document(db, key: str, n: int, kind: str = "txt", path: str | None = None) -> int:
+    """A ready document with n chunks and vectors, written with the columns every schema since version 1 has (the
+    store's own SQL writes today's columns, which an older schema lacks)."""
+    with db.write() as conn:
+        doc_id = conn.execute(
+            "INSERT INTO documents(source_key, title, path, kind, content_hash, size, status, chunk_count, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, 'h', 1, 'ready', ?, 0, 0)", (key, key, path, kind, n)).lastrowid
+        for c in _chunks(n):
+            cid = conn.execute("INSERT INTO chunks(document_id, ordinal, text, char_start, char_end, token_count)"
+                               " VALUES (?, ?, ?, 0, 6, 2)", (doc_id, c.ordinal, c.text)).lastrowid
+            conn.execute("INSERT INTO chunk_vectors(chunk_id, vector) VALUES (?, ?)", (cid, c.vector.tobytes()))
+    return int(doc_id)
+
+
+def test_reader_version_migration_leaves_existing_documents_unknown(tmp_path):
+    """Migration 9 adds documents.reader_version: rows from before it are NULL (read by an unknown, older reader),
+    with their chunks and vectors as they were; what the store writes from then on records the version given."""
+    db = SqliteDatabase(tmp_path / "old.db", [m for m in MIGRATIONS if m.version < 9])
+    html = _old_document(db, "file:/docs/a.html", 2, "html", "/docs/a.html")
+    _old_document(db, "upload:b.csv", 1, "csv")
+    db.close()
+    db = SqliteDatabase(tmp_path / "old.db")
+    assert db.schema_versions() == [m.version for m in MIGRATIONS]
+    store = DocumentStore(db)
+    doc = store.get(html)
+    assert doc.reader_version is None and doc.status == "ready" and doc.chunk_count == 2
+    assert [c.text for c in store.chunks_of(html)] == ["text 0", "text 1"] and store.missing_vectors() == []
+    assert sorted(store.reader_counts()) == [("csv", None, "upload", 1), ("html", None, "file", 1)]
+    assert store.readers_under("/docs") == {"/docs/a.html": ("html", None)}
+    meta = DocumentMeta("file:/docs/a.html", "a", "html", "h", 1, path="/docs/a.html", reader_version=7)
+    assert store.replace(meta, _chunks(1))[0] == html
+    assert store.get(html).reader_version == 7 and store.readers_under("/docs/") == {"/docs/a.html": ("html", 7)}
+    db.close()
 
 
 def test_replace_delete_and_ids_never_reused(tmp_path):
