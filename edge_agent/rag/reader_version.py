@@ -28,7 +28,8 @@ from collections.abc import Mapping
 # 1: the loaders as of 2026-12-02, the first versions recorded; they include the fixes of 2026-12-01 that a
 # document read before then lacks: HTML heading permalinks ('¶') dropped, a page-level <div class="footer">
 # treated as page chrome, a sheet's or CSV's rows as paragraphs (chunks hold whole rows); the office formats
-# (xlsx, pptx, odt, ods, odp, rtf) read directly where they had failed with advice to convert them.
+# (xlsx, pptx, odt, ods, odp, rtf) read directly where they had failed with advice to convert them; and of
+# 2026-12-02: a plain text's title is its first line where that stands alone (loaders.txt_title), not its file name.
 READER_VERSIONS: Mapping[str, int] = {
     "txt": 1,
     "md": 1,
