@@ -245,11 +245,8 @@ class OllamaChatRequest(_Generating):
         tools = self.tool_list()
         if tools and self.format:
             raise InvalidRequestError("tools cannot be combined with a response format (format): leave one of them out", param="tools")
-        rag, listed = chat.grounded_by(self.model, None)  # a documents alias answers from the documents
-        gen = chat.chat(service_messages(self.messages), self.sampling(chat), constraint=self.constraint(), tools=tools or None,
-                        may_call=bool(tools), rag=rag)
-        gen.sources_in_text = listed
-        return gen
+        return chat.chat(service_messages(self.messages), self.sampling(chat), constraint=self.constraint(), tools=tools or None,
+                         may_call=bool(tools), model=self.model)
 
 
 class OllamaGenerateRequest(_Generating):

@@ -81,6 +81,26 @@ def test_ollama_chat_with_the_alias_is_grounded(server):
     assert "documents:latest" in [m["name"] for m in json.load(urllib.request.urlopen(tags, timeout=60))["models"]]
 
 
+def test_batch_lines_with_the_alias_are_grounded_on_every_endpoint(server):
+    """Batch lines reach ChatService as the routes do, so the alias grounds them all (a /v1/responses line was answered
+    by the plain model while the live route grounded it: each caller applied the alias itself)."""
+    from edge_agent.jobs.batch import BatchRequestRunner, run_line
+
+    rt = server.runtime
+    runner = BatchRequestRunner(chat=rt.chat, embeddings=None, settings=rt.settings, priority=10)
+    bodies = {"/v1/chat/completions": {"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 24},
+              "/v1/completions": {"prompt": f"Question: {QUESTION}\nAnswer:", "max_tokens": 8},
+              "/v1/responses": {"input": QUESTION, "max_output_tokens": 24}}
+    for url, body in bodies.items():
+        for model, grounded in (("documents", True), ("llama", False)):
+            out = run_line(runner, {"custom_id": "x", "url": url, "body": {**body, "model": model, "temperature": 0}})["response"]["body"]
+            assert ("sources" in out) is grounded, (url, model, out)
+            if grounded:
+                assert out["sources"][0]["document_id"] == server.ids["archive"], url
+    answer = out["output"][0]["content"][0]["text"]  # the last line: /v1/responses, the plain model
+    assert "Sources:" not in answer
+
+
 def test_the_list_is_in_the_answers_language_and_absent_from_a_decline():
     from edge_agent.services.generation import sources_footer
     from edge_agent.services.grounding import Source
