@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.error
 import urllib.request
 
 import openai
@@ -79,6 +80,35 @@ def test_ollama_chat_with_the_alias_is_grounded(server):
     assert "QX-7731-B" in answer and "[1] Zeeland archive" in listed, content
     tags = urllib.request.Request(server.url + "/api/tags", headers={"Authorization": f"Bearer {KEY}"})
     assert "documents:latest" in [m["name"] for m in json.load(urllib.request.urlopen(tags, timeout=60))["models"]]
+
+
+def _post(server, path: str, body: dict):
+    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+    return urllib.request.urlopen(req, timeout=60)
+
+
+def test_ollama_generate_with_the_alias_is_grounded_as_chat_is(server):
+    """/api/generate with the alias (as /api/tags lists it, "documents:latest", in any case) answers as /api/chat does:
+    from the documents, the cited sources listed, no `context`; the model's own name stays plain."""
+    opts = {"temperature": 0, "num_predict": 24}
+    chat = json.load(_post(server, "/api/chat", {"model": "Documents:latest", "stream": False, "options": opts,
+                                                 "messages": [{"role": "user", "content": QUESTION}]}))["message"]["content"]
+    body = {"model": "Documents:latest", "prompt": QUESTION, "options": opts}
+    got = json.load(_post(server, "/api/generate", {**body, "stream": False}))
+    answer, listed = _footer(got["response"])
+    assert "QX-7731-B" in answer and "[1] Zeeland archive" in listed, got["response"]
+    assert got["response"] == chat and "context" not in got
+    lines = [json.loads(line) for line in _post(server, "/api/generate", body).read().splitlines() if line.strip()]  # streamed
+    assert "".join(line["response"] for line in lines) == got["response"] and lines[-1]["done"] and "context" not in lines[-1]
+
+    plain = json.load(_post(server, "/api/generate", {**body, "model": "llama", "stream": False, "options": {**opts, "num_predict": 8}}))
+    assert "Sources:" not in plain["response"] and plain["context"]
+    for extra in ({"template": "{{ .Prompt }}"}, {"context": plain["context"]}):  # they shape a prompt of ids: refused, saying why
+        with pytest.raises(urllib.error.HTTPError) as e:
+            _post(server, "/api/generate", {**body, **extra})
+        field = next(iter(extra))
+        assert e.value.code == 400 and f"`{field}` cannot be combined" in json.load(e.value)["error"]
 
 
 def test_batch_lines_with_the_alias_are_grounded_on_every_endpoint(server):
