@@ -33,13 +33,12 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from edge_agent.config import BM25_FILE, INDEX_FILE
 from edge_agent.rag.bm25 import FIELD_WEIGHTS, TOKENIZER_VERSION, Bm25Index
 from edge_agent.rag.index import FaissIndex, IndexFileError, RWLock, write_atomic
 
 log = logging.getLogger(__name__)
 
-INDEX_FILE = "chunks.faiss"
-BM25_FILE = "bm25.snapshot"
 BM25_MAGIC = b"EDGE-AGENT-BM25 1\n"
 MODES = ("hybrid", "dense", "bm25")
 NEAR_DUPLICATE = 0.8  # Jaccard similarity of two chunks' words above which the lower one is left out
