@@ -300,7 +300,7 @@ class OllamaGenerateRequest(_Generating):
                                                 check=chat.length_check(options))
             options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         ids = g.continued(chat.formatter, self.context or [], prompt.ids, chat.vocab_size)
-        gen = chat.complete([ids], options, constraint=constraint)
+        gen = chat.complete([ids], options, constraint=constraint, model=name)  # not an alias of the documents here
         gen.prompt_ids = ids
         return gen
 

@@ -131,6 +131,27 @@ def test_batch_lines_with_the_alias_are_grounded_on_every_endpoint(server):
     assert "Sources:" not in answer
 
 
+def test_every_request_path_names_its_model_to_the_chat_service():
+    """ChatService.chat/complete apply the alias to the model= they are given (the one place); a route that left it
+    out would answer as the plain model, as /api/generate and /v1/responses batch lines did. The modules that serve
+    requests, parsed: every call that starts a generation names the model."""
+    import ast
+    from pathlib import Path
+
+    import edge_agent
+
+    pkg = Path(edge_agent.__file__).parent
+    calls, missing = 0, []
+    for f in [*(pkg / "api").glob("*.py"), *(pkg / "services").glob("*_protocol.py"), pkg / "jobs" / "batch.py"]:
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("chat", "complete") \
+                    and len(node.args) >= 2:  # (messages or prompts, options): ChatService's, not a client's
+                calls += 1
+                if not any(k.arg == "model" for k in node.keywords):
+                    missing.append(f"{f.relative_to(pkg)}:{node.lineno}")
+    assert calls >= 9 and not missing, missing
+
+
 def test_the_list_is_in_the_answers_language_and_absent_from_a_decline():
     from edge_agent.services.generation import sources_footer
     from edge_agent.services.grounding import Source
