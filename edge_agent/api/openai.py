@@ -212,10 +212,8 @@ def chat_completions():
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     constraint = req.output_constraint()
     tools, call, may_call = req.tool_list(), req.forced_call(), req.may_call()
-    rag, listed = svc.grounded_by(req.model, _rag(req))
     gen = svc.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint, priority=req.priority or 0,
-                   rag=rag, tools=tools, call=call, template_kwargs=req.chat_template_kwargs, may_call=may_call)
-    gen.sources_in_text = listed
+                   rag=_rag(req), tools=tools, call=call, template_kwargs=req.chat_template_kwargs, may_call=may_call, model=req.model)
     note_usage(gen.usage)
     disconnected = _disconnected()
     calls = call is not None or may_call  # the answer is (or may be) a call, read by tools.CallReader
@@ -276,10 +274,8 @@ def completions():
     req, svc = generation_request(p.CompletionRequest)
     n = req.n or 1
     prompts = req.prompts()
-    rag, listed = svc.grounded_by(req.model, _rag(req))
-    gen = svc.complete(prompts, sampling_options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0, rag=rag,
-                       constraint=req.output_constraint())
-    gen.sources_in_text = listed
+    gen = svc.complete(prompts, sampling_options(req, req.max_tokens), n=n, echo=bool(req.echo), priority=req.priority or 0,
+                       rag=_rag(req), constraint=req.output_constraint(), model=req.model)
     note_usage(gen.usage)
     disconnected = _disconnected()
     if req.stream:

@@ -36,9 +36,7 @@ bp = Blueprint("responses", __name__)
 def create_response():
     req, svc = generation_request(r.ResponseCreateRequest)
     options = req.sampling()
-    rag, listed = svc.grounded_by(req.model, _rag(req))  # a documents alias answers from the documents
-    gen = r.start(svc, req, options, req.priority or 0, rag)
-    gen.sources_in_text = listed
+    gen = r.start(svc, req, options, req.priority or 0, _rag(req))
     note_usage(gen.usage)
     texts_of = svc.token_texts() if options.logprobs is not None else None  # tokens' texts for logprobs, when asked for
     if req.stream:

@@ -240,6 +240,9 @@ def check_disk(r: Report, s) -> None:
         usage = shutil.disk_usage(probe)
         writable = os.access(probe, os.W_OK)
         out[name] = {"path": str(p), "exists": p.exists(), "free_mib": usage.free >> 20, "writable": writable}
+        note = getattr(s, "index_dir_note", lambda: None)() if name == "index_dir" else None
+        if note:  # not a problem: the index is found where it was; said until index_dir is set
+            out[name]["note"] = note
         if usage.free < LOW_DISK_BYTES:
             r.problem(f"{name} ({p}) has {usage.free >> 20} MiB free", "free disk space (indexing and the GPU graph need room)")
         if name != "models_dir" and not writable:
@@ -315,6 +318,8 @@ def _print(r: Report) -> None:
     print(f"listen: {ls['address']} ({'loopback' if ls['loopback'] else 'network'}; auth {'on, ' + str(ls['api_keys']) + ' keys' if ls['auth'] else 'off'})")
     for name, dk in sec["disk"].items():
         print(f"disk {name}: {dk['path']} {dk['free_mib']} MiB free{'' if dk['writable'] else ' (not writable)'}")
+        if dk.get("note"):
+            print(f"  note: {dk['note']}")
     if r.problems:
         print(f"\n{len(r.problems)} problem(s):")
         for p in r.problems:

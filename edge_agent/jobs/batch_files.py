@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edge_agent.config import DB_FILE
 from edge_agent.jobs.batch import (
     BatchKind,
     BatchRequestRunner,
@@ -27,7 +28,6 @@ from edge_agent.store.db import SqliteDatabase
 from edge_agent.store.files import BatchRecord, BatchStore, FileRecord, FileStore, FileTooLargeError, StorageFullError, new_id
 from edge_agent.store.jobs import JobStore
 
-DB_FILE = "edge-agent.db"
 BATCH_WINDOW_S = 24 * 3600
 BATCH_SOURCE = "openai-batch"  # JobRecord.source of the job behind each POST /v1/batches
 

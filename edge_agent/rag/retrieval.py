@@ -33,15 +33,15 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from edge_agent.config import BM25_FILE, INDEX_FILE
 from edge_agent.rag.bm25 import FIELD_WEIGHTS, TOKENIZER_VERSION, Bm25Index
 from edge_agent.rag.index import FaissIndex, IndexFileError, RWLock, write_atomic
 
 log = logging.getLogger(__name__)
 
-INDEX_FILE = "chunks.faiss"
-BM25_FILE = "bm25.snapshot"
 BM25_MAGIC = b"EDGE-AGENT-BM25 1\n"
 MODES = ("hybrid", "dense", "bm25")
+_SAME = {"nb": "no", "nn": "no"}  # codes a declared language list may use for one language (Norwegian's written forms)
 NEAR_DUPLICATE = 0.8  # Jaccard similarity of two chunks' words above which the lower one is left out
 UNCOVERED_DENSE_WEIGHT = 0.25  # dense's weight (BM25's: 1) for a query in a language the embedder was not trained on
 # document agreement (see the module docstring) only for k >= this: each agreed document takes a hit, a large share of
@@ -144,7 +144,7 @@ class HybridIndex:
         self.dim = dim
         self.ann_threshold = ann_threshold
         self.candidates = candidates
-        self.dense_languages = frozenset(dense_languages) if dense_languages else None  # None: covers every language
+        self.dense_languages = frozenset(_SAME.get(x, x) for x in dense_languages) if dense_languages else None  # None: every one
         self.uncovered_dense_weight = uncovered_dense_weight
         self.agreement_min_k = agreement_min_k
         self.lock = RWLock()
@@ -386,7 +386,7 @@ class HybridIndex:
 
     def covers(self, lang: str | None) -> bool:
         """Whether the embedding model covers lang (unknown models and unknown languages: yes)."""
-        return self.dense_languages is None or lang is None or lang == "und" or lang in self.dense_languages
+        return self.dense_languages is None or lang is None or lang == "und" or _SAME.get(lang, lang) in self.dense_languages
 
     def stats(self) -> dict:
         with self.lock.read():

@@ -203,10 +203,11 @@ class ChatService(GroundedChat):
                    max_tokens_limit=settings.max_tokens_limit, aliases=settings.model_aliases,
                    documents_aliases=settings.documents_model_aliases)
 
-    def grounded_by(self, name: str, rag: RagOptions | None) -> tuple[RagOptions | None, bool]:
+    def grounded_by(self, name: str | None, rag: RagOptions | None) -> tuple[RagOptions | None, bool]:
         """The request's rag options and whether its answer lists its sources in the text: a documents alias
-        (documents_model_aliases) grounds a request that sent none, with the default options, and lists them."""
-        if name in self.documents_aliases:
+        (documents_model_aliases) grounds a request that sent none, with the default options, and lists them.
+        chat() and complete() apply it to the model name they are given, so every route that names one is grounded alike."""
+        if name is not None and name in self.documents_aliases:
             return rag or RagOptions(), True
         return rag, False
 
@@ -220,7 +221,8 @@ class ChatService(GroundedChat):
     # --- requests -----------------------------------------------------------------
     def chat(self, messages: list[dict], options: SamplingOptions, n: int = 1, json_object: bool = False, priority: int = 0,
              rag: RagOptions | None = None, constraint: OutputConstraint | None = None, tools: list[Tool] | None = None,
-             call: str | None = None, template_kwargs: dict | None = None, may_call: bool = False) -> Generation:
+             call: str | None = None, template_kwargs: dict | None = None, may_call: bool = False,
+             model: str | None = None) -> Generation:
         """Format messages for this model and start n choices; with rag, ground them in retrieved chunks first.
 
         constraint (or json_object=True for OutputConstraint.json_object()) makes every choice
@@ -230,8 +232,17 @@ class ChatService(GroundedChat):
         between a call and words, or an answer that follows constraint when it is a JSON format (tools.auto_constraint; read
         an answer with tools.CallReader(may_answer=True) or tools.answer_call); not with rag. Raises InvalidRequestError,
         ContextLengthExceededError, BusyError, UnavailableError (DocumentsUnavailableError, with
-        retry_after, while the documents load).
+        retry_after, while the documents load). model: the name the request used (a route passes it, as our name: a
+        documents alias grounds the answer, rag or not, and lists its cited sources in its text; grounded_by).
         """
+        rag, listed = self.grounded_by(model, rag)
+        gen = self._chat(messages, options, n, json_object, priority, rag, constraint, tools, call, template_kwargs, may_call)
+        gen.sources_in_text = listed
+        return gen
+
+    def _chat(self, messages: list[dict], options: SamplingOptions, n: int, json_object: bool, priority: int,
+              rag: RagOptions | None, constraint: OutputConstraint | None, tools: list[Tool] | None, call: str | None,
+              template_kwargs: dict | None, may_call: bool) -> Generation:
         if tools and (call is not None or may_call):
             if call is not None and (constraint is not None or json_object or rag is not None):
                 raise InvalidRequestError("a forced tool call cannot be combined with a response format or rag", param="tool_choice")
@@ -271,7 +282,7 @@ class ChatService(GroundedChat):
         return gen
 
     def complete(self, prompts: list[str | list[int]], options: SamplingOptions, n: int = 1, echo: bool = False, priority: int = 0,
-                 rag: RagOptions | None = None, constraint: OutputConstraint | None = None) -> Generation:
+                 rag: RagOptions | None = None, constraint: OutputConstraint | None = None, model: str | None = None) -> Generation:
         """Start n choices for each prompt (text, or token ids); choice index = prompt * n + j.
 
         A text prompt is the caller's raw prompt: control-token markers in it count (as in
@@ -281,13 +292,17 @@ class ChatService(GroundedChat):
         language's scaffold, the checked answer or a decline (after the passages, a bare question made the default
         model repeat it or stop at once); a longer prompt (the caller's own template) is completed as written.
         constraint makes every choice follow a grammar (e.g. OutputConstraint.choice(labels)).
+        model: the name the request used, as chat() takes it (a documents alias grounds the answer).
         Raises InvalidRequestError, ContextLengthExceededError (param "prompt"), BusyError, UnavailableError.
         """
+        rag, listed = self.grounded_by(model, rag)
         try:
-            return self._complete(prompts, options, n, echo, priority, rag, constraint)
+            gen = self._complete(prompts, options, n, echo, priority, rag, constraint)
         except ContextLengthExceededError as e:
             e.param = "prompt"  # the field a completions client sent (the error names "messages" for chat)
             raise
+        gen.sources_in_text = listed
+        return gen
 
     def _complete(self, prompts: list[str | list[int]], options: SamplingOptions, n: int, echo: bool, priority: int,
                   rag: RagOptions | None, constraint: OutputConstraint | None) -> Generation:

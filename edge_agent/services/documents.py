@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from edge_agent.config import DB_FILE
 from edge_agent.rag.bm25 import chunk_header
 from edge_agent.rag.chunking import TokenChunker
 from edge_agent.rag.index import clean_leftovers
@@ -55,7 +56,6 @@ from edge_agent.store.labels import LabelStore
 
 log = logging.getLogger(__name__)
 
-DB_FILE = "edge-agent.db"
 from edge_agent.services.document_upkeep import META_MODEL, META_STORE_ID, META_VARIANT, IndexUpkeep  # noqa: E402,F401
 
 
@@ -136,6 +136,9 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         Unless read_only, the service owns the index folder: raises IndexInUseError at once when
         another process (a running daemon, another `edge-agent index` command) owns it.
         """
+        note = getattr(settings, "index_dir_note", lambda: None)()
+        if note:
+            log.warning("%s", note)
         owner = None
         if not read_only:
             try:

@@ -245,11 +245,8 @@ class OllamaChatRequest(_Generating):
         tools = self.tool_list()
         if tools and self.format:
             raise InvalidRequestError("tools cannot be combined with a response format (format): leave one of them out", param="tools")
-        rag, listed = chat.grounded_by(self.model, None)  # a documents alias answers from the documents
-        gen = chat.chat(service_messages(self.messages), self.sampling(chat), constraint=self.constraint(), tools=tools or None,
-                        may_call=bool(tools), rag=rag)
-        gen.sources_in_text = listed
-        return gen
+        return chat.chat(service_messages(self.messages), self.sampling(chat), constraint=self.constraint(), tools=tools or None,
+                         may_call=bool(tools), model=our_name(self.model, chat.names))
 
 
 class OllamaGenerateRequest(_Generating):
@@ -272,19 +269,25 @@ class OllamaGenerateRequest(_Generating):
     def start(self, chat) -> Generation:
         """raw: the prompt as /v1/completions takes it; else the system message (if any) and the prompt as a chat turn, in
         the fill-in-the-middle format (suffix) or the client's template, after the context's ids. The Generation's
-        prompt_ids are set unless raw (the final line's `context` starts with them). Raises as ChatService.complete does,
-        and InvalidRequestError for raw with template, system or context, and for suffix on a model that cannot insert."""
+        prompt_ids are set unless raw (the final line's `context` starts with them). A documents alias answers from the
+        documents as /api/chat does: the prompt (and system) as a chat turn, or raw as /v1/completions grounds it, with no
+        `context` (a grounded prompt is the server's, not one to continue). Raises as ChatService.complete does, and
+        InvalidRequestError for raw with template, system or context, for suffix on a model that cannot insert, and for
+        template, suffix or context with a documents alias."""
         from edge_agent.services import generate_prompts as g
 
         if self.raw and (self.template or self.system or self.context):
             raise InvalidRequestError("raw mode does not support template, system, or context (as Ollama's): put them in the prompt",
                                       param="template" if self.template else "system" if self.system else "context")
         options, constraint = self.sampling(chat), self.constraint()
+        name = our_name(self.model, chat.names)
         if self.suffix and not self.template and g.fill_tokens(chat.formatter) is None:
             raise InvalidRequestError(f"{self.model} does not support insert: it has no fill-in-the-middle tokens; leave `suffix` "
                                       "out, or send a `template` with your own format", param="suffix")
         if self.raw:  # Ollama sends a raw prompt as it is, a suffix unused
-            return chat.complete([self.prompt], options, constraint=constraint)
+            return chat.complete([self.prompt], options, constraint=constraint, model=name)
+        if chat.grounded_by(name, None)[0] is not None:
+            return self._grounded(chat, options, constraint, name)
         if self.template:
             values = {"Prompt": self.prompt, "Suffix": self.suffix or ""} if self.suffix else \
                 {"System": self.system or "", "Prompt": self.prompt}
@@ -297,9 +300,21 @@ class OllamaGenerateRequest(_Generating):
                                                 check=chat.length_check(options))
             options.stop = list(dict.fromkeys([*options.stop, *prompt.stop]))
         ids = g.continued(chat.formatter, self.context or [], prompt.ids, chat.vocab_size)
-        gen = chat.complete([ids], options, constraint=constraint)
+        gen = chat.complete([ids], options, constraint=constraint, model=name)  # not an alias of the documents here
         gen.prompt_ids = ids
         return gen
+
+    def _grounded(self, chat, options: SamplingOptions, constraint: OutputConstraint | None, name: str) -> Generation:
+        """A documents alias's answer: system and prompt as one chat turn, grounded (ChatService.chat with model=name);
+        the fields that shape a prompt of token ids (template, suffix, context) are refused, as a grounded prompt is built
+        by the server."""
+        field = "template" if self.template else "suffix" if self.suffix else "context" if self.context else None
+        if field is not None:
+            raise InvalidRequestError(f"{self.model} answers from the documents, with a prompt the server builds: `{field}` cannot "
+                                      f"be combined with it; leave `{field}` out (use /api/chat for a conversation), or name the "
+                                      f"model {chat.model_name!r}", param=field)
+        messages = [*([{"role": "system", "content": self.system}] if self.system else []), {"role": "user", "content": self.prompt}]
+        return chat.chat(messages, options, constraint=constraint, model=name)
 
 
 class OllamaEmbedRequest(_OllamaRequest):
@@ -458,6 +473,13 @@ REPLIES = (OllamaChatResponse, OllamaGenerateResponse, OllamaEmbedResponse, Olla
 # --- the models served ---------------------------------------------------------------
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def our_name(name: str, ours: tuple[str, ...]) -> str:
+    """The one of our names (ours: a model's id and aliases) a client's name means (served), else name as sent
+    ("default", or a name the route refused already): "Documents:latest" is the alias "documents"."""
+    bare = name.lower().removesuffix(LATEST)
+    return next((n for n in ours if n.lower() == bare), name)
 
 
 def served(name: str, *ours: str) -> bool:

@@ -589,7 +589,8 @@ def finished(req: ResponseCreateRequest, gen: Any, text: str, finish_reason: str
 
 
 def start(svc: Any, req: ResponseCreateRequest, options: Any, priority: int, rag: Any) -> Any:
-    """Start the chat generation this request means (the route and batch lines both): messages, format, tools."""
+    """Start the chat generation this request means (the route and batch lines both): messages, format, tools, and its
+    model's name (a documents alias answers from the documents)."""
     with named_for_responses():
         return svc.chat(req.messages(), options, constraint=req.constraint(), priority=priority, rag=rag, tools=req.tool_list(),
-                        call=req.forced_call(), may_call=req.may_call())
+                        call=req.forced_call(), may_call=req.may_call(), model=req.model)

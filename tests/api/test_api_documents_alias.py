@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.error
 import urllib.request
 
 import openai
@@ -79,6 +80,76 @@ def test_ollama_chat_with_the_alias_is_grounded(server):
     assert "QX-7731-B" in answer and "[1] Zeeland archive" in listed, content
     tags = urllib.request.Request(server.url + "/api/tags", headers={"Authorization": f"Bearer {KEY}"})
     assert "documents:latest" in [m["name"] for m in json.load(urllib.request.urlopen(tags, timeout=60))["models"]]
+
+
+def _post(server, path: str, body: dict):
+    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+    return urllib.request.urlopen(req, timeout=60)
+
+
+def test_ollama_generate_with_the_alias_is_grounded_as_chat_is(server):
+    """/api/generate with the alias (as /api/tags lists it, "documents:latest", in any case) answers as /api/chat does:
+    from the documents, the cited sources listed, no `context`; the model's own name stays plain."""
+    opts = {"temperature": 0, "num_predict": 24}
+    chat = json.load(_post(server, "/api/chat", {"model": "Documents:latest", "stream": False, "options": opts,
+                                                 "messages": [{"role": "user", "content": QUESTION}]}))["message"]["content"]
+    body = {"model": "Documents:latest", "prompt": QUESTION, "options": opts}
+    got = json.load(_post(server, "/api/generate", {**body, "stream": False}))
+    answer, listed = _footer(got["response"])
+    assert "QX-7731-B" in answer and "[1] Zeeland archive" in listed, got["response"]
+    assert got["response"] == chat and "context" not in got
+    lines = [json.loads(line) for line in _post(server, "/api/generate", body).read().splitlines() if line.strip()]  # streamed
+    assert "".join(line["response"] for line in lines) == got["response"] and lines[-1]["done"] and "context" not in lines[-1]
+
+    plain = json.load(_post(server, "/api/generate", {**body, "model": "llama", "stream": False, "options": {**opts, "num_predict": 8}}))
+    assert "Sources:" not in plain["response"] and plain["context"]
+    for extra in ({"template": "{{ .Prompt }}"}, {"context": plain["context"]}):  # they shape a prompt of ids: refused, saying why
+        with pytest.raises(urllib.error.HTTPError) as e:
+            _post(server, "/api/generate", {**body, **extra})
+        field = next(iter(extra))
+        assert e.value.code == 400 and f"`{field}` cannot be combined" in json.load(e.value)["error"]
+
+
+def test_batch_lines_with_the_alias_are_grounded_on_every_endpoint(server):
+    """Batch lines reach ChatService as the routes do, so the alias grounds them all (a /v1/responses line was answered
+    by the plain model while the live route grounded it: each caller applied the alias itself)."""
+    from edge_agent.jobs.batch import BatchRequestRunner, run_line
+
+    rt = server.runtime
+    runner = BatchRequestRunner(chat=rt.chat, embeddings=None, settings=rt.settings, priority=10)
+    bodies = {"/v1/chat/completions": {"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 24},
+              "/v1/completions": {"prompt": f"Question: {QUESTION}\nAnswer:", "max_tokens": 8},
+              "/v1/responses": {"input": QUESTION, "max_output_tokens": 24}}
+    for url, body in bodies.items():
+        for model, grounded in (("documents", True), ("llama", False)):
+            out = run_line(runner, {"custom_id": "x", "url": url, "body": {**body, "model": model, "temperature": 0}})["response"]["body"]
+            assert ("sources" in out) is grounded, (url, model, out)
+            if grounded:
+                assert out["sources"][0]["document_id"] == server.ids["archive"], url
+    answer = out["output"][0]["content"][0]["text"]  # the last line: /v1/responses, the plain model
+    assert "Sources:" not in answer
+
+
+def test_every_request_path_names_its_model_to_the_chat_service():
+    """ChatService.chat/complete apply the alias to the model= they are given (the one place); a route that left it
+    out would answer as the plain model, as /api/generate and /v1/responses batch lines did. The modules that serve
+    requests, parsed: every call that starts a generation names the model."""
+    import ast
+    from pathlib import Path
+
+    import edge_agent
+
+    pkg = Path(edge_agent.__file__).parent
+    calls, missing = 0, []
+    for f in [*(pkg / "api").glob("*.py"), *(pkg / "services").glob("*_protocol.py"), pkg / "jobs" / "batch.py"]:
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("chat", "complete") \
+                    and len(node.args) >= 2:  # (messages or prompts, options): ChatService's, not a client's
+                calls += 1
+                if not any(k.arg == "model" for k in node.keywords):
+                    missing.append(f"{f.relative_to(pkg)}:{node.lineno}")
+    assert calls >= 9 and not missing, missing
 
 
 def test_the_list_is_in_the_answers_language_and_absent_from_a_decline():

