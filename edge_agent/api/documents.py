@@ -127,7 +127,8 @@ class Document(BaseModel):
     error: str | None = None
     chunk_count: int
     created_at: float
-    updated_at: float
+    updated_at: float = Field(description="when it was last stored with a new content or text; a re-read whose title "
+                              "and text came out the same keeps it (changed_only jobs select by it)")
     reader_version: int | None = Field(None, description="the version of its type's reader that read it; null: read before "
                                        "versions were recorded. A reindex reads a file again when an older reader read it")
 
@@ -146,7 +147,9 @@ class DocumentSummary(BaseModel):
     """The summary a summarize job stored (content_hash: the document's content it was made from)."""
 
     summary: str
-    content_hash: str
+    content_hash: str = Field(description="the document's content_hash when summarized; \"stale:<hash>\" when the "
+                              "document was read again since (a newer reader) and its text changed: the next summarize "
+                              "run redoes it")
     run_id: str | None = None
     bundle_id: str | None = None
     prompt_version: str | None = None

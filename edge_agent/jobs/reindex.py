@@ -12,6 +12,8 @@ again ("updated", result "reread": "done"), its old chunks searchable until the 
 may leave a whole corpus so: at most `reread_limit` such files per run (REREAD_LIMIT unless set; null: no
 limit) are read again, the rest stay as they are ("unchanged", "reread": "later") for the next runs, so new and
 changed files are never stuck behind a corpus being read again. A deadline or max_items bounds the run as ever.
+A re-read whose text changed marks the document's summary and labels stale (store.text_state: the next summarize
+and classify runs redo them); one whose text came out the same leaves them current.
 """
 from __future__ import annotations
 

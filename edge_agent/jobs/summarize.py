@@ -2,7 +2,9 @@
 
 Selection: all ready documents, or those under a path prefix, of some types, and/or only those
 added or changed since the job's last successful run; documents whose stored summary is current
-(same content, bundle and prompt version) are skipped unless `force`.
+(same content, bundle and prompt version) are skipped unless `force`. A document read again with a text other
+than its summary was made from (a newer reader, same bytes) has its summary marked stale (store.text_state), so it
+is redone; one whose text came out the same keeps it current (and its updated_at: changed_only does not select it).
 
 A document is rebuilt from its stored chunks (their overlaps removed). One that fits the
 model's context is summarized in one generation. A longer one, under a base model's completion
@@ -31,6 +33,7 @@ from edge_agent.jobs.prompts import (COMPLETION_RETRY, COMPLETION_STOP, MIN_TOKE
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
 from edge_agent.store.summaries import SummaryStore
+from edge_agent.store.text_state import chunks_digest
 
 PARALLEL_PER_ITEM = 4
 # A document longer than one prompt is first summarized from its first LEAD_TOKENS tokens alone (completion style):
@@ -87,7 +90,7 @@ class SummarizeKind:
 
     def commit_effect(self, item: Item, result: dict, run_id: str, ctx: JobContext):
         return SummaryStore.save_effect(int(result["document_id"]), result["summary"], result["content_hash"], run_id,
-                                        ctx.bundle_id, PROMPT_VERSION)
+                                        ctx.bundle_id, PROMPT_VERSION, result.get("text_digest"))
 
 
 def _int(params: dict, name: str, default: int, lo: int, hi: int) -> int:
@@ -229,6 +232,8 @@ class SummaryPending:
         if found is None:
             raise ItemError(f"document {self.document_id} no longer exists")
         self.doc, chunks = found
+        # the text summarized: a re-read that changes it before the summary is stored makes that summary stale
+        self.text_digest = chunks_digest((c["text"], c["char_start"], c["char_end"]) for c in chunks)
         self.kind = getattr(self.chat, "prompt_kind", None) or self.chat.formatter.kind
         pieces = document_pieces(chunks)
         self.lang = document_language(self.chat, pieces)
@@ -392,7 +397,8 @@ class SummaryPending:
     def _make_result(self, summary: str, method: str) -> dict:
         return {
             "document_id": self.document_id, "title": self.doc["title"], "summary": summary, "method": method,
-            "content_hash": self.doc["content_hash"], "sections": len(self.sections), "stages": self.levels,
+            "content_hash": self.doc["content_hash"], "text_digest": self.text_digest, "sections": len(self.sections),
+            "stages": self.levels,
             "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                       "generations": self.generations},
         }

@@ -9,6 +9,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from edge_agent.store.db import SqliteDatabase
+from edge_agent.store.text_state import TextState, chunks_digest, mark_stale, text_state
 
 DOC_COLUMNS = (
     "id, source_key, title, path, kind, mime, content_hash, size, mtime, status, error, chunk_count, created_at, updated_at,"
@@ -69,6 +70,9 @@ class DocumentMeta:
     mime: str | None = None
     mtime: float | None = None
     reader_version: int | None = None  # the reader version it is read with (rag.reader_version)
+    # the text a ready version under the same content hash had, when it left before this one was stored (an upload of
+    # the same bytes processed in the background: mark_processing sets it); None: unknown, or the old chunks are there
+    read_before: TextState | None = None
 
 
 def _doc(row: sqlite3.Row | None) -> DocumentRecord | None:
@@ -114,10 +118,27 @@ class DocumentStore:
         """Insert or replace a document and all its chunks and vectors in one transaction.
 
         Returns (document id, removed chunk ids, new chunk ids); the new ids are set on `chunks`.
+
+        Stored again under the same content hash (a re-read by a newer reader), a document whose text changed gets
+        its summary and labels marked stale in the same transaction (store.text_state); one whose title and text
+        are the same keeps them current and keeps its updated_at (what changed_only jobs select by).
         """
         now = time.time()
         with self.db.write() as conn:
-            doc_id, old_ids = self._upsert(conn, meta, "ready", None, len(chunks), now)
+            row = conn.execute("SELECT id, status, content_hash, updated_at FROM documents WHERE source_key = ?",
+                               (meta.source_key,)).fetchone()
+            stale_summary = stale_labels = False
+            updated_at = now
+            if row is not None and row["content_hash"] == meta.content_hash:
+                before = text_state(conn, int(row["id"])) if row["status"] == "ready" else meta.read_before
+                after = TextState(meta.title, chunks_digest((c.text, c.char_start, c.char_end) for c in chunks))
+                stale_summary = before is None or before.digest != after.digest
+                stale_labels = stale_summary or before is None or before.title != after.title
+                if not stale_labels:
+                    updated_at = row["updated_at"]
+            doc_id, old_ids = self._upsert(conn, meta, "ready", None, len(chunks), now, updated_at)
+            if stale_summary or stale_labels:
+                mark_stale(conn, doc_id, meta.content_hash, stale_summary, stale_labels)
             new_ids: list[int] = []
             for c in chunks:
                 cur = conn.execute(
@@ -143,8 +164,12 @@ class DocumentStore:
 
     def mark_processing(self, meta: DocumentMeta) -> tuple[int, list[int]]:
         """Record a document whose upload is being processed in the background (an older version's chunks are
-        removed: it is being replaced); returns (id, removed chunk ids)."""
+        removed: it is being replaced); returns (id, removed chunk ids). A ready version with the same content hash
+        leaves its text on meta.read_before, for replace to compare the new one with."""
         with self.db.write() as conn:
+            row = conn.execute("SELECT id, status, content_hash FROM documents WHERE source_key = ?", (meta.source_key,)).fetchone()
+            if row is not None and row["status"] == "ready" and row["content_hash"] == meta.content_hash:
+                meta.read_before = text_state(conn, int(row["id"]))
             return self._upsert(conn, meta, "processing", None, 0, time.time())
 
     def fail_processing(self, reason: str) -> int:
@@ -155,7 +180,8 @@ class DocumentStore:
             return cur.rowcount
 
     def _upsert(
-        self, conn: sqlite3.Connection, meta: DocumentMeta, status: str, error: str | None, n: int, now: float
+        self, conn: sqlite3.Connection, meta: DocumentMeta, status: str, error: str | None, n: int, now: float,
+        updated_at: float | None = None,
     ) -> tuple[int, list[int]]:
         row = conn.execute("SELECT id FROM documents WHERE source_key = ?", (meta.source_key,)).fetchone()
         values = (meta.title, meta.path, meta.kind, meta.mime, meta.content_hash, meta.size, meta.mtime, status, error, n,
@@ -172,7 +198,7 @@ class DocumentStore:
         conn.execute(
             "UPDATE documents SET title=?, path=?, kind=?, mime=?, content_hash=?, size=?, mtime=?, status=?, error=?,"
             " chunk_count=?, reader_version=?, updated_at=? WHERE id=?",
-            (*values, now, doc_id),
+            (*values, now if updated_at is None else updated_at, doc_id),
         )
         return doc_id, old
 

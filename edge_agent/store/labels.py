@@ -5,6 +5,7 @@ import time
 from typing import Any
 
 from edge_agent.store.db import SqliteDatabase
+from edge_agent.store.text_state import STALE, text_state
 
 
 class LabelStore:
@@ -49,18 +50,39 @@ class LabelStore:
 
     @staticmethod
     def carry_effect(document_id: int):
-        """A function of a connection that gives a document, for each label set it has no label in, the label another
-        document with the same content has there (a renamed or copied file)."""
+        """A function of a connection that gives a document, for each label set it has no label in, the newest label
+        another document with the same content has there (a renamed or copied file): current when it was current
+        there and that document's title and chunks are this one's, else stale (store.text_state)."""
 
         def effect(conn) -> None:
-            conn.execute(
-                "INSERT INTO document_labels(document_id, label_set, label, score, method, content_hash, run_id, bundle_id,"
-                " prompt_version, created_at) SELECT ?, l.label_set, l.label, l.score, l.method, l.content_hash, l.run_id,"
-                " l.bundle_id, l.prompt_version, l.created_at FROM document_labels l WHERE l.document_id != ?"
-                " AND l.content_hash = (SELECT content_hash FROM documents WHERE id = ?) ORDER BY l.created_at DESC"
-                " ON CONFLICT(document_id, label_set) DO NOTHING",
-                (document_id, document_id, document_id),
-            )
+            doc = conn.execute("SELECT content_hash FROM documents WHERE id = ?", (document_id,)).fetchone()
+            if doc is None:
+                return
+            h = doc[0]
+            have = {r[0] for r in conn.execute("SELECT label_set FROM document_labels WHERE document_id = ?", (document_id,))}
+            rows = conn.execute(
+                "SELECT document_id, label_set, label, score, method, content_hash, run_id, bundle_id, prompt_version, created_at"
+                " FROM document_labels WHERE document_id != ? AND content_hash IN (?, ?) ORDER BY created_at DESC",
+                (document_id, h, STALE + h),
+            ).fetchall()
+            mine = text_state(conn, document_id)
+            states: dict = {}
+            chosen: dict[str, tuple] = {}
+            for r in rows:
+                if r["label_set"] in have:
+                    continue
+                if r["document_id"] not in states:
+                    states[r["document_id"]] = text_state(conn, r["document_id"])
+                current = r["content_hash"] == h and states[r["document_id"]] == mine
+                if r["label_set"] not in chosen or current and not chosen[r["label_set"]][1]:
+                    chosen[r["label_set"]] = (r, current)
+            for r, current in chosen.values():
+                conn.execute(
+                    "INSERT INTO document_labels(document_id, label_set, label, score, method, content_hash, run_id, bundle_id,"
+                    " prompt_version, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (document_id, r["label_set"], r["label"], r["score"], r["method"], h if current else STALE + h, r["run_id"],
+                     r["bundle_id"], r["prompt_version"], r["created_at"]),
+                )
 
         return effect
 

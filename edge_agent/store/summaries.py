@@ -6,6 +6,7 @@ import sqlite3
 import time
 
 from edge_agent.store.db import SqliteDatabase
+from edge_agent.store.text_state import STALE, text_state
 
 
 class SummaryStore:
@@ -43,7 +44,8 @@ class SummaryStore:
         return [dict(r) for r in rows]
 
     def current_summaries(self) -> dict[int, tuple[str, str | None, str | None]]:
-        """document id -> (content_hash, bundle_id, prompt_version) of every stored summary."""
+        """document id -> (content_hash, bundle_id, prompt_version) of every stored summary (a stale one's content_hash,
+        "stale:<hash>", matches no document: store.text_state)."""
         with self.db.read() as conn:
             return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
                 "SELECT document_id, content_hash, bundle_id, prompt_version FROM document_summaries")}
@@ -61,17 +63,24 @@ class SummaryStore:
 
     @staticmethod
     def save_effect(document_id: int, summary: str, content_hash: str, run_id: str, bundle_id: str,
-                    prompt_version: str) -> Effect:
-        """An effect for commit_item: store the summary with the document (nothing if the document is gone)."""
+                    prompt_version: str, text_digest: str | None = None) -> Effect:
+        """An effect for commit_item: store the summary with the document (nothing if the document is gone). Given the
+        digest of the chunks it was made from (text_state.chunks_digest), a summary of a text that was read again
+        differently meanwhile (same content hash) is stored stale: the next run redoes it."""
 
         def effect(conn: sqlite3.Connection) -> None:
+            stored_hash = content_hash
+            if text_digest is not None:
+                now = text_state(conn, document_id)
+                if now is not None and now.digest != text_digest:
+                    stored_hash = STALE + content_hash
             conn.execute(
                 "INSERT INTO document_summaries(document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at)"
                 " SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM documents WHERE id = ?)"
                 " ON CONFLICT(document_id) DO UPDATE SET summary = excluded.summary, content_hash = excluded.content_hash,"
                 " run_id = excluded.run_id, bundle_id = excluded.bundle_id, prompt_version = excluded.prompt_version,"
                 " created_at = excluded.created_at",
-                (document_id, summary, content_hash, run_id, bundle_id, prompt_version, time.time(), document_id),
+                (document_id, summary, stored_hash, run_id, bundle_id, prompt_version, time.time(), document_id),
             )
 
         return effect
@@ -79,15 +88,34 @@ class SummaryStore:
     @staticmethod
     def carry_effect(document_id: int) -> Effect:
         """An effect that gives a document without a summary the newest summary of another document with the same
-        content (a renamed or copied file), as it was (same bundle and prompt version: it stays current)."""
+        content (a renamed or copied file), as it was (same bundle and prompt version): current when it was current
+        there and that document's chunks are this one's, else stale (an older reader read the other one: shown until
+        the next run redoes it)."""
 
         def effect(conn: sqlite3.Connection) -> None:
+            doc = conn.execute("SELECT content_hash FROM documents WHERE id = ?", (document_id,)).fetchone()
+            if doc is None or conn.execute("SELECT 1 FROM document_summaries WHERE document_id = ?", (document_id,)).fetchone():
+                return
+            h = doc[0]
+            rows = conn.execute(
+                "SELECT document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at FROM document_summaries"
+                " WHERE document_id != ? AND content_hash IN (?, ?) ORDER BY created_at DESC", (document_id, h, STALE + h),
+            ).fetchall()
+            if not rows:
+                return
+            mine = text_state(conn, document_id)
+
+            def same_text(other: int) -> bool:
+                theirs = text_state(conn, other)
+                return mine is not None and theirs is not None and theirs.digest == mine.digest
+
+            same = [r for r in rows if r["content_hash"] == h and same_text(r["document_id"])]
+            s = (same or rows)[0]
             conn.execute(
                 "INSERT INTO document_summaries(document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at)"
-                " SELECT ?, s.summary, s.content_hash, s.run_id, s.bundle_id, s.prompt_version, s.created_at"
-                " FROM document_summaries s WHERE s.document_id != ? AND s.content_hash = (SELECT content_hash FROM documents"
-                " WHERE id = ?) ORDER BY s.created_at DESC LIMIT 1 ON CONFLICT(document_id) DO NOTHING",
-                (document_id, document_id, document_id),
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (document_id, s["summary"], h if same else STALE + h, s["run_id"], s["bundle_id"], s["prompt_version"],
+                 s["created_at"]),
             )
 
         return effect

@@ -82,3 +82,13 @@ def cli(monkeypatch, tmp_path, tiny_bundles):
             return int(e.code or 0)
 
     return run
+
+
+@pytest.fixture
+def old_html_reader(monkeypatch):
+    """Reads HTML as the loader did before it dropped page chrome; the returned function puts the current one back."""
+    from edge_agent.rag import loaders
+
+    current = loaders._drop_page_chrome
+    monkeypatch.setattr(loaders, "_drop_page_chrome", lambda body: None)
+    return lambda: monkeypatch.setattr(loaders, "_drop_page_chrome", current)

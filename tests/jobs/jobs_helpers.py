@@ -105,3 +105,15 @@ def install_wordy_model() -> None:
 
 # a sitecustomize.py for a daemon started in a subprocess (put its folder first on PYTHONPATH)
 WORDY_SITE = f"import sys\nsys.path.insert(0, {str(HERE)!r})\nimport jobs_helpers\njobs_helpers.install_wordy_model()\n"
+
+
+FOOTER = "The Python Software Foundation is a non-profit corporation."
+
+
+def sphinx_page(name: str, i: int) -> str:
+    """A page as Python's docs are built: a permalink in each heading, a page-level footer div."""
+    return (f"""<html><head><title>{name}</title></head><body><div class="document"><div class="body">
+    <h1>{name}<a class="headerlink" href="#{name}" title="Permalink">¶</a></h1><p>{doc_text(i, 4)}</p>
+    <h2>Objects<a class="headerlink" href="#objects" title="Permalink">¶</a></h2><p>{doc_text(i + 50, 3)}</p></div></div>
+    <div class="footer">&copy; Copyright 2001-2026, Python Software Foundation. {FOOTER}
+    <a href="https://www.python.org/psf/donations/">Please donate.</a></div></body></html>""")

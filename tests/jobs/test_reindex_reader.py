@@ -1,7 +1,7 @@
 """Reader versions: a file whose bytes did not change is read again when an older loader read it (a reindex, an
 ingest of it, an upload of the same bytes), its old chunks serving until the new ones commit; a current one is not.
 
-The "older reader" is the HTML loader as it was before it dropped page chrome (loaders._drop_page_chrome a no-op):
+The "older reader" is the HTML loader as it was before it dropped page chrome (the old_html_reader fixture, conftest):
 Sphinx's <div class="footer"> (copyright, 'Please donate.') then closed every page's last chunk.
 """
 from __future__ import annotations
@@ -10,28 +10,7 @@ import threading
 
 import pytest
 
-from jobs_helpers import doc_text
-
-FOOTER = "The Python Software Foundation is a non-profit corporation."
-
-
-def sphinx_page(name: str, i: int) -> str:
-    """A page as Python's docs are built: a permalink in each heading, a page-level footer div."""
-    return (f"""<html><head><title>{name}</title></head><body><div class="document"><div class="body">
-    <h1>{name}<a class="headerlink" href="#{name}" title="Permalink">¶</a></h1><p>{doc_text(i, 4)}</p>
-    <h2>Objects<a class="headerlink" href="#objects" title="Permalink">¶</a></h2><p>{doc_text(i + 50, 3)}</p></div></div>
-    <div class="footer">&copy; Copyright 2001-2026, Python Software Foundation. {FOOTER}
-    <a href="https://www.python.org/psf/donations/">Please donate.</a></div></body></html>""")
-
-
-@pytest.fixture
-def old_html_reader(monkeypatch):
-    """Reads HTML as the loader did before it dropped page chrome; the returned function puts the current one back."""
-    from edge_agent.rag import loaders
-
-    current = loaders._drop_page_chrome
-    monkeypatch.setattr(loaders, "_drop_page_chrome", lambda body: None)
-    return lambda: monkeypatch.setattr(loaders, "_drop_page_chrome", current)
+from jobs_helpers import FOOTER, doc_text, sphinx_page
 
 
 def _texts(docs, doc_id: int) -> str:
