@@ -448,6 +448,12 @@ class ChatCompletionRequest(_Sampling, ChatToolFields):
     prediction: dict[str, Any] | None = Field(None, description="Accepted and ignored (Predicted Outputs only shorten OpenAI's "
                                               "latency; the answer is the model's either way).")
     audio: Unsupported("this model answers in text only: leave `audio` out") = Field(None, description="Only null.")
+    reasoning_effort: Unsupported("this model does not reason in separate steps: leave `reasoning_effort` out", "none") = Field(
+        None, description="Only null or \"none\" (the model does not reason in separate steps).")
+    verbosity: Unsupported("only 'medium' (the default) is taken: the length of the answer is not steered here", "medium") = Field(
+        None, description="Only null or \"medium\".")
+    web_search_options: Unsupported("web search is not available: the server is offline; for the private documents use `rag`") = Field(
+        None, description="Not supported: only null or {}.")
     add_generation_prompt: Unsupported("the assistant's turn is always opened: send true or leave it out", True) = Field(
         None, description="vLLM's: only true (its default).")
     continue_final_message: Unsupported("an assistant message is not continued here: send false or leave it out", False) = Field(

@@ -74,7 +74,8 @@ def test_openai_fields_that_change_nothing_are_accepted(client):
     r = client.chat.completions.create(
         model="llama", messages=MESSAGES, max_tokens=2, tools=[], tool_choice="none", parallel_tool_calls=False,
         logit_bias={}, presence_penalty=0, frequency_penalty=0.0, logprobs=False, top_logprobs=None, store=False,
-        metadata={"team": "zorg"}, service_tier="auto", user="u1", stop=[], extra_body={"functions": None, "prompt_cache_key": "k"})
+        metadata={"team": "zorg"}, service_tier="auto", user="u1", stop=[],
+        extra_body={"functions": None, "prompt_cache_key": "k", "verbosity": "medium", "reasoning_effort": "none", "web_search_options": {}})
     assert r.choices[0].finish_reason in ("stop", "length") and r.object == "chat.completion"
     c = client.completions.create(model="llama", prompt="Een", max_tokens=2, best_of=1, logit_bias={})
     assert c.choices[0].text is not None
@@ -88,6 +89,9 @@ def test_openai_fields_that_change_nothing_are_accepted(client):
     (dict(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]}]),
      "messages[0].content[0]", "text only"),
     (dict(extra_body={"foo": 1}), "foo", "openapi.json"),
+    (dict(extra_body={"reasoning_effort": "low"}), "reasoning_effort", "does not reason"),
+    (dict(extra_body={"verbosity": "low"}), "verbosity", "medium"),
+    (dict(extra_body={"web_search_options": {"search_context_size": "low"}}), "web_search_options", "rag"),
 ])
 def test_unsupported_openai_fields_say_what_to_do(client, kwargs, param, says):
     """A field this server does not implement gets a 400 naming it and saying what to do (not "Extra inputs are not permitted")."""
