@@ -197,7 +197,7 @@ def answer_kind(question: str, lang: str) -> str | None:
     "welke versie"), "date" (when something came out: "wanneer kwam X uit", "when was X added"), or None (anything: its
     words decide)."""
     if persons.asks_who(question, lang):
-        return "name"
+        return None if persons.asks_role(question, lang) else "name"  # a role may answer a procedure's "who"
     if _YEAR_ASKS.search(question.casefold()):
         return "year"
     if _VERSION_ASKS.search(question.casefold()):

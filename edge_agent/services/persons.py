@@ -7,7 +7,8 @@ name is read as two capitalised words in a row, not more, no punctuation between
 stop word, or a sentence's first word unless a name follows it; or one capitalised word after a title ("CEO Tan",
 "dr. Jansen"). A question about a company ("Wie maakt de AI300?", "Which company ...", "welk bedrijf") takes an
 organisation: it is no person question. (asks.answer_kind gives "name" to who-questions only, so "Hoe heet de
-topman" keeps its words-only path: its kind would make a passage that says "CEO" for "topman" be declined.)
+topman" keeps its words-only path: its kind would make a passage that says "CEO" for "topman" be declined.) A
+who-question about a procedure ("Wie beslist over mijn verlof?", asks_role) is answered by a role as well: no name needed.
 """
 from __future__ import annotations
 
@@ -28,6 +29,15 @@ _ORGANISATION = re.compile(
     r"\b(?:company|companies|firm|organisation|organization|vendor|manufacturer|supplier|bedrijf|bedrijven|firma|organisatie|"
     r"fabrikant|leverancier|producent|makes|made|manufactures|manufactured|produces|produced|sells|sold|ships|supplies|"
     r"maakt|maakte|produceert|produceerde|verkoopt|verkocht|levert|leverde|fabriceert|bouwt|bouwde)\b")
+# a who-question about a procedure, whose answer is a role or a department ("Wie beslist over mijn verlof?" -> "De
+# leidinggevende beslist binnen tien werkdagen", "Who must approve a purchase?", "Bij wie meld ik me ziek?"): the reader
+# is addressed (ik, mijn, je, u, I, my, you, ...) or a duty or decision is asked about (moet, mag, beslist, keurt goed,
+# is verantwoordelijk, must, may, approves, is responsible, ...). No name is required of its answer.
+_ROLE_ANSWER = re.compile(
+    r"\b(?:ik|mij|me|mijn|je|jij|jou|jouw|u|uw|we|wij|ons|onze|i|my|mine|you|your|our|us|"
+    r"moet|moeten|mag|mogen|kan|kunnen|beslist|beslissen|besluit|keurt|keuren|betaalt|betalen|bepaalt|bepalen|controleert|"
+    r"ondertekent|tekent|beoordeelt|behandelt|verantwoordelijk|aansprakelijk|bevoegd|must|should|can|may|need|needs|"
+    r"decides|decide|approves|approve|pays|pay|signs|sign|reviews|determines|handles|responsible|liable|authorised|authorized)\b")
 _PARTICLES = frozenset("van de der den het ter ten von zu da di del della le la du dos bin ibn al el".split())
 _TITLES = frozenset("ceo cto cfo topman directeur oprichter voorzitter president founder chairman dr prof mr "
                     "mrs ms sir dhr mevr meneer mevrouw".split())
@@ -39,6 +49,12 @@ PERSON_WORDS = (2, 2)  # capitalised words in a row that read as a person's name
 def asks_who(question: str, lang: str) -> bool:
     """Whether the question's word is "who" ("wie", "wer", ...): first, or after a preposition at most."""
     return bool(_WHO.get(lang, _WHO["en"]).search(question.casefold()))
+
+
+def asks_role(question: str, lang: str) -> bool:
+    """Whether a who-question asks about a procedure, answered by a role or a department as well as by a name
+    (_ROLE_ANSWER): "Wie beslist over mijn verlof?", "Who must approve the purchase?"."""
+    return asks_who(question, lang) and bool(_ROLE_ANSWER.search(question.casefold()))
 
 
 def asks_person(question: str, lang: str) -> bool:

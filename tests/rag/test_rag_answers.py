@@ -433,9 +433,26 @@ def test_a_question_naming_what_no_passage_holds_is_declined_before_the_model():
     ("By whom was it written?", "en", "name"), ("Hoe heet de topman van Arm?", "nl", None), ("Wie viele Seiten hat es?", "de", "number"),
     ("Which users who log in get a key?", "en", None),  # a relative "who" further on asks for no name
     ("In welk jaar opende het archief?", "nl", "year"), ("Which year was Python 3.0 released?", "en", "year"),
+    # a procedure's "who" (the reader addressed, a duty or decision asked about): a role answers it
+    ("Wie beslist over mijn verlof?", "nl", None), ("Bij wie meld ik me ziek?", "nl", None),
+    ("Who must approve a purchase order?", "en", None), ("Wie is verantwoordelijk voor de back-up?", "nl", None),
+    ("Wie leidt Intel?", "nl", "name"), ("Who founded Red Hat?", "en", "name"),
 ])
 def test_a_who_question_asks_for_a_name(question, lang, kind):
     assert asks.answer_kind(question, lang) == kind
+
+
+def test_a_procedures_who_question_is_answered_by_a_role():
+    """"Wie beslist over mijn verlof?" was declined ("De documenten gaan hier niet over.") over a leave policy that says
+    "De leidinggevende beslist binnen tien werkdagen.": no person's name in it. A person question still needs one."""
+    policy = ["## Aanvragen\nVerlof vraag je minstens vier weken van tevoren aan via het personeelsportaal. De leidinggevende "
+              "beslist binnen tien werkdagen. Bij een afwijzing kun je bezwaar maken bij de afdeling HR."]
+    q = "Wie beslist over mijn verlof?"
+    answer, _ = A.settle("", q, _evidence(q, policy, "nl"), "nl", "Niet gevonden.")
+    assert "De leidinggevende beslist binnen tien werkdagen." in answer and answer.endswith("[1]")
+    news = ["De topman van AMD sprak over agents. Het bedrijf groeide dit jaar hard."]
+    q = "Wie is de topman van AMD?"
+    assert A.settle("", q, _evidence(q, news, "nl"), "nl", "Niet gevonden.")[0] == "Niet gevonden."
 
 
 def test_a_year_question_gets_a_sentence_with_a_year_or_a_decline():
