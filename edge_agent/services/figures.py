@@ -76,14 +76,26 @@ def asked_class(question: str, lang: str) -> str | None:
     the noun has no class (a count of things: "kernen", "arguments") or there is none."""
     noun = asked_noun(question, lang)
     cls = next((cls for cls, units in UNITS.items() if noun in units or noun in _ASKED_NOUNS.get(cls, ())), None) if noun else None
+    cls = cls or _class_of(noun)  # "hoeveel vakantiedagen": days (a compound's head)
     return cls or ("ratio" if _RATIO_ASKS.search(question.casefold()) else None)
+
+
+# a compound ends in its head, so "werkdagen", "kalenderjaren", "weekdays", "megabytes" are units of the class of the
+# unit they end in (Dutch and English compounds are head-final); a head of this many letters or more after a part of
+# as many: "vijf werkdagen geboorteverlof" answers "Hoeveel dagen ...?"
+COMPOUND_UNIT_PART = 3
+_COMPOUND_CLASSES = ("time", "data", "power")
 
 
 def _class_of(unit: str | None) -> str | None:
     if not unit:
         return None
     unit = unit.casefold()
-    return next((cls for cls, units in UNITS.items() if unit in units), None)
+    found = next((cls for cls, units in UNITS.items() if unit in units), None)
+    if found is None and len(unit) >= 2 * COMPOUND_UNIT_PART:
+        found = next((cls for cls in _COMPOUND_CLASSES for u in UNITS[cls]
+                      if len(u) >= COMPOUND_UNIT_PART and len(unit) - len(u) >= COMPOUND_UNIT_PART and unit.endswith(u)), None)
+    return found
 
 
 def figures(text: str) -> list[tuple[str, str | None]]:

@@ -73,6 +73,11 @@ def test_dates_and_versions_are_no_figures():
     ("Een PCIe 4.0 x16 verbinding haalt 31,5 GB/s.", "Hoe snel is PCIe 4.0?", "nl", True),  # "hoe snel": any figure
     ("De chip kwam uit in maart 2026.", "Wat is het stroomverbruik van de chip in watt?", "nl", False),
     ("Function calls accept any number of unpackings since version 3.5.", "How many arguments can a function take?", "en", False),
+    # a compound unit is of its head's class (head-final): "werkdagen" are days, "gigabyte" is data
+    ("De partner krijgt vijf werkdagen geboorteverlof.", "Hoeveel dagen geboorteverlof krijgt de partner?", "nl", True),
+    ("De partner krijgt 5 werkdagen geboorteverlof.", "Hoeveel dagen geboorteverlof krijgt de partner?", "nl", True),
+    ("Het model vraagt 16 gigabyte.", "Hoeveel geheugen vraagt het model?", "nl", True),
+    ("Het bedrijf heeft vijf vestigingen.", "Hoeveel dagen geboorteverlof krijgt de partner?", "nl", False),
 ])
 def test_a_sentence_states_a_figure_of_the_quantity_asked(text, question, lang, says):
     assert F.states(text, question, lang, asks._NUMBER_WORDS) is says
