@@ -75,8 +75,8 @@ def asked_class(question: str, lang: str) -> str | None:
     for a comparison ("how much slower ... than", "hoeveel meer bandbreedte ... dan": "1,8×", "tien keer"); None where
     the noun has no class (a count of things: "kernen", "arguments") or there is none."""
     noun = asked_noun(question, lang)
-    cls = next((cls for cls, units in UNITS.items() if noun in units or noun in _ASKED_NOUNS.get(cls, ())), None) if noun else None
-    cls = cls or _class_of(noun)  # "hoeveel vakantiedagen": days (a compound's head)
+    # a unit ("hoeveel jaar"), a compound ending in one ("hoeveel vakantiedagen": days), or a noun of a class ("geheugen")
+    cls = (_class_of(noun) or next((c for c, nouns in _ASKED_NOUNS.items() if noun in nouns), None)) if noun else None
     return cls or ("ratio" if _RATIO_ASKS.search(question.casefold()) else None)
 
 

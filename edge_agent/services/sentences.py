@@ -32,9 +32,6 @@ INFLECTION = 2  # letters a text's word may add to the part of a compound it mat
 # with code's marks or an indented one (pydoc's wrapped text, code and grammar listings: _CODE_LINE) is none
 HEADING_CHARS = 60
 _CODE_LINE = re.compile(r"[()\[\]{}=<>|\\*\"`@]|>>>|::|\w\.\w|^\s")
-# a Markdown heading line ("## Vakantiedagen") over a line that starts with a capital or a figure is a section title
-# whatever that line holds (a chunk of a .md file starts with one: a "(" under it, a code mark, glued it to the quote)
-_ATX = re.compile(r"#{1,6}[ \t]+\S[^\n]{0,119}")
 # a "Key: value" header line (mail headers, a document's metadata): a key of one to three words starting with a capital
 _HEADER = re.compile(r"([A-Z][\w-]{0,24}(?: [\w-]{1,24}){0,2}):[ \t]+(\S.{0,200})")
 TITLE_KEYS = frozenset("subject onderwerp title titel".split())  # what a header block is about: matched with each of its lines
@@ -154,8 +151,8 @@ def _segments(para: str) -> list[tuple[str, object]]:
         if i + 1 < len(lines) and i + 1 not in headers and _heading_line(line, lines[i - 1] if prose[:-1] else None, lines[i + 1], width):
             out.append(("title", "") if _TITLE.match(line.strip()) else ("heading", line))
             prose = []
-    # a Markdown heading that ends the chunk, under a closed sentence (not a shell comment under a command)
-    last = prose.pop() if len(prose) > 1 and _ATX.fullmatch(prose[-1].rstrip()) and CLOSED.search(prose[-2].strip()) else None
+    # a Markdown heading (_TITLE) that ends the chunk, under a closed sentence (not a shell comment under a command)
+    last = prose.pop() if len(prose) > 1 and _TITLE.match(prose[-1].rstrip()) and CLOSED.search(prose[-2].strip()) else None
     if prose:
         out.append(("prose", "\n".join(prose)))
     if last is not None:
@@ -169,7 +166,10 @@ def _heading_line(line: str, before: str | None, nxt: str, width: int) -> bool:
     wrapped line is full, the next line's first word would not have fit on it."""
     t = line.strip()
     n = nxt.strip()
-    if _ATX.fullmatch(line.rstrip()) and n and (n[0].isupper() or n[0].isdigit()):  # not a shell comment over a command
+    # a Markdown heading ("## Vakantiedagen", _TITLE; not indented) over a line that starts with a capital or a figure is
+    # one whatever that line holds (a chunk of a .md file starts with one: a "(" under it, a code mark, glued it to the
+    # quote); not a shell comment over a command
+    if _TITLE.match(line.rstrip()) and n and (n[0].isupper() or n[0].isdigit()):
         return True
     return (bool(t) and bool(n) and len(t) <= HEADING_CHARS and len(t.split()) <= HEAD_WORDS and not CLOSED.search(t)
             and len(t) + 1 + len(n.split()[0]) <= width
