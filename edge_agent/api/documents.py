@@ -147,6 +147,10 @@ class DocumentSummary(BaseModel):
     """The summary a summarize job stored (content_hash: the document's content it was made from)."""
 
     summary: str
+    method: str | None = Field(None, description="How it was made: whole, lead or sections (the model's summary of the "
+                               "whole text, of its beginning, or of its sections' summaries); extract: the document's "
+                               "own first sentences, stored because the model gave no usable summary (fallback "
+                               "\"extract\"); null: stored before methods were recorded.")
     content_hash: str = Field(description="the document's content_hash when summarized; \"stale:<hash>\" when the "
                               "document was read again since (a newer reader) and its text changed: the next summarize "
                               "run redoes it")

@@ -19,7 +19,10 @@ Junk is not stored as a summary: an answer with no letters, mostly not words, th
 short unit ("1.1.1.1..."), or a copy of the document's title, a heading or its first line
 (degenerate_reason), or one that gives a web or e-mail address the document does not have (invented_reason), is asked once more with repetition penalties (as an empty one is asked once
 more); an answer still junk is left out, and an item left with no usable answer fails with the
-reason, so the document keeps whatever summary it had and a later run tries it again.
+reason, so the document keeps whatever summary it had and a later run tries it again; unless (the default,
+`fallback: "extract"`) the document's lead is stored instead, marked as such: its first sentences (lead_extract),
+the result's `method` "extract" and its `reason` the model's last junk. Greedy decoding gives the same junk on every
+run of the same bundle and prompt version, so without it such a document would fail every night and never get one.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from edge_agent.jobs.prompts import (COMPLETION_RETRY, COMPLETION_STOP, MIN_TOKE
                                      RETRY_REPETITION_PENALTY, summary_prompt)
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
+from edge_agent.services.sentences import CLOSED, HEAD_WORDS, split_units
 from edge_agent.store.summaries import SummaryStore
 from edge_agent.store.text_state import chunks_digest
 
@@ -42,7 +46,9 @@ PARALLEL_PER_ITEM = 4
 # 0.355 -> 0.476; 30 English Library Reference pages 21 -> 21 of 30, MRR 0.769 -> 0.757), at one generation
 # instead of one per section and a reduce. Map and reduce remain for a beginning that gives no usable summary.
 LEAD_TOKENS = 512
-PARAMS = {"path_prefix", "types", "changed_only", "force", "max_tokens", "section_tokens"}
+PARAMS = {"path_prefix", "types", "changed_only", "force", "max_tokens", "section_tokens", "fallback"}
+FALLBACKS = ("extract", "none")  # what an item stores when the model gives no usable summary: its lead, or nothing (fails)
+EXTRACT_WORDS = 40  # the lead extract: whole sentences up to about this many words (a first sentence longer is cut)
 PROMPT_SLACK = 16  # tokens for the prompt frame's rounding (counted pieces vs the joined text)
 
 
@@ -64,6 +70,10 @@ class SummarizeKind:
         out["max_tokens"] = _int(params, "max_tokens", 96, 8, 1024)
         if params.get("section_tokens") is not None:
             out["section_tokens"] = _int(params, "section_tokens", 1024, 64, 1 << 20)
+        fallback = params.get("fallback", "extract")
+        if fallback not in FALLBACKS:
+            raise InvalidJobError(f"fallback must be one of {', '.join(FALLBACKS)}", param="params.fallback")
+        out["fallback"] = fallback
         return out
 
     def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
@@ -90,7 +100,7 @@ class SummarizeKind:
 
     def commit_effect(self, item: Item, result: dict, run_id: str, ctx: JobContext):
         return SummaryStore.save_effect(int(result["document_id"]), result["summary"], result["content_hash"], run_id,
-                                        ctx.bundle_id, PROMPT_VERSION, result.get("text_digest"))
+                                        ctx.bundle_id, PROMPT_VERSION, result.get("text_digest"), result.get("method"))
 
 
 def _int(params: dict, name: str, default: int, lo: int, hi: int) -> int:
@@ -182,6 +192,31 @@ def uninformative(summary: str, text: str) -> bool:
     return not set(_CONTENT_WORD.findall(summary.casefold())) & set(_CONTENT_WORD.findall(text.casefold()))
 
 
+def lead_extract(text: str, copies: Iterable[str] = (), words: int = EXTRACT_WORDS) -> str:
+    """The document's first sentences, whole, up to about `words` words (at least one; a first sentence longer than
+    twice that, or a long line without a closing mark, is cut at a word, with an ellipsis): its lead, which says what
+    most documents are about. Section titles, headings, header lines ("From: ..."), short fragments and copies of the
+    title are skipped; "" when the text has no sentence."""
+    skip = {_words(c) for c in copies if c.strip()}
+    out: list[str] = []
+    used = 0
+    for unit in split_units(text):
+        sentence = " ".join((unit.quote or unit.text).split())
+        n = len(sentence.split())
+        closed = bool(CLOSED.search(sentence))
+        if unit.header or n < 4 or (not closed and n <= HEAD_WORDS) or _words(sentence) in skip:
+            continue
+        if out and (not closed or used + n > words):
+            break
+        if not out and (not closed or n > 2 * words):
+            return sentence if n <= words else " ".join(sentence.split()[:words]).rstrip(",;:") + " …"
+        out.append(sentence)
+        used += n
+        if used >= words // 2:
+            break
+    return " ".join(out)
+
+
 def document_pieces(chunks: list[dict]) -> list[str]:
     """The document's text as consecutive pieces (one per chunk, overlaps with the previous removed)."""
     pieces: list[str] = []
@@ -224,6 +259,7 @@ class SummaryPending:
         if self.chat is None:
             raise ItemError("no language model is loaded in this process")
         self.max_tokens = int(params.get("max_tokens", 96))
+        self.fallback = params.get("fallback", "extract")
         self.document_id = int(item.payload["document_id"])
         if "chunks" in item.payload:  # made self-contained by remote_item (a Ray worker has no database)
             found = (item.payload["document"], item.payload["chunks"])
@@ -371,6 +407,12 @@ class SummaryPending:
             self.retried, self.again = set(), []
             return
         if not outputs:
+            lead = lead_extract(self.text, self.copies) if self.fallback == "extract" else ""
+            if lead:
+                why = f"the model's summary was left out because {self.rejected}" if self.rejected else \
+                    "the model wrote an empty summary"
+                self._result = self._make_result(lead, "extract") | {"reason": why}
+                return
             if self.rejected:
                 raise ItemError(f"the model wrote no usable summary, twice (the second time with repetition penalties); "
                                 f"the last was left out because {self.rejected}")

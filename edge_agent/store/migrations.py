@@ -250,6 +250,12 @@ READER_VERSION_V9 = """
 ALTER TABLE documents ADD COLUMN reader_version INTEGER;
 """
 
+SUMMARY_METHOD_V10 = """
+-- how a stored summary was made: whole, lead, sections (the model's), extract (the document's lead sentences, stored
+-- where the model gave no usable summary); NULL: stored before methods were recorded (one of the model's)
+ALTER TABLE document_summaries ADD COLUMN method TEXT;
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "documents, chunks and their vectors", DOCUMENTS_V1),
     Migration(2, "jobs, their runs and run items; document summaries", JOBS_V2),
@@ -260,4 +266,5 @@ MIGRATIONS: list[Migration] = [
     Migration(7, "run items may be cancelled (the items a cancelled or failed run did not do)", RUN_ITEM_CANCELLED_V7),
     Migration(8, "runs record the zone their deadline was read in", RUN_DEADLINE_ZONE_V8),
     Migration(9, "documents record the reader version they were read with", READER_VERSION_V9),
+    Migration(10, "summaries record how they were made (the model's, or the document's lead)", SUMMARY_METHOD_V10),
 ]

@@ -63,10 +63,11 @@ class SummaryStore:
 
     @staticmethod
     def save_effect(document_id: int, summary: str, content_hash: str, run_id: str, bundle_id: str,
-                    prompt_version: str, text_digest: str | None = None) -> Effect:
+                    prompt_version: str, text_digest: str | None = None, method: str | None = None) -> Effect:
         """An effect for commit_item: store the summary with the document (nothing if the document is gone). Given the
         digest of the chunks it was made from (text_state.chunks_digest), a summary of a text that was read again
-        differently meanwhile (same content hash) is stored stale: the next run redoes it."""
+        differently meanwhile (same content hash) is stored stale: the next run redoes it. method: how it was made
+        (whole, lead, sections; extract: the document's own lead sentences, the model gave no usable summary)."""
 
         def effect(conn: sqlite3.Connection) -> None:
             stored_hash = content_hash
@@ -75,12 +76,12 @@ class SummaryStore:
                 if now is not None and now.digest != text_digest:
                     stored_hash = STALE + content_hash
             conn.execute(
-                "INSERT INTO document_summaries(document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at)"
-                " SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM documents WHERE id = ?)"
+                "INSERT INTO document_summaries(document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at,"
+                " method) SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM documents WHERE id = ?)"
                 " ON CONFLICT(document_id) DO UPDATE SET summary = excluded.summary, content_hash = excluded.content_hash,"
                 " run_id = excluded.run_id, bundle_id = excluded.bundle_id, prompt_version = excluded.prompt_version,"
-                " created_at = excluded.created_at",
-                (document_id, summary, stored_hash, run_id, bundle_id, prompt_version, time.time(), document_id),
+                " created_at = excluded.created_at, method = excluded.method",
+                (document_id, summary, stored_hash, run_id, bundle_id, prompt_version, time.time(), method, document_id),
             )
 
         return effect
@@ -98,8 +99,8 @@ class SummaryStore:
                 return
             h = doc[0]
             rows = conn.execute(
-                "SELECT document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at FROM document_summaries"
-                " WHERE document_id != ? AND content_hash IN (?, ?) ORDER BY created_at DESC", (document_id, h, STALE + h),
+                "SELECT document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at, method"
+                " FROM document_summaries WHERE document_id != ? AND content_hash IN (?, ?) ORDER BY created_at DESC", (document_id, h, STALE + h),
             ).fetchall()
             if not rows:
                 return
@@ -112,19 +113,19 @@ class SummaryStore:
             same = [r for r in rows if r["content_hash"] == h and same_text(r["document_id"])]
             s = (same or rows)[0]
             conn.execute(
-                "INSERT INTO document_summaries(document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO document_summaries(document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at,"
+                " method) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (document_id, s["summary"], h if same else STALE + h, s["run_id"], s["bundle_id"], s["prompt_version"],
-                 s["created_at"]),
+                 s["created_at"], s["method"]),
             )
 
         return effect
 
     def get_summary(self, document_id: int) -> dict | None:
-        """The stored summary of a document (summary, content_hash, run_id, bundle_id, prompt_version, created_at)."""
+        """The stored summary of a document (summary, method, content_hash, run_id, bundle_id, prompt_version, created_at)."""
         with self.db.read() as conn:
             row = conn.execute(
-                "SELECT summary, content_hash, run_id, bundle_id, prompt_version, created_at FROM document_summaries"
+                "SELECT summary, method, content_hash, run_id, bundle_id, prompt_version, created_at FROM document_summaries"
                 " WHERE document_id = ?", (document_id,),
             ).fetchone()
         return dict(row) if row else None

@@ -1,6 +1,7 @@
 """summarize refuses junk: a loop ("1.1.1.1..."), no letters, a copy of the title or first line, a made-up web address
 is asked once more
-with repetition penalties, and an item still junk fails with the reason (the document keeps its old summary).
+with repetition penalties; an item still junk stores the document's lead sentences, marked "extract" with the reason,
+or (fallback "none") fails with the reason (the document keeps its old summary).
 Over the tiny real Llama, its answers steered by a logits processor at the scheduler (the rest is the real engine)."""
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from jobs_helpers import doc_text, writes
 
 from edge_agent.jobs.prompts import RETRY_REPETITION_PENALTY
-from edge_agent.jobs.summarize import degenerate_reason, invented_reason
+from edge_agent.jobs.summarize import EXTRACT_WORDS, degenerate_reason, invented_reason, lead_extract
 
 
 @pytest.mark.parametrize("text, words", [
@@ -79,7 +80,7 @@ def _steer(rt, answers):
     return seen
 
 
-def test_a_loop_is_asked_again_with_penalties_then_failed_with_the_reason(make_runtime):
+def test_a_loop_is_asked_again_with_penalties_then_the_lead_is_stored_as_an_extract(make_runtime):
     rt = make_runtime()
     doc = rt.documents.add_text("loop", doc_text(2, 3)).document_id
     loop = rt.chat.engine.encode("1.1.1.1.1.1.1.1.1.1", add_special_tokens=False)
@@ -87,10 +88,58 @@ def test_a_loop_is_asked_again_with_penalties_then_failed_with_the_reason(make_r
     rt.jobs.create_job("sum", "summarize", {"max_tokens": 24})
     run = rt.jobs.run_foreground("sum")
     (item,), _ = rt.jobs.results(run.id)
+    assert run.status == "succeeded" and item.status == "succeeded", item
+    first, second = doc_text(2, 3).split(". ")[:2]
+    assert item.result["summary"] == f"{first}. {second}." and item.result["method"] == "extract"
+    assert "no letters" in item.result["reason"] and "'1.1.1" in item.result["reason"], item.result
+    assert len(seen) == 2 and seen[1].repetition_penalty == RETRY_REPETITION_PENALTY
+    stored = rt.documents.get(doc)["summary"]
+    assert stored["summary"] == item.result["summary"] and stored["method"] == "extract"
+    # current for this bundle and prompt version: the next run does not ask the model again (greedy: the same junk)
+    again = rt.jobs.run_foreground("sum")
+    assert again.status == "succeeded" and sum(again.counts.values()) == 0, again.counts
+
+
+def test_without_the_fallback_a_loop_fails_with_the_reason(make_runtime):
+    rt = make_runtime()
+    doc = rt.documents.add_text("loop", doc_text(2, 3)).document_id
+    loop = rt.chat.engine.encode("1.1.1.1.1.1.1.1.1.1", add_special_tokens=False)
+    seen = _steer(rt, [loop, loop])
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 24, "fallback": "none"})
+    run = rt.jobs.run_foreground("sum")
+    (item,), _ = rt.jobs.results(run.id)
     assert run.status == "succeeded" and item.status == "failed", item
     assert "no usable summary" in item.error and "no letters" in item.error and "'1.1.1" in item.error, item.error
     assert len(seen) == 2 and seen[0].repetition_penalty == 1.0 and seen[1].repetition_penalty == RETRY_REPETITION_PENALTY
     assert rt.documents.get(doc)["summary"] is None  # nothing junk stored with the document
+
+
+def test_the_lead_extract_takes_whole_sentences_and_skips_titles_headings_and_headers():
+    policy = ("# Verlofregeling 2026\n\n## Vakantiedagen\n\nMedewerkers met een volledig dienstverband krijgen 25 "
+              "vakantiedagen per jaar. Niet-opgenomen dagen vervallen na vijf jaar. De leidinggevende beslist binnen tien "
+              "werkdagen over een aanvraag.\n")
+    assert lead_extract(policy) == ("Medewerkers met een volledig dienstverband krijgen 25 vakantiedagen per jaar. "
+                                    "Niet-opgenomen dagen vervallen na vijf jaar. De leidinggevende beslist binnen tien "
+                                    "werkdagen over een aanvraag.")
+    assert lead_extract(policy, words=20) == ("Medewerkers met een volledig dienstverband krijgen 25 vakantiedagen per "
+                                              "jaar.")  # whole sentences only: the second would go past 20 words
+    mail = "From: Anna Jansen\nTo: HR\nSubject: Declaratie\n\nHierbij stuur ik de declaratie van maart. Graag betalen voor vrijdag.\n"
+    assert lead_extract(mail) == "Hierbij stuur ik de declaratie van maart. Graag betalen voor vrijdag."
+    title = "Quarterly report for the harbour board."
+    assert lead_extract(f"{title}\n\nThe harbour handled more ships than ever before this year.", [title]) == \
+        "The harbour handled more ships than ever before this year."
+    long = "This " + "very " * 120 + "long sentence ends here."
+    cut = lead_extract(long)
+    assert cut.endswith(" …") and len(cut.split()) == EXTRACT_WORDS + 1
+    assert lead_extract("1.1.1.1\n\n- item\n- item") == ""  # no sentence: nothing to extract (the item fails)
+
+
+def test_a_bad_fallback_is_a_clear_error(make_runtime):
+    from edge_agent.jobs.kinds import InvalidJobError
+
+    rt = make_runtime()
+    with pytest.raises(InvalidJobError, match="fallback must be one of extract, none"):
+        rt.jobs.create_job("sum", "summarize", {"fallback": "lead"})
 
 
 def test_a_copied_title_is_asked_again_and_the_second_answer_kept(make_runtime, wordy_model):
