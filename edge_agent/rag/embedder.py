@@ -497,6 +497,30 @@ def build_embedder(settings: Any, load: bool = True, source: str | None = None) 
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.S)
+
+
+def card_languages(folder: Path) -> list[str]:
+    """The ISO 639-1 languages a model folder's card (README.md, the Hugging Face model card's YAML front matter,
+    `language:` a code or a list) says the model was trained on; [] when it has no card, no such field, or only
+    "multilingual" (unspecified). Regional forms count as their language (en-US: en); other entries are ignored."""
+    try:
+        text = (folder / "README.md").read_text(encoding="utf-8", errors="replace")[:200_000]
+    except OSError:
+        return []
+    m = _FRONT_MATTER.match(text)
+    if not m:
+        return []
+    import yaml
+
+    try:
+        meta = yaml.safe_load(m.group(1))
+    except yaml.YAMLError:
+        return []
+    found = meta.get("language") if isinstance(meta, dict) else None
+    entries = [found] if isinstance(found, str) else found if isinstance(found, list) else []
+    codes = {str(e).strip().lower().replace("_", "-").split("-")[0] for e in entries}
+    return sorted(c for c in codes if re.fullmatch(r"[a-z]{2}", c))
 
 
 def import_embedding(source: Path | str, name: str, models_dir: Path | str, cache_dir: Path | str, languages: Sequence[str] = (),
@@ -504,7 +528,8 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
     """Copy a sentence-transformers folder (e.g. from a USB stick) to <models_dir>/embeddings/<name>, export it to
     ONNX and quantize it as the packaged model is (int8 kept only at cosine >= 0.99 vs torch and faster than fp32),
     and write its manifest (LANGUAGES_FILE: languages, dimension, the export decision; source: source_label or the
-    folder's path). Returns the manifest.
+    folder's path). Returns the manifest. languages: those given, else those the folder's model card declares
+    (card_languages; `languages_from` says which), else none declared (taken to cover every language).
 
     Raises EmbedderError (bad name, not a sentence-transformers folder, already imported without force, export
     failed); nothing is left behind on failure.
@@ -517,6 +542,10 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
     langs = sorted({lang.strip().lower() for lang in languages if lang.strip()})
     if any(not re.fullmatch(r"[a-z]{2,3}", lang) for lang in langs):
         raise EmbedderError(f"--languages {','.join(langs)}: give ISO 639-1 codes separated by commas, e.g. en,nl,de")
+    langs_from = "given" if langs else None
+    if not langs:
+        langs = card_languages(src)
+        langs_from = "model card" if langs else None
     dest = Path(models_dir) / EMBEDDINGS_DIR / name
     if dest.exists() and not force:
         raise EmbedderError(f"an embedding model named {name} exists at {dest}: choose another --name or pass --force")
@@ -524,7 +553,8 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.onnx", "onnx", ".git*", DECISION_FILE))
-        manifest: dict[str, Any] = {"name": name, "languages": langs or None, "source": source_label or str(src),
+        manifest: dict[str, Any] = {"name": name, "languages": langs or None, "languages_from": langs_from,
+                                    "source": source_label or str(src),
                                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         write_json_atomic(tmp / LANGUAGES_FILE, manifest)
         replace_dir(tmp, dest)

@@ -274,3 +274,38 @@ def test_the_word_table_left_out_of_the_torch_export_changes_no_byte(tiny_st, tm
     plain.pop("README.md"), got.pop("README.md", None)
     assert got == plain
     assert not list((tmp_path / "aside").glob("*.safetensors"))
+
+
+@pytest.mark.parametrize("card, expected", [
+    ("---\nlanguage: en\nlicense: apache-2.0\n---\n# all-MiniLM-L6-v2\n", ["en"]),  # as all-MiniLM-L6-v2's card
+    ("---\nlanguage:\n- multilingual\n- nl\n- en-US\n- de\ntags:\n- sentence-transformers\n---\ntext\n", ["de", "en", "nl"]),
+    ("---\nlanguage:\n- multilingual\n---\n", []),  # unspecified: not declared
+    ("# a card without front matter\nlanguage: en\n", []),
+    ("---\nlanguage: [en, nl\n---\n", []),  # broken YAML: not declared, no crash
+])
+def test_the_model_cards_languages_are_read(tmp_path, card, expected):
+    from edge_agent.rag.embedder import card_languages
+
+    (tmp_path / "README.md").write_text(card, encoding="utf-8")
+    assert card_languages(tmp_path) == expected
+    assert card_languages(tmp_path / "no-such-folder") == []
+
+
+def test_import_without_languages_takes_the_model_cards(tiny_st, model_cli, tmp_path, capsys):
+    import shutil
+
+    from edge_agent.rag.embedder import LANGUAGES_FILE, OnnxEmbedder
+
+    folder = tmp_path / "usb" / "carded"
+    shutil.copytree(tiny_st, folder)
+    (folder / "README.md").write_text("---\nlanguage:\n- nl\n- en\n---\n# a Dutch-English model\n", encoding="utf-8")
+    assert model_cli("import-embedding", str(folder), "--name", "carded") == 0
+    assert "languages: en, nl (from its model card)" in capsys.readouterr().out
+    dest = tmp_path / "models" / "embeddings" / "carded"
+    manifest = json.loads((dest / LANGUAGES_FILE).read_text())
+    assert manifest["languages"] == ["en", "nl"] and manifest["languages_from"] == "model card"
+    assert OnnxEmbedder(dest, cache_dir=tmp_path / "var" / "embedding-cache").languages == ("en", "nl")
+    # --languages wins over the card
+    assert model_cli("import-embedding", str(folder), "--name", "carded", "--force", "--languages", "de") == 0
+    manifest = json.loads((dest / LANGUAGES_FILE).read_text())
+    assert manifest["languages"] == ["de"] and manifest["languages_from"] == "given"
