@@ -424,6 +424,21 @@ def _last_descendant(el: Any) -> Any:
     return el
 
 
+FIELD_VALUE_CHARS = 200  # a <dd> this short, of one paragraph, under a <dt> ending in ":" is that field's value
+
+
+def _field_value(dd: Any) -> bool:
+    """Whether a <dd> is the value of a field ("Author:" / "Gordon McMillan" in a Sphinx or docutils field list, "Datum:"
+    / "3 maart" in a page's metadata): its <dt> ends in ":", and it is short and one paragraph. It is read on the
+    field's line ("Author: Gordon McMillan"), as a header line, not as a paragraph of its own."""
+    dt = dd.find_previous_sibling(True)
+    if dt is None or dt.name != "dt" or not dt.get_text(" ", strip=True).endswith(":"):
+        return False
+    value = dd.get_text(" ", strip=True)
+    blocks = [el for el in dd.find_all(True) if el.name in _PARAGRAPHS or el.name in _LINES or el.name in _HEADINGS]
+    return 0 < len(value) <= FIELD_VALUE_CHARS and len(blocks) <= 1 and all(b.name == "p" for b in blocks)
+
+
 def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
     from bs4 import BeautifulSoup
 
@@ -446,6 +461,7 @@ def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Sect
     bare = True  # nothing under the current heading yet
     row, row_end, cells = None, None, 0  # a data row being read as one line: its last node, its cells so far
     row_done = 0  # where in buf the last row ended
+    field_end = None  # the last node of a field's value being read on its field's line (_field_value)
     for el in body.descendants:
         name = getattr(el, "name", None)
         if name in _HEADINGS:
@@ -471,6 +487,12 @@ def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Sect
                 cells += 1
             elif name in _PARAGRAPHS or name in _LINES:
                 buf.append(" ")
+        elif field_end is not None:  # inside a field's value: on the field's line
+            if name in _PARAGRAPHS or name in _LINES:
+                buf.append(" ")
+        elif name == "dd" and _field_value(el):
+            field_end = _last_descendant(el)
+            buf.append(" ")
         elif name == "tr" and _is_data_row(el):
             row, row_end, cells = el, _last_descendant(el), 0
             buf.append("" if "".join(buf[row_done:]).isspace() else "\n")  # one row a line, no blank line between
@@ -482,6 +504,9 @@ def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Sect
             row, row_end = None, None
             buf.append("\n")
             row_done = len(buf) - 1
+        if el is field_end:
+            field_end = None
+            buf.append("\n")
     sections.append(Section("".join(buf), heading=heading))
     for s in sections:
         s.text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t\xa0]+", " ", s.text))

@@ -30,10 +30,12 @@ from collections.abc import Mapping
 # treated as page chrome, a sheet's or CSV's rows as paragraphs (chunks hold whole rows); the office formats
 # (xlsx, pptx, odt, ods, odp, rtf) read directly where they had failed with advice to convert them; and of
 # 2026-12-02: a plain text's title is its first line where that stands alone (loaders.txt_title), not its file name.
+# html 2: a field list's value is read on its field's line ("Author: Gordon McMillan", loaders._field_value), not as a
+# paragraph of its own under a bare "Author:".
 READER_VERSIONS: Mapping[str, int] = {
     "txt": 1,
     "md": 1,
-    "html": 1,
+    "html": 2,
     "pdf": 1,
     "eml": 1,  # plus the sum of the others: see reader_version()
     "csv": 1,

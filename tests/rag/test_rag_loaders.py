@@ -112,6 +112,21 @@ def test_html_permalinks_are_not_text():
     assert text.count("¶") == 1  # the link to another page stays (it is not this page's permalink)
 
 
+def test_html_field_list_values_are_read_on_their_fields_line():
+    # Sphinx and docutils write "Author: Gordon McMillan" as a <dt> and a <dd>: the value belongs on its field's line, or a
+    # quote of the field is a bare "Author:" and the name a paragraph of its own; a definition (no ":") and a long or
+    # many-paragraph <dd> stay blocks of their own
+    html = ("""<html><body><h1>Socket Programming HOWTO</h1><dl class="field-list simple">
+    <dt class="field-odd">Author<span class="colon">:</span></dt><dd class="field-odd"><p>Gordon McMillan</p></dd>
+    <dt>Datum:</dt><dd>3 maart 2026</dd></dl>
+    <dl><dt>socket.close()</dt><dd><p>Close the socket.</p></dd>
+    <dt>Notes:</dt><dd><p>First paragraph.</p><p>Second paragraph.</p></dd></dl></body></html>""").encode()
+    text = load_bytes(html, "sockets.html").sections[0].text
+    assert "\nAuthor: Gordon McMillan\n" in text and "\nDatum: 3 maart 2026\n" in text, text
+    assert "socket.close()\n" in text and "\nClose the socket." in text, text  # a definition stays under its term
+    assert "Notes:\n" in text and "First paragraph.\n\nSecond paragraph." in text, text
+
+
 def test_html_page_footer_div_is_chrome_but_an_articles_is_not():
     # Sphinx's classic theme closes every page with <div class="footer">: copyright, licence, "Please donate."
     page = ("""<html><body><div class="document"><h1>zipfile</h1><p>Extracting the same archive twice overwrites files.</p>
