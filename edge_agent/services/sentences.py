@@ -16,6 +16,16 @@ from edge_agent.rag import language
 # a list item at a line that starts with a bullet or a number: single line breaks inside a paragraph are wrapping,
 # except after a heading line or around a "Key: value" header line (_segments)
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=\S)")
+# ... except after an abbreviation ("o.a.", "e.g.", "art. 7", "dr."), an initial ("Randal L. Schwartz") or before a word
+# in lower case ("ca. de helft"): sentence_pieces
+ABBREVIATIONS = frozenset("""
+    e.g i.e cf vs viz approx fig figs no nos nr nrs vol ch sec secs par art arts p pp ed eds est min max
+    mr mrs ms dr prof st jr sr rev gen col lt sgt capt hon ir ing drs dhr mevr mw dra
+    o.a bijv bv d.w.z m.b.t i.v.m t.a.v z.s.m a.s jl ca blz pag e.a resp evt incl excl vgl zgn zg m.i n.a.v o.b.v
+    t.o.v i.p.v m.u.v c.q enz etc al
+""".split())
+_INITIAL = re.compile(r"[^\W\d_]")  # one letter: an initial when it is a capital ("L"; "u" of "dank u." is not)
+_DOTTED = re.compile(r"(?:[^\W\d_]\.){1,4}[^\W\d_]")  # "o.a", "m.b.t", "U.S": single letters between dots
 _LIST_MARK = r"(?:[•·*\-–]|\d{1,2}[.)])\s"
 _BREAK = re.compile(rf"\n[ \t]*\n\s*|\n(?=[ \t]*{_LIST_MARK})")
 LIST_ITEM = re.compile(rf"[ \t]*{_LIST_MARK}")
@@ -75,6 +85,37 @@ def split_sentences(text: str) -> list[str]:
     return [u.text for u in split_units(text)]
 
 
+def sentence_pieces(text: str) -> list[str]:
+    """text split where a sentence ends (SENTENCE_END), stripped; not after a "." that ends an abbreviation
+    (ABBREVIATIONS, or single letters between dots: an initial, "o.a.", "m.b.t.") where what follows is a figure,
+    a word in lower case or a name ("art. 7", "bijv. de", "Randal L. Schwartz", "dr. J. de Vries"), nor before a
+    word in lower case after any "." ("ca. de helft"; "etc. The" still ends one)."""
+    pieces, start = [], 0
+    for m in SENTENCE_END.finditer(text):
+        end = m.start()
+        nxt = text[m.end():m.end() + 1]
+        if text[end - 1] == "." and (nxt.islower() or _abbreviation(text[start:end - 1]) and (nxt.isupper() or nxt.isdigit())):
+            if not _ends_sentence_anyway(text[start:end - 1], nxt):
+                continue
+        pieces.append(text[start:end].strip())
+        start = m.end()
+    pieces.append(text[start:].strip())
+    return [p for p in pieces if p]
+
+
+def _abbreviation(before: str) -> bool:
+    """Whether the word ending `before` (the text up to a ".") is an abbreviation or an initial."""
+    word = before.rsplit(None, 1)[-1].lstrip("([\"'“‘") if before.strip() else ""
+    return (word.casefold() in ABBREVIATIONS or bool(_DOTTED.fullmatch(word))
+            or (bool(_INITIAL.fullmatch(word)) and word.isupper()))
+
+
+def _ends_sentence_anyway(before: str, nxt: str) -> bool:
+    """ "etc." or "enz." before a capital: the list ended, and the sentence with it."""
+    word = before.rsplit(None, 1)[-1].casefold() if before.strip() else ""
+    return word in ("etc", "enz") and nxt.isupper()
+
+
 def split_units(text: str) -> list[Unit]:
     """text's sentences, whitespace collapsed, wrapped lines joined; pieces of 3 characters or fewer left out.
 
@@ -113,7 +154,7 @@ def split_units(text: str) -> list[Unit]:
                 if LIST_ITEM.match(seg):  # a list item stands alone: it heads nothing
                     flush_head()
                 continue
-            pieces = [s.strip() for s in SENTENCE_END.split(seg) if s.strip()]
+            pieces = sentence_pieces(seg)
             if len(pieces) > 1 and _NUMBER_MARK.fullmatch(pieces[0]):  # "2. if not, ...": the item's number, not a sentence
                 pieces[:2] = [f"{pieces[0]} {pieces[1]}"]
             for i, piece in enumerate(pieces):
