@@ -377,7 +377,8 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         with self._write():
             self._commit(commit, need, f"storing {meta.title!r}")
         status = "added" if existing is None else "updated"
-        return IngestResult(status, meta.source_key, out["id"], meta.title, len(records))
+        text = None if meta.text_changed is None else "changed" if meta.text_changed else "same"
+        return IngestResult(status, meta.source_key, out["id"], meta.title, len(records), text=text)
 
     def _fail(self, meta: DocumentMeta, error: str) -> IngestResult:
         existing = self.store.get_by_key(meta.source_key)

@@ -73,6 +73,9 @@ class DocumentMeta:
     # the text a ready version under the same content hash had, when it left before this one was stored (an upload of
     # the same bytes processed in the background: mark_processing sets it); None: unknown, or the old chunks are there
     read_before: TextState | None = None
+    # set by replace when it stored the same content hash again (a re-read): whether the title or the text came out
+    # differently (True: summary and/or labels marked stale) or the same (False); None: new or changed bytes
+    text_changed: bool | None = None
 
 
 def _doc(row: sqlite3.Row | None) -> DocumentRecord | None:
@@ -121,7 +124,8 @@ class DocumentStore:
 
         Stored again under the same content hash (a re-read by a newer reader), a document whose text changed gets
         its summary and labels marked stale in the same transaction (store.text_state); one whose title and text
-        are the same keeps them current and keeps its updated_at (what changed_only jobs select by).
+        are the same keeps them current and keeps its updated_at (what changed_only jobs select by); which of the two
+        is left on meta.text_changed.
         """
         now = time.time()
         with self.db.write() as conn:
@@ -134,6 +138,7 @@ class DocumentStore:
                 after = TextState(meta.title, chunks_digest((c.text, c.char_start, c.char_end) for c in chunks))
                 stale_summary = before is None or before.digest != after.digest
                 stale_labels = stale_summary or before is None or before.title != after.title
+                meta.text_changed = stale_labels
                 if not stale_labels:
                     updated_at = row["updated_at"]
             doc_id, old_ids = self._upsert(conn, meta, "ready", None, len(chunks), now, updated_at)
