@@ -1,6 +1,7 @@
 """`edge-agent doctor`: what it shows, its exit status and the fixes it names; the access log line."""
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import shutil
@@ -72,10 +73,12 @@ def test_doctor_opens_an_existing_database_read_only(site, capsys):
     """With a database but no index files, doctor shows the stats and "no index yet", and writes neither."""
     from edge_agent.config import load_settings
     from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
 
     assert main(["jobs", "add", "nightly", "summarize", "--schedule", "0 2 * * *"]) == 0
     db_path = default_db_path(load_settings())
     assert db_path.is_file() and not (site / "index").exists()
+    gc.collect()  # a connection `jobs add` left to the collector checkpoints its WAL into the file when collected
     before, stamp = _tree(site), db_path.stat().st_mtime_ns
     capsys.readouterr()
     assert main(["--threads", "1", "doctor"]) == 0
@@ -84,7 +87,34 @@ def test_doctor_opens_an_existing_database_read_only(site, capsys):
     assert '"documents"' not in out  # a line for a person, not a JSON dump of ~900 characters (--json has it)
     assert "note: no index yet (index/chunks.faiss)" in out, out
     assert "nightly (summarize): 0 2 * * *" in out
-    assert _tree(site) == before and db_path.stat().st_mtime_ns == stamp
+    # SQLite's own -wal/-shm companions may appear (a read-only reader of a WAL database creates them when absent, and
+    # the next writer's close removes them); nothing of ours is made, and the database file is untouched
+    companions = {"var/edge-agent.db-wal", "var/edge-agent.db-shm"}
+    assert set(_tree(site)) - companions == set(before) - companions and db_path.stat().st_mtime_ns == stamp
+    with SqliteDatabase(db_path, read_only=True).read() as conn:  # a writer's open records the chunking; doctor did not
+        assert conn.execute("SELECT count(*) FROM index_meta WHERE key = 'chunking'").fetchone()[0] == 0
+
+
+def test_doctor_says_when_its_chunking_differs_from_the_index(site, capsys):
+    """The index records the chunking it was cut with; doctor (read-only) says when the settings differ and how many
+    documents a writer started with them would re-chunk, and records nothing itself."""
+    from edge_agent.config import load_settings
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+
+    db = SqliteDatabase(default_db_path(load_settings()))
+    with db.write() as conn:
+        conn.execute("INSERT INTO index_meta(key, value) VALUES ('chunking', '{\"chunk_overlap\": 40, \"chunk_tokens\": 500}')")
+    db.close()
+    assert main(["--threads", "1", "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert ("the index was cut with chunk_tokens 500, chunk_overlap 40: the daemon or an `edge-agent index` command "
+            "started with them marks 0 documents to be read again and re-chunked") in out, out
+    db = SqliteDatabase(default_db_path(load_settings()), read_only=True)
+    with db.read() as conn:
+        assert conn.execute("SELECT value FROM index_meta WHERE key = 'chunking'").fetchone()[0] == \
+            '{"chunk_overlap": 40, "chunk_tokens": 500}'
+    db.close()
 
 
 def test_the_embedding_models_folder_is_not_a_broken_bundle(site, capsys):

@@ -114,6 +114,7 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             self._open_read_only()
             self._loaded = True
             return
+        self._record_chunking()
         self.cleaned = clean_leftovers(self.index.index_dir)
         if self.cleaned:
             log.info("removed leftovers of interrupted writes in the index folder: %s", ", ".join(self.cleaned))

@@ -404,6 +404,25 @@ class DocumentStore:
         with self.db.write() as conn:
             conn.execute("INSERT OR REPLACE INTO index_meta(key, value) VALUES (?, ?)", (key, value))
 
+    def record_chunking(self, key: str, value: str, before_key: str) -> tuple[str | None, int]:
+        """Record the chunking parameters (value, under index_meta key) the documents are cut with from now on; returns
+        (the value recorded before, the number of ready documents marked read by an older reader). When it differs
+        from the recorded one, every ready document's reader_version is cleared (rag.reader_version: older than any
+        reader, so reindex and ingest read them again, re-chunking them) and the old value is kept under before_key,
+        in one transaction. A first recording (none before) marks nothing: what cut the documents is not known."""
+        with self.db.write() as conn:
+            row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (key,)).fetchone()
+            before = None if row is None else row[0]
+            if before == value:
+                return before, 0
+            marked = 0
+            if before is not None:
+                marked = conn.execute("UPDATE documents SET reader_version = NULL WHERE status = 'ready'"
+                                      " AND reader_version IS NOT NULL").rowcount
+                conn.execute("INSERT OR REPLACE INTO index_meta(key, value) VALUES (?, ?)", (before_key, before))
+            conn.execute("INSERT OR REPLACE INTO index_meta(key, value) VALUES (?, ?)", (key, value))
+            return before, marked
+
     def reader_counts(self) -> list[tuple[str, int | None, str, int]]:
         """Ready documents counted by (kind, reader_version, source), source "file" (read from a path on this
         server), "upload" or "text" (the text as sent: no loader reads it)."""
