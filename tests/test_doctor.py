@@ -1,6 +1,7 @@
 """`edge-agent doctor`: what it shows, its exit status and the fixes it names; the access log line."""
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import shutil
@@ -45,10 +46,75 @@ def test_healthy_site_exits_0_and_shows_everything(site, capsys):
     assert any(x.strip().startswith("threads ") and "[flag]" in x for x in out.splitlines())
     assert "model: llama OK (llama" in out and "sha256" in out
     assert "device: cpu (" in out and "threads: 1" in out
-    assert "index: 0 documents, 0 chunks, 0 vectors in " in out and "embedder: " in out
-    assert '"documents"' not in out  # a line for a person, not a JSON dump of ~900 characters (--json has it)
+    assert "index: no database yet (var/edge-agent.db" in out  # a check creates nothing (test_doctor_creates_nothing)
     assert "listen: 127.0.0.1:9090 (loopback; auth off)" in out
     assert "disk data_dir: var" in out and "no problems found" in out
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "models" not in p.parts)
+
+
+def test_doctor_creates_nothing_on_an_empty_data_dir(site, capsys):
+    """doctor created var/edge-agent.db and ./index (chunks.faiss, bm25.snapshot) where none existed: a check reports
+    "no database yet" instead, leaves the folders as they were, and still exits 0 (a fresh install is not a problem)."""
+    before = _tree(site)
+    assert main(["--threads", "1", "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert _tree(site) == before, out
+    assert "index: no database yet (var/edge-agent.db); the daemon or `edge-agent index add` creates it" in out, out
+    assert main(["--threads", "1", "doctor", "--json"]) == 0
+    ix = json.loads(capsys.readouterr().out)["index"]
+    assert ix["ok"] is True and ix["database"] is False and ix["index_file"] is False
+    assert _tree(site) == before
+
+
+def test_doctor_opens_an_existing_database_read_only(site, capsys):
+    """With a database but no index files, doctor shows the stats and "no index yet", and writes neither."""
+    from edge_agent.config import load_settings
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+
+    assert main(["jobs", "add", "nightly", "summarize", "--schedule", "0 2 * * *"]) == 0
+    db_path = default_db_path(load_settings())
+    assert db_path.is_file() and not (site / "index").exists()
+    gc.collect()  # a connection `jobs add` left to the collector checkpoints its WAL into the file when collected
+    before, stamp = _tree(site), db_path.stat().st_mtime_ns
+    capsys.readouterr()
+    assert main(["--threads", "1", "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "index: 0 documents, 0 chunks, 0 vectors in " in out and "embedder: " in out, out
+    assert '"documents"' not in out  # a line for a person, not a JSON dump of ~900 characters (--json has it)
+    assert "note: no index yet (index/chunks.faiss)" in out, out
+    assert "nightly (summarize): 0 2 * * *" in out
+    # SQLite's own -wal/-shm companions may appear (a read-only reader of a WAL database creates them when absent, and
+    # the next writer's close removes them); nothing of ours is made, and the database file is untouched
+    companions = {"var/edge-agent.db-wal", "var/edge-agent.db-shm"}
+    assert set(_tree(site)) - companions == set(before) - companions and db_path.stat().st_mtime_ns == stamp
+    with SqliteDatabase(db_path, read_only=True).read() as conn:  # a writer's open records the chunking; doctor did not
+        assert conn.execute("SELECT count(*) FROM index_meta WHERE key = 'chunking'").fetchone()[0] == 0
+
+
+def test_doctor_says_when_its_chunking_differs_from_the_index(site, capsys):
+    """The index records the chunking it was cut with; doctor (read-only) says when the settings differ and how many
+    documents a writer started with them would re-chunk, and records nothing itself."""
+    from edge_agent.config import load_settings
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+
+    db = SqliteDatabase(default_db_path(load_settings()))
+    with db.write() as conn:
+        conn.execute("INSERT INTO index_meta(key, value) VALUES ('chunking', '{\"chunk_overlap\": 40, \"chunk_tokens\": 500}')")
+    db.close()
+    assert main(["--threads", "1", "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert ("the index was cut with chunk_tokens 500, chunk_overlap 40: the daemon or an `edge-agent index` command "
+            "started with them marks 0 documents to be read again and re-chunked") in out, out
+    db = SqliteDatabase(default_db_path(load_settings()), read_only=True)
+    with db.read() as conn:
+        assert conn.execute("SELECT value FROM index_meta WHERE key = 'chunking'").fetchone()[0] == \
+            '{"chunk_overlap": 40, "chunk_tokens": 500}'
+    db.close()
 
 
 def test_the_embedding_models_folder_is_not_a_broken_bundle(site, capsys):
@@ -108,6 +174,11 @@ def test_index_check_uses_the_global_flags(site, capsys, monkeypatch):
     """The index check opens the index with the settings doctor shows (flags included), as `index stats` would."""
     from edge_agent.rag import embedder as embedder_module
 
+    from edge_agent.config import load_settings
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+
+    SqliteDatabase(default_db_path(load_settings())).close()  # a database to open (without one doctor opens nothing)
     seen, real = [], embedder_module.build_embedder
     monkeypatch.setattr(embedder_module, "build_embedder", lambda settings, **kw: seen.append(settings.threads) or real(settings, **kw))
     assert main(["--threads", "1", "doctor", "--json"]) == 0

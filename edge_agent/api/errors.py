@@ -33,13 +33,25 @@ _HTTP_MESSAGES = {
 }
 
 
-_ABS_PATH = re.compile(r"(?<![\w.])(/[^\s'\":]+)+")
+# a web address or an e-mail address is kept whole (it names no file of this server: "https://host/a/b" came out as
+# "https:b"); any other absolute path is scrubbed
+_KEPT = r"\bhttps?://[^\s'\"<>]+|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+_ABS_PATH = r"(?<![\w.])(?:/[^\s'\":]+)+"
+_KEPT_OR_PATH = re.compile(rf"(?P<kept>{_KEPT})|(?P<path>{_ABS_PATH})", re.IGNORECASE)
 
 
 def scrub_paths(message: str, roots: Sequence[Path] = ()) -> str:
     """message with every absolute path in it shown as a client may see it (no server paths in responses): relative
-    to the ingest root it lies under (services.paths.shown_path), else by its last part."""
-    return _ABS_PATH.sub(lambda m: shown_path(m.group(0).rstrip("/") or "/", roots) or m.group(0), message)
+    to the ingest root it lies under (services.paths.shown_path), else by its last part. URLs (http, https) and
+    e-mail addresses are kept as they are."""
+
+    def shown(m: re.Match) -> str:
+        path = m.group("path")
+        if path is None:
+            return m.group(0)
+        return shown_path(path.rstrip("/") or "/", roots) or path
+
+    return _KEPT_OR_PATH.sub(shown, message)
 
 
 class ApiError(Exception):

@@ -157,25 +157,41 @@ def check_load(r: Report, s, bundle) -> None:
 
 
 def check_index(r: Report, s) -> None:
+    """The document index as it is, opened read-only (safe while the daemon runs): a check creates nothing, so a
+    missing database or index is reported ("no database yet", "no index yet"), not made."""
     from contextlib import closing
 
-    from edge_agent.cli.index import _service
+    from edge_agent.config import INDEX_FILE
+    from edge_agent.services.documents import DocumentService, default_db_path
+    from edge_agent.store import SqliteDatabase
 
+    db_path = default_db_path(s)
+    index_file = Path(s.index_dir) / INDEX_FILE
+    if not db_path.is_file():
+        r.sections["index"] = {"ok": True, "database": False, "index_file": index_file.is_file(),
+                               "note": f"no database yet ({db_path}); the daemon or `edge-agent index add` creates it"}
+        check_config_jobs(r, s, None)
+        return
+    db = svc = None
     try:
-        with closing(_service(s, check=True, write=False)) as svc:
+        db = SqliteDatabase(db_path, read_only=True)
+        svc = DocumentService.from_settings(s, db=db, read_only=True)  # closes db when it closes
+        with closing(svc):
             stats = svc.stats()
             jobs = _jobs(svc)
             check_config_jobs(r, s, svc.store.db)
-    except SystemExit as e:  # _service exits with a message when it cannot open the index
-        r.sections["index"] = {"ok": False}
-        r.problem(f"the document index cannot be opened (status {e.code})", "run `edge-agent index check` and follow what it says")
-        return
     except Exception as e:
+        if svc is None and db is not None:
+            db.close()
         r.sections["index"] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         r.problem(f"the document index cannot be opened ({type(e).__name__}: {e})", "run `edge-agent index check`, or `edge-agent index rebuild`")
         return
     last = stats.get("last_check") or {}
-    r.sections["index"] = {"ok": True, **{k: v for k, v in stats.items() if k != "last_check"}, "last_check": last}
+    r.sections["index"] = {"ok": True, "database": True, "index_file": index_file.is_file(),
+                           **{k: v for k, v in stats.items() if k != "last_check"}, "last_check": last}
+    if not index_file.is_file():
+        r.sections["index"]["note"] = (f"no index yet ({index_file}); the daemon or the next `edge-agent index` command "
+                                       "builds it from the database")
     if last and last.get("ok") is False:
         r.problem("the index check found a mismatch between SQLite and the index", "run `edge-agent index check` (repairs) or `edge-agent index rebuild`")
     if jobs is not None:
@@ -183,7 +199,8 @@ def check_index(r: Report, s) -> None:
 
 
 def check_config_jobs(r: Report, s, db) -> None:
-    """A [[jobs]] entry the daemon would refuse is a problem (it was only a line in the daemon's log)."""
+    """A [[jobs]] entry the daemon would refuse is a problem (it was only a line in the daemon's log). Without a
+    database (db None) the entries are checked against an empty one in a temporary folder, removed after."""
     from edge_agent.cli.jobs import config_error_lines
 
     if not s.jobs:
@@ -191,7 +208,19 @@ def check_config_jobs(r: Report, s, db) -> None:
     try:
         from edge_agent.jobs.service import JobsService
 
-        errors = JobsService(s, db).plan_config_jobs()[1]
+        if db is None:
+            import tempfile
+
+            from edge_agent.store import SqliteDatabase
+
+            with tempfile.TemporaryDirectory(prefix="edge-agent-doctor-") as tmp:
+                empty = SqliteDatabase(Path(tmp) / "check.db")
+                try:
+                    errors = JobsService(s, empty).plan_config_jobs()[1]
+                finally:
+                    empty.close()
+        else:
+            errors = JobsService(s, db).plan_config_jobs()[1]
     except Exception as e:  # the check itself failing is no reason to stop the doctor
         r.problem(f"the config's [[jobs]] could not be checked ({type(e).__name__}: {e})", "run `edge-agent jobs list`")
         return
@@ -300,7 +329,15 @@ def _print(r: Report) -> None:
     if "index" in sec:
         from edge_agent.cli.index import stats_lines
 
-        print("\n".join(stats_lines(sec["index"])) if sec["index"]["ok"] else "index: cannot be opened")
+        ix = sec["index"]
+        if not ix["ok"]:
+            print("index: cannot be opened")
+        elif not ix["database"]:
+            print(f"index: {ix['note']}")
+        else:
+            print("\n".join(stats_lines(ix)))
+            if ix.get("note"):
+                print(f"  note: {ix['note']}")
     if "jobs" in sec:
         shown = [j for j in sec["jobs"] if not j.get("openai_batch")]  # one per POST /v1/batches: counted, as `jobs list` does
         print("jobs: " + ("none" if not shown else ""))

@@ -222,7 +222,27 @@ def reader_lines(reader: dict) -> list[str]:
     if uploads:
         lines.append(f"  reader: {uploads} upload{'s' if uploads != 1 else ''} read by an older reader: upload "
                      f"{'them' if uploads != 1 else 'it'} again to read {'them' if uploads != 1 else 'it'} with the current one")
+    lines += chunking_lines(reader.get("chunking") or {}, files + uploads)
     return lines
+
+
+def chunking_lines(chunking: dict, outdated: int) -> list[str]:
+    """The chunking parameters where they changed (DocumentService.reader_status): re-chunking pending, or this view's
+    settings differing from the index's."""
+
+    def params(p: dict) -> str:
+        return f"chunk_tokens {p.get('chunk_tokens')}, chunk_overlap {p.get('chunk_overlap')}"
+
+    current, recorded, before = chunking.get("current"), chunking.get("recorded"), chunking.get("before")
+    if recorded is not None and current is not None and recorded != current:
+        n = chunking.get("pending_if_opened", 0)
+        return [f"  chunking: these settings cut chunks with {params(current)}, the index was cut with {params(recorded)}: "
+                f"the daemon or an `edge-agent index` command started with them marks {n} document{'s' if n != 1 else ''} "
+                "to be read again and re-chunked"]
+    if before is not None and outdated:
+        return [f"  chunking: changed from {params(before)} to {params(recorded or {})}: the documents read by an older "
+                "reader above include those not cut anew yet"]
+    return []
 
 
 def cmd_index_check(args: argparse.Namespace) -> int:

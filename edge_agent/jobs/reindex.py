@@ -13,7 +13,8 @@ may leave a whole corpus so: at most `reread_limit` such files per run (REREAD_L
 limit) are read again, the rest stay as they are ("unchanged", "reread": "later") for the next runs, so new and
 changed files are never stuck behind a corpus being read again. A deadline or max_items bounds the run as ever.
 A re-read whose text changed marks the document's summary and labels stale (store.text_state: the next summarize
-and classify runs redo them); one whose text came out the same leaves them current.
+and classify runs redo them); one whose text came out the same leaves them current. Its result says which:
+"text": "changed" (the title or the chunks differ) or "same".
 """
 from __future__ import annotations
 
@@ -166,4 +167,6 @@ class ReindexKind:
         out = {"action": res.status, "document_id": res.document_id, "path": path, "chunks": res.chunks}
         if "reread" in payload:  # an older reader had read it: read again now, or left for a later run (reread_limit)
             out["reread"] = "later" if not payload["reread"] and res.status == "unchanged" else "done"
+        if res.text is not None:  # read again with its bytes unchanged: did the text come out differently?
+            out["text"] = res.text
         return out

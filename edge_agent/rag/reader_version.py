@@ -9,7 +9,9 @@ stay searchable until the new ones are committed.
 Bump a kind's number in READER_VERSIONS whenever its loader's output for the same bytes changes (the text,
 where sections begin, their headings, the title): a fix in loaders.py or loaders_office.py, or in something
 they share (loaders._tidy, row_line). A change in where the chunker cuts (chunking.py) changes every kind's
-chunks: bump every kind. Per kind, not one number for the package, so that an HTML fix re-reads the HTML
+chunks: bump every kind. A changed chunk_tokens or chunk_overlap setting needs no bump: the index records the
+chunking it was cut with, and a writer that opens it with other values clears every document's reader version
+(services.document_upkeep._record_chunking), which re-reads them the same way. Per kind, not one number for the package, so that an HTML fix re-reads the HTML
 files, not every PDF (the slowest to read and the most chunks to embed again). tests/rag/test_reader_versions.py
 holds each kind's output on a sample file beside its version: a changed output (a parsing library's upgrade
 too) fails there until the version is bumped.

@@ -236,6 +236,10 @@ class ChatService(GroundedChat):
         documents alias grounds the answer, rag or not, and lists its cited sources in its text; grounded_by).
         """
         rag, listed = self.grounded_by(model, rag)
+        if listed and tools and (call is not None or may_call):  # the grounded answer is words: no call can come of it
+            raise InvalidRequestError(f"tools are not available with the documents model {model!r} (it answers from the "
+                                      "documents): leave `tools` out (or send tool_choice \"none\"), or send the request to "
+                                      "another model", param="tools")
         gen = self._chat(messages, options, n, json_object, priority, rag, constraint, tools, call, template_kwargs, may_call)
         gen.sources_in_text = listed
         return gen

@@ -117,9 +117,14 @@ class IngestResult:
     title: str | None = None
     chunks: int = 0
     error: str | None = None
+    # a re-read of the same bytes (a newer reader): "changed" when the title or the text came out differently, "same"
+    # when not; None otherwise. Reindex results show it (jobs.reindex); not part of to_dict (the API's upload answers)
+    text: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["text"]
+        return out
 
 
 @dataclass

@@ -2,6 +2,7 @@
 re-embedding, and the free disk it reports (a mixin of DocumentService, split from it for size)."""
 from __future__ import annotations
 
+import json
 import logging
 import time
 from types import SimpleNamespace
@@ -19,6 +20,10 @@ log = logging.getLogger("edge_agent.services.documents")
 META_MODEL = "embedding_model"
 META_VARIANT = "embedding_variant"  # fp32 or an int8 file (rag.embedding_variants): a switch re-embeds
 META_STORE_ID = "store_id"  # ties files derived from this database (the BM25 snapshot) to it
+# the chunking parameters the documents are cut with (JSON; chunking_params): a writer that opens the index with other
+# ones has every document read again (re-chunked) by the coming reindex runs; the previous ones, kept for the stats
+META_CHUNKING = "chunking"
+META_CHUNKING_BEFORE = "chunking_before"
 
 
 class IndexUpkeep:
@@ -166,10 +171,14 @@ class IndexUpkeep:
     def reader_status(self) -> dict[str, Any]:
         """Ready documents by whether the reader that runs would read them as they were read (rag.reader_version):
         `outdated_files` (by kind in `outdated_by_kind`) are read again by the next reindex or ingest of their file;
-        `outdated_uploads` only when uploaded again (the server keeps no copy); text added as text has no reader."""
+        `outdated_uploads` only when uploaded again (the server keeps no copy); text added as text has no reader.
+        `chunking`: the parameters this service cuts with, those recorded with the index and the ones before (a change
+        makes every document read by an older reader: _record_chunking), and where this (read-only) view's differ
+        from the recorded ones, how many documents a writer opening the index with them would read again."""
         out: dict[str, Any] = {"versions": {k: reader_version(k) for k in READER_VERSIONS}, "current": 0,
                                "outdated_files": 0, "outdated_by_kind": {}, "outdated_uploads": 0}
-        for kind, stored, source, n in self.store.reader_counts():
+        counts = self.store.reader_counts()
+        for kind, stored, source, n in counts:
             if source == "text" or is_current(kind, stored):
                 out["current"] += n
             elif source == "file":
@@ -177,7 +186,39 @@ class IndexUpkeep:
                 out["outdated_by_kind"][kind] = out["outdated_by_kind"].get(kind, 0) + n
             else:
                 out["outdated_uploads"] += n
+        chunking = out["chunking"] = self._chunking_status()
+        if chunking["recorded"] is not None and chunking["recorded"] != chunking["current"]:
+            # a read-only view with other settings than the writer's: opened by a writer with these, every document
+            # from a file or an upload would be read again
+            out["chunking"]["pending_if_opened"] = sum(n for _, _, source, n in counts if source != "text")
         return out
+
+    def chunking_params(self) -> dict[str, int]:
+        """What decides where this service's chunker cuts, beyond the code (a change there bumps every reader
+        version): the chunk size in tokens it uses (chunk_tokens, capped by the embedder) and the overlap."""
+        return {"chunk_tokens": int(self.chunker.chunk_tokens), "chunk_overlap": int(self.chunker.overlap)}
+
+    def _record_chunking(self) -> None:
+        """At a writer's open: record the chunking parameters; other ones than recorded (a changed chunk_tokens or
+        chunk_overlap) make every ready document read by an older reader (store.DocumentStore.record_chunking), so
+        the coming reindex runs read them again, at most reread_limit a run, and re-chunk them."""
+        value = json.dumps(self.chunking_params(), sort_keys=True)
+        before, marked = self.store.record_chunking(META_CHUNKING, value, META_CHUNKING_BEFORE)
+        if before is not None and before != value:
+            log.warning("the chunking changed (%s, was %s): %d documents are read again and re-chunked by the coming "
+                        "reindex runs (at most reread_limit a run)", value, before, marked)
+
+    def _chunking_status(self) -> dict[str, Any]:
+        """The chunking this service cuts with, the one recorded with the index and the one before it (None: none)."""
+
+        def parsed(key: str) -> dict | None:
+            raw = self.store.get_meta(key)
+            try:
+                return json.loads(raw) if raw else None
+            except ValueError:
+                return None
+
+        return {"current": self.chunking_params(), "recorded": parsed(META_CHUNKING), "before": parsed(META_CHUNKING_BEFORE)}
 
     def outdated_files(self, folder: str) -> set[str]:
         """Paths of the ready documents from files under folder that an older reader read (a reindex reads them again)."""

@@ -24,7 +24,7 @@ from edge_agent.rag.chunking import TokenChunker
 from edge_agent.rag.index import clean_leftovers
 from edge_agent.rag.loaders import TEXT_KINDS, LoadedDocument, LoaderError, LoaderLimits, Section, detect_kind, load_bytes, not_text_reason
 from edge_agent.rag.owner import IndexBusyError, OwnerLock
-from edge_agent.rag.reader_version import reader_version
+from edge_agent.rag.reader_version import is_current, reader_version
 from edge_agent.rag.retrieval import HybridIndex, IndexUpdate
 from edge_agent.services.document_search import DocumentSearch
 from edge_agent.services.document_results import (
@@ -114,6 +114,7 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             self._open_read_only()
             self._loaded = True
             return
+        self._record_chunking()
         self.cleaned = clean_leftovers(self.index.index_dir)
         if self.cleaned:
             log.info("removed leftovers of interrupted writes in the index folder: %s", ", ".join(self.cleaned))
@@ -340,7 +341,7 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             return IngestResult("unchanged", meta.source_key, None, meta.title, 0)  # replaced or deleted meanwhile
         meta.reader_version = reader_version(meta.kind)
         if (existing is not None and existing.status == "ready" and existing.content_hash == meta.content_hash
-                and (existing.reader_version == meta.reader_version or not reread)):
+                and (not reread or is_current(existing.kind, existing.reader_version))):
             return IngestResult("unchanged", meta.source_key, existing.id, existing.title, existing.chunk_count)
         try:
             loaded = load()
@@ -377,7 +378,8 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         with self._write():
             self._commit(commit, need, f"storing {meta.title!r}")
         status = "added" if existing is None else "updated"
-        return IngestResult(status, meta.source_key, out["id"], meta.title, len(records))
+        text = None if meta.text_changed is None else "changed" if meta.text_changed else "same"
+        return IngestResult(status, meta.source_key, out["id"], meta.title, len(records), text=text)
 
     def _fail(self, meta: DocumentMeta, error: str) -> IngestResult:
         existing = self.store.get_by_key(meta.source_key)

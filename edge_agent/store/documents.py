@@ -73,6 +73,9 @@ class DocumentMeta:
     # the text a ready version under the same content hash had, when it left before this one was stored (an upload of
     # the same bytes processed in the background: mark_processing sets it); None: unknown, or the old chunks are there
     read_before: TextState | None = None
+    # set by replace when it stored the same content hash again (a re-read): whether the title or the text came out
+    # differently (True: summary and/or labels marked stale) or the same (False); None: new or changed bytes
+    text_changed: bool | None = None
 
 
 def _doc(row: sqlite3.Row | None) -> DocumentRecord | None:
@@ -121,7 +124,8 @@ class DocumentStore:
 
         Stored again under the same content hash (a re-read by a newer reader), a document whose text changed gets
         its summary and labels marked stale in the same transaction (store.text_state); one whose title and text
-        are the same keeps them current and keeps its updated_at (what changed_only jobs select by).
+        are the same keeps them current and keeps its updated_at (what changed_only jobs select by); which of the two
+        is left on meta.text_changed.
         """
         now = time.time()
         with self.db.write() as conn:
@@ -134,6 +138,7 @@ class DocumentStore:
                 after = TextState(meta.title, chunks_digest((c.text, c.char_start, c.char_end) for c in chunks))
                 stale_summary = before is None or before.digest != after.digest
                 stale_labels = stale_summary or before is None or before.title != after.title
+                meta.text_changed = stale_labels
                 if not stale_labels:
                     updated_at = row["updated_at"]
             doc_id, old_ids = self._upsert(conn, meta, "ready", None, len(chunks), now, updated_at)
@@ -398,6 +403,25 @@ class DocumentStore:
     def set_meta(self, key: str, value: str) -> None:
         with self.db.write() as conn:
             conn.execute("INSERT OR REPLACE INTO index_meta(key, value) VALUES (?, ?)", (key, value))
+
+    def record_chunking(self, key: str, value: str, before_key: str) -> tuple[str | None, int]:
+        """Record the chunking parameters (value, under index_meta key) the documents are cut with from now on; returns
+        (the value recorded before, the number of ready documents marked read by an older reader). When it differs
+        from the recorded one, every ready document's reader_version is cleared (rag.reader_version: older than any
+        reader, so reindex and ingest read them again, re-chunking them) and the old value is kept under before_key,
+        in one transaction. A first recording (none before) marks nothing: what cut the documents is not known."""
+        with self.db.write() as conn:
+            row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (key,)).fetchone()
+            before = None if row is None else row[0]
+            if before == value:
+                return before, 0
+            marked = 0
+            if before is not None:
+                marked = conn.execute("UPDATE documents SET reader_version = NULL WHERE status = 'ready'"
+                                      " AND reader_version IS NOT NULL").rowcount
+                conn.execute("INSERT OR REPLACE INTO index_meta(key, value) VALUES (?, ?)", (before_key, before))
+            conn.execute("INSERT OR REPLACE INTO index_meta(key, value) VALUES (?, ?)", (key, value))
+            return before, marked
 
     def reader_counts(self) -> list[tuple[str, int | None, str, int]]:
         """Ready documents counted by (kind, reader_version, source), source "file" (read from a path on this

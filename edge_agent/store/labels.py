@@ -5,7 +5,7 @@ import time
 from typing import Any
 
 from edge_agent.store.db import SqliteDatabase
-from edge_agent.store.text_state import STALE, text_state
+from edge_agent.store.text_state import STALE, CarriedText
 
 
 class LabelStore:
@@ -51,8 +51,8 @@ class LabelStore:
     @staticmethod
     def carry_effect(document_id: int):
         """A function of a connection that gives a document, for each label set it has no label in, the newest label
-        another document with the same content has there (a renamed or copied file): current when it was current
-        there and that document's title and chunks are this one's, else stale (store.text_state)."""
+        another document with the same content has there (a renamed or copied file): current or stale by
+        text_state.CarriedText (a label is made from the title and the chunks, so both must match)."""
 
         def effect(conn) -> None:
             doc = conn.execute("SELECT content_hash FROM documents WHERE id = ?", (document_id,)).fetchone()
@@ -65,22 +65,17 @@ class LabelStore:
                 " FROM document_labels WHERE document_id != ? AND content_hash IN (?, ?) ORDER BY created_at DESC",
                 (document_id, h, STALE + h),
             ).fetchall()
-            mine = text_state(conn, document_id)
-            states: dict = {}
-            chosen: dict[str, tuple] = {}
+            carry = CarriedText(conn, document_id, h, title=True)
+            by_set: dict[str, list] = {}
             for r in rows:
-                if r["label_set"] in have:
-                    continue
-                if r["document_id"] not in states:
-                    states[r["document_id"]] = text_state(conn, r["document_id"])
-                current = r["content_hash"] == h and states[r["document_id"]] == mine
-                if r["label_set"] not in chosen or current and not chosen[r["label_set"]][1]:
-                    chosen[r["label_set"]] = (r, current)
-            for r, current in chosen.values():
+                if r["label_set"] not in have:
+                    by_set.setdefault(r["label_set"], []).append(r)
+            for group in by_set.values():
+                r, current = carry.pick(group)
                 conn.execute(
                     "INSERT INTO document_labels(document_id, label_set, label, score, method, content_hash, run_id, bundle_id,"
                     " prompt_version, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (document_id, r["label_set"], r["label"], r["score"], r["method"], h if current else STALE + h, r["run_id"],
+                    (document_id, r["label_set"], r["label"], r["score"], r["method"], carry.stored_hash(current), r["run_id"],
                      r["bundle_id"], r["prompt_version"], r["created_at"]),
                 )
 

@@ -6,7 +6,7 @@ import sqlite3
 import time
 
 from edge_agent.store.db import SqliteDatabase
-from edge_agent.store.text_state import STALE, text_state
+from edge_agent.store.text_state import STALE, CarriedText, text_state
 
 
 class SummaryStore:
@@ -89,9 +89,8 @@ class SummaryStore:
     @staticmethod
     def carry_effect(document_id: int) -> Effect:
         """An effect that gives a document without a summary the newest summary of another document with the same
-        content (a renamed or copied file), as it was (same bundle and prompt version): current when it was current
-        there and that document's chunks are this one's, else stale (an older reader read the other one: shown until
-        the next run redoes it)."""
+        content (a renamed or copied file), as it was (same bundle and prompt version): current or stale by
+        text_state.CarriedText (a summary is made from the chunks, so the chunks must match)."""
 
         def effect(conn: sqlite3.Connection) -> None:
             doc = conn.execute("SELECT content_hash FROM documents WHERE id = ?", (document_id,)).fetchone()
@@ -102,21 +101,16 @@ class SummaryStore:
                 "SELECT document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at, method"
                 " FROM document_summaries WHERE document_id != ? AND content_hash IN (?, ?) ORDER BY created_at DESC", (document_id, h, STALE + h),
             ).fetchall()
-            if not rows:
+            carry = CarriedText(conn, document_id, h, title=False)
+            carried = carry.pick(rows)
+            if carried is None:
                 return
-            mine = text_state(conn, document_id)
-
-            def same_text(other: int) -> bool:
-                theirs = text_state(conn, other)
-                return mine is not None and theirs is not None and theirs.digest == mine.digest
-
-            same = [r for r in rows if r["content_hash"] == h and same_text(r["document_id"])]
-            s = (same or rows)[0]
+            s, current = carried
             conn.execute(
                 "INSERT INTO document_summaries(document_id, summary, content_hash, run_id, bundle_id, prompt_version, created_at,"
                 " method) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (document_id, s["summary"], h if same else STALE + h, s["run_id"], s["bundle_id"], s["prompt_version"],
-                 s["created_at"], s["method"]),
+                (document_id, s["summary"], carry.stored_hash(current), s["run_id"], s["bundle_id"],
+                 s["prompt_version"], s["created_at"], s["method"]),
             )
 
         return effect

@@ -57,3 +57,42 @@ def mark_stale(conn: sqlite3.Connection, document_id: int, content_hash: str, su
     if labels:
         conn.execute("UPDATE document_labels SET content_hash = ? WHERE document_id = ? AND content_hash = ?",
                      (STALE + content_hash, document_id, content_hash))
+
+
+class CarriedText:
+    """The "carried as current?" rule for a record (a summary, a label) that another document with the same content
+    made: a document new to the index (a renamed or copied file) takes it current when it was current there (its
+    content_hash is the document's, not STALE) and that document's text is this one's (chunks digest, and title when
+    `title`: a label is made from the title too); else stale, shown until the next run redoes it."""
+
+    def __init__(self, conn: sqlite3.Connection, document_id: int, content_hash: str, title: bool):
+        self.conn, self.content_hash, self.title = conn, content_hash, title
+        self.mine = text_state(conn, document_id)
+        self._states: dict[int, TextState | None] = {}
+
+    def same_text(self, other_id: int) -> bool:
+        """Whether document other_id's stored text is this one's."""
+        if other_id not in self._states:
+            self._states[other_id] = text_state(self.conn, other_id)
+        theirs = self._states[other_id]
+        if self.mine is None or theirs is None:
+            return False
+        return theirs == self.mine if self.title else theirs.digest == self.mine.digest
+
+    def current(self, other_id: int, record_hash: str) -> bool:
+        """Whether a record document other_id has, stored with record_hash, is carried as current."""
+        return record_hash == self.content_hash and self.same_text(other_id)
+
+    def pick(self, rows: Iterable[sqlite3.Row]) -> tuple[sqlite3.Row, bool] | None:
+        """Of other documents' records (rows with document_id and content_hash, newest first), the one to carry and
+        whether it is carried as current: the newest current one, else the newest (stale). None when there are none."""
+        newest = None
+        for r in rows:
+            if self.current(r["document_id"], r["content_hash"]):
+                return r, True
+            newest = newest or r
+        return None if newest is None else (newest, False)
+
+    def stored_hash(self, current: bool) -> str:
+        """The content_hash to store a carried record with."""
+        return self.content_hash if current else STALE + self.content_hash

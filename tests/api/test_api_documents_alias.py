@@ -161,3 +161,38 @@ def test_the_list_is_in_the_answers_language_and_absent_from_a_decline():
     assert sources_footer("De opzegtermijn is drie maanden [1].", src, "nl") == "\n\nBronnen:\n[1] Huurcontract, Opzegging (p. 3)"
     assert sources_footer("Two months [2][1].", src, "en") == "\n\nSources:\n[1] Huurcontract, Opzegging (p. 3)\n[2] Notitie"
     assert sources_footer("De documenten gaan hier niet over.", src, "nl") == ""
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}
+
+
+def test_tools_with_the_alias_are_refused_in_the_users_terms(client, server):
+    """The alias with tools said "tools the model may call cannot be combined with rag": rag is a field the app never
+    sent. The 400 says that tools are not available with the documents model and what to do; tool_choice "none"
+    (tools given, none called) still answers from the documents; the model's own name still calls tools."""
+    said = "tools are not available with the documents model 'documents' (it answers from the documents)"
+    messages = [{"role": "user", "content": QUESTION}]
+    for choice in ({}, {"tool_choice": "auto"}, {"tool_choice": "required"},
+                   {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}}):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(model="documents", messages=messages, tools=[WEATHER], max_tokens=8, **choice)
+        err = e.value.body
+        assert said in err["message"] and "rag" not in err["message"] and err["param"] == "tools", (choice, err)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="documents", input=QUESTION, max_output_tokens=8,
+                                tools=[{"type": "function", **WEATHER["function"]}])
+    assert said in e.value.body["message"] and "rag" not in e.value.body["message"], e.value.body
+    with pytest.raises(urllib.error.HTTPError) as he:
+        _post(server, "/api/chat", {"model": "documents", "stream": False, "messages": messages, "tools": [WEATHER]})
+    error = json.load(he.value)["error"]
+    assert he.value.code == 400 and said in error and "rag" not in error, error
+
+    none = client.chat.completions.create(model="documents", messages=messages, tools=[WEATHER], tool_choice="none",
+                                          max_tokens=24, temperature=0)
+    assert none.model_extra["sources"][0]["document_id"] == server.ids["archive"]
+    plain = client.chat.completions.create(model="llama", messages=[{"role": "user", "content": "Weather in Delft?"}],
+                                           tools=[WEATHER], max_tokens=200, temperature=0,
+                                           tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    assert plain.choices[0].message.tool_calls[0].function.name == "get_weather"

@@ -54,9 +54,10 @@ def test_an_upgrade_reads_again_the_files_an_older_reader_read(make_runtime, tmp
     shown = "\n".join(stats_lines(docs.stats()))  # what `edge-agent index stats` and doctor print
     assert "reader: 2 documents read by an older reader (html 1, txt 1): the next reindex reads them again" in shown
 
+    (shared / "notes.txt").write_text(doc_text(2, 4))  # changed meanwhile: an update, not a re-read of the same bytes
     _, rows = _run(rt, "ri")
-    assert {k: (i.result["action"], i.result.get("reread")) for k, i in rows.items()} == {
-        "zipfile.html": ("updated", "done"), "notes.txt": ("updated", "done")}
+    assert {k: (i.result["action"], i.result.get("reread"), i.result.get("text")) for k, i in rows.items()} == {
+        "zipfile.html": ("updated", "done", "changed"), "notes.txt": ("updated", "done", None)}
     assert rows["zipfile.html"].result["document_id"] == page  # the same document, read again
     text = _texts(docs, page)
     assert FOOTER not in text and "Copyright" not in text and "¶" not in text and doc_text(1, 4)[:40] in text
@@ -64,8 +65,8 @@ def test_an_upgrade_reads_again_the_files_an_older_reader_read(make_runtime, tmp
     assert docs.stats()["reader"]["outdated_files"] == 0 and "reader:" not in "\n".join(stats_lines(docs.stats()))
 
     _, rows = _run(rt, "ri")
-    assert {k: (i.result["action"], i.result.get("reread")) for k, i in rows.items()} == {
-        "zipfile.html": ("unchanged", None), "notes.txt": ("unchanged", None)}
+    assert {k: (i.result["action"], i.result.get("reread"), i.result.get("text")) for k, i in rows.items()} == {
+        "zipfile.html": ("unchanged", None, None), "notes.txt": ("unchanged", None, None)}
 
 
 def test_a_bumped_reader_reads_again_its_kind_only_at_most_reread_limit_a_run(make_runtime, tmp_path, old_html_reader,

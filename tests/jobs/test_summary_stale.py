@@ -66,8 +66,9 @@ def test_a_reread_that_changes_the_text_makes_summary_and_labels_stale_an_identi
     old_html_reader()  # the fix that drops the footer, released with html's reader version bumped; md's bumped too
     _bump(monkeypatch, "html", "md")  # (a change elsewhere in the md loader that leaves this file's text as it was)
     _, rows = _run(rt, "ri")
-    assert {k: (i.result["action"], i.result.get("reread")) for k, i in rows.items()} == {
-        "zipfile.html": ("updated", "done"), "notes.md": ("updated", "done")}
+    # the results say which re-read changed the text
+    assert {k: (i.result["action"], i.result.get("reread"), i.result.get("text")) for k, i in rows.items()} == {
+        "zipfile.html": ("updated", "done", "changed"), "notes.md": ("updated", "done", "same")}
     assert FOOTER not in _texts(docs, page)
 
     after = docs.get(page)  # text changed: summary and labels kept, shown, but stale
