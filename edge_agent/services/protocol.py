@@ -9,8 +9,6 @@ settings (max_tokens, number of messages) are checked against the validation con
 """
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -195,30 +193,9 @@ class StructuredOutputs(_Request):
 
     def constraint(self):
         """The OutputConstraint (raises InvalidRequestError naming structured_outputs for a bad schema or pattern)."""
+        from edge_agent.services.constrained import guided_constraint
+
         return guided_constraint(self.choice, self.json_, self.regex, bool(self.json_object), "structured_outputs")
-
-
-def guided_constraint(choice: list[str] | None, schema: dict | str | None, regex: str | None, json_object: bool, param: str):
-    """The OutputConstraint of one vLLM guided-decoding kind (raises InvalidRequestError naming param)."""
-    from edge_agent.services.constrained import OutputConstraint
-    from edge_agent.services.errors import InvalidRequestError
-
-    try:
-        if choice:
-            return replace(OutputConstraint.choice(choice), param=param)
-        if regex:
-            return OutputConstraint.regex(regex, param)
-        if json_object:
-            return replace(OutputConstraint.json_object(), param=param)
-        if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except ValueError:
-                raise InvalidRequestError("the JSON schema is not valid JSON text", param=param) from None
-        return replace(OutputConstraint.json_schema(schema), param=param)
-    except InvalidRequestError as e:
-        e.param = param
-        raise
 
 
 class _Sampling(_Request):
@@ -291,6 +268,7 @@ class _Sampling(_Request):
     def output_constraint(self):
         """The OutputConstraint the answer follows (response_format, structured_outputs or a guided_* field), or None; raises
         InvalidRequestError when two are given or one cannot be used."""
+        from edge_agent.services.constrained import guided_constraint
         from edge_agent.services.errors import InvalidRequestError
 
         formatted = self.response_format if self.response_format is not None and self.response_format.type != "text" else None
@@ -334,16 +312,43 @@ class TextPart(_Request):
         return data
 
 
+class RefusalPart(_Request):
+    """An earlier answer's refusal (OpenAI's assistant content part), read as its text."""
+
+    type: Literal["refusal"]
+    refusal: str
+
+
 _TEXT = str | Annotated[list[TextPart], Field(max_length=256)]
+def _part_kind(v: Any) -> str:  # any part but a refusal goes to TextPart, which says why it is not taken
+    return "refusal" if (v.get("type") if isinstance(v, dict) else getattr(v, "type", None)) == "refusal" else "text"
+
+
+_ASSISTANT_PART = Annotated[Annotated[TextPart, Tag("text")] | Annotated[RefusalPart, Tag("refusal")], Discriminator(_part_kind)]
+_ASSISTANT_TEXT = str | Annotated[list[_ASSISTANT_PART], Field(max_length=256)]
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def _text_of(content: str | list) -> str:
+    return content if isinstance(content, str) else "".join(getattr(p, "text", None) or getattr(p, "refusal", "") for p in content)
+
+
+def _known_role(v: Any) -> Any:
+    if isinstance(v, str) and v not in ROLES:
+        if v == "function":
+            raise ValueError("the deprecated function role is not taken: send the result as a `tool` message with the "
+                             "tool_call_id of the assistant's call")
+        raise ValueError(f"the role must be one of {', '.join(ROLES)} (got {v[:40]!r})")
+    return v
 
 
 class ChatMessage(_Request):
-    role: Literal["system", "developer", "user"]
+    role: Annotated[Literal["system", "developer", "user"], BeforeValidator(_known_role)]
     content: _TEXT = Field(description="Text, or a list of text parts.")
     name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
 
     def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        return _text_of(self.content)
 
     def to_dict(self) -> dict[str, Any]:
         """The message as services take it: role and text."""
@@ -359,7 +364,8 @@ class AssistantTurn(ChatMessage):
     ]})
 
     role: Literal["assistant"]
-    content: _TEXT | None = Field(None, description="Text, or a list of text parts; null or left out only with tool_calls.")
+    content: _ASSISTANT_TEXT | None = Field(None, description="Text, or a list of text (or refusal) parts; null or left out only "
+                                            "with tool_calls.")
     # what the openai client's ChatCompletionMessage.model_dump() carries when a client replays an answer into the history
     refusal: str | None = Field(None, description="Accepted and ignored.")
     annotations: list | None = Field(None, description="Accepted and ignored.")
@@ -389,7 +395,7 @@ class ToolMessage(_Request):
     name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
 
     def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        return _text_of(self.content)
 
     def to_dict(self) -> dict[str, Any]:
         return {"role": "tool", "content": self.text(), "tool_call_id": self.tool_call_id}

@@ -40,3 +40,23 @@ def test_every_answer_carries_a_request_id(client, live):
     for path in ("/api/tags", "/v1/nope", "/health"):
         status, headers, _ = live.request("GET", path)
         assert REQ_ID.fullmatch(headers.get("x-request-id", "")), (path, status, headers)
+
+
+def test_a_replayed_refusal_part_is_read_and_a_wrong_role_names_the_roles(client):
+    """OpenAI's assistant messages take `refusal` content parts (a client replays an earlier refusal); they were a 400
+    "this model reads text only". A role that is none of the five named only system, developer and user, as if assistant
+    and tool were wrong too; the deprecated `function` role now says what to send instead."""
+    refused = {"role": "assistant", "content": [{"type": "refusal", "refusal": "Dat kan ik niet."}, {"type": "text", "text": " Wel dit."}]}
+    r = client.chat.completions.create(model="llama", messages=[*MSGS, refused, {"role": "user", "content": "Waarom niet?"}], max_tokens=2)
+    assert r.choices[0].message.role == "assistant"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="llama", messages=[*MSGS, {"role": "robot", "content": "x"}], max_tokens=2)
+    err = e.value.body
+    assert err["param"] == "messages[1].role" and all(role in err["message"] for role in ("assistant", "tool", "developer")), err
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="llama", max_tokens=2, messages=[*MSGS, {"role": "function", "name": "f", "content": "x"}])
+    assert e.value.body["param"] == "messages[1].role" and "tool_call_id" in e.value.body["message"], e.value.body
+    with pytest.raises(openai.BadRequestError) as e:  # an image in an earlier answer is still refused, saying why
+        client.chat.completions.create(model="llama", max_tokens=2, messages=[
+            *MSGS, {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}])
+    assert "text only" in e.value.body["message"], e.value.body
