@@ -220,6 +220,9 @@ class _Sampling(_Request):
     store: bool | None = Field(None, description="Accepted and ignored (nothing is stored).")
     service_tier: str | None = Field(None, max_length=32, description="Accepted and ignored.")
     prompt_cache_key: str | None = Field(None, max_length=1024, description="Accepted and ignored (the prefix cache is automatic).")
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = Field(None, description="Accepted and ignored.")
+    prompt_cache_options: dict[str, Any] | None = Field(None, max_length=16, description="Accepted and ignored (the prefix cache "
+                                                        "is automatic).")
     cache_prompt: bool | None = Field(None, description="llama.cpp's: accepted and ignored (the prefix cache is automatic).")
     safety_identifier: str | None = Field(None, max_length=256, description="Accepted and ignored.")
     seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = Field(None, description="Makes sampling repeatable; choice i uses seed + i.")

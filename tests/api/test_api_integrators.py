@@ -60,3 +60,24 @@ def test_a_replayed_refusal_part_is_read_and_a_wrong_role_names_the_roles(client
         client.chat.completions.create(model="llama", max_tokens=2, messages=[
             *MSGS, {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}])
     assert "text only" in e.value.body["message"], e.value.body
+
+
+def test_prompt_cache_hints_of_the_openai_client_change_nothing(client):
+    """openai 3.57's chat.completions.create takes prompt_cache_retention and prompt_cache_options (caching hints; the
+    prefix cache here is automatic): they were a 400 "unknown field" on chat, and prompt_cache_options on responses too.
+    Responses' reasoning {"effort": "none"} is taken as chat's reasoning_effort "none" is."""
+    kw = dict(model="llama", messages=MSGS, max_tokens=3, temperature=0)
+    plain = client.chat.completions.create(**kw).choices[0].message.content
+    hinted = client.chat.completions.create(**kw, prompt_cache_key="k", prompt_cache_retention="24h",
+                                            prompt_cache_options={"ttl": "30m"})
+    assert hinted.choices[0].message.content == plain
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(**kw, extra_body={"prompt_cache_retention": "1w"})
+    assert e.value.body["param"] == "prompt_cache_retention", e.value.body
+    r = client.responses.create(model="llama", input="Noem een stad.", max_output_tokens=3, temperature=0,
+                                prompt_cache_retention="24h", prompt_cache_options={"ttl": "30m"}, reasoning={"effort": "none"})
+    assert r.status in ("completed", "incomplete") and r.output_text == plain
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="llama", input="x", max_output_tokens=2, reasoning={"effort": "high"})
+    assert e.value.body["param"] == "reasoning" and "does not reason" in e.value.body["message"], e.value.body
+    assert json.loads(json.dumps(r.model_dump()))["object"] == "response"
