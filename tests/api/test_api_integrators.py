@@ -81,3 +81,43 @@ def test_prompt_cache_hints_of_the_openai_client_change_nothing(client):
         client.responses.create(model="llama", input="x", max_output_tokens=2, reasoning={"effort": "high"})
     assert e.value.body["param"] == "reasoning" and "does not reason" in e.value.body["message"], e.value.body
     assert json.loads(json.dumps(r.model_dump()))["object"] == "response"
+
+
+def test_an_ollama_chat_longer_than_the_context_loses_its_oldest_messages(live):
+    """Ollama's /api/chat drops the oldest messages of a conversation that does not fit (keeping the system messages and
+    the last one), so a long Open WebUI or Continue chat goes on; here it was a 400 once the history outgrew the context
+    (512 tokens on this server). A last message that cannot fit alone is still the 400, and the OpenAI route, as
+    OpenAI's, still refuses an over-long conversation."""
+    import ollama
+
+    from edge_agent.services.ollama_protocol import without_oldest
+
+    oc = ollama.Client(host=live.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+    msgs = [{"role": "system", "content": "Antwoord kort."}]
+    for i in range(12):
+        msgs += [{"role": "user", "content": f"Vraag {i}: vertel iets over de molens van Kinderdijk en de polders eromheen."},
+                 {"role": "assistant", "content": f"Antwoord {i}: de molens pompten het water uit de polders naar de rivier."}]
+    msgs.append({"role": "user", "content": "Noem een stad."})
+    status, _, body = live.request("POST", "/tokenize", {"model": "llama", "messages": msgs})
+    assert status == 200 and json.loads(body)["count"] > 512, body  # the whole conversation cannot fit
+    r = oc.chat(model="llama", messages=msgs, options={"temperature": 0, "num_predict": 3})
+    assert r.done and 0 < r.prompt_eval_count < 512 and r.eval_count >= 1, r
+    counts = {}
+    for n in range(1, len(msgs) - 1):
+        kept = without_oldest(msgs, n)
+        assert kept[0]["role"] == "system" and kept[-1] == msgs[-1]
+        counts[json.loads(live.request("POST", "/tokenize", {"model": "llama", "messages": kept})[2])["count"]] = n
+    n = counts.get(r.prompt_eval_count)
+    assert n is not None, (r.prompt_eval_count, counts)  # the answer read the system message and the newest n messages
+    same = oc.chat(model="llama", messages=without_oldest(msgs, n), options={"temperature": 0, "num_predict": 3})
+    assert same.message.content == r.message.content and same.prompt_eval_count == r.prompt_eval_count
+    with pytest.raises(ollama.ResponseError) as e:
+        oc.chat(model="llama", messages=[msgs[0], {"role": "user", "content": "molen " * 2000}], options={"num_predict": 3})
+    assert e.value.status_code == 400 and "context" in str(e.value)
+    with pytest.raises(openai.BadRequestError) as e:
+        openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0).chat.completions.create(
+            model="llama", messages=msgs, max_tokens=3)
+    assert e.value.body["code"] == "context_length_exceeded"
+    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "f", "arguments": "{}"}]}
+    history = [msgs[0], msgs[1], call, {"role": "tool", "content": "42", "tool_call_id": "c1"}, msgs[2], msgs[-1]]
+    assert without_oldest(history, 2) == [msgs[0], msgs[2], msgs[-1]]  # a result whose call went goes with it
