@@ -121,3 +121,18 @@ def test_an_ollama_chat_longer_than_the_context_loses_its_oldest_messages(live):
     call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "f", "arguments": "{}"}]}
     history = [msgs[0], msgs[1], call, {"role": "tool", "content": "42", "tool_call_id": "c1"}, msgs[2], msgs[-1]]
     assert without_oldest(history, 2) == [msgs[0], msgs[2], msgs[-1]]  # a result whose call went goes with it
+
+
+def test_a_client_whose_base_url_lacks_v1_is_told_to_add_it(live):
+    """The openai client (or LiteLLM, LangChain) pointed at http://host:port posts to /chat/completions; the 404 said only
+    "no route matches this URL". It now names the /v1 route and the base_url to set; other 404s are as they were."""
+    bare = openai.OpenAI(base_url=live.url, api_key=KEY, max_retries=0, timeout=60)
+    with pytest.raises(openai.NotFoundError) as e:
+        bare.chat.completions.create(model="llama", messages=MSGS, max_tokens=2)
+    assert "/v1/chat/completions" in e.value.body["message"] and "base_url" in e.value.body["message"], e.value.body
+    with pytest.raises(openai.NotFoundError) as e:
+        bare.models.retrieve("llama")
+    assert "/v1/models/llama" in e.value.body["message"], e.value.body
+    for method, path in (("POST", "/models"), ("GET", "/v1/nope"), ("GET", "/nope"), ("POST", "/api/nope")):
+        status, _, body = live.request(method, path, {} if method == "POST" else None)
+        assert status in (404, 405) and b"base_url" not in body, (method, path, body)
