@@ -366,14 +366,15 @@ class OllamaGenerateRequest(_Generating):
 
 
 class OllamaEmbedRequest(_OllamaRequest):
-    input: Annotated[str, Field(min_length=1)] | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_EMBED_INPUTS)]
+    input: str | Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_EMBED_INPUTS)] = Field(
+        "", description="Text or texts to embed; \"\", [] or left out: Ollama's request to load the model (no embeddings).")
     truncate: bool = Field(True, description="false: an input longer than the model's window is a 400 instead of cut.")
     dimensions: Int(ge=1) | None = Field(None, description="Only the model's own dimension.")
     options: OllamaOptions | None = Field(None, description="Accepted and ignored.")
 
 
 class OllamaEmbeddingsRequest(_OllamaRequest):
-    prompt: str = Field(min_length=1)
+    prompt: str = Field("", description="The text to embed; \"\" or left out: Ollama's request to load the model (no embedding).")
     options: OllamaOptions | None = Field(None, description="Accepted and ignored.")
 
 
@@ -500,9 +501,9 @@ class OllamaGenerateResponse(OllamaReply):
 class OllamaEmbedResponse(BaseModel):
     model: str
     embeddings: list[list[float]]
-    total_duration: int
-    load_duration: int
-    prompt_eval_count: int
+    total_duration: int = 0
+    load_duration: int = 0
+    prompt_eval_count: int = 0
 
 
 class OllamaEmbeddingsResponse(BaseModel):

@@ -136,3 +136,36 @@ def test_a_client_whose_base_url_lacks_v1_is_told_to_add_it(live):
     for method, path in (("POST", "/models"), ("GET", "/v1/nope"), ("GET", "/nope"), ("POST", "/api/nope")):
         status, _, body = live.request(method, path, {} if method == "POST" else None)
         assert status in (404, 405) and b"base_url" not in body, (method, path, body)
+
+
+def test_an_empty_ollama_embed_request_loads_the_model_as_ollama_answers_it(tiny_bundles, api_tmp):
+    """Ollama answers an embed request with nothing to embed ("" or [] on /api/embed, "" on /api/embeddings) with 200 and
+    no vectors: it is how a client loads (warms) the model, as an empty chat or generate is (done_reason "load", served
+    here already). Both were a 400. A name that is not served is still a 404, and the chat model's a 400."""
+    import ollama
+
+    from api_helpers import REPO, api_settings, start_server
+    from edge_agent.rag.embedder import OnnxEmbedder
+
+    embedder = OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache")
+    server = start_server(api_settings(tiny_bundles["llama"], api_tmp), documents=embedder)
+    try:
+        oc = ollama.Client(host=server.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+        for given in ("", []):
+            r = oc.embed(model=embedder.name, input=given)
+            assert r.embeddings == [] and r.model == embedder.name, r
+        status, _, body = server.request("POST", "/api/embed", {"model": "default"})
+        assert status == 200 and json.loads(body)["embeddings"] == [], body
+        assert oc.embeddings(model="default", prompt="").embedding == []
+        assert len(oc.embed(model="default", input="een molen").embeddings[0]) == len(embedder.embed(["x"])[0])
+        with pytest.raises(ollama.ResponseError) as e:
+            oc.embed(model="nomic-embed-text", input="")
+        assert e.value.status_code == 404
+        with pytest.raises(ollama.ResponseError) as e:
+            oc.embeddings(model="llama", prompt="")
+        assert e.value.status_code == 400 and "does not support embeddings" in e.value.error
+        with pytest.raises(ollama.ResponseError) as e:
+            oc.embed(model="default", input=["a", ""])
+        assert e.value.status_code == 400
+    finally:
+        server.close()
