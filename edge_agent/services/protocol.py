@@ -201,7 +201,8 @@ class StructuredOutputs(_Request):
 class _Sampling(_Request):
     """Fields shared by chat and text completions."""
 
-    model: str = Field(min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\").")
+    model: str = Field("default", min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\"); "
+                       "left out: the chat model, as vLLM and llama.cpp take it.")
     max_tokens: Int(ge=1) | None = Field(None, description="Most tokens to generate.")
     temperature: Float | None = Field(None, ge=0, le=MAX_TEMPERATURE, description="0 = greedy (so is anything below 0.001); default: the model's, else 1.")
     top_p: Float | None = Field(None, ge=0, le=1, description="Nucleus sampling mass; 0 = only the most likely token.")
@@ -533,7 +534,8 @@ class CompletionRequest(_Sampling):
 
 
 class EmbeddingRequest(_Request):
-    model: str = Field(min_length=1, max_length=256, description="The embedding model id from GET /v1/models (or \"default\").")
+    model: str = Field("default", min_length=1, max_length=256, description="The embedding model id from GET /v1/models (or "
+                       "\"default\"); left out: the embedding model, as vLLM and llama.cpp take it.")
     input: Annotated[str, Field(min_length=1)] | Annotated[
         list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_EMBED_INPUTS)
     ] = Field(description="Text or texts to embed; see `truncate` for text beyond the model's window.")

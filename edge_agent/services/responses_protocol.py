@@ -224,7 +224,8 @@ class ResponsesStreamOptions(_Request):
 class ResponseCreateRequest(_Request):
     """POST /v1/responses."""
 
-    model: str = Field(min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\").")
+    model: str = Field("default", min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\"); "
+                       "left out: the chat model, as vLLM takes it.")
     input: str | Annotated[list[InputItem], Field(min_length=1)] = Field(
         description="Text (one user message), or the conversation as items, oldest first: messages, and function_call and "
                     "function_call_output items.")
