@@ -180,10 +180,11 @@ def event_stream(gen: Generation, body: Iterator[bytes], mimetype: str = "text/e
 
 def _model_cards() -> list[p.ModelCard]:
     rt = _runtime()
-    cards = [p.ModelCard(id=name, created=rt.chat.created) for name in rt.chat.names]
+    cards = [p.ModelCard(id=name, created=rt.chat.created, max_model_len=rt.chat.context_length) for name in rt.chat.names]
     facts = rt.embeddings.facts() if rt.embeddings is not None else None
     if facts:  # its files' time (0: unknown)
-        cards += [p.ModelCard(id=name, created=int(facts["modified"])) for name in rt.embeddings.names]
+        cards += [p.ModelCard(id=name, created=int(facts["modified"]), max_model_len=facts["window"] or None)
+                  for name in rt.embeddings.names]
     return cards
 
 

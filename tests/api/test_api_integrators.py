@@ -187,3 +187,14 @@ def test_a_request_without_a_model_is_served_by_the_model_as_vllm_and_llama_cpp_
     assert status == 503 and json.loads(body)["error"]["param"] != "model", body
     status, _, body = live.request("POST", "/v1/chat/completions", {**ask, "model": ""})
     assert status == 400 and json.loads(body)["error"]["param"] == "model", body  # an empty name is still refused
+
+
+def test_the_model_cards_say_the_context_length_as_vllm_lists_it(client, live):
+    """vLLM's /v1/models gives each model's max_model_len, and clients size their prompts by it (Continue's vLLM provider;
+    config generators fall back to 128000 tokens without it). The cards had no length, so such a client sent prompts
+    this server (512 tokens here, 4096 for the default model) refused."""
+    models = client.models.list().data
+    assert [m.model_extra.get("max_model_len") for m in models] == [live.runtime.chat.context_length] == [512]
+    assert client.models.retrieve("default").model_extra.get("max_model_len") == 512
+    status, _, body = live.request("POST", "/tokenize", {"model": "llama", "prompt": "x"})
+    assert json.loads(body)["max_model_len"] == 512  # the same number /tokenize gives
