@@ -198,3 +198,19 @@ def test_the_model_cards_say_the_context_length_as_vllm_lists_it(client, live):
     assert client.models.retrieve("default").model_extra.get("max_model_len") == 512
     status, _, body = live.request("POST", "/tokenize", {"model": "llama", "prompt": "x"})
     assert json.loads(body)["max_model_len"] == 512  # the same number /tokenize gives
+
+
+def test_the_ollama_names_of_our_models_work_on_the_openai_routes(client, live):
+    """/api/tags lists the models as "llama:latest" and Ollama's own /v1 routes take such names, so an app that lists
+    models the Ollama way and then talks to /v1 sends them; they were a 404 model_not_found here. Another tag is not
+    ours and stays a 404."""
+    tags = [m["model"] for m in json.loads(live.request("GET", "/api/tags")[2])["models"]]
+    assert tags == ["llama:latest"], tags
+    for name, served in (("llama:latest", "llama"), ("default:latest", "llama"), ("Llama:Latest", "llama")):
+        r = client.chat.completions.create(model=name, messages=MSGS, max_tokens=2)
+        assert r.model == served, (name, r.model)
+    assert client.completions.create(model="llama:latest", prompt="De molen", max_tokens=2).model == "llama"
+    assert client.responses.create(model="llama:latest", input="Noem een stad.", max_output_tokens=2).model == "llama"
+    for name in ("llama:7b", "LLAMA"):  # only the :latest spelling is Ollama's; a bare name stays exact, as on vLLM
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model=name, messages=MSGS, max_tokens=2)
