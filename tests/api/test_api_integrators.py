@@ -214,3 +214,16 @@ def test_the_ollama_names_of_our_models_work_on_the_openai_routes(client, live):
     for name in ("llama:7b", "LLAMA"):  # only the :latest spelling is Ollama's; a bare name stays exact, as on vLLM
         with pytest.raises(openai.NotFoundError):
             client.chat.completions.create(model=name, messages=MSGS, max_tokens=2)
+
+
+def test_tokenize_refuses_the_assistant_message_chat_refuses(live):
+    """/tokenize took an assistant message with neither content nor tool_calls (the schema's anyOf refuses it, and
+    chat answers 400), so vLLM-style clients counting a history before sending it got a count for a request that
+    would fail (schemathesis: ST201)."""
+    for path in ("/tokenize", "/v1/chat/completions"):
+        status, _, body = live.request("POST", path, {"model": "llama", "messages": [*MSGS, {"role": "assistant"}], "max_tokens": 2}
+                                       if path != "/tokenize" else {"model": "llama", "messages": [*MSGS, {"role": "assistant"}]})
+        err = json.loads(body)["error"]
+        assert status == 400 and err["param"] == "messages[1].content" and "tool_calls" in err["message"], (path, body)
+    call = {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    assert live.request("POST", "/tokenize", {"model": "llama", "messages": [*MSGS, call]})[0] == 200
