@@ -1,4 +1,5 @@
-"""One log line per HTTP request: method, route, status, duration and tokens; never the prompt, the body or the key."""
+"""One log line per HTTP request: method, route, status, duration, request id and tokens; never the prompt, the body or
+the key."""
 from __future__ import annotations
 
 import logging
@@ -41,5 +42,6 @@ def finish(rec: dict) -> None:
     route, status = rec.get("route", "unmatched"), rec.get("status", 500)
     level = logging.DEBUG if route in PROBES and status < 400 else logging.INFO
     access_log.log(
-        level, "%s %s %s %.3fs %s", rec["method"], route, status, time.perf_counter() - rec["t0"], _tokens(rec.get("usage")),
+        level, "%s %s %s %.3fs %s %s", rec["method"], route, status, time.perf_counter() - rec["t0"], rec.get("request_id", "-"),
+        _tokens(rec.get("usage")),
     )

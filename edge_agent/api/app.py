@@ -5,8 +5,10 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 import threading
 import time
+import uuid
 
 from flask import Flask, Response, current_app, g, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
@@ -25,6 +27,19 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 METRIC_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})  # any other is "other": a label per
 # made-up method ("AAAA", "AAAB", ...) would let any client grow /metrics and the process without bound
 DEFAULT_PORTS = {"http": "80", "https": "443"}
+REQUEST_ID_HEADER = "X-Request-Id"
+_CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # echoed into a header and the log: no spaces, quotes or controls
+
+
+def request_id() -> str:
+    """This request's id: the client's X-Request-Id when it is a plain token (vLLM echoes it), else a new `req_<hex>`
+    (OpenAI's shape; the openai client shows it as `response.request_id`). The same id for the whole request."""
+    rid = g.get("edge_agent_request_id")
+    if rid is None:
+        given = request.headers.get(REQUEST_ID_HEADER, "")
+        rid = given if _CLIENT_REQUEST_ID.fullmatch(given) else "req_" + uuid.uuid4().hex
+        g.edge_agent_request_id = rid
+    return rid
 
 
 def route_template(req) -> str:
@@ -156,18 +171,19 @@ class SecurityGuard:
         origin = request.headers.get("Origin")
         if self._origin_allowed(origin):
             resp.headers["Access-Control-Allow-Origin"] = "*" if self.any_origin else origin.rstrip("/")
-            resp.headers["Access-Control-Expose-Headers"] = "Retry-After"
+            resp.headers["Access-Control-Expose-Headers"] = f"Retry-After, {REQUEST_ID_HEADER}"
             resp.vary.add("Origin")
         resp.headers.pop("Access-Control-Allow-Credentials", None)  # bearer keys, never cookies
         resp.headers.setdefault("X-Content-Type-Options", "nosniff")
         resp.headers.setdefault("Cache-Control", "no-store")
+        resp.headers[REQUEST_ID_HEADER] = rid = request_id()
         t0 = g.get("edge_agent_t0")
         route = route_template(request)
         method = request.method if request.method in METRIC_METHODS else "other"
         self.metrics.observe_request(route, method, resp.status_code, time.perf_counter() - t0 if t0 else 0.0)
         rec = request.environ.get(access_log.ENVIRON_KEY)
         if rec is not None:
-            rec.update(route=route, status=resp.status_code)
+            rec.update(route=route, status=resp.status_code, request_id=rid)
         return resp
 
 

@@ -91,6 +91,18 @@ def service_error_response(e: ServiceError) -> Response:
     return error_response(e.status, e.message, e.type, e.param, e.code, retry_headers(e))
 
 
+def _v1_route_of(app: Flask, path: str) -> str | None:
+    """"/v1" + path when that is one of our routes and path is not (POST /chat/completions from a client whose base_url
+    lacks /v1: the openai client, LiteLLM or LangChain pointed at http://host:port), else None."""
+    if path.startswith(("/v1/", "/api/")) or len(path) > 200:
+        return None
+    try:
+        app.url_map.bind("localhost").match("/v1" + path, method=request.method)
+    except HTTPException:
+        return None
+    return "/v1" + path
+
+
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(e: ApiError):
@@ -104,6 +116,9 @@ def register_error_handlers(app: Flask) -> None:
     def _http_error(e: HTTPException):
         status = e.code or 500
         message = http_message(status)
+        if status == 404 and (under_v1 := _v1_route_of(app, request.path)):  # a client whose base_url lacks /v1
+            message = (f"no route matches {request.path[:100]}; the OpenAI routes are under /v1 ({under_v1}): set the client's "
+                       "base_url to http://<host>:<port>/v1")
         headers = {}
         if status == 405 and getattr(e, "valid_methods", None):
             headers["Allow"] = ", ".join(e.valid_methods)

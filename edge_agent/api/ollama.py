@@ -239,6 +239,8 @@ def embed():
     t0 = time.perf_counter_ns()
     req, rt = _read(o.OllamaEmbedRequest)
     svc = _embedding_service(rt, req.model)
+    if not req.input:  # "" or []: Ollama's request to load the model, answered with no embeddings
+        return _json(o.OllamaEmbedResponse(model=req.model, embeddings=[], total_duration=time.perf_counter_ns() - t0))
     out = svc.embed_texts([req.input] if isinstance(req.input, str) else list(req.input), dimensions=req.dimensions, truncate=req.truncate)
     note_usage(out.tokens)
     return _json(o.OllamaEmbedResponse(model=req.model, embeddings=out.vectors.tolist(), total_duration=time.perf_counter_ns() - t0,
@@ -249,7 +251,10 @@ def embed():
 def embeddings():
     """Ollama's older route: one prompt, one vector."""
     req, rt = _read(o.OllamaEmbeddingsRequest)
-    out = _embedding_service(rt, req.model).embed_texts([req.prompt])
+    svc = _embedding_service(rt, req.model)
+    if not req.prompt:  # Ollama's request to load the model
+        return _json(o.OllamaEmbeddingsResponse(embedding=[]))
+    out = svc.embed_texts([req.prompt])
     note_usage(out.tokens)
     return _json(o.OllamaEmbeddingsResponse(embedding=out.vectors[0].tolist()))
 

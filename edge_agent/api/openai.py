@@ -18,6 +18,7 @@ from edge_agent.services import grounding
 from edge_agent.services.chat import ChatService, sampling_options
 from edge_agent.services.generation import ChoiceDelta, Generation
 from edge_agent.services.logprobs import TextOffsets, chat_content, completion_logprobs
+from edge_agent.services.ollama_protocol import LATEST, our_name
 from edge_agent.services.tools import CallReader, call_id, read_answer
 from edge_agent.services.errors import ModelNotFoundError, ServiceError, UnavailableError
 
@@ -29,12 +30,20 @@ PROBE_S = 0.25  # how often a running request checks that its client is still th
 STREAM_START_S = 10.0  # a stream's body not read by then (the server never iterated it) cancels its generation
 
 
+def ollama_tagged(name: str, ours: tuple[str, ...]) -> str:
+    """The served name an Ollama-style name means ("default:latest", "Llama:latest", as /api/tags lists our models and
+    Ollama's own /v1 routes take them), else name as sent: apps that list models through /api/tags and then talk to
+    /v1 send those names."""
+    return our_name(name, (*ours, "default")) if name.lower().endswith(LATEST) else name
+
+
 def generation_request(model: type[M]) -> tuple[M, ChatService]:
     """The route's request body, validated against the server's limits, and the chat service once the body names
     a model it serves (ModelNotFoundError otherwise)."""
     rt = _runtime()
     s = rt.settings
     req = read_json(model, s.max_body_bytes, {"max_tokens_limit": s.max_tokens_limit, "max_messages": s.max_messages})
+    req.model = ollama_tagged(req.model, rt.chat.names)
     try:
         rt.chat.check_model(req.model)
     except ModelNotFoundError:
@@ -180,10 +189,11 @@ def event_stream(gen: Generation, body: Iterator[bytes], mimetype: str = "text/e
 
 def _model_cards() -> list[p.ModelCard]:
     rt = _runtime()
-    cards = [p.ModelCard(id=name, created=rt.chat.created) for name in rt.chat.names]
+    cards = [p.ModelCard(id=name, created=rt.chat.created, max_model_len=rt.chat.context_length) for name in rt.chat.names]
     facts = rt.embeddings.facts() if rt.embeddings is not None else None
     if facts:  # its files' time (0: unknown)
-        cards += [p.ModelCard(id=name, created=int(facts["modified"])) for name in rt.embeddings.names]
+        cards += [p.ModelCard(id=name, created=int(facts["modified"]), max_model_len=facts["window"] or None)
+                  for name in rt.embeddings.names]
     return cards
 
 
@@ -314,6 +324,7 @@ def embeddings():
     rt = _runtime()
     req = read_json(p.EmbeddingRequest, rt.settings.max_body_bytes)
     svc = rt.embeddings
+    req.model = ollama_tagged(req.model, svc.names if svc is not None and svc.model_name else ())
     try:
         svc.check_model(req.model)
     except ModelNotFoundError:

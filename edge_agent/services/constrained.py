@@ -23,7 +23,7 @@ import logging
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -467,3 +467,23 @@ def _short(message: str, limit: int = 300) -> str:
             lines.append(line.strip())
     one = " ".join(lines) or "invalid grammar"
     return one if len(one) <= limit else one[:limit] + "…"
+
+
+def guided_constraint(choice: list[str] | None, schema: dict | str | None, regex: str | None, json_object: bool, param: str):
+    """The OutputConstraint of one vLLM guided-decoding kind (raises InvalidRequestError naming param)."""
+    try:
+        if choice:
+            return replace(OutputConstraint.choice(choice), param=param)
+        if regex:
+            return OutputConstraint.regex(regex, param)
+        if json_object:
+            return replace(OutputConstraint.json_object(), param=param)
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except ValueError:
+                raise InvalidRequestError("the JSON schema is not valid JSON text", param=param) from None
+        return replace(OutputConstraint.json_schema(schema), param=param)
+    except InvalidRequestError as e:
+        e.param = param
+        raise

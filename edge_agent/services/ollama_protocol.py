@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
 import re
 from typing import Annotated, Any, Literal
 
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.constrained import OutputConstraint
-from edge_agent.services.errors import InvalidRequestError, ServiceError
+from edge_agent.services.errors import ContextLengthExceededError, InvalidRequestError, ServiceError
 from edge_agent.services.generation import Generation
 from edge_agent.services.protocol import (
     INT64_MIN,
@@ -43,6 +44,7 @@ from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TE
 # The Ollama release whose API these routes follow: clients gate features on /api/version (Raycast's extension wants
 # 0.6.4, Continue's setup 0.6.5; logprobs came in 0.12.11, tool call ids in 0.12.10), so it is the release of the newest
 # feature served here.
+log = logging.getLogger(__name__)
 API_VERSION = "0.12.11"
 LATEST = ":latest"
 _GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+")  # Go's time.ParseDuration
@@ -241,12 +243,58 @@ class OllamaChatRequest(_Generating):
 
     def start(self, chat) -> Generation:
         """Start the answer; tools with format are refused (this route's reader, api/ollama._with_calls, tells a call from
-        words by its first character, which a JSON answer shares)."""
+        words by its first character, which a JSON answer shares). A conversation too long for the context loses its oldest
+        messages until it fits, as Ollama's chat truncates its history: the system messages and the last message always
+        stay (a last message that cannot fit alone is the 400 it was); a tool result whose call was dropped goes too."""
         tools = self.tool_list()
         if tools and self.format:
             raise InvalidRequestError("tools cannot be combined with a response format (format): leave one of them out", param="tools")
-        return chat.chat(service_messages(self.messages), self.sampling(chat), constraint=self.constraint(), tools=tools or None,
-                         may_call=bool(tools), model=our_name(self.model, chat.names))
+        messages = service_messages(self.messages)
+
+        def attempt(dropped: int) -> Generation:
+            return chat.chat(without_oldest(messages, dropped), self.sampling(chat), constraint=self.constraint(),
+                             tools=tools or None, may_call=bool(tools), model=our_name(self.model, chat.names))
+
+        try:
+            return attempt(0)
+        except ContextLengthExceededError as too_long:
+            most = sum(m["role"] != "system" for m in messages) - 1  # the last message always stays
+            lo, hi = 1, most  # the fewest dropped whose bare transcript leaves room (tools and a format add to it: tried on)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if _fits(chat, without_oldest(messages, mid), self.sampling(chat)) else (mid + 1, hi)
+            for dropped in range(lo, most + 1):
+                try:
+                    gen = attempt(dropped)
+                except ContextLengthExceededError:
+                    continue
+                log.info("ollama chat: the %d oldest messages were dropped to fit the %d-token context", dropped, chat.context_length)
+                return gen
+            raise too_long
+
+
+def _fits(chat, messages: list[dict[str, Any]], options: SamplingOptions) -> bool:
+    """Whether messages, formatted for chat's model without tools or a format, leave the answer its num_predict (without
+    one, or with one that fills the context: a quarter of the context, up to the default answer length). Ollama shifts
+    its context to go on past it; here the answer stops where the context is full, so the history gives way first."""
+    room = options.max_tokens or max(1, min(chat.default_max_tokens, chat.context_length // 4))
+    try:
+        return len(chat.formatter.format_chat(messages, check=chat.length_check(options)).ids) + room <= chat.context_length
+    except ContextLengthExceededError:
+        return False
+
+
+def without_oldest(messages: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """messages without the n oldest that are not system messages, and without the tool results that would then come
+    first (the calls they answer went with them)."""
+    kept, seen = [], 0
+    for i, m in enumerate(messages):
+        if m["role"] != "system" and i < len(messages) - 1:  # the last message always stays
+            seen += 1
+            if seen <= n or (m["role"] == "tool" and all(k["role"] == "system" for k in kept)):
+                continue
+        kept.append(m)
+    return kept
 
 
 class OllamaGenerateRequest(_Generating):
@@ -318,14 +366,15 @@ class OllamaGenerateRequest(_Generating):
 
 
 class OllamaEmbedRequest(_OllamaRequest):
-    input: Annotated[str, Field(min_length=1)] | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_EMBED_INPUTS)]
+    input: str | Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_EMBED_INPUTS)] = Field(
+        "", description="Text or texts to embed; \"\", [] or left out: Ollama's request to load the model (no embeddings).")
     truncate: bool = Field(True, description="false: an input longer than the model's window is a 400 instead of cut.")
     dimensions: Int(ge=1) | None = Field(None, description="Only the model's own dimension.")
     options: OllamaOptions | None = Field(None, description="Accepted and ignored.")
 
 
 class OllamaEmbeddingsRequest(_OllamaRequest):
-    prompt: str = Field(min_length=1)
+    prompt: str = Field("", description="The text to embed; \"\" or left out: Ollama's request to load the model (no embedding).")
     options: OllamaOptions | None = Field(None, description="Accepted and ignored.")
 
 
@@ -452,9 +501,9 @@ class OllamaGenerateResponse(OllamaReply):
 class OllamaEmbedResponse(BaseModel):
     model: str
     embeddings: list[list[float]]
-    total_duration: int
-    load_duration: int
-    prompt_eval_count: int
+    total_duration: int = 0
+    load_duration: int = 0
+    prompt_eval_count: int = 0
 
 
 class OllamaEmbeddingsResponse(BaseModel):

@@ -9,8 +9,6 @@ settings (max_tokens, number of messages) are checked against the validation con
 """
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -195,36 +193,16 @@ class StructuredOutputs(_Request):
 
     def constraint(self):
         """The OutputConstraint (raises InvalidRequestError naming structured_outputs for a bad schema or pattern)."""
+        from edge_agent.services.constrained import guided_constraint
+
         return guided_constraint(self.choice, self.json_, self.regex, bool(self.json_object), "structured_outputs")
-
-
-def guided_constraint(choice: list[str] | None, schema: dict | str | None, regex: str | None, json_object: bool, param: str):
-    """The OutputConstraint of one vLLM guided-decoding kind (raises InvalidRequestError naming param)."""
-    from edge_agent.services.constrained import OutputConstraint
-    from edge_agent.services.errors import InvalidRequestError
-
-    try:
-        if choice:
-            return replace(OutputConstraint.choice(choice), param=param)
-        if regex:
-            return OutputConstraint.regex(regex, param)
-        if json_object:
-            return replace(OutputConstraint.json_object(), param=param)
-        if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except ValueError:
-                raise InvalidRequestError("the JSON schema is not valid JSON text", param=param) from None
-        return replace(OutputConstraint.json_schema(schema), param=param)
-    except InvalidRequestError as e:
-        e.param = param
-        raise
 
 
 class _Sampling(_Request):
     """Fields shared by chat and text completions."""
 
-    model: str = Field(min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\").")
+    model: str = Field("default", min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\"); "
+                       "left out: the chat model, as vLLM and llama.cpp take it.")
     max_tokens: Int(ge=1) | None = Field(None, description="Most tokens to generate.")
     temperature: Float | None = Field(None, ge=0, le=MAX_TEMPERATURE, description="0 = greedy (so is anything below 0.001); default: the model's, else 1.")
     top_p: Float | None = Field(None, ge=0, le=1, description="Nucleus sampling mass; 0 = only the most likely token.")
@@ -243,6 +221,9 @@ class _Sampling(_Request):
     store: bool | None = Field(None, description="Accepted and ignored (nothing is stored).")
     service_tier: str | None = Field(None, max_length=32, description="Accepted and ignored.")
     prompt_cache_key: str | None = Field(None, max_length=1024, description="Accepted and ignored (the prefix cache is automatic).")
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = Field(None, description="Accepted and ignored.")
+    prompt_cache_options: dict[str, Any] | None = Field(None, max_length=16, description="Accepted and ignored (the prefix cache "
+                                                        "is automatic).")
     cache_prompt: bool | None = Field(None, description="llama.cpp's: accepted and ignored (the prefix cache is automatic).")
     safety_identifier: str | None = Field(None, max_length=256, description="Accepted and ignored.")
     seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = Field(None, description="Makes sampling repeatable; choice i uses seed + i.")
@@ -291,6 +272,7 @@ class _Sampling(_Request):
     def output_constraint(self):
         """The OutputConstraint the answer follows (response_format, structured_outputs or a guided_* field), or None; raises
         InvalidRequestError when two are given or one cannot be used."""
+        from edge_agent.services.constrained import guided_constraint
         from edge_agent.services.errors import InvalidRequestError
 
         formatted = self.response_format if self.response_format is not None and self.response_format.type != "text" else None
@@ -334,16 +316,43 @@ class TextPart(_Request):
         return data
 
 
+class RefusalPart(_Request):
+    """An earlier answer's refusal (OpenAI's assistant content part), read as its text."""
+
+    type: Literal["refusal"]
+    refusal: str
+
+
 _TEXT = str | Annotated[list[TextPart], Field(max_length=256)]
+def _part_kind(v: Any) -> str:  # any part but a refusal goes to TextPart, which says why it is not taken
+    return "refusal" if (v.get("type") if isinstance(v, dict) else getattr(v, "type", None)) == "refusal" else "text"
+
+
+_ASSISTANT_PART = Annotated[Annotated[TextPart, Tag("text")] | Annotated[RefusalPart, Tag("refusal")], Discriminator(_part_kind)]
+_ASSISTANT_TEXT = str | Annotated[list[_ASSISTANT_PART], Field(max_length=256)]
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def _text_of(content: str | list) -> str:
+    return content if isinstance(content, str) else "".join(getattr(p, "text", None) or getattr(p, "refusal", "") for p in content)
+
+
+def _known_role(v: Any) -> Any:
+    if isinstance(v, str) and v not in ROLES:
+        if v == "function":
+            raise ValueError("the deprecated function role is not taken: send the result as a `tool` message with the "
+                             "tool_call_id of the assistant's call")
+        raise ValueError(f"the role must be one of {', '.join(ROLES)} (got {v[:40]!r})")
+    return v
 
 
 class ChatMessage(_Request):
-    role: Literal["system", "developer", "user"]
+    role: Annotated[Literal["system", "developer", "user"], BeforeValidator(_known_role)]
     content: _TEXT = Field(description="Text, or a list of text parts.")
     name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
 
     def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        return _text_of(self.content)
 
     def to_dict(self) -> dict[str, Any]:
         """The message as services take it: role and text."""
@@ -359,7 +368,8 @@ class AssistantTurn(ChatMessage):
     ]})
 
     role: Literal["assistant"]
-    content: _TEXT | None = Field(None, description="Text, or a list of text parts; null or left out only with tool_calls.")
+    content: _ASSISTANT_TEXT | None = Field(None, description="Text, or a list of text (or refusal) parts; null or left out only "
+                                            "with tool_calls.")
     # what the openai client's ChatCompletionMessage.model_dump() carries when a client replays an answer into the history
     refusal: str | None = Field(None, description="Accepted and ignored.")
     annotations: list | None = Field(None, description="Accepted and ignored.")
@@ -389,7 +399,7 @@ class ToolMessage(_Request):
     name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
 
     def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        return _text_of(self.content)
 
     def to_dict(self) -> dict[str, Any]:
         return {"role": "tool", "content": self.text(), "tool_call_id": self.tool_call_id}
@@ -524,7 +534,8 @@ class CompletionRequest(_Sampling):
 
 
 class EmbeddingRequest(_Request):
-    model: str = Field(min_length=1, max_length=256, description="The embedding model id from GET /v1/models (or \"default\").")
+    model: str = Field("default", min_length=1, max_length=256, description="The embedding model id from GET /v1/models (or "
+                       "\"default\"); left out: the embedding model, as vLLM and llama.cpp take it.")
     input: Annotated[str, Field(min_length=1)] | Annotated[
         list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_EMBED_INPUTS)
     ] = Field(description="Text or texts to embed; see `truncate` for text beyond the model's window.")

@@ -209,6 +209,8 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str = "edge-agent"
+    max_model_len: int | None = Field(None, description="The model's context (the embedding model's window) in tokens, as vLLM "
+                                      "lists it: clients (Continue, config generators) size their prompts by it. Extension.")
 
 
 class ModelList(BaseModel):

@@ -224,7 +224,8 @@ class ResponsesStreamOptions(_Request):
 class ResponseCreateRequest(_Request):
     """POST /v1/responses."""
 
-    model: str = Field(min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\").")
+    model: str = Field("default", min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\"); "
+                       "left out: the chat model, as vLLM takes it.")
     input: str | Annotated[list[InputItem], Field(min_length=1)] = Field(
         description="Text (one user message), or the conversation as items, oldest first: messages, and function_call and "
                     "function_call_output items.")
@@ -259,8 +260,8 @@ class ResponseCreateRequest(_Request):
         None, description="Not supported: only null or false.")
     prompt: Unsupported("stored prompt templates are not available here: send the text in `instructions` and `input`") = Field(
         None, description="Not supported: only null.")
-    reasoning: Unsupported("this model does not reason in separate steps: leave `reasoning` out") = Field(
-        None, description="Not supported: only null or {}.")
+    reasoning: Unsupported("this model does not reason in separate steps: leave `reasoning` out", {"effort": "none"}) = Field(
+        None, description="Not supported: only null, {} or {\"effort\": \"none\"} (as chat's reasoning_effort \"none\").")
     truncation: Unsupported("'auto' (dropping input items to fit) is not done here: an input too long for the model is refused",
                             "disabled") = Field(None, description="Only null or \"disabled\".")
     store: bool | None = Field(None, description="Accepted and ignored: nothing is stored (the response says store: false).")
@@ -270,6 +271,8 @@ class ResponseCreateRequest(_Request):
     safety_identifier: str | None = Field(None, max_length=256, description="Accepted and ignored.")
     prompt_cache_key: str | None = Field(None, max_length=1024, description="Accepted and ignored (the prefix cache is automatic).")
     prompt_cache_retention: Literal["in_memory", "24h"] | None = Field(None, description="Accepted and ignored.")
+    prompt_cache_options: dict[str, Any] | None = Field(None, max_length=16, description="Accepted and ignored (the prefix cache "
+                                                        "is automatic).")
     service_tier: str | None = Field(None, max_length=32, description="Accepted and ignored.")
     # extensions, as on /v1/chat/completions
     seed: Int(ge=INT64_MIN, le=UINT64_MAX) | None = Field(None, description="Makes sampling repeatable. Extension.")

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from edge_agent.services.errors import InvalidRequestError
 from edge_agent.services.protocol import TEMPLATE_KWARGS, Int, Message, TemplateKwargs, _Request, at_most_messages
+from edge_agent.services.tools_protocol import check_contents
 
 MAX_DETOKENIZE = 1_000_000
 
@@ -79,6 +80,7 @@ class DetokenizeResponse(BaseModel):
 def tokenize(chat: Any, req: TokenizeRequest, check: Any = None) -> TokenizeResponse:
     """The chat service's tokens of the request's prompt or messages. Raises InvalidRequestError (from the formatter)."""
     if req.messages is not None:
+        check_contents(req.messages)
         ids = chat.formatter.format_chat([m.to_dict() for m in req.messages], generation_prompt=req.add_generation_prompt,
                                          template_kwargs=req.chat_template_kwargs).ids
     else:

@@ -145,15 +145,22 @@ def check_tools(req) -> None:
                  and not (f == "structured_outputs" and (req.structured_outputs.json_ is not None or req.structured_outputs.json_object))]
         if given:
             raise InvalidRequestError(auto_refusal(given[0], "tool_choice"), param=given[0])
+    check_contents(req.messages)
     calls: set[str] = set()
     for i, m in enumerate(req.messages):
-        if m.content is None and not getattr(m, "tool_calls", None):
-            raise InvalidRequestError(f"invalid value for 'messages[{i}].content': an assistant message needs content (null or "
-                                      "left out only with tool_calls)", param=f"messages[{i}].content")
         calls |= {c.id for c in getattr(m, "tool_calls", None) or ()}
         if m.role == "tool" and m.tool_call_id not in calls:
             raise InvalidRequestError(f"this tool message answers call {m.tool_call_id!r}, which no earlier assistant "
                                       "message made (in its tool_calls)", param=f"messages[{i}].tool_call_id")
+
+
+def check_contents(messages: list) -> None:
+    """Raise InvalidRequestError for an assistant message with neither content nor tool_calls (the schema's anyOf), on
+    chat and /tokenize alike."""
+    for i, m in enumerate(messages):
+        if m.content is None and not getattr(m, "tool_calls", None):
+            raise InvalidRequestError(f"invalid value for 'messages[{i}].content': an assistant message needs content (null or "
+                                      "left out only with tool_calls)", param=f"messages[{i}].content")
 
 
 def auto_refusal(field: str, choice_field: str) -> str:
