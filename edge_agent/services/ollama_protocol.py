@@ -96,6 +96,8 @@ class OllamaOptions(_Request):
     logits_all: bool | None = None
     vocab_only: bool | None = None
     embedding_only: bool | None = None
+    rope_frequency_base: Float | None = None  # older Ollama versions' RoPE overrides (Open WebUI still offers them)
+    rope_frequency_scale: Float | None = None
     mirostat_tau: Float | None = Field(None, description="Ignored: mirostat is off.")
     mirostat_eta: Float | None = Field(None, description="Ignored: mirostat is off.")
     # sampling methods we do not have: only their no-op values

@@ -200,7 +200,8 @@ def test_every_option_of_the_ollama_client_is_taken(client):
     usual = {"num_ctx": 512, "num_batch": 512, "num_gpu": -1, "main_gpu": 0, "num_thread": 2, "num_keep": 4, "repeat_last_n": 64,
              "tfs_z": 1.0, "typical_p": 1.0, "mirostat": 0, "mirostat_tau": 5.0, "mirostat_eta": 0.1, "penalize_newline": True,
              "f16_kv": True, "use_mmap": True, "numa": False, "low_vram": False, "logits_all": False, "vocab_only": False,
-             "use_mlock": False, "embedding_only": False, "repeat_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": 0.5,
+             "use_mlock": False, "embedding_only": False, "rope_frequency_base": 10000.0, "rope_frequency_scale": 1.0,
+             "repeat_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": 0.5,
              "top_k": 40, "top_p": 0.9, "min_p": 0.05, "temperature": 0.7, "seed": 1, "num_predict": 3, "stop": ["\n\n"]}
     for options in (nulls, usual):
         r = client.chat(model="default", messages=MSGS, options={**options, "num_predict": 3})
