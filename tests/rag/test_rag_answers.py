@@ -820,3 +820,24 @@ def test_a_signature_left_alone_at_a_chunks_end_is_not_quoted():
     assert ev[0][1].text == "str.partition(sep)" and not ev[0][1].after  # the bare signature matches the question best
     text, how = A.settle("", q, ev, "en", "Not covered.")  # no answer from the model: a sentence is quoted
     assert "3-tuple" in text and how["answer"] == "extractive"
+
+
+POLICY_TEXTS = ["Het doel is dat alle apparaten van de afdeling voor het eind van het jaar zijn vervangen door nieuwe modellen.",
+                "Tot nu toe werden ongeveer 140 apparaten omgeruild sinds de start van het project. De rest volgt in het voorjaar.",
+                "Voor de apparaten van de afdeling geldt een vaste procedure bij defecten."]
+
+
+def test_a_figure_the_model_copied_points_at_its_sentence_when_the_words_match_poorly():
+    # a paraphrase shares one word with the sentence that holds the fact; the model's figure is written by that sentence
+    # alone, so it is quoted instead of declined
+    q = "hoeveel apparaten zijn er inmiddels al vervangen door een nieuwe?"
+    ev = _evidence(q, POLICY_TEXTS, "nl")
+    held = next(s for _, s in ev if "140" in s.text)
+    assert held.match < A.MIN_MATCH  # the words alone would not quote it
+    answer, how = A.settle("140 apparaten.", q, ev, "nl", "Niet gevonden.")
+    assert "ongeveer 140 apparaten omgeruild" in answer and how == {"answer": "extractive", "check": "ok"}, (answer, how)
+    # a figure no sentence writes, or one that two sentences write, points at none: the words choose, as before
+    for answer, texts in (("250 apparaten.", POLICY_TEXTS),
+                          ("140 apparaten.", POLICY_TEXTS[:2] + ["De 140 apparaten van de afdeling volgen een procedure."])):
+        got, how = A.settle(answer, q, _evidence(q, texts, "nl"), "nl", "Niet gevonden.")
+        assert "omgeruild" not in got and how["check"] == "off_source", (got, how)
