@@ -14,9 +14,11 @@ from edge_agent.rag import language
 
 # a sentence ends at . ! ? (and closing quotes or brackets) before whitespace; a paragraph at a blank line,
 # a list item at a line that starts with a bullet or a number: single line breaks inside a paragraph are wrapping,
-# except after a heading line or around a "Key: value" header line (_segments)
+# except after a heading line or around a "Key: value" header line (_segments). A contract's clause number ("4.2 Opzegtermijn
+# ...", "12.3.1 The Supplier ...": figures joined by dots, then a capital) marks an item too, so that each clause stands
+# alone and the article's heading above it heads it (a figure such as "1.5" at a wrapped line's start goes on in lower case)
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=\S)")
-_LIST_MARK = r"(?:[•·*\-–]|\d{1,2}[.)])\s"
+_LIST_MARK = r"(?:[•·*\-–]\s|\d{1,2}[.)]\s|\d{1,2}(?:\.\d{1,2}){1,3}\.?[ \t]+(?=[A-ZÀ-ÖØ-Þ]))"
 _BREAK = re.compile(rf"\n[ \t]*\n\s*|\n(?=[ \t]*{_LIST_MARK})")
 LIST_ITEM = re.compile(rf"[ \t]*{_LIST_MARK}")
 _NUMBER_MARK = re.compile(r"\d{1,2}[.)]")
@@ -70,6 +72,59 @@ class Sentence:
     language: str = ""  # its passage's language (text_language; "" where nobody asked)
 
 
+# a full stop that ends no sentence (_abbreviation_joins): a title before a name ("mr. P.A. Koster", "drs. H.J. Wiersma",
+# "Dr. Su"), initials before a surname ("R. Smit", "L. de Bruijn"), or an abbreviation before text that goes on in lower
+# case or with a figure ("Catharijne B.V. verhuurt", "bijv. een", "nr. 5", "e.g. the"); legal and business texts write
+# these in most sentences, and a split there cut a name from its role and a party from what it does
+_TITLE_ABBREVIATIONS = frozenset("mr mrs ms dr drs ir ing prof dhr mevr mw jhr".split())
+_ABBREVIATIONS = frozenset("bijv bv nr nrs art ca incl excl resp vs cf approx fig no vol zgn evt ong tel jl vgl pag blz".split())
+_NEVER_LAST = frozenset("bijv vgl cf vs e.g i.e o.a t.a.v i.v.m m.b.t z.s.m".split())  # end no sentence, whatever follows
+_INITIALS = re.compile(r"(?:[A-Z]\.){1,4}")
+_DOTTED = re.compile(r"(?:\w{1,3}\.){2,}")  # "B.V.", "e.g.", "o.a.", "t.a.v."
+_PARTICLE_WORDS = frozenset("van de der den het ter ten te von zu da di del la le du".split())
+_PERSON_WORDS = frozenset("mevrouw meneer heer mevr dhr".split())
+
+
+def _abbreviation_joins(pieces: list[str]) -> list[str]:
+    """pieces (split at SENTENCE_END) joined again where the full stop between two ends an abbreviation, not a sentence."""
+    if len(pieces) < 2:
+        return pieces
+    stops = language.stop_words("nl") | language.stop_words("en")
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        before = out[-1].split()
+        token = before[-1].lstrip("(\"'“‘") if before else ""
+        first = piece.split()[0]
+        word = first.strip("\"'“‘(").rstrip(".,;:")
+        bare = token[:-1].casefold()
+        join = False
+        if token.endswith(".") and word:
+            if word[0].islower() or word[0].isdigit():
+                join = (bare in _TITLE_ABBREVIATIONS or bare in _ABBREVIATIONS or bool(_DOTTED.fullmatch(token))
+                        or bool(_INITIALS.fullmatch(token)))
+                join = join and not (word[0].isdigit() and bool(_INITIALS.fullmatch(token)))  # "plan B. 2 ..." is two
+            elif word[0].isupper():
+                name_next = word.casefold() not in stops or (word.casefold() in _PARTICLE_WORDS and len(piece.split()) > 1)
+                title = bare in _TITLE_ABBREVIATIONS and not (len(before) > 1 and before[-2][:1].isdigit())  # "5 ms."
+                join = bare in _NEVER_LAST or (title and name_next) or (bool(_INITIALS.fullmatch(token)) and name_next
+                                                 and (len(token) > 2 or _title_before(before[:-1])))
+        if join:
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
+
+
+def _title_before(words: list[str]) -> bool:
+    """Whether the words before a single initial are a title, a label or a first name that a surname follows ("mevrouw",
+    "mr.", "Budgethouder:", "Anna"), not a word in lower case ("bijlage A." ends a sentence)."""
+    if not words:
+        return True
+    last = words[-1].strip("\"'“‘(")
+    return (last.rstrip(".").casefold() in _TITLE_ABBREVIATIONS or last.casefold() in _PERSON_WORDS
+            or last.endswith((":", ",")) or (last[:1].isupper() and last[1:].isalpha()))
+
+
 def split_sentences(text: str) -> list[str]:
     """text's sentences and header lines (split_units), the text of each."""
     return [u.text for u in split_units(text)]
@@ -113,7 +168,7 @@ def split_units(text: str) -> list[Unit]:
                 if LIST_ITEM.match(seg):  # a list item stands alone: it heads nothing
                     flush_head()
                 continue
-            pieces = [s.strip() for s in SENTENCE_END.split(seg) if s.strip()]
+            pieces = _abbreviation_joins([s.strip() for s in SENTENCE_END.split(seg) if s.strip()])
             if len(pieces) > 1 and _NUMBER_MARK.fullmatch(pieces[0]):  # "2. if not, ...": the item's number, not a sentence
                 pieces[:2] = [f"{pieces[0]} {pieces[1]}"]
             for i, piece in enumerate(pieces):
