@@ -22,6 +22,8 @@ _LIST_MARK = r"(?:[•·*\-–]\s|\d{1,2}[.)]\s|\d{1,2}(?:\.\d{1,2}){1,3}\.?[ \t
 _BREAK = re.compile(rf"\n[ \t]*\n\s*|\n(?=[ \t]*{_LIST_MARK})")
 LIST_ITEM = re.compile(rf"[ \t]*{_LIST_MARK}")
 _NUMBER_MARK = re.compile(r"\d{1,2}[.)]")
+# a table row as the CSV and sheet loaders write it (loaders.row_line): "Header: value; Header: value."
+_RECORD = re.compile(r"[^:;\n]{1,60}: [^;\n]*(?:; [^:;\n]{1,60}: [^;\n]*)+")
 HEAD_WORDS = 12  # a paragraph this short without a closing mark heads the next sentence
 _TITLE = re.compile(r"[^\n]{1,120}\n[ \t]*([*=~^#+-])\1{2,}[ \t]*\Z|#{1,6}[ \t]+[^\n]{1,120}\Z")
 CLOSED = re.compile(r"[.!?:;][\"'”’)\]]*$")
@@ -123,6 +125,12 @@ def _title_before(words: list[str]) -> bool:
     last = words[-1].strip("\"'“‘(")
     return (last.rstrip(".").casefold() in _TITLE_ABBREVIATIONS or last.casefold() in _PERSON_WORDS
             or last.endswith((":", ",")) or (last[:1].isupper() and last[1:].isalpha()))
+
+
+def is_item(text: str) -> bool:
+    """Whether a unit is one item of several: a list item (LIST_ITEM: a bullet, "3.", a clause "4.2") or a table row
+    ("Budget: 48.500,00; Budgethouder: J. Visser.", loaders.row_line)."""
+    return bool(LIST_ITEM.match(text) or _RECORD.fullmatch(text))
 
 
 def split_sentences(text: str) -> list[str]:

@@ -67,7 +67,7 @@ def test_a_who_question_is_answered_by_a_name_written_with_initials():
     rows = [row_line(["Kostenplaats", "Omschrijving", "Budgethouder"], r)
             for r in (["7100", "Reiskosten", "T. Mulder"], ["7200", "Huisvesting", "K. Bos"], ["7300", "Opleidingen", "E. Kaya"])]
     text, how = _answer("Wie is budgethouder van kostenplaats 7200?", ["\n\n".join(rows)], "nl")
-    assert text.startswith('"Kostenplaats: 7200; Omschrijving: Huisvesting; Budgethouder: K. Bos.'), (text, how)
+    assert text == '"Kostenplaats: 7200; Omschrijving: Huisvesting; Budgethouder: K. Bos." [1]', (text, how)
     deed = ("1. Bouwbedrijf Terpstra B.V., gevestigd te Sneek, vertegenwoordigd door mevrouw drs. H.J. van Wijk, "
             "financieel directeur, hierna te noemen: \"Koper\";\n2. Gemeente Sneek, hierna te noemen: \"Verkoper\".")
     text, how = _answer("Wie is de financieel directeur van Terpstra?", [deed], "nl")
@@ -92,6 +92,23 @@ def test_a_clause_number_starts_an_item_and_the_articles_heading_is_not_quoted()
         "9.2 Facturen worden binnen 21 dagen na factuurdatum betaald.",
         "9.3 Bij te late betaling is de wettelijke rente verschuldigd."]
     assert units[0].text.startswith("Artikel 9 Betaling 9.1")  # the heading still counts when matching
+    text, how = _answer("Welk vast bedrag factureert opdrachtnemer maandelijks?", [CONTRACT], "nl")
+    assert text == '"9.1 Opdrachtnemer factureert maandelijks achteraf een vast bedrag van € 4.200,00." [1]', (text, how)
     # a figure with a decimal mark at a wrapped line's start, in lower case after it, is no clause number
     wrapped = "De vergoeding bedraagt\n0.23 euro per kilometer en wordt maandelijks betaald."
     assert S.split_sentences(wrapped) == ["De vergoeding bedraagt 0.23 euro per kilometer en wordt maandelijks betaald."]
+
+
+def test_an_item_is_quoted_without_the_next_item():
+    text, how = _answer("Binnen hoeveel dagen worden facturen betaald?", [CONTRACT], "nl")
+    assert text == '"9.2 Facturen worden binnen 21 dagen na factuurdatum betaald." [1]', (text, how)  # not 9.3 after it
+    steps = ("Closing the month:\n1. By working day 2 the clerk books all purchase invoices.\n"
+             "2. By working day 3 the controller reconciles the bank accounts.\n3. By working day 5 the CFO signs the report.")
+    text, _ = _answer("By which working day are the bank accounts reconciled?", [steps], "en")
+    assert text == '"2. By working day 3 the controller reconciles the bank accounts." [1]', text
+    rows = "\n\n".join(row_line(["Service", "Fee (EUR)"], r) for r in (["Company formation", "1650"], ["Trademark filing", "890"]))
+    text, _ = _answer("What is the fee for company formation?", [rows], "en")
+    assert text == '"Service: Company formation; Fee (EUR): 1650." [1]', text
+    # prose keeps its next sentence (the detail of a rule), and an item keeps the prose that goes on after it
+    item = "3. Kosten: een dienstauto kost 650 euro per maand. Brandstof is inbegrepen."
+    assert _answer("Wat kost een dienstauto per maand?", [item], "nl")[0] == f'"{item}" [1]'
