@@ -54,8 +54,8 @@ RECORDED: dict[str, tuple[int, str]] = {
     "txt": (1, "ea69815ebb9a55ce"),
     "md": (1, "8b772fd448aa51ac"),
     "html": (1, "e1815a5fdf7a247e"),
-    "pdf": (1, "d01439cd2809f37e"),
-    "eml": (13, "6fa0b59f5b2df26c"),  # its own 1 and the 12 others'
+    "pdf": (2, "d01439cd2809f37e"),
+    "eml": (14, "6fa0b59f5b2df26c"),  # its own 1 and the 12 others'
     "csv": (1, "ef0f1aef94695443"),
     "docx": (1, "ead676cdfe27e17b"),
     "xlsx": (1, "17c5f67f18c24eec"),
