@@ -47,6 +47,7 @@ from edge_agent.services.sentences import (
     text_language,
 )
 
+_DOTTED_FIGURE = re.compile(r"(?<![\w.])\d{1,4}(?:\.\d{1,4})+(?![\w]|\.\d)")
 RANK_PENALTY = 0.02  # per retrieval rank of the sentence's chunk, in shares of the question's weight
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 # an answer is kept when one sentence holds this share of the terms it adds to the question (dev set: 0.6-0.8
@@ -74,7 +75,9 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     the question asks for (a figure for "how many", an amount for "what does it cost": answer_kind; a name for "who"
     is checked, not ranked by) gains KIND_BONUS,
     one that reads as code (a ">>>" prompt, a grammar rule) loses CODE_PENALTY."""
-    qterms = language.content_terms(question, lang)
+    # a dotted figure the question names ("artikel 4.2", "Python 3.12") is a term of its own, as the index reads it
+    # (language.terms): content_terms keeps only its parts, "4" and "2", which clause 4.1's heading holds as well
+    qterms = language.content_terms(question, lang) | set(_DOTTED_FIGURE.findall(question))
     kind = answer_kind(question, lang)
     qwords = question_words(question, lang)
     items = []

@@ -112,3 +112,13 @@ def test_an_item_is_quoted_without_the_next_item():
     # prose keeps its next sentence (the detail of a rule), and an item keeps the prose that goes on after it
     item = "3. Kosten: een dienstauto kost 650 euro per maand. Brandstof is inbegrepen."
     assert _answer("Wat kost een dienstauto per maand?", [item], "nl")[0] == f'"{item}" [1]'
+
+
+def test_a_question_naming_a_clause_number_gets_that_clause():
+    lease = ("Artikel 6 Onderhoud\n6.1 Huurder verzorgt het dagelijks onderhoud van de bedrijfshal.\n"
+             "6.2 Verhuurder draagt de kosten van groot onderhoud aan dak en gevel.\n"
+             "6.3 Schade meldt huurder binnen twee werkdagen.")
+    # "6.2" is a term of its own, as the index reads it: its parts "6" and "2" alone pointed at 6.1 under the heading
+    assert _answer("Wat staat er in artikel 6.2?", [lease], "nl")[0] == \
+        '"6.2 Verhuurder draagt de kosten van groot onderhoud aan dak en gevel." [1]'
+    assert _answer("What does clause 6.3 say?", [lease], "en")[0] == '"6.3 Schade meldt huurder binnen twee werkdagen." [1]'
