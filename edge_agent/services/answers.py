@@ -40,6 +40,7 @@ from edge_agent.services.sentences import (
     Sentence,
     Unit,
     asks_header,
+    is_greeting,
     is_item,
     match_credits,
     question_words,
@@ -96,7 +97,7 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             # the next sentence goes with a quote; not a heading's section, a header line, or a heading, signature or
             # greeting left alone ("Groet, Anna", "str.partition(sep)" at a chunk's end: _bare), nor the next item after
             # an item (a list's, a contract's clause, a sheet's row: another record, "4.3" under "4.2")
-            after[r, j] = nxt.text if nxt and not (nxt.quote or nxt.header or u.header or _lone(nxt.text)
+            after[r, j] = nxt.text if nxt and not (nxt.quote or nxt.header or u.header or _lone(nxt.text) or is_greeting(u.text)
                                                    or (is_item(u.quote or u.text) and is_item(nxt.text))) else ""
     df = Counter(t for *_, cr in items for t, v in cr.items() if v > 0)
     n = len(items)

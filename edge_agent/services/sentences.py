@@ -25,6 +25,10 @@ _NUMBER_MARK = re.compile(r"\d{1,2}[.)]")
 # a table row as the CSV and sheet loaders write it (loaders.row_line): "Header: value; Header: value."
 _RECORD = re.compile(r"[^:;\n]{1,60}: [^;\n]*(?:; [^:;\n]{1,60}: [^;\n]*)+")
 HEAD_WORDS = 12  # a paragraph this short without a closing mark heads the next sentence
+# ... except a letter's greeting line ("Dear Pieter,", "Geachte heer Jansen,", "Beste Anna,"): the name it holds is not what
+# the first sentence is about, and matched with it ("By when should Pieter confirm ...?") it drew the quote to that sentence
+_GREETING = re.compile(r"(?:dear|beste|geachte|hi|hallo|hello|hey|lieve|liebe|sehr geehrte[rn]?|bonjour|cher|chère|hola|"
+                       r"estimad[oa]s?)\b[^,.!?]{0,60},", re.IGNORECASE)
 _TITLE = re.compile(r"[^\n]{1,120}\n[ \t]*([*=~^#+-])\1{2,}[ \t]*\Z|#{1,6}[ \t]+[^\n]{1,120}\Z")
 CLOSED = re.compile(r"[.!?:;][\"'”’)\]]*$")
 MAX_SENTENCE_CHARS = 400  # a longer "sentence" (a grammar listing, a table) is cut at its clauses, then its words
@@ -127,6 +131,11 @@ def _title_before(words: list[str]) -> bool:
             or last.endswith((":", ",")) or (last[:1].isupper() and last[1:].isalpha()))
 
 
+def is_greeting(text: str) -> bool:
+    """Whether a unit is a letter's greeting line ("Dear Pieter,", "Geachte heer Jansen,"): never quoted, nor with what follows."""
+    return bool(_GREETING.fullmatch(text))
+
+
 def is_item(text: str) -> bool:
     """Whether a unit is one item of several: a list item (LIST_ITEM: a bullet, "3.", a clause "4.2") or a table row
     ("Budget: 48.500,00; Budgethouder: J. Visser.", loaders.row_line)."""
@@ -169,6 +178,10 @@ def split_units(text: str) -> list[Unit]:
                 continue
             seg = " ".join(seg.split())
             if not seg:
+                continue
+            if is_greeting(seg):  # "Dear Pieter,": a unit of its own, no heading of the mail's first sentence
+                flush_head()
+                out.append(Unit(seg))
                 continue
             if len(seg.split()) <= HEAD_WORDS and not CLOSED.search(seg) and ">>>" not in seg:
                 flush_head()

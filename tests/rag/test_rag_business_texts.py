@@ -122,3 +122,14 @@ def test_a_question_naming_a_clause_number_gets_that_clause():
     assert _answer("Wat staat er in artikel 6.2?", [lease], "nl")[0] == \
         '"6.2 Verhuurder draagt de kosten van groot onderhoud aan dak en gevel." [1]'
     assert _answer("What does clause 6.3 say?", [lease], "en")[0] == '"6.3 Schade meldt huurder binnen twee werkdagen." [1]'
+
+
+def test_a_letters_greeting_heads_no_sentence_and_is_never_quoted():
+    mail = ("Dear Marco,\n\nThank you for the draft lease of the warehouse in Delft.\n"
+            "Please send the signed copy before 14 April 2026 so that the bank can release the deposit.\n\nKind regards,\nEva")
+    units = S.split_units(mail)
+    assert units[0].text == "Dear Marco," and units[1].text.startswith("Thank you")  # not "Dear Marco, Thank you ..."
+    # the name in the greeting drew the quote to the mail's first sentence, which says nothing of the date
+    text, how = _answer("By when should Marco send the signed copy?", [mail], "en")
+    assert text == '"Please send the signed copy before 14 April 2026 so that the bank can release the deposit." [1]', (text, how)
+    assert S.split_sentences("Geachte heer Jansen,\n\nHierbij de offerte.") == ["Geachte heer Jansen,", "Hierbij de offerte."]
