@@ -95,7 +95,6 @@ def _abbreviation_joins(pieces: list[str]) -> list[str]:
     """pieces (split at SENTENCE_END) joined again where the full stop between two ends an abbreviation, not a sentence."""
     if len(pieces) < 2:
         return pieces
-    stops = language.stop_words("nl") | language.stop_words("en")
     out = [pieces[0]]
     for piece in pieces[1:]:
         before = out[-1].split()
@@ -110,7 +109,7 @@ def _abbreviation_joins(pieces: list[str]) -> list[str]:
                         or bool(_INITIALS.fullmatch(token)))
                 join = join and not (word[0].isdigit() and bool(_INITIALS.fullmatch(token)))  # "plan B. 2 ..." is two
             elif word[0].isupper():
-                name_next = word.casefold() not in stops or (word.casefold() in _PARTICLE_WORDS and len(piece.split()) > 1)
+                name_next = word.casefold() not in _sentence_openers() or (word.casefold() in _PARTICLE_WORDS and len(piece.split()) > 1)
                 title = bare in _TITLE_ABBREVIATIONS and not (len(before) > 1 and before[-2][:1].isdigit())  # "5 ms."
                 join = bare in _NEVER_LAST or (title and name_next) or (bool(_INITIALS.fullmatch(token)) and name_next
                                                  and (len(token) > 2 or _title_before(before[:-1])))
@@ -119,6 +118,12 @@ def _abbreviation_joins(pieces: list[str]) -> list[str]:
         else:
             out.append(piece)
     return out
+
+
+@functools.cache
+def _sentence_openers() -> frozenset[str]:
+    """Words that start a sentence rather than a surname ("The", "De", "Dit"): Dutch and English stop words."""
+    return language.stop_words("nl") | language.stop_words("en")
 
 
 def _title_before(words: list[str]) -> bool:
