@@ -117,9 +117,15 @@ def data_ids(chat: Any, text: str) -> list[int]:
     return list(chat.engine.encode("")) + list(body)
 
 
+# markup a summary line is no place for: HTML tags ("<strong>Budget 2026:</strong>", Gemma 3 270M base on a CSV of
+# budgets) and Markdown emphasis; documents reach the model as text, their own tags already read away by the loaders
+_MARKUP = re.compile(r"</?(?:strong|b|i|em|u|p|br|span|div|h[1-6]|ul|ol|li|a|table|tr|td|th|font|small|big|mark|sup|sub)"
+                     r"(?:\s[^<>]*)?/?>", re.IGNORECASE)
+
+
 def clean_summary(text: str) -> str:
-    """The summary line without surrounding space or a leading list marker."""
-    return text.strip().lstrip("*-•# ").strip()
+    """The summary line without surrounding space, a leading list marker, HTML tags or Markdown emphasis."""
+    return " ".join(_MARKUP.sub(" ", text.replace("**", "")).split()).lstrip("*-•# ").strip()
 
 
 TITLE_WORDS = 16  # a title, heading or first line this short is a name for the text, not a summary of it, even in part
@@ -422,6 +428,16 @@ class SummaryPending:
             if self.levels > 1 and uninformative(summary, self.text) and self.first_summary \
                     and not uninformative(self.first_summary, self.text):
                 summary = self.first_summary  # the reduce step drifted away from the document: its beginning says more
+            # a final summary that cannot be about the document (a fragment such as "1. Opdrachtnemer:" of a contract, under
+            # MIN_SUMMARY_WORDS words, or not one of its words) gives way to the lead, as junk does: a document that fits
+            # one prompt had no other stage to try, and its fragment was stored as the summary
+            lead = lead_extract(self.text, self.copies) if self.fallback == "extract" and uninformative(summary, self.text) else ""
+            if lead:
+                why = (f"fewer than {MIN_SUMMARY_WORDS} words" if len(summary.split()) < MIN_SUMMARY_WORDS
+                       else "not one word of the document")
+                self._result = self._make_result(lead, "extract") | {
+                    "reason": f"the model's summary was left out because it has {why}: {summary[:60]!r}"}
+                return
             self._result = self._make_result(summary, "sections" if self.levels > 1 else "whole")
             return
         if self.levels == 1:

@@ -514,6 +514,20 @@ def _load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Sect
 
 
 # --- pdf -------------------------------------------------------------------
+# what a print driver or converter writes as a PDF's title, not its author: "Microsoft Word - declaratiebeleid v3.docx"
+# (Office's "print to PDF"); shown as the title and indexed in its boosted field, "Microsoft" and "Word" matched
+# every question about Word for every such file
+_PRODUCER_PREFIX = re.compile(r"^\s*Microsoft\s+(?:Office\s+)?(?:Word|PowerPoint|Excel|Outlook)\s*-\s*", re.IGNORECASE)
+_FILE_SUFFIX = re.compile(r"\.(?:docx?|docm|dotx|pptx?|xlsx?|xlsm|odt|ods|odp|rtf|txt|pdf|html?)\s*$", re.IGNORECASE)
+
+
+def pdf_title(raw: str) -> str | None:
+    """A PDF's metadata title without a converter's prefix and the source file's extension ("Microsoft Word -
+    Huurcontract.docx": "Huurcontract"); None where nothing is left (the file's name is its title then)."""
+    title = _FILE_SUFFIX.sub("", _PRODUCER_PREFIX.sub("", raw.strip())).strip()
+    return title or None
+
+
 def _load_pdf(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Section], dict]:
     import pypdf
     from pypdf.errors import FileNotDecryptedError, PdfReadError
@@ -539,8 +553,9 @@ def _load_pdf(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
         meta: dict = {}
         try:
             info = reader.metadata
-            if info and info.title and str(info.title).strip():
-                meta["title"] = str(info.title).strip()
+            title = pdf_title(str(info.title)) if info and info.title else None
+            if title:
+                meta["title"] = title
         except (FileNotDecryptedError, PdfReadError, Exception):
             pass
         sections = []

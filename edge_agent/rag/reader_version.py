@@ -38,7 +38,7 @@ READER_VERSIONS: Mapping[str, int] = {
     "txt": 1,
     "md": 1,
     "html": 2,
-    "pdf": 1,
+    "pdf": 2,  # 2: a metadata title without "Microsoft Word - " and its .docx (loaders.pdf_title)
     "eml": 1,  # plus the sum of the others: see reader_version()
     "csv": 1,
     "docx": 1,

@@ -40,12 +40,15 @@ from edge_agent.services.sentences import (
     Sentence,
     Unit,
     asks_header,
+    is_greeting,
+    is_item,
     match_credits,
     question_words,
     split_units,
     text_language,
 )
 
+_DOTTED_FIGURE = re.compile(r"(?<![\w.])\d{1,4}(?:\.\d{1,4})+(?![\w]|\.\d)")
 RANK_PENALTY = 0.02  # per retrieval rank of the sentence's chunk, in shares of the question's weight
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 # an answer is kept when one sentence holds this share of the terms it adds to the question (dev set: 0.6-0.8
@@ -73,7 +76,9 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     the question asks for (a figure for "how many", an amount for "what does it cost": answer_kind; a name for "who"
     is checked, not ranked by) gains KIND_BONUS,
     one that reads as code (a ">>>" prompt, a grammar rule) loses CODE_PENALTY."""
-    qterms = language.content_terms(question, lang)
+    # a dotted figure the question names ("artikel 4.2", "Python 3.12") is a term of its own, as the index reads it
+    # (language.terms): content_terms keeps only its parts, "4" and "2", which clause 4.1's heading holds as well
+    qterms = language.content_terms(question, lang) | set(_DOTTED_FIGURE.findall(question))
     kind = answer_kind(question, lang)
     qwords = question_words(question, lang)
     items = []
@@ -90,8 +95,10 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             items.append((r, j, u.text, match_credits(qterms, qwords, u.text, lang, text_lang)))
             nxt = sents[j + 1] if j + 1 < len(sents) else None
             # the next sentence goes with a quote; not a heading's section, a header line, or a heading, signature or
-            # greeting left alone ("Groet, Anna", "str.partition(sep)" at a chunk's end: _bare)
-            after[r, j] = nxt.text if nxt and not (nxt.quote or nxt.header or u.header or _lone(nxt.text)) else ""
+            # greeting left alone ("Groet, Anna", "str.partition(sep)" at a chunk's end: _bare), nor the next item after
+            # an item (a list's, a contract's clause, a sheet's row: another record, "4.3" under "4.2")
+            after[r, j] = nxt.text if nxt and not (nxt.quote or nxt.header or u.header or _lone(nxt.text) or is_greeting(u.text)
+                                                   or (is_item(u.quote or u.text) and is_item(nxt.text))) else ""
     df = Counter(t for *_, cr in items for t, v in cr.items() if v > 0)
     n = len(items)
     weight = {t: math.log(1.0 + (n + 1) / (df[t] + 0.5)) for t in qterms}

@@ -81,7 +81,8 @@ def sources_footer(text: str, sources: list[Source], language: str | None = None
     lines = []
     for s in sources:
         if s.number in said:
-            where = (s.location or {}).get("label") or (s.location or {}).get("heading")
+            # the heading and the page, each once (a location's label is "p. 2, Heading" already: the page was shown twice)
+            where = (s.location or {}).get("heading")
             page = (s.location or {}).get("page")
             lines.append(f"[{s.number}] {s.title}" + (f", {where}" if where and where != s.title else "")
                          + (f" (p. {page})" if page else ""))

@@ -5,7 +5,7 @@ sentence that names only "Intel", "PEP 634" or "Structural Pattern Matching The"
 name is read as two capitalised words in a row, not more, no punctuation between ("Rene Haas", "Lip-Bu Tan",
 "Guido van Rossum": a particle such as "van" may stand between them), none of them the question's, an acronym, a
 stop word, or a sentence's first word unless a name follows it; or one capitalised word after a title ("CEO Tan",
-"dr. Jansen"). A question about a company ("Wie maakt de AI300?", "Which company ...", "welk bedrijf") takes an
+"dr. Jansen") or after initials, as Dutch and business texts name people ("R. Smit", "drs. H.J. Wiersma", "L. de Bruijn"). A question about a company ("Wie maakt de AI300?", "Which company ...", "welk bedrijf") takes an
 organisation: it is no person question. (asks.answer_kind gives "name" to who-questions only, so "Hoe heet de
 topman" keeps its words-only path: its kind would make a passage that says "CEO" for "topman" be declined.) A
 who-question about a procedure ("Wie beslist over mijn verlof?", asks_role) is answered by a role as well: no name needed.
@@ -40,7 +40,9 @@ _ROLE_ANSWER = re.compile(
     r"decides|decide|approves|approve|pays|pay|signs|sign|reviews|determines|handles|responsible|liable|authorised|authorized)\b")
 _PARTICLES = frozenset("van de der den het ter ten von zu da di del della le la du dos bin ibn al el".split())
 _TITLES = frozenset("ceo cto cfo topman directeur oprichter voorzitter president founder chairman dr prof mr "
-                    "mrs ms sir dhr mevr meneer mevrouw".split())
+                    "mrs ms sir dhr mevr meneer mevrouw drs ir mw".split())
+# initials before a surname, as Dutch and business texts write a person ("R. Smit", "drs. H.J. Wiersma", "P.A. Koster")
+_INITIALS = re.compile(r"(?:[A-Z]\.){1,4}")
 _EDGES = "\"'“”‘’()[]*•,;:!?."
 SHORT_ANSWER = 3  # a model's short answer may give one capitalised word ("Verhoeven.")
 PERSON_WORDS = (2, 2)  # capitalised words in a row that read as a person's name (particles not counted)
@@ -92,6 +94,10 @@ def names_person(text: str, question: str, lang: str) -> bool:
 
     run, longest_ok = 0, False
     for i, w in enumerate(words):
+        if _INITIALS.fullmatch(raw[i]) and i + 1 < len(words):
+            nxt = i + 2 if words[i + 1].casefold() in _PARTICLES and not ends[i + 1] and i + 2 < len(words) else i + 1
+            if _capitalised(words[nxt]) and language.fold(words[nxt].casefold()) not in asked:
+                return True  # "R. Smit", "L. de Bruijn"
         if w.casefold() in _TITLES and i + 1 < len(words) and name(i + 1) and (not ends[i] or raw[i].endswith(".")):
             return True  # "CEO Tan", "dr. Jansen"
         if name(i):

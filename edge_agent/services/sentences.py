@@ -14,23 +14,21 @@ from edge_agent.rag import language
 
 # a sentence ends at . ! ? (and closing quotes or brackets) before whitespace; a paragraph at a blank line,
 # a list item at a line that starts with a bullet or a number: single line breaks inside a paragraph are wrapping,
-# except after a heading line or around a "Key: value" header line (_segments)
+# except after a heading line or around a "Key: value" header line (_segments). A contract's clause number ("4.2 Opzegtermijn
+# ...", "12.3.1 The Supplier ...": figures joined by dots, then a capital) marks an item too, so that each clause stands
+# alone and the article's heading above it heads it (a figure such as "1.5" at a wrapped line's start goes on in lower case)
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=\S)")
-# ... except after an abbreviation ("o.a.", "e.g.", "art. 7", "dr."), an initial ("Randal L. Schwartz") or before a word
-# in lower case ("ca. de helft"): sentence_pieces
-ABBREVIATIONS = frozenset("""
-    e.g i.e cf vs viz approx fig figs no nos nr nrs vol ch sec secs par art arts p pp ed eds est min max
-    mr mrs ms dr prof st jr sr rev gen col lt sgt capt hon ir ing drs dhr mevr mw dra
-    o.a bijv bv d.w.z m.b.t i.v.m t.a.v z.s.m a.s jl ca blz pag e.a resp evt incl excl vgl zgn zg m.i n.a.v o.b.v
-    t.o.v i.p.v m.u.v c.q enz etc al
-""".split())
-_INITIAL = re.compile(r"[^\W\d_]")  # one letter: an initial when it is a capital ("L"; "u" of "dank u." is not)
-_DOTTED = re.compile(r"(?:[^\W\d_]\.){1,4}[^\W\d_]")  # "o.a", "m.b.t", "U.S": single letters between dots
-_LIST_MARK = r"(?:[•·*\-–]|\d{1,2}[.)])\s"
+_LIST_MARK = r"(?:[•·*\-–]\s|\d{1,2}[.)]\s|\d{1,2}(?:\.\d{1,2}){1,3}\.?[ \t]+(?=[A-ZÀ-ÖØ-Þ]))"
 _BREAK = re.compile(rf"\n[ \t]*\n\s*|\n(?=[ \t]*{_LIST_MARK})")
 LIST_ITEM = re.compile(rf"[ \t]*{_LIST_MARK}")
 _NUMBER_MARK = re.compile(r"\d{1,2}[.)]")
+# a table row as the CSV and sheet loaders write it (loaders.row_line): "Header: value; Header: value."
+_RECORD = re.compile(r"[^:;\n]{1,60}: [^;\n]*(?:; [^:;\n]{1,60}: [^;\n]*)+")
 HEAD_WORDS = 12  # a paragraph this short without a closing mark heads the next sentence
+# ... except a letter's greeting line ("Dear Pieter,", "Geachte heer Jansen,", "Beste Anna,"): the name it holds is not what
+# the first sentence is about, and matched with it ("By when should Pieter confirm ...?") it drew the quote to that sentence
+_GREETING = re.compile(r"(?:dear|beste|geachte|hi|hallo|hello|hey|lieve|liebe|sehr geehrte[rn]?|bonjour|cher|chère|hola|"
+                       r"estimad[oa]s?)\b[^,.!?]{0,60},", re.IGNORECASE)
 _TITLE = re.compile(r"[^\n]{1,120}\n[ \t]*([*=~^#+-])\1{2,}[ \t]*\Z|#{1,6}[ \t]+[^\n]{1,120}\Z")
 CLOSED = re.compile(r"[.!?:;][\"'”’)\]]*$")
 MAX_SENTENCE_CHARS = 400  # a longer "sentence" (a grammar listing, a table) is cut at its clauses, then its words
@@ -80,40 +78,78 @@ class Sentence:
     language: str = ""  # its passage's language (text_language; "" where nobody asked)
 
 
+# a full stop that ends no sentence (_abbreviation_joins): a title before a name ("mr. P.A. Koster", "drs. H.J. Wiersma",
+# "Dr. Su"), initials before a surname ("R. Smit", "L. de Bruijn"), or an abbreviation before text that goes on in lower
+# case or with a figure ("Catharijne B.V. verhuurt", "bijv. een", "nr. 5", "e.g. the"); legal and business texts write
+# these in most sentences, and a split there cut a name from its role and a party from what it does
+_TITLE_ABBREVIATIONS = frozenset("mr mrs ms dr drs ir ing prof dhr mevr mw jhr".split())
+_ABBREVIATIONS = frozenset("bijv bv nr nrs art ca incl excl resp vs cf approx fig no vol zgn evt ong tel jl vgl pag blz".split())
+_NEVER_LAST = frozenset("bijv vgl cf vs e.g i.e o.a t.a.v i.v.m m.b.t z.s.m".split())  # end no sentence, whatever follows
+_INITIALS = re.compile(r"(?:[A-Z]\.){1,4}")
+_DOTTED = re.compile(r"(?:\w{1,3}\.){2,}")  # "B.V.", "e.g.", "o.a.", "t.a.v."
+_PARTICLE_WORDS = frozenset("van de der den het ter ten te von zu da di del la le du".split())
+_PERSON_WORDS = frozenset("mevrouw meneer heer mevr dhr".split())
+
+
+def _abbreviation_joins(pieces: list[str]) -> list[str]:
+    """pieces (split at SENTENCE_END) joined again where the full stop between two ends an abbreviation, not a sentence."""
+    if len(pieces) < 2:
+        return pieces
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        before = out[-1].split()
+        token = before[-1].lstrip("(\"'“‘") if before else ""
+        first = piece.split()[0]
+        word = first.strip("\"'“‘(").rstrip(".,;:")
+        bare = token[:-1].casefold()
+        join = False
+        if token.endswith(".") and word:
+            if word[0].islower() or word[0].isdigit():
+                join = (bare in _TITLE_ABBREVIATIONS or bare in _ABBREVIATIONS or bool(_DOTTED.fullmatch(token))
+                        or bool(_INITIALS.fullmatch(token)))
+                join = join and not (word[0].isdigit() and bool(_INITIALS.fullmatch(token)))  # "plan B. 2 ..." is two
+            elif word[0].isupper():
+                name_next = word.casefold() not in _sentence_openers() or (word.casefold() in _PARTICLE_WORDS and len(piece.split()) > 1)
+                title = bare in _TITLE_ABBREVIATIONS and not (len(before) > 1 and before[-2][:1].isdigit())  # "5 ms."
+                join = bare in _NEVER_LAST or (title and name_next) or (bool(_INITIALS.fullmatch(token)) and name_next
+                                                 and (len(token) > 2 or _title_before(before[:-1])))
+        if join:
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
+
+
+@functools.cache
+def _sentence_openers() -> frozenset[str]:
+    """Words that start a sentence rather than a surname ("The", "De", "Dit"): Dutch and English stop words."""
+    return language.stop_words("nl") | language.stop_words("en")
+
+
+def _title_before(words: list[str]) -> bool:
+    """Whether the words before a single initial are a title, a label or a first name that a surname follows ("mevrouw",
+    "mr.", "Budgethouder:", "Anna"), not a word in lower case ("bijlage A." ends a sentence)."""
+    if not words:
+        return True
+    last = words[-1].strip("\"'“‘(")
+    return (last.rstrip(".").casefold() in _TITLE_ABBREVIATIONS or last.casefold() in _PERSON_WORDS
+            or last.endswith((":", ",")) or (last[:1].isupper() and last[1:].isalpha()))
+
+
+def is_greeting(text: str) -> bool:
+    """Whether a unit is a letter's greeting line ("Dear Pieter,", "Geachte heer Jansen,"): never quoted, nor with what follows."""
+    return bool(_GREETING.fullmatch(text))
+
+
+def is_item(text: str) -> bool:
+    """Whether a unit is one item of several: a list item (LIST_ITEM: a bullet, "3.", a clause "4.2") or a table row
+    ("Budget: 48.500,00; Budgethouder: J. Visser.", loaders.row_line)."""
+    return bool(LIST_ITEM.match(text) or _RECORD.fullmatch(text))
+
+
 def split_sentences(text: str) -> list[str]:
     """text's sentences and header lines (split_units), the text of each."""
     return [u.text for u in split_units(text)]
-
-
-def sentence_pieces(text: str) -> list[str]:
-    """text split where a sentence ends (SENTENCE_END), stripped; not after a "." that ends an abbreviation
-    (ABBREVIATIONS, or single letters between dots: an initial, "o.a.", "m.b.t.") where what follows is a figure,
-    a word in lower case or a name ("art. 7", "bijv. de", "Randal L. Schwartz", "dr. J. de Vries"), nor before a
-    word in lower case after any "." ("ca. de helft"; "etc. The" still ends one)."""
-    pieces, start = [], 0
-    for m in SENTENCE_END.finditer(text):
-        end = m.start()
-        nxt = text[m.end():m.end() + 1]
-        if text[end - 1] == "." and (nxt.islower() or _abbreviation(text[start:end - 1]) and (nxt.isupper() or nxt.isdigit())):
-            if not _ends_sentence_anyway(text[start:end - 1], nxt):
-                continue
-        pieces.append(text[start:end].strip())
-        start = m.end()
-    pieces.append(text[start:].strip())
-    return [p for p in pieces if p]
-
-
-def _abbreviation(before: str) -> bool:
-    """Whether the word ending `before` (the text up to a ".") is an abbreviation or an initial."""
-    word = before.rsplit(None, 1)[-1].lstrip("([\"'“‘") if before.strip() else ""
-    return (word.casefold() in ABBREVIATIONS or bool(_DOTTED.fullmatch(word))
-            or (bool(_INITIAL.fullmatch(word)) and word.isupper()))
-
-
-def _ends_sentence_anyway(before: str, nxt: str) -> bool:
-    """ "etc." or "enz." before a capital: the list ended, and the sentence with it."""
-    word = before.rsplit(None, 1)[-1].casefold() if before.strip() else ""
-    return word in ("etc", "enz") and nxt.isupper()
 
 
 def split_units(text: str) -> list[Unit]:
@@ -148,13 +184,17 @@ def split_units(text: str) -> list[Unit]:
             seg = " ".join(seg.split())
             if not seg:
                 continue
+            if is_greeting(seg):  # "Dear Pieter,": a unit of its own, no heading of the mail's first sentence
+                flush_head()
+                out.append(Unit(seg))
+                continue
             if len(seg.split()) <= HEAD_WORDS and not CLOSED.search(seg) and ">>>" not in seg:
                 flush_head()
                 head = seg
                 if LIST_ITEM.match(seg):  # a list item stands alone: it heads nothing
                     flush_head()
                 continue
-            pieces = sentence_pieces(seg)
+            pieces = _abbreviation_joins([s.strip() for s in SENTENCE_END.split(seg) if s.strip()])
             if len(pieces) > 1 and _NUMBER_MARK.fullmatch(pieces[0]):  # "2. if not, ...": the item's number, not a sentence
                 pieces[:2] = [f"{pieces[0]} {pieces[1]}"]
             for i, piece in enumerate(pieces):

@@ -153,13 +153,18 @@ def test_every_request_path_names_its_model_to_the_chat_service():
 
 
 def test_the_list_is_in_the_answers_language_and_absent_from_a_decline():
+    from edge_agent.services.document_results import location_label
     from edge_agent.services.generation import sources_footer
     from edge_agent.services.grounding import Source
 
-    src = [Source(7, 70, "Huurcontract", {"heading": "Opzegging", "label": "Opzegging", "page": 3}, 0.9, "...", number=1),
-           Source(8, 80, "Notitie", {}, 0.5, "...", number=2)]
+    # locations as retrieval makes them: the label holds the page and the heading (a PDF's page was listed twice)
+    src = [Source(7, 70, "Huurcontract", {"heading": "Opzegging", "label": location_label(3, "Opzegging"), "page": 3}, 0.9, "...",
+                  number=1),
+           Source(8, 80, "Notitie", {}, 0.5, "...", number=2),
+           Source(9, 90, "declaratiebeleid", {"heading": None, "label": location_label(2, None), "page": 2}, 0.4, "...", number=3)]
     assert sources_footer("De opzegtermijn is drie maanden [1].", src, "nl") == "\n\nBronnen:\n[1] Huurcontract, Opzegging (p. 3)"
     assert sources_footer("Two months [2][1].", src, "en") == "\n\nSources:\n[1] Huurcontract, Opzegging (p. 3)\n[2] Notitie"
+    assert sources_footer("Zestig dagen [3].", src, "nl") == "\n\nBronnen:\n[3] declaratiebeleid (p. 2)"  # the page once
     assert sources_footer("De documenten gaan hier niet over.", src, "nl") == ""
 
 

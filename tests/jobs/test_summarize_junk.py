@@ -167,3 +167,32 @@ def test_a_made_up_address_is_asked_again_and_never_stored(make_runtime, wordy_m
     assert "harbourledger.nl" not in item.result["summary"] and item.result["usage"]["generations"] == 2
     assert seen[1].repetition_penalty == RETRY_REPETITION_PENALTY
     assert rt.documents.get(doc)["summary"]["summary"] == item.result["summary"]
+
+
+def test_a_fragment_of_a_short_document_gives_way_to_its_lead(make_runtime):
+    # a contract that fits one prompt: Gemma 3 270M base summarized one as "1. Opdrachtnemer:", stored as its summary
+    rt = make_runtime()
+    doc = rt.documents.add_text("contract", doc_text(3, 3)).document_id
+    seen = _steer(rt, [rt.chat.engine.encode("1. Opdrachtnemer:", add_special_tokens=False)])
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 24})
+    run = rt.jobs.run_foreground("sum")
+    (item,), _ = rt.jobs.results(run.id)
+    assert item.status == "succeeded" and len(seen) == 1, item
+    first, second = doc_text(3, 3).split(". ")[:2]
+    assert item.result["summary"] == f"{first}. {second}." and item.result["method"] == "extract", item.result
+    assert "fewer than 5 words" in item.result["reason"] and "1. Opdrachtnemer:" in item.result["reason"], item.result
+    assert rt.documents.get(doc)["summary"]["method"] == "extract"
+
+
+def test_a_summary_is_stored_without_html_tags_or_emphasis(make_runtime):
+    rt = make_runtime()
+    text = doc_text(4, 3)
+    words = text.split()[1:9]  # eight of the document's own words, in bold and in tags
+    said = f"<strong>{' '.join(words[:4])}</strong> **{' '.join(words[4:])}**"
+    _steer(rt, [rt.chat.engine.encode(said, add_special_tokens=False)])
+    doc = rt.documents.add_text("tagged", text).document_id
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 48})
+    run = rt.jobs.run_foreground("sum")
+    (item,), _ = rt.jobs.results(run.id)
+    assert item.status == "succeeded" and item.result["method"] == "whole", item
+    assert item.result["summary"] == " ".join(words) == rt.documents.get(doc)["summary"]["summary"]

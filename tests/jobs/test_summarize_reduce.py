@@ -104,10 +104,20 @@ def test_a_reduce_answer_that_drifts_gives_way_to_the_first_sections(make_runtim
     assert result["summary"] == FIRST and rt.documents.get(doc)["summary"]["summary"] == FIRST
 
 
-def test_a_document_that_fits_one_prompt_keeps_its_one_answer_even_a_short_one(make_runtime):
+def test_a_document_that_fits_one_prompt_is_asked_once_and_a_short_answer_gives_way_to_its_lead(make_runtime):
     rt = make_runtime()
     rt.documents.add_text("short", doc_text(99, 4))
     prompts = _steer(rt, "Copper lantern.", "unused")
     result = _summarize(rt)
-    assert result["sections"] == 1 and result["method"] == "whole" and result["summary"] == "Copper lantern."
-    assert len(prompts) == 1 and doc_text(99, 4) in prompts[0]
+    first, second = doc_text(99, 4).split(". ")[:2]
+    assert result["sections"] == 1 and result["method"] == "extract" and result["summary"] == f"{first}. {second}."
+    assert len(prompts) == 1 and doc_text(99, 4) in prompts[0]  # no stage to try after the whole: its lead at once
+
+
+def test_a_document_that_fits_one_prompt_keeps_an_answer_of_its_words(make_runtime):
+    words = " ".join(doc_text(99, 4).split()[1:9])  # five words or more, of the document: kept as the model wrote them
+    rt = make_runtime()
+    rt.documents.add_text("short", doc_text(99, 4))
+    _steer(rt, words, "unused")
+    result = _summarize(rt)
+    assert result["method"] == "whole" and result["summary"] == words

@@ -18,6 +18,28 @@ def test_pdf_keeps_page_numbers():
     ]
 
 
+def _with_title(data: bytes, title: str) -> bytes:
+    import pypdf
+
+    writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(io.BytesIO(data)))
+    writer.add_metadata({"/Title": title})
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("meta, title", [
+    ("Microsoft Word - Huurcontract Delft.docx", "Huurcontract Delft"),  # Office's print to PDF
+    ("Microsoft PowerPoint - kwartaalcijfers.pptx", "kwartaalcijfers"),
+    ("Declaratieregeling 2026", "Declaratieregeling 2026"),  # an author's title stays as it is
+    ("Microsoft Word - .docx", "scan_0042"),  # nothing left: the file's name
+    ("Word and Excel tips", "Word and Excel tips"),
+])
+def test_a_pdfs_title_is_its_authors_not_a_converters(meta, title):
+    doc = load_bytes(_with_title(make_pdf(["De huur is 900 euro."]), meta), "scan_0042.pdf")
+    assert doc.title == title
+
+
 def test_encrypted_pdf_is_a_clear_error():
     with pytest.raises(LoaderError, match="encrypted"):
         load_bytes(encrypt_pdf(make_pdf(["secret text"])), "locked.pdf")
