@@ -176,9 +176,7 @@ def check_answer(answer: str, question: str, given: Sequence[Sentence], lang: st
         if got > share + 1e-9:
             best, share = s, got
     if best is None or share < MIN_SUPPORT:
-        best = _pointed_by_figure(text, question, given, added, kind, lang)
-        if best is None:
-            return Verdict("off_source")
+        return Verdict("off_source")
     if _unwritten_figures(text, f"{best.text} {question}"):
         return Verdict("altered_figure", best)
     if len(language.words(text)) >= LANGUAGE_CHECK_WORDS and _negated(text, lang) != _negated(best.text, lang):
@@ -190,13 +188,14 @@ def check_answer(answer: str, question: str, given: Sequence[Sentence], lang: st
     return Verdict("ok", best)
 
 
-def _pointed_by_figure(text: str, question: str, given: Sequence[Sentence], added: set[str], kind: str | None,
-                       lang: str) -> Sentence | None:
-    """The one given sentence that writes every figure the answer adds to the question, where the question asks for a
-    figure (answer_kind) and that sentence holds one (answers_kind), shares a term with the question and MIN_SUPPORT of
-    what the answer adds: the figure points at its sentence even when the question's words match it poorly (a
-    paraphrase: "hoeveel pakketten zijn met de extra veilige compileeropties gebouwd?" for "Momenteel werden ongeveer
-    400 pakketten aangepast", where the model answered "400 pakketten."); None when no sentence or several do."""
+def _pointed_by_figure(answer: str, question: str, given: Sequence[Sentence], kind: str | None, lang: str) -> Sentence | None:
+    """The one given sentence that writes every figure the answer adds to the question, each right before a word of the
+    question (what it counts: "ongeveer 400 pakketten" for "hoeveel pakketten ...?", "as many as 5 connect requests" for
+    "how many incoming connections ...?"), where the question asks for a figure (answer_kind) and the sentence holds
+    MIN_SUPPORT of what the answer adds; None when no sentence or several do. The figure points at its sentence even
+    when the question's other words, a paraphrase, match it poorly; a figure next to nothing the question names ("commands
+    1 (com)" for "how many breakpoints ...?") points at nothing."""
+    text = strip_citations(answer)
     figures = set(_DIGITS.findall(text)) - set(_DIGITS.findall(question))
     if not kind or not figures:
         return None
@@ -204,10 +203,20 @@ def _pointed_by_figure(text: str, question: str, given: Sequence[Sentence], adde
     if len(holders) != 1:
         return None
     s = holders[0]
-    held = set(language.terms(s.text, lang))
-    if s.match <= 0 or len(added & held) < MIN_SUPPORT * len(added) or not answers_kind(s.text, kind, question, lang):
+    added = set(language.terms(text, lang)) - set(language.terms(question, lang, drop_stop_words=False))
+    if not added or len(added & set(language.terms(s.text, lang))) < MIN_SUPPORT * len(added):
         return None
-    return s
+    qterms = language.content_terms(question, lang)
+    for figure in figures:
+        counted = False
+        for m in re.finditer(rf"(?<![\w.,]){re.escape(figure)}(?![\w]|[.,]\d)", s.text):
+            after = s.text[m.end():m.end() + 60].split()[:2]
+            if qterms & set(language.terms(" ".join(after), lang)):
+                counted = True
+                break
+        if not counted:
+            return None
+    return s if answers_kind(s.text, kind, question, lang) else None
 
 
 def _unwritten_figures(answer: str, source: str) -> set[str]:
@@ -286,8 +295,10 @@ def _may_answer(sentence: Sentence, question: str) -> bool:
 def _bare(sentence: Sentence) -> bool:
     """Whether the sentence is a heading or a signature left alone at the end of its chunk ("str.partition(sep)"):
     HEAD_WORDS words or fewer, no closing mark, nothing after it: it names what the text is about and answers nothing.
-    A header line is none."""
-    return not sentence.after and not sentence.header and len(sentence.text.split()) <= HEAD_WORDS and not CLOSED.search(sentence.text)
+    A header line is none, nor an item (a list item, a clause, a row: it has nothing after it since it is quoted alone,
+    and "* constants defined to be false: "None" and "False"" answers what it names)."""
+    return (not sentence.after and not sentence.header and len(sentence.text.split()) <= HEAD_WORDS
+            and not CLOSED.search(sentence.text) and not is_item(sentence.quote or sentence.text))
 
 
 def _lone(text: str) -> bool:
@@ -381,6 +392,9 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     if kind == "code" and (decline is None or (best.match >= MIN_MATCH and _may_answer(best, question))):  # a name may be written as words
         return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     if decline is not None:
+        pointed = _pointed_by_figure(answer, question, [s for _, s in evidence], kind, lang)
+        if pointed is not None and on_thing(pointed) and _may_answer(pointed, question):
+            return extractive(pointed, number[pointed]), {"answer": "extractive", "check": "figure"}
         return decline, {"answer": "declined", "check": "no_answer"}
     k, best = evidence[0]
     return extractive(best, k), {"answer": "extractive", "check": verdict.status}
