@@ -7,7 +7,7 @@ current one is read again by the next reindex (and by any ingest of it), like a 
 stay searchable until the new ones are committed.
 
 Bump a kind's number in READER_VERSIONS whenever its loader's output for the same bytes changes (the text,
-where sections begin, their headings, the title): a fix in loaders.py or loaders_office.py, or in something
+where sections begin, their headings, the title): a fix in loaders.py, loaders_html.py or loaders_office.py, or in something
 they share (loaders._tidy, row_line). A change in where the chunker cuts (chunking.py) changes every kind's
 chunks: bump every kind. A changed chunk_tokens or chunk_overlap setting needs no bump: the index records the
 chunking it was cut with, and a writer that opens it with other values clears every document's reader version
@@ -32,7 +32,7 @@ from collections.abc import Mapping
 # treated as page chrome, a sheet's or CSV's rows as paragraphs (chunks hold whole rows); the office formats
 # (xlsx, pptx, odt, ods, odp, rtf) read directly where they had failed with advice to convert them; and of
 # 2026-12-02: a plain text's title is its first line where that stands alone (loaders.txt_title), not its file name.
-# html 2: a field list's value is read on its field's line ("Author: Gordon McMillan", loaders._field_value), not as a
+# html 2: a field list's value is read on its field's line ("Author: Gordon McMillan", loaders_html._field_value), not as a
 # paragraph of its own under a bare "Author:".
 READER_VERSIONS: Mapping[str, int] = {
     "txt": 1,

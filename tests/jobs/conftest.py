@@ -87,8 +87,8 @@ def cli(monkeypatch, tmp_path, tiny_bundles):
 @pytest.fixture
 def old_html_reader(monkeypatch):
     """Reads HTML as the loader did before it dropped page chrome; the returned function puts the current one back."""
-    from edge_agent.rag import loaders
+    from edge_agent.rag import loaders_html
 
-    current = loaders._drop_page_chrome
-    monkeypatch.setattr(loaders, "_drop_page_chrome", lambda body: None)
-    return lambda: monkeypatch.setattr(loaders, "_drop_page_chrome", current)
+    current = loaders_html._drop_page_chrome
+    monkeypatch.setattr(loaders_html, "_drop_page_chrome", lambda body: None)
+    return lambda: monkeypatch.setattr(loaders_html, "_drop_page_chrome", current)
