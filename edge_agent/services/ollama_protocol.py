@@ -41,10 +41,11 @@ from edge_agent.services.protocol import (
 )
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
+log = logging.getLogger(__name__)
+
 # The Ollama release whose API these routes follow: clients gate features on /api/version (Raycast's extension wants
 # 0.6.4, Continue's setup 0.6.5; logprobs came in 0.12.11, tool call ids in 0.12.10), so it is the release of the newest
 # feature served here.
-log = logging.getLogger(__name__)
 API_VERSION = "0.12.11"
 LATEST = ":latest"
 _GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+")  # Go's time.ParseDuration
