@@ -413,11 +413,8 @@ class SummaryPending:
             self.retried, self.again = set(), []
             return
         if not outputs:
-            lead = lead_extract(self.text, self.copies) if self.fallback == "extract" else ""
-            if lead:
-                why = f"the model's summary was left out because {self.rejected}" if self.rejected else \
-                    "the model wrote an empty summary"
-                self._result = self._make_result(lead, "extract") | {"reason": why}
+            if self._extract(f"the model's summary was left out because {self.rejected}" if self.rejected
+                             else "the model wrote an empty summary"):
                 return
             if self.rejected:
                 raise ItemError(f"the model wrote no usable summary, twice (the second time with repetition penalties); "
@@ -431,13 +428,11 @@ class SummaryPending:
             # a final summary that cannot be about the document (a fragment such as "1. Opdrachtnemer:" of a contract, under
             # MIN_SUMMARY_WORDS words, or not one of its words) gives way to the lead, as junk does: a document that fits
             # one prompt had no other stage to try, and its fragment was stored as the summary
-            lead = lead_extract(self.text, self.copies) if self.fallback == "extract" and uninformative(summary, self.text) else ""
-            if lead:
+            if uninformative(summary, self.text):
                 why = (f"fewer than {MIN_SUMMARY_WORDS} words" if len(summary.split()) < MIN_SUMMARY_WORDS
                        else "not one word of the document")
-                self._result = self._make_result(lead, "extract") | {
-                    "reason": f"the model's summary was left out because it has {why}: {summary[:60]!r}"}
-                return
+                if self._extract(f"the model's summary was left out because it has {why}: {summary[:60]!r}"):
+                    return
             self._result = self._make_result(summary, "sections" if self.levels > 1 else "whole")
             return
         if self.levels == 1:
@@ -451,6 +446,14 @@ class SummaryPending:
         self.retried, self.again = set(), []
         if self.levels > 8:
             raise ItemError("the document did not reduce to one summary in 8 stages")
+
+    def _extract(self, reason: str) -> bool:
+        """The document's lead as the result in place of the model's summary (fallback "extract"), with the reason;
+        False when the fallback is "none" or the text has no sentence to extract."""
+        lead = lead_extract(self.text, self.copies) if self.fallback == "extract" else ""
+        if lead:
+            self._result = self._make_result(lead, "extract") | {"reason": reason}
+        return bool(lead)
 
     def _make_result(self, summary: str, method: str) -> dict:
         return {

@@ -207,15 +207,13 @@ def _pointed_by_figure(answer: str, question: str, given: Sequence[Sentence], ki
     if not added or len(added & set(language.terms(s.text, lang))) < MIN_SUPPORT * len(added):
         return None
     qterms = language.content_terms(question, lang)
-    for figure in figures:
-        counted = False
-        for m in re.finditer(rf"(?<![\w.,]){re.escape(figure)}(?![\w]|[.,]\d)", s.text):
-            after = s.text[m.end():m.end() + 60].split()[:2]
-            if qterms & set(language.terms(" ".join(after), lang)):
-                counted = True
-                break
-        if not counted:
-            return None
+
+    def counts_asked(figure: str) -> bool:  # a word of the question among the two words after the figure
+        return any(qterms & set(language.terms(" ".join(s.text[m.end():m.end() + 60].split()[:2]), lang))
+                   for m in re.finditer(rf"(?<![\w.,]){re.escape(figure)}(?![\w]|[.,]\d)", s.text))
+
+    if not all(counts_asked(f) for f in figures):
+        return None
     return s if answers_kind(s.text, kind, question, lang) else None
 
 

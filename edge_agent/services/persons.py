@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from edge_agent.rag import language
+from edge_agent.services.sentences import INITIALS
 
 # "who" / "wie" first (after a preposition at most), or "hoe heet / what is the name of" + a person's role
 _WHO_WORDS = {"en": "who|whom|whose", "nl": "wie", "de": "wer|wem|wen|wessen", "fr": "qui", "es": "quién|quiénes"}
@@ -41,8 +42,6 @@ _ROLE_ANSWER = re.compile(
 _PARTICLES = frozenset("van de der den het ter ten von zu da di del della le la du dos bin ibn al el".split())
 _TITLES = frozenset("ceo cto cfo topman directeur oprichter voorzitter president founder chairman dr prof mr "
                     "mrs ms sir dhr mevr meneer mevrouw drs ir mw".split())
-# initials before a surname, as Dutch and business texts write a person ("R. Smit", "drs. H.J. Wiersma", "P.A. Koster")
-_INITIALS = re.compile(r"(?:[A-Z]\.){1,4}")
 _EDGES = "\"'“”‘’()[]*•,;:!?."
 SHORT_ANSWER = 3  # a model's short answer may give one capitalised word ("Verhoeven.")
 PERSON_WORDS = (2, 2)  # capitalised words in a row that read as a person's name (particles not counted)
@@ -94,7 +93,7 @@ def names_person(text: str, question: str, lang: str) -> bool:
 
     run, longest_ok = 0, False
     for i, w in enumerate(words):
-        if _INITIALS.fullmatch(raw[i]) and i + 1 < len(words):
+        if INITIALS.fullmatch(raw[i]) and i + 1 < len(words):
             nxt = i + 2 if words[i + 1].casefold() in _PARTICLES and not ends[i + 1] and i + 2 < len(words) else i + 1
             if _capitalised(words[nxt]) and language.fold(words[nxt].casefold()) not in asked:
                 return True  # "R. Smit", "L. de Bruijn"

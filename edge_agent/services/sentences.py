@@ -85,7 +85,7 @@ class Sentence:
 _TITLE_ABBREVIATIONS = frozenset("mr mrs ms dr drs ir ing prof dhr mevr mw jhr".split())
 _ABBREVIATIONS = frozenset("bijv bv nr nrs art ca incl excl resp vs cf approx fig no vol zgn evt ong tel jl vgl pag blz".split())
 _NEVER_LAST = frozenset("bijv vgl cf vs e.g i.e o.a t.a.v i.v.m m.b.t z.s.m".split())  # end no sentence, whatever follows
-_INITIALS = re.compile(r"(?:[A-Z]\.){1,4}")
+INITIALS = re.compile(r"(?:[A-Z]\.){1,4}")  # "R.", "H.J.": initials (persons.names_person reads them too)
 _DOTTED = re.compile(r"(?:\w{1,3}\.){2,}")  # "B.V.", "e.g.", "o.a.", "t.a.v."
 _PARTICLE_WORDS = frozenset("van de der den het ter ten te von zu da di del la le du".split())
 _PERSON_WORDS = frozenset("mevrouw meneer heer mevr dhr".split())
@@ -106,12 +106,12 @@ def _abbreviation_joins(pieces: list[str]) -> list[str]:
         if token.endswith(".") and word:
             if word[0].islower() or word[0].isdigit():
                 join = (bare in _TITLE_ABBREVIATIONS or bare in _ABBREVIATIONS or bool(_DOTTED.fullmatch(token))
-                        or bool(_INITIALS.fullmatch(token)))
-                join = join and not (word[0].isdigit() and bool(_INITIALS.fullmatch(token)))  # "plan B. 2 ..." is two
+                        or bool(INITIALS.fullmatch(token)))
+                join = join and not (word[0].isdigit() and bool(INITIALS.fullmatch(token)))  # "plan B. 2 ..." is two
             elif word[0].isupper():
                 name_next = word.casefold() not in _sentence_openers() or (word.casefold() in _PARTICLE_WORDS and len(piece.split()) > 1)
                 title = bare in _TITLE_ABBREVIATIONS and not (len(before) > 1 and before[-2][:1].isdigit())  # "5 ms."
-                join = bare in _NEVER_LAST or (title and name_next) or (bool(_INITIALS.fullmatch(token)) and name_next
+                join = bare in _NEVER_LAST or (title and name_next) or (bool(INITIALS.fullmatch(token)) and name_next
                                                  and (len(token) > 2 or _title_before(before[:-1])))
         if join:
             out[-1] = f"{out[-1]} {piece}"
