@@ -22,6 +22,13 @@ Two methods, both real:
   (against plain soft k-means): +0.03..0.04 on runs whose labels differ in size (all three sets),
   +0.04 / 0.00 / -0.01 on balanced 200-item runs, -0.01 / -0.03 on balanced 480-item runs
   (scripts/bench_classify_names.py, which also measures what was tried and dropped).
+Embedding model: the classify model (Settings.classify_embedding_model, all-MiniLM-L6-v2 unless set: the more
+accurate one from English label names), except for a run whose texts are mostly in a language that model was not
+trained on and the documents' model was (multilingual-e5-small): that run embeds with the documents' model
+(decided by prepare_run from a sample of its items, the same on a resumed run). Dutch Debian FAQ by chapter
+(scripts/bench_classify.py --set nlfaq, 160 items, 8 labels, 3 splits), MiniLM against e5: names only 0.142 ->
+0.210 self-trained (0.177 -> 0.306 plain), 1 example a label 0.298 -> 0.338, 2: 0.344 -> 0.398, 4: 0.448 -> 0.504,
+8: 0.494 -> 0.535 (plain; self-trained 0.471 -> 0.517).
 `auto` measures both on the examples (leave-one-out) when every label has one, and keeps the
 more accurate (embedding on a tie: it is faster); without examples it uses embedding.
 score: the chosen label's probability under a softmax over the labels.
@@ -35,12 +42,14 @@ import logging
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from edge_agent.jobs.embedding_classifier import (MAX_TEXT_CHARS, SELF_TRAIN_MIN_PER_LABEL, EmbeddingClassifier, Label,
+                                                   _clip, _softmax, centred_anchors, self_train_prototypes)  # noqa: F401 (the last two re-exported)
 from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, RunInfo, document_filters
+from edge_agent.services.embeddings import main_language
 from edge_agent.services.errors import ServiceError, UnavailableError
 
 log = logging.getLogger(__name__)
@@ -49,23 +58,12 @@ PROMPT_VERSION = "classify-1"
 METHODS = ("auto", "likelihood", "embedding")
 SOURCES = ("documents", "texts", "csv")
 MAX_LABELS = 64
-MAX_TEXT_CHARS = 2000
 MAX_EXAMPLES = 32
-EMBED_TEMPERATURE = 0.05  # softmax over cosines / this
 CONTENT_FREE = "N/A"
-SELF_TRAIN_ROUNDS = 20  # EM rounds (it settles in fewer; stops early when the prototypes stop moving)
-SELF_TRAIN_MIN_PER_LABEL = 3  # self_train "auto": on for runs of at least this many items per label,
 SELF_TRAIN_UNTIL_EXAMPLES = 16  # unless every label has this many examples (there it no longer helped: -0.02 .. 0)
 SELF_TRAIN_MAX_ITEMS = 20000  # a larger run adapts to an evenly spaced sample of this many items
-SELF_TRAIN_FIRST_WEIGHT = 8.0  # the centred first assignment's weight (in items) in each label's anchor, see self_train_prototypes
 EMBED_CHUNK = 256
-
-
-@dataclass
-class Label:
-    name: str
-    description: str = ""
-    examples: list[str] = field(default_factory=list)
+LANGUAGE_SAMPLE = 24  # items whose language picks a run's embedding model (evenly spaced over the run)
 
 
 def parse_labels(raw: Any) -> list[Label]:
@@ -98,12 +96,6 @@ def parse_labels(raw: Any) -> list[Label]:
     return out
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    return e / e.sum()
-
-
-# --- likelihood ------------------------------------------------------------------------
 class LikelihoodClassifier:
     """Labels by the language model's calibrated likelihood of each label after the text."""
 
@@ -170,132 +162,7 @@ class _LikelihoodPending:
 
 
 # --- embedding ---------------------------------------------------------------------------
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
-
-
-def _soft_rows(logits: np.ndarray) -> np.ndarray:
-    e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def centred_anchors(vectors: np.ndarray, anchors: np.ndarray, weight: float = SELF_TRAIN_FIRST_WEIGHT,
-                    temperature: float = EMBED_TEMPERATURE) -> np.ndarray:
-    """anchors plus, for each label, `weight` items' worth of its first cluster among the (unit) vectors.
-
-    The first assignment is the softmax of each vector's cosine to a label minus that label's mean
-    cosine over all the vectors: a label text that is near every item (a broad name) no longer
-    claims them all, and each label starts from the items that are nearer to it than usual. Kept in
-    the anchor for every round, it holds small labels against big ones that would take their
-    prototype. Raises ValueError on shapes.
-    """
-    vectors = np.asarray(vectors, np.float32)
-    anchors = np.asarray(anchors, np.float32)
-    if vectors.ndim != 2 or anchors.ndim != 2 or vectors.shape[1] != anchors.shape[1]:
-        raise ValueError("vectors and anchors must be 2-d arrays of the same width")
-    sims = vectors @ _unit(anchors).T
-    first = _soft_rows((sims - sims.mean(axis=0, keepdims=True)) / temperature)
-    return anchors + weight * _unit(first.T @ vectors)
-
-
-def self_train_prototypes(vectors: np.ndarray, anchors: np.ndarray, rounds: int = SELF_TRAIN_ROUNDS,
-                          temperature: float = EMBED_TEMPERATURE, first_weight: float = SELF_TRAIN_FIRST_WEIGHT) -> np.ndarray:
-    """Prototypes adapted to a batch's own (unit) vectors: soft k-means seeded by the labels' anchors.
-
-    anchors: per label, the sum of its own texts' unit embeddings (name or "name: description", and
-    its examples). With at least SELF_TRAIN_MIN_PER_LABEL vectors per label, each anchor first gains
-    the label's centred first cluster (centred_anchors, first_weight items' worth; 0 turns it off).
-    E-step: each vector's probabilities over the labels, the classifier's own softmax (cosine /
-    temperature); M-step: each prototype is the probability-weighted sum of the vectors plus its
-    anchors (each of the label's texts counts as one item in every round, so a label keeps what the
-    user said about it). Returns (labels, dim) unit prototypes. Raises ValueError on shapes.
-    """
-    vectors = np.asarray(vectors, np.float32)
-    anchors = np.asarray(anchors, np.float32)
-    if vectors.ndim != 2 or anchors.ndim != 2 or vectors.shape[1] != anchors.shape[1]:
-        raise ValueError("vectors and anchors must be 2-d arrays of the same width")
-    if first_weight and len(vectors) >= SELF_TRAIN_MIN_PER_LABEL * len(anchors):
-        anchors = centred_anchors(vectors, anchors, first_weight, temperature)
-    protos = _unit(anchors)
-    if not len(vectors):
-        return protos
-    for _ in range(rounds):
-        logits = vectors @ protos.T / temperature
-        logits -= logits.max(axis=1, keepdims=True)
-        resp = np.exp(logits)
-        resp /= resp.sum(axis=1, keepdims=True)
-        new = _unit(resp.T @ vectors + anchors)
-        moved = float(np.abs(new - protos).max())
-        protos = new
-        if moved < 1e-5:
-            break
-    return protos
-
-
-class EmbeddingClassifier:
-    """Labels by cosine similarity to each label's prototype: the mean embedding of "name: description"
-    and the label's examples (skip: one (label, example) left out, for leave-one-out measurement), or
-    given prototypes (adapted to a run by self-training, see adapted())."""
-
-    def __init__(self, embeddings, labels: list[Label], max_chars: int = MAX_TEXT_CHARS, skip: tuple[int, int] | None = None,
-                 prototypes: Any = None):
-        self.embeddings = embeddings
-        self.labels = labels
-        self.max_chars = max_chars
-        self.self_trained = prototypes is not None
-        self.anchors: np.ndarray | None = None
-        if prototypes is not None:
-            protos = np.asarray(prototypes, np.float32)
-            if protos.shape[0] != len(labels) or protos.ndim != 2:
-                raise ValueError("one prototype per label is needed")
-            self.protos = _unit(protos)
-            return
-        anchors = []
-        for li, lb in enumerate(labels):
-            texts = [f"{lb.name}: {lb.description}" if lb.description else lb.name]
-            texts += [e for ei, e in enumerate(lb.examples) if skip != (li, ei)]
-            anchors.append(self.embed(texts).sum(axis=0))
-        self.anchors = np.stack(anchors)
-        self.protos = _unit(self.anchors)
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """Unit embeddings of texts (clipped to max_chars). Raises the embedding service's errors."""
-        vecs, _ = self.embeddings.embed([_clip(t, self.max_chars) for t in texts])
-        return _unit(np.asarray(vecs, np.float32))
-
-    _embed = embed
-
-    def adapted(self, vectors: np.ndarray, first_weight: float = SELF_TRAIN_FIRST_WEIGHT) -> "EmbeddingClassifier":
-        """A classifier whose prototypes are self-trained on these unit vectors (a run's items). Raises ValueError."""
-        if self.anchors is None:
-            raise ValueError("only a classifier built from its labels' texts can be adapted")
-        return EmbeddingClassifier(self.embeddings, self.labels, self.max_chars,
-                                   prototypes=self_train_prototypes(vectors, self.anchors, first_weight=first_weight))
-
-    def classify_many(self, texts: list[str]) -> list[tuple[str, float, dict[str, float]]]:
-        return self.classify_vectors(self.embed(texts))
-
-    def classify_vectors(self, vectors: np.ndarray) -> list[tuple[str, float, dict[str, float]]]:
-        """(label, score, probabilities) for each unit vector."""
-        logits = np.asarray(vectors, np.float32) @ self.protos.T / EMBED_TEMPERATURE
-        out = []
-        names = [lb.name for lb in self.labels]
-        for row in logits:
-            probs = _softmax(row)
-            best = int(np.argmax(row))
-            out.append((names[best], float(probs[best]), {n: round(float(p), 4) for n, p in zip(names, probs)}))
-        return out
-
-    def classify(self, text: str) -> tuple[str, float, dict[str, float]]:
-        return self.classify_many([text])[0]
-
-
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[:n]
-
-
-def choose_method(chat, embeddings, labels: list[Label], priority: int = 0) -> tuple[str, dict[str, float]]:
+def choose_method(chat, embeddings, labels: list[Label], priority: int = 0, query: bool = False) -> tuple[str, dict[str, float]]:
     """auto: leave-one-out accuracy of both methods on the labels' examples; embedding without examples or on a tie."""
     if not all(lb.examples for lb in labels) or chat is None:
         return "embedding", {}
@@ -303,7 +170,7 @@ def choose_method(chat, embeddings, labels: list[Label], priority: int = 0) -> t
     emb_ok = lik_ok = 0
     for li, ei in pairs:
         text = labels[li].examples[ei]
-        emb = EmbeddingClassifier(embeddings, labels, skip=(li, ei))
+        emb = EmbeddingClassifier(embeddings, labels, skip=(li, ei), query=query)
         emb_ok += emb.classify(text)[0] == labels[li].name
     lik = LikelihoodClassifier(chat, labels, priority)
     pending = [(li, lik.start(labels[li].examples[ei])) for li, ei in pairs]
@@ -437,9 +304,18 @@ class ClassifyKind:
         doc, chunks = got
         return (doc.get("title") or "") + "\n" + "\n".join(c["text"] for c in chunks)
 
+    @staticmethod
+    def _embeddings(params: dict, ctx: JobContext) -> Any:
+        """The embedding service of the run: the documents' model where prepare_run chose it, else the classify model."""
+        if params.get("_embedder") == "documents" and ctx.embeddings is not None:
+            return ctx.embeddings
+        return ctx.label_embeddings
+
     def _classifier(self, params: dict, ctx: JobContext) -> tuple[str, Any]:
-        key = (repr(params["labels"]), params["method"], params["max_chars"], id(ctx.chat), id(ctx.label_embeddings),
-               getattr(ctx.label_embeddings, "model_name", None),  # a switched embedding model gets new prototypes
+        emb = self._embeddings(params, ctx)
+        query = emb is not ctx.label_embeddings  # the documents' model, chosen for the texts' language: e5's query prompt
+        key = (repr(params["labels"]), params["method"], params["max_chars"], id(ctx.chat), id(emb),
+               getattr(emb, "model_name", None),  # a switched embedding model gets new prototypes
                params.get("_prototypes_id"))
         with self._lock:
             hit = self._cache.get(key)
@@ -448,18 +324,18 @@ class ClassifyKind:
         labels = [Label(**lb) for lb in params["labels"]]
         method = params["method"]
         if params.get("_prototypes") is not None:  # adapted to this run by prepare_run (here or on the owner of a remote run)
-            clf = EmbeddingClassifier(ctx.label_embeddings, labels, params["max_chars"], prototypes=params["_prototypes"])
+            clf = EmbeddingClassifier(emb, labels, params["max_chars"], prototypes=params["_prototypes"], query=query)
             with self._lock:
                 if len(self._cache) >= 64:
                     self._cache.clear()
                 self._cache[key] = ("embedding", clf)
             return "embedding", clf
         if method == "auto":
-            method, _ = choose_method(ctx.chat, ctx.label_embeddings, labels, ctx.priority)
+            method, _ = choose_method(ctx.chat, emb, labels, ctx.priority, query=query)
         if method == "likelihood":
             clf: Any = LikelihoodClassifier(ctx.chat, labels, ctx.priority, max_chars=params["max_chars"])
         else:
-            clf = EmbeddingClassifier(ctx.label_embeddings, labels, params["max_chars"])
+            clf = EmbeddingClassifier(emb, labels, params["max_chars"], query=query)
         with self._lock:
             if len(self._cache) >= 64:  # one entry per label set and per self-trained run: keep it bounded
                 self._cache.clear()
@@ -467,31 +343,33 @@ class ClassifyKind:
         return method, clf
 
     def prepare_run(self, run: RunInfo, items: list[Item], ctx: JobContext) -> dict | None:
-        """The run's params with prototypes self-trained on all its items (embedding method, self_train on), or None.
+        """The run's params with its embedding model chosen (_embedder, see _choose_embedder) and prototypes
+        self-trained on all its items (embedding method, self_train on), or None when neither applies.
 
         Called by the run loop before the run's first item (again on a resumed run, with the same
-        items, so the prototypes come out the same). The items' vectors are kept for start_item.
+        items, so the choice and the prototypes come out the same). The items' vectors are kept for start_item.
         Raises the embedding service's errors (the run then goes on with the labels' own prototypes).
         """
-        params = run.params
+        chosen = self._choose_embedder(run, items, ctx)
+        params = chosen or run.params
         mode = params.get("self_train", "auto")
         if mode is False or params.get("method") == "likelihood" or params.get("_prototypes") is not None:
-            return None
+            return chosen
         if mode == "auto" and (len(items) < SELF_TRAIN_MIN_PER_LABEL * len(params["labels"])
                                or all(len(lb.get("examples") or []) >= SELF_TRAIN_UNTIL_EXAMPLES for lb in params["labels"])):
-            return None
+            return chosen
         try:
             method, clf = self._classifier(params, ctx)
         except ServiceError:
-            return None  # items fail one by one with the reason
+            return chosen  # items fail one by one with the reason
         if method != "embedding" or clf.anchors is None:
-            return None
+            return chosen
         pool = items if len(items) <= SELF_TRAIN_MAX_ITEMS else items[:: -(-len(items) // SELF_TRAIN_MAX_ITEMS)]
         keys: list[str] = []
         chunks: list[np.ndarray] = []
         for i in range(0, len(pool), EMBED_CHUNK):
             if ctx.cancelled():
-                return None
+                return chosen
             texts = []
             for it in pool[i: i + EMBED_CHUNK]:
                 try:
@@ -504,7 +382,7 @@ class ClassifyKind:
             if texts:  # one text a call on the kind's two threads, as items are: 2-3x the items/s of one batched call here
                 chunks.append(np.concatenate(list(self._threads().map(lambda t: clf.embed([t]), texts))))
         if not chunks:
-            return None
+            return chosen
         vectors = np.concatenate(chunks)
         adapted = clf.adapted(vectors)
         pid = hashlib.sha256(adapted.protos.tobytes()).hexdigest()[:16]
@@ -515,6 +393,31 @@ class ClassifyKind:
             self._run_vectors[run.id] = pid
         log.info("run %s: prototypes self-trained on %d items", run.id, len(vectors))
         return {**params, "method": "embedding", "_prototypes": adapted.protos.tolist(), "_prototypes_id": pid}
+
+    def _choose_embedder(self, run: RunInfo, items: list[Item], ctx: JobContext) -> dict | None:
+        """The run's params with "_embedder": "documents" when most of a sample of its items are in a language the
+        classify model was not trained on and the documents' model was (e.g. Dutch: all-MiniLM-L6-v2 is English
+        only, multilingual-e5-small is not), else None (the classify model)."""
+        params = run.params
+        docs, own = ctx.embeddings, ctx.classify_embeddings
+        if params.get("method") == "likelihood" or "_embedder" in params or docs is None or own is None:
+            return None
+        sample = items[:: -(-len(items) // LANGUAGE_SAMPLE)] if items else []
+        texts = []
+        for it in sample:
+            try:
+                texts.append(self._text(it, ctx)[:MAX_TEXT_CHARS])
+            except (ItemError, ServiceError):
+                continue
+        try:
+            lang = main_language(texts)
+            if lang is None or own.covers(lang) or not docs.covers(lang):
+                return None
+        except ServiceError:
+            return None  # a model that does not load: the items say so
+        log.info("run %s: its texts are mostly %r, which %s was not trained on: embedding with %s", run.id, lang,
+                 own.model_name, docs.model_name)
+        return {**params, "_embedder": "documents"}
 
     def start_item(self, item: Item, params: dict, ctx: JobContext) -> _Pending:
         with self._lock:
@@ -527,7 +430,7 @@ class ClassifyKind:
         if vec is None and not text.strip():
             raise ItemError("the text is empty")
         base = {k: item.payload[k] for k in ("document_id", "row", "id") if k in item.payload}
-        extra = {"self_trained": clf.self_trained} if method == "embedding" else {}
+        extra = {"self_trained": clf.self_trained, "embedding_model": self._embeddings(params, ctx).model_name} if method == "embedding" else {}
 
         def finish(res: tuple[str, float, dict]) -> dict:
             label, score, probs = res

@@ -218,6 +218,10 @@ class _SentenceEmbedder:
         """One normalised vector [dim] for a search query (with the model's query prompt, if it has one)."""
         return self._encode([text], QUERY_PROMPTS)[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Like embed, with the model's query prompt (if it has one) before each text instead of its passage prompt."""
+        return self._encode(texts, QUERY_PROMPTS)
+
     def _encode(self, texts: Sequence[str], prompt_names: tuple[str, ...]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

@@ -71,6 +71,19 @@ class EmbeddingService:
         return {"name": self.model_name, "dim": int(getattr(inner, "dim", 0) or 0), "window": int(getattr(inner, "max_tokens", 0) or 0),
                 "modified": folder.stat().st_mtime if folder is not None and folder.exists() else 0.0}
 
+    @property
+    def languages(self) -> tuple[str, ...] | None:
+        """ISO 639-1 codes the loaded model was trained on (all-MiniLM-L6-v2: English; rag.embedder), None when
+        unknown (taken to cover every language) or when no model is loaded."""
+        e = self._embedder()
+        langs = getattr(getattr(e, "embedder", e), "languages", None) if e is not None else None
+        return tuple(langs) if langs else None
+
+    def covers(self, lang: str) -> bool:
+        """Whether the loaded model was trained on lang (a model of unknown languages is taken to cover all)."""
+        langs = self.languages
+        return langs is None or lang in langs
+
     def check_model(self, name: str) -> None:
         served = self.model_name
         if served is None:
@@ -82,12 +95,12 @@ class EmbeddingService:
         why = self._status()
         return "embedding model not loaded" + (f": {why}" if why else "")
 
-    def embed(self, texts: list[str], dimensions: int | None = None) -> tuple[np.ndarray, int]:
+    def embed(self, texts: list[str], dimensions: int | None = None, query: bool = False) -> tuple[np.ndarray, int]:
         """Embeddings (one float32 row per text) and the input token count; see embed_texts (texts are truncated)."""
-        out = self.embed_texts(texts, dimensions)
+        out = self.embed_texts(texts, dimensions, query=query)
         return out.vectors, out.tokens
 
-    def embed_texts(self, texts: list[str], dimensions: int | None = None, truncate: bool = True) -> Embedded:
+    def embed_texts(self, texts: list[str], dimensions: int | None = None, truncate: bool = True, query: bool = False) -> Embedded:
         """Embeddings, the inputs' real token count and how many were cut to the model's window.
 
         A text longer than the window (max_tokens, special tokens included) is truncated when `truncate`
@@ -95,7 +108,8 @@ class EmbeddingService:
         window holds. Otherwise nothing is embedded, and a text whose first words already fill the window is
         refused without being tokenized whole. Raises InputTooLongError (400) then, UnavailableError when no
         embedding model is loaded, InvalidRequestError when `dimensions` (OpenAI's shortened vectors) is not the
-        model's own dimension.
+        model's own dimension. query: with the model's query prompt (e5's "query: ") where the embedder has one,
+        instead of its passage prompt.
         """
         e = self._embedder()
         if e is None:
@@ -104,7 +118,7 @@ class EmbeddingService:
         tok = getattr(inner, "tokenizer", None)
         limit = int(getattr(inner, "max_tokens", 0) or 0)
         if tok is None or not hasattr(tok, "encode_batch") or not limit:
-            vecs = np.asarray(e.embed(list(texts)), dtype=np.float32)
+            vecs = np.asarray(self._embed_with(e, list(texts), query), dtype=np.float32)
             return Embedded(self._check_dimensions(vecs, dimensions), 0, 0, 0)
         if not truncate:
             for i, text in enumerate(texts):
@@ -118,8 +132,13 @@ class EmbeddingService:
         if over and not truncate:
             raise self._too_long(texts, over[0], f"{counts[over[0]]}", limit, f" ({len(over)} of {len(texts)} inputs are too long)")
         shown = [self._window(tok, t, limit) if c > limit else t for t, c in zip(texts, counts)]
-        vecs = np.asarray(e.embed(shown), dtype=np.float32)
+        vecs = np.asarray(self._embed_with(e, shown, query), dtype=np.float32)
         return Embedded(self._check_dimensions(vecs, dimensions), sum(counts), len(over), limit)
+
+    @staticmethod
+    def _embed_with(e: Any, texts: list[str], query: bool) -> Any:
+        queries = getattr(getattr(e, "embedder", e), "embed_queries", None) if query else None
+        return queries(texts) if queries is not None else e.embed(texts)
 
     @staticmethod
     def _window(tok: Any, text: str, limit: int) -> str:
@@ -141,6 +160,19 @@ class EmbeddingService:
             raise InvalidRequestError(f"this embedding model gives {vecs.shape[1]}-dimensional vectors and cannot shorten them: "
                                       f"leave `dimensions` out or send {vecs.shape[1]}", param="dimensions", code="invalid_value")
         return vecs
+
+
+def main_language(texts: Sequence[str]) -> str | None:
+    """The language most of texts are in (rag.language.detect; texts without letters do not count), or None for
+    none or a tie."""
+    from collections import Counter
+
+    from edge_agent.rag.language import UNKNOWN, detect
+
+    counts = Counter(lang for lang in map(detect, texts) if lang != UNKNOWN).most_common(2)
+    if not counts or (len(counts) == 2 and counts[0][1] == counts[1][1]):
+        return None
+    return counts[0][0]
 
 
 # The head of a text read to refuse it (truncate false): this many characters per token of the window (16 KiB for a

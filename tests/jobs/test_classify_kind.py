@@ -274,3 +274,58 @@ def test_classify_embedding_model_is_given_back_when_idle_and_loads_again(tiny_b
         assert rt.jobs.ctx.classify_embeddings._embedder() is emb and emb.loaded  # the same embedder, its weights loaded again
     finally:
         rt.close()
+
+
+DUTCH = [  # (text, label): what a Dutch office files, in the words a Dutch clerk would use
+    ("Hierbij ontvangt u de factuur voor de geleverde diensten in maart. Wij verzoeken u het bedrag binnen dertig dagen over te maken.", "factuur"),
+    ("De betaling van de openstaande factuur is nog niet ontvangen; wij vragen u het totaalbedrag alsnog te voldoen.", "factuur"),
+    ("Ik ben zeer ontevreden over de levering: het pakket kwam twee weken te laat en de doos was beschadigd.", "klacht"),
+    ("Graag dien ik een klacht in over de klantenservice, die mijn vragen niet heeft beantwoord.", "klacht"),
+    ("Partijen komen overeen dat de opdrachtnemer de werkzaamheden uitvoert volgens de voorwaarden in deze overeenkomst.", "contract"),
+    ("Deze overeenkomst gaat in op de datum van ondertekening en wordt aangegaan voor de duur van twee jaar.", "contract"),
+]
+
+
+def test_a_run_in_a_language_the_classify_model_does_not_cover_embeds_with_the_documents_model(tiny_bundles, tmp_path):
+    """all-MiniLM-L6-v2 (classify's model) is English only: a run of Dutch texts embeds with the documents' model
+    (here a tiny one of unknown languages, taken to cover all), and says so in each result; an English run keeps
+    the classify model."""
+    from jobs_helpers import EMBED_CACHE, job_settings
+    from tiny_models import make_sentence_transformer
+
+    from edge_agent.rag.embedder import PACKAGED_MODEL
+    from edge_agent.runtime import build_runtime
+    from edge_agent.services.documents import DocumentService
+
+    tiny = make_sentence_transformer(tmp_path / "tiny")
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "embedding-cache").symlink_to(EMBED_CACHE)
+    settings = job_settings(tiny_bundles, tmp_path, embedding_model=str(tiny))
+    rt = build_runtime(settings, documents=DocumentService.from_settings(settings), start_jobs=False)
+    try:
+        labels = ["factuur", "klacht", "contract"]
+        rt.jobs.create_job("nl", "classify", {"labels": labels, "method": "embedding", "source": "texts",
+                                              "texts": [t for t, _ in DUTCH]})
+        run = rt.jobs.run_foreground("nl")
+        assert run.status == "succeeded" and run.counts["succeeded"] == len(DUTCH)
+        used = {r.result["embedding_model"] for r in rt.jobs.results(run.id)[0]}
+        assert used == {rt.embeddings.model_name} and not rt.embeddings.model_name.startswith(PACKAGED_MODEL)
+        english = [t for t, _ in corpus()[:6]]
+        rt.jobs.create_job("en", "classify", {"labels": list(SUBJECTS), "method": "embedding", "source": "texts", "texts": english})
+        run = rt.jobs.run_foreground("en")
+        assert run.status == "succeeded"
+        assert {r.result["embedding_model"] for r in rt.jobs.results(run.id)[0]} == {rt.jobs.ctx.classify_embeddings.model_name}
+        assert rt.jobs.ctx.classify_embeddings.model_name.startswith(PACKAGED_MODEL)
+    finally:
+        rt.close()
+
+
+def test_main_language_counts_texts_and_leaves_ties_and_empty_undecided():
+    from edge_agent.services.embeddings import main_language
+
+    nl = [t for t, _ in DUTCH]
+    en = [t for t, _ in corpus()[:4]]
+    assert main_language(nl + en[:2]) == "nl"
+    assert main_language(en + nl[:2]) == "en"
+    assert main_language(nl[:2] + en[:2]) is None
+    assert main_language(["", "1234 5678", "---"]) is None

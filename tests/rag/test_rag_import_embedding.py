@@ -309,3 +309,26 @@ def test_import_without_languages_takes_the_model_cards(tiny_st, model_cli, tmp_
     assert model_cli("import-embedding", str(folder), "--name", "carded", "--force", "--languages", "de") == 0
     manifest = json.loads((dest / LANGUAGES_FILE).read_text())
     assert manifest["languages"] == ["de"] and manifest["languages_from"] == "given"
+
+
+def test_query_embeddings_carry_the_models_query_prompt(tiny_st, tmp_path):
+    """A model with named prompts (e5: "query: ", "passage: "): embed gives passages theirs, embed_queries (and the
+    embedding service's query=True, which classify uses for e5) the query prompt, one vector each as embed_query does."""
+    import shutil
+
+    from edge_agent.rag.embedder import OnnxEmbedder
+    from edge_agent.services.embeddings import EmbeddingService
+
+    folder = tmp_path / "prompted"
+    shutil.copytree(tiny_st, folder)
+    cfg = folder / "config_sentence_transformers.json"
+    conf = json.loads(cfg.read_text()) if cfg.is_file() else {}
+    cfg.write_text(json.dumps({**conf, "prompts": {"query": "query: ", "passage": "passage: "}}))
+    emb = OnnxEmbedder(folder, cache_dir=tmp_path / "cache")
+    texts = ["the archive code is probe", "de code van het archief"]
+    queries = emb.embed_queries(texts)
+    assert np.allclose(queries[1], emb.embed_query(texts[1]), atol=1e-4)  # (padded in a batch of two: ~3e-5)
+    assert float((queries * emb.embed(texts)).sum(1).max()) < 0.9999  # not the passage vectors
+    svc = EmbeddingService(lambda: emb)
+    assert np.allclose(svc.embed(texts, query=True)[0], queries, atol=1e-6)
+    assert np.allclose(svc.embed(texts)[0], emb.embed(texts), atol=1e-6)
