@@ -64,7 +64,7 @@ def _service(settings: Any, check: bool = True, write: bool = True, check_on_ope
     """The DocumentService over settings (the CLI's: `settings_from(args)`, global flags included). Writing
     commands need the index to themselves: while a daemon owns it they exit with status 2 saying what to do
     instead (busy_hint); reading ones fall back to a read-only view."""
-    from edge_agent.services.documents import DocumentService, IndexInUseError
+    from edge_agent.services.documents import DocumentService, IndexInUseError, IndexUnreadableError
 
     try:
         svc = DocumentService.from_settings(settings, check_on_open=check_on_open)
@@ -72,7 +72,10 @@ def _service(settings: Any, check: bool = True, write: bool = True, check_on_ope
         if write:
             raise SystemExit(_fail(f"{e}: {busy_hint}")) from None
         print(f"note: {e}; reading it without changes", file=sys.stderr)
-        return DocumentService.from_settings(settings, read_only=True)
+        try:
+            return DocumentService.from_settings(settings, read_only=True)
+        except IndexUnreadableError as e:
+            raise SystemExit(_fail(str(e))) from None
     if check and svc.last_check is not None and not svc.last_check.ok:
         for problem in svc.last_check.problems:
             print(f"index check: {problem}", file=sys.stderr)

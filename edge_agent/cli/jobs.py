@@ -136,7 +136,7 @@ class _Documents:
 
     def __call__(self):
         if self.svc is None and self.status is None:
-            from edge_agent.services.documents import DocumentService, IndexInUseError
+            from edge_agent.services.documents import DocumentService, IndexInUseError, IndexUnreadableError
 
             try:
                 self.svc = DocumentService.from_settings(self.settings)
@@ -144,7 +144,10 @@ class _Documents:
                 if self.writable:
                     raise SystemExit(_fail(f"{e}: run the job through the daemon (POST /v1/jobs/{self.job}/run) "
                                            "or stop the daemon first")) from None
-                self.svc = DocumentService.from_settings(self.settings, read_only=True)
+                try:
+                    self.svc = DocumentService.from_settings(self.settings, read_only=True)
+                except IndexUnreadableError as e:
+                    raise SystemExit(_fail(str(e))) from None
         return self.svc
 
     def close(self) -> None:

@@ -98,6 +98,10 @@ class IndexInUseError(DocumentError):
         self.pid = pid
 
 
+class IndexUnreadableError(DocumentError):
+    """A read-only view cannot open the documents database without writing to it (none yet, or migrations missing)."""
+
+
 class ReadOnlyError(DocumentError):
     """A write on a service opened read-only (another process owns the index)."""
 

@@ -33,6 +33,7 @@ from edge_agent.services.document_results import (
     DocumentNotFoundError,
     FileTooLargeError,
     IndexInUseError,
+    IndexUnreadableError,
     escaped_name,
     file_name_error,
     IngestResult,
@@ -50,6 +51,7 @@ from edge_agent.services.storage import (  # disk_status: for /ready and doctor
     is_disk_full,
 )
 from edge_agent.store import ChunkRecord, DocumentStore, SqliteDatabase
+from edge_agent.store.db import MigrationError
 from edge_agent.store.documents import DocumentMeta
 from edge_agent.store.summaries import SummaryStore
 from edge_agent.store.labels import LabelStore
@@ -135,7 +137,9 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         """Build the service from Settings (the embedder is loaded unless given); checks the index on open.
 
         Unless read_only, the service owns the index folder: raises IndexInUseError at once when
-        another process (a running daemon, another `edge-agent index` command) owns it.
+        another process (a running daemon, another `edge-agent index` command) owns it. read_only opens the
+        database read-only too: raises IndexUnreadableError when there is none or when it lacks migrations that
+        this version would apply (its owner has not applied them).
         """
         note = getattr(settings, "index_dir_note", lambda: None)()
         if note:
@@ -152,8 +156,11 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
                 from edge_agent.rag.embedder import build_embedder
 
                 embedder = build_embedder(settings)
-            if db is None:
-                db = opened = SqliteDatabase(default_db_path(settings))
+            if db is None:  # a read-only view writes nothing, not even a migration (the owner, e.g. the daemon, applies them)
+                try:
+                    db = opened = SqliteDatabase(default_db_path(settings), read_only=read_only)
+                except (FileNotFoundError, MigrationError) as e:
+                    raise IndexUnreadableError(f"cannot read the documents database without changing it: {e}") from None
             from edge_agent.services.reembed import BackgroundReembed, serving_embedder
 
             embedder, switch_to = serving_embedder(settings, DocumentStore(db), embedder, read_only)  # old model serves during a switch

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from edge_agent.services.documents import DocumentService, IndexInUseError, ReadOnlyError
+from edge_agent.services.documents import DocumentService, IndexInUseError, IndexUnreadableError, ReadOnlyError
 
 
 def test_a_second_writer_is_refused_and_a_reader_sees_committed_documents(make_service, make_settings, embedder):
@@ -34,6 +34,31 @@ def test_a_second_writer_is_refused_and_a_reader_sees_committed_documents(make_s
         assert again.last_check.ok and again.store.count() == 1
     finally:
         again.close()
+
+
+def test_a_reader_changes_nothing_in_a_database_its_owner_has_not_migrated(make_service, make_settings, embedder):
+    """The read-only view (commands while the daemon runs) writes nothing, not even a migration: a database without
+    this version's newest migration (as an older daemon leaves it) is refused with a clear error and left as it was;
+    with no database at all it says so and creates none."""
+    import sqlite3
+
+    from edge_agent.store.migrations import MIGRATIONS
+
+    owner = make_service()
+    owner.add_text("Alpha", "Alpha centauri is the closest star system.")
+    db_path = owner.store.db.path
+    owner.close()
+    newest = max(m.version for m in MIGRATIONS)
+    with sqlite3.connect(db_path) as conn:  # as if an older daemon had made it
+        conn.execute("DELETE FROM schema_migrations WHERE version = ?", (newest,))
+    with pytest.raises(IndexUnreadableError, match=f"lacks schema versions \\[{newest}\\]"):
+        DocumentService.from_settings(make_settings(), embedder=embedder, read_only=True)
+    with sqlite3.connect(db_path) as conn:  # not applied by the reader
+        assert newest not in {v for (v,) in conn.execute("SELECT version FROM schema_migrations")}
+    fresh = make_settings(data_dir=str(db_path.parent / "empty"))
+    with pytest.raises(IndexUnreadableError, match="no database"):
+        DocumentService.from_settings(fresh, embedder=embedder, read_only=True)
+    assert not (db_path.parent / "empty").exists()
 
 
 def test_reader_builds_a_lagging_index_in_memory_and_leaves_the_file_alone(make_service, make_settings, embedder):
