@@ -4,7 +4,8 @@ Summaries (document_summaries) and labels (document_labels) record the content h
 from, and summarize calls a summary current while that hash is the document's (with the same bundle and prompt
 version). The bytes are not the text, though: a file read again by a newer reader (rag.reader_version) keeps its
 hash while its chunks may change (a Sphinx page's footer dropped). So when a document is stored again under the
-same hash, its old and new texts are compared, chunk by chunk in order (DocumentStore.replace): when they differ,
+same hash, its old and new texts are compared (DocumentStore.replace; chunks_digest: the words the chunks hold, so
+a re-chunk of the same text is no change): when they differ,
 its summary and labels are marked stale, their content_hash prefixed with STALE ("stale:<hash>", which no document's
 hash equals), so the next run redoes them while the old ones stay shown until then (nothing is deleted before its
 replacement exists). Identical texts (most re-reads: most loaders did not change) leave them current.
@@ -31,13 +32,19 @@ class TextState:
 
 
 def chunks_digest(chunks: Iterable[tuple[str, int, int]]) -> str:
-    """A digest of a document's chunks, (text, char_start, char_end) in order."""
-    h = hashlib.sha256()
-    for text, start, end in chunks:
-        data = text.encode("utf-8", "surrogatepass")
-        h.update(f"{len(data)}:{start}:{end}:".encode())
-        h.update(data)
-    return h.hexdigest()
+    """A digest of the text a document's chunks hold, (text, char_start, char_end) in order: their overlaps removed
+    and each run of whitespace one space (chunks are exact slices of the text that leave out only whitespace,
+    rag.chunking), so the same text cut into other chunks (a chunk_tokens or chunk_overlap change) has the same
+    digest and keeps its summary and labels current; a change of words, or of their order, does not."""
+    parts: list[str] = []
+    end = None
+    for text, start, stop in chunks:
+        if end is None or start >= end:
+            parts.append(text if end is None or start == end else " " + text)
+        else:
+            parts.append(text[end - start:])
+        end = stop if end is None else max(end, stop)
+    return hashlib.sha256(" ".join("".join(parts).split()).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def text_state(conn: sqlite3.Connection, document_id: int) -> TextState | None:

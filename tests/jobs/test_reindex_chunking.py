@@ -1,7 +1,8 @@
 """A changed chunk_tokens (or chunk_overlap) re-chunks the documents: the parameters the index was cut with are recorded
 (index_meta), and a writer that opens it with other ones makes every document read by an older reader, so the coming
 reindex runs read them again (at most reread_limit a run) and cut them anew; `index stats` and doctor say how many wait.
-Before, a changed chunk_tokens re-chunked nothing: only new and changed files got the new size."""
+Before, a changed chunk_tokens re-chunked nothing: only new and changed files got the new size. A re-chunk keeps the
+text, so the documents' labels (and summaries) stay current: no classify or summarize run redoes them."""
 from __future__ import annotations
 
 from jobs_helpers import doc_text
@@ -11,6 +12,11 @@ def _run(rt, job: str):
     run = rt.jobs.run_foreground(job)
     assert run.status == "succeeded", run.error
     return {i.key.rsplit("/", 1)[-1]: i.result for i in rt.jobs.results(run.id)[0]}
+
+
+def _label_hashes(docs) -> dict[int, str]:
+    with docs.store.db.read() as conn:
+        return {r[0]: r[1] for r in conn.execute("SELECT document_id, content_hash FROM document_labels")}
 
 
 def _sizes(docs, doc_id: int) -> list[int]:
@@ -33,6 +39,9 @@ def test_a_changed_chunk_size_rechunks_every_document_over_the_coming_reindex_ru
     before = {k: _sizes(docs, i) for k, i in ids.items()}
     assert all(len(s) >= 2 and max(s) > 60 for s in before.values()), before
     assert docs.stats()["reader"]["chunking"]["recorded"] == {"chunk_tokens": 120, "chunk_overlap": 10}
+    rt.jobs.create_job("cls", "classify", {"labels": ["harbour", "orchard"], "method": "embedding", "self_train": False})
+    assert rt.jobs.run_foreground("cls").counts["succeeded"] == 3
+    assert _label_hashes(docs) == {i: docs.store.get(i).content_hash for i in ids.values()}
 
     # a read-only view with other settings (doctor, `index stats` beside the daemon) says what they would do, and
     # changes nothing
@@ -60,7 +69,7 @@ def test_a_changed_chunk_size_rechunks_every_document_over_the_coming_reindex_ru
 
     rows = _run(rt, "ri")
     assert sorted((r["action"], r.get("reread"), r.get("text")) for r in rows.values()) == [
-        ("unchanged", "later", None), ("updated", "done", "changed"), ("updated", "done", "changed")]
+        ("unchanged", "later", None), ("updated", "done", "same"), ("updated", "done", "same")]
     for k, r in rows.items():
         sizes = _sizes(docs, ids[k])
         if r["action"] == "updated":
@@ -68,6 +77,7 @@ def test_a_changed_chunk_size_rechunks_every_document_over_the_coming_reindex_ru
         else:
             assert sizes == before[k]
     assert docs.stats()["reader"]["outdated_files"] == 1
+    assert _label_hashes(docs) == {i: docs.store.get(i).content_hash for i in ids.values()}  # cut anew, labels current
 
     rows = _run(rt, "ri")
     assert sorted(r["action"] for r in rows.values()) == ["unchanged", "unchanged", "updated"]
