@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_agent.rag import language
+from edge_agent.services import persons
 from edge_agent.services.asks import _CODE, _DIGITS, _TABLE_ROW, CODE_PENALTY, KIND_BONUS, answer_kind, answers_kind, fits, thing_check
 from edge_agent.services.sentences import (
     CLOSED,
@@ -74,12 +75,14 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     """Every sentence of the chunks (best-ranked chunk first), best match to the question first (see the module doc):
     a question word matched only as part of a compound counts in part (match_credits); a sentence that holds what
     the question asks for (a figure for "how many", an amount for "what does it cost": answer_kind; a name for "who"
-    is checked, not ranked by) gains KIND_BONUS,
+    is checked, not ranked by, except for a party by its role: persons.asks_party) gains KIND_BONUS,
     one that reads as code (a ">>>" prompt, a grammar rule) loses CODE_PENALTY."""
     # a dotted figure the question names ("artikel 4.2", "Python 3.12") is a term of its own, as the index reads it
     # (language.terms): content_terms keeps only its parts, "4" and "2", which clause 4.1's heading holds as well
     qterms = language.content_terms(question, lang) | set(_DOTTED_FIGURE.findall(question))
     kind = answer_kind(question, lang)
+    # "Wie is de opdrachtnemer?": every clause of a contract names the party; the one that names who it is ranks first
+    party = kind == "name" and persons.asks_party(question, lang)
     qwords = question_words(question, lang)
     items = []
     after: dict[tuple[int, int], str] = {}
@@ -107,7 +110,7 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     for r, j, s, cr in items:
         match = sum(weight[t] * v for t, v in cr.items()) / total
         score = match - RANK_PENALTY * r
-        if match > 0 and kind and kind != "name" and fits(s, kind, question, lang):  # a name: checked, not ranked by
+        if match > 0 and kind and (kind != "name" or party) and fits(s, kind, question, lang):  # a name: checked, not ranked by
             score += KIND_BONUS
         if _CODE.search(s):
             score -= CODE_PENALTY

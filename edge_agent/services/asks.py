@@ -234,7 +234,8 @@ def fits(text: str, kind: str, question: str, lang: str) -> bool:
     a number word, "duizenden" too) for "number", a figure and an amount of money (figures.states_money) for "money", a
     name as code writes it for "code", a capitalised word that is not the question's, a stop word, a question word
     ("When" after a code line) or (in a text of more than NAME_ANSWER_WORDS words) the first word, for "name" (for a
-    question about a person, a person's name: persons.names_person); a year (1500-2099) the question does not name, for "year";
+    question about a person, a person's name: persons.names_person, or for a party by its role an organisation's:
+    persons.names_organisation); a year (1500-2099) the question does not name, for "year";
     a version it does not name (versions), for "version"; a year, a month or a version, for "date"."""
     if kind == "year":
         return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)))
@@ -244,6 +245,8 @@ def fits(text: str, kind: str, question: str, lang: str) -> bool:
         return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)) or _MONTH.search(text)
                     or versions(text) - versions(question))
     if kind == "name" and persons.asks_person(question, lang):  # a person's name, not "Intel" or "PEP"
+        if persons.asks_party(question, lang) and persons.names_organisation(text, question, lang):
+            return True  # "Wie is de opdrachtnemer?": a company is a party too
         return persons.names_person(text, question, lang)
     if kind == "name":
         asked = ({language.fold(w) for w in _WORD.findall(question.casefold())} | language.stop_words(lang)

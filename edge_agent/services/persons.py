@@ -9,6 +9,9 @@ stop word, or a sentence's first word unless a name follows it; or one capitalis
 organisation: it is no person question. (asks.answer_kind gives "name" to who-questions only, so "Hoe heet de
 topman" keeps its words-only path: its kind would make a passage that says "CEO" for "topman" be declined.) A
 who-question about a procedure ("Wie beslist over mijn verlof?", asks_role) is answered by a role as well: no name needed.
+A who-question about a party by its role in a document ("Wie is de opdrachtnemer?", "Who is the Supplier?": asks_party)
+is answered by a person or an organisation, which contracts name by its legal form ("Van Dijk Bouwadvies B.V.",
+"Harbourline Logistics Ltd") or its kind ("Stichting Zorggroep Eemland", "Westmere County Council": names_organisation).
 """
 from __future__ import annotations
 
@@ -39,6 +42,18 @@ _ROLE_ANSWER = re.compile(
     r"moet|moeten|mag|mogen|kan|kunnen|beslist|beslissen|besluit|keurt|keuren|betaalt|betalen|bepaalt|bepalen|controleert|"
     r"ondertekent|tekent|beoordeelt|behandelt|verantwoordelijk|aansprakelijk|bevoegd|must|should|can|may|need|needs|"
     r"decides|decide|approves|approve|pays|pay|signs|sign|reviews|determines|handles|responsible|liable|authorised|authorized)\b")
+# offices only a person holds, beside _ROLES ("Wie is de minister-president?", "Who is the mayor?")
+_OFFICES = ("burgemeester|wethouder|koning|koningin|paus|rector|decaan|rechter|notaris|advocaat|arts|huisarts|mayor|king|queen|"
+            "pope|judge|governor|senator|dean|chancellor|prime|secretary|manager|owner|eigenaar|partner")
+_PERSON_NOUNS = tuple(r for r in f"{_ROLES}|{_OFFICES}".split("|") if " " not in r)
+# "wie is de X" / "who is the X" with X no person's role (_ROLES): a party of a contract, a letter, a case
+_PARTY_ASKS = re.compile(r"^\W*(?:wie|who)\s+(?:is|zijn|was|waren|are|were)\s+(?:de|het|the)\s+(\w[\w-]*)")
+# an organisation's legal form after its name (a word of its own, dots optional) or its kind before or after it
+_LEGAL_FORMS = re.compile(r"^(?:b\.?v\.?|n\.?v\.?|v\.?o\.?f\.?|c\.?v\.?|ltd\.?|limited|llp|llc|inc\.?|incorporated|corp\.?|"
+                          r"plc|gmbh|ag|s\.?a\.?|s\.?a\.?s\.?|s\.?r\.?l\.?|se|bvba|nv)$", re.IGNORECASE)
+_ORGANISATION_KINDS = frozenset("stichting vereniging coöperatie cooperatie gemeente provincie waterschap ministerie universiteit "
+                                "hogeschool ziekenhuis maatschap council foundation association university ministry hospital "
+                                "municipality authority agency trust".split())
 _PARTICLES = frozenset("van de der den het ter ten von zu da di del della le la du dos bin ibn al el".split())
 _TITLES = frozenset("ceo cto cfo topman directeur oprichter voorzitter president founder chairman dr prof mr "
                     "mrs ms sir dhr mevr meneer mevrouw drs ir mw".split())
@@ -65,6 +80,39 @@ def asks_person(question: str, lang: str) -> bool:
     if _ORGANISATION.search(low):
         return False
     return asks_who(question, lang) or bool(_ROLE_ASKS.search(low))
+
+
+def asks_party(question: str, lang: str) -> bool:
+    """Whether a who-question asks for a party by its role ("Wie is de opdrachtnemer?", "Who is the Customer?"), which a
+    person or an organisation answers; not a person's role ("Wie is de topman van AMD?": _ROLES)."""
+    m = _PARTY_ASKS.search(question.casefold())
+    return bool(m) and not any(_person_noun(part) for part in m.group(1).split("-"))
+
+
+def _person_noun(word: str) -> bool:
+    """Whether a noun names a person's role or office, compounds and plurals too ("hoofdauteur", "authors")."""
+    stems = {word, word[:-1] if word.endswith("s") else word, word[:-2] if word.endswith("en") else word}
+    return any(stem.endswith(role) for stem in stems for role in _PERSON_NOUNS)
+
+
+def names_organisation(text: str, question: str, lang: str) -> bool:
+    """Whether text names an organisation the question does not: a capitalised name with its legal form after it
+    ("Van Dijk Bouwadvies B.V.", "Harbourline Logistics Ltd"), or a kind of organisation next to a capitalised name
+    ("Stichting Zorggroep Eemland", "Westmere County Council")."""
+    asked = {language.fold(w) for w in language.words(question.casefold())}
+    raw = text.split()
+    words = [w.strip(_EDGES) for w in raw]
+
+    def named(i: int) -> bool:  # a capitalised word (an acronym too: "ING Bank N.V.") the question does not hold
+        w = words[i] if 0 <= i < len(words) else ""
+        return len(w) > 1 and w[0].isupper() and language.fold(w.casefold()) not in asked
+
+    for i, w in enumerate(words):
+        if i and _LEGAL_FORMS.match(raw[i].strip("\"'“”‘’()[],;:")) and named(i - 1) and not raw[i - 1].endswith((",", ";", ":")):
+            return True
+        if w.casefold() in _ORGANISATION_KINDS and w[:1].isupper() and (named(i + 1) or named(i - 1)):
+            return True
+    return False
 
 
 def _capitalised(word: str) -> bool:

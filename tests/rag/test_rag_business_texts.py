@@ -133,3 +133,66 @@ def test_a_letters_greeting_heads_no_sentence_and_is_never_quoted():
     text, how = _answer("By when should Marco send the signed copy?", [mail], "en")
     assert text == '"Please send the signed copy before 14 April 2026 so that the bank can release the deposit." [1]', (text, how)
     assert S.split_sentences("Geachte heer Jansen,\n\nHierbij de offerte.") == ["Geachte heer Jansen,", "Hierbij de offerte."]
+
+
+PARTIES = ('OVEREENKOMST VAN OPDRACHT\n\nDe ondergetekenden:\n\n1. Van Dijk Bouwadvies B.V., gevestigd te Amersfoort, ingeschreven '
+            'in het handelsregister onder nummer 61234567, hierna te noemen: "Opdrachtnemer";\n\n2. Stichting Zorggroep '
+            'Eemland, gevestigd te Baarn, hierna te noemen: "Opdrachtgever";\n\nkomen het volgende overeen.\n\n'
+            'Artikel 1 Opdracht\n1.1 Opdrachtgever verleent aan Opdrachtnemer de opdracht tot het adviseren over de renovatie.\n'
+            '1.2 Opdrachtnemer voert de opdracht uit naar beste inzicht en vermogen.')
+PARTY_CLAUSES = ('Artikel 3 Vergoeding\n3.1 Opdrachtnemer ontvangt een vergoeding van 95 euro per uur, exclusief btw.\n'
+           '3.2 Opdrachtnemer factureert maandelijks; Opdrachtgever betaalt binnen 30 dagen na factuurdatum.\n\n'
+           'Artikel 4 Geheimhouding\n4.1 Opdrachtnemer houdt alle informatie over de cliënten van Opdrachtgever geheim.')
+AGREEMENT_EN = ('This Services Agreement is made between Harbourline Logistics Ltd, a company registered in England under number '
+             '08812345 (hereinafter referred to as the "Supplier"), and Westmere County Council (hereinafter the "Customer"). '
+             '1. Services. The Supplier shall provide the warehousing services described in Schedule 1.')
+
+
+@pytest.mark.parametrize("question, lang, party", [
+    ("Wie is de opdrachtnemer?", "nl", True), ("Who is the Customer in the services agreement?", "en", True),
+    ("Wie is de verhuurder?", "nl", True), ("Wie is de topman van AMD?", "nl", False),
+    ("Wie is de minister-president van Nederland?", "nl", False), ("Who proposed the match statement?", "en", False),
+    ("Who is the author of PEP 8?", "en", False), ("Wie is Guido van Rossum?", "nl", False),
+])
+def test_a_who_question_about_a_party_by_its_role(question, lang, party):
+    assert persons.asks_party(question, lang) is party
+
+
+@pytest.mark.parametrize("text, named", [
+    ("1. Van Dijk Bouwadvies B.V., gevestigd te Amersfoort", True), ("Stichting Zorggroep Eemland, gevestigd te Baarn", True),
+    ("between Harbourline Logistics Ltd, a company registered in England", True), ("and Westmere County Council (the Customer)", True),
+    ("ING Bank N.V. is a bank.", True), ("Opdrachtnemer voert de opdracht uit naar beste inzicht.", False),
+    ("De stichting beheert het fonds.", False), ("Intel en AMD maken processors.", False),
+])
+def test_an_organisation_is_named_by_its_legal_form_or_its_kind(text, named):
+    assert persons.names_organisation(text, "Wie is de opdrachtnemer?", "nl") is named
+
+
+@pytest.mark.parametrize("question, lang, texts, says", [
+    ("Wie is de opdrachtnemer?", "nl", [PARTY_CLAUSES, PARTIES], "Van Dijk Bouwadvies B.V."),
+    ("Wie is de opdrachtgever?", "nl", [PARTY_CLAUSES, PARTIES], "Stichting Zorggroep Eemland"),
+    ("Who is the Customer in the services agreement?", "en", [AGREEMENT_EN], "Westmere County Council"),
+])
+def test_a_contract_party_asked_by_its_role_is_answered_by_the_sentence_that_names_it(question, lang, texts, says):
+    """Every clause names the party by its defined term; the sentence that says who it is (a company, a foundation, a
+    council: no person) is quoted, where the person check declined and the clauses outranked it."""
+    answer, how = _answer(question, texts, lang)
+    assert says in answer and how["answer"] == "extractive", (answer, how)
+
+
+def test_a_party_sentence_stays_shown_when_the_models_likelihood_prefers_the_clauses():
+    """The likelihood rerank may put the clauses that name the party first; the one that says who it is stays among
+    the sentences shown to the model and quoted (grounding.focus)."""
+    from edge_agent.services.grounding import focus
+
+    def likely(texts: list[str]) -> list[float]:  # the model's likelihood of the question: highest after the clauses
+        return [0.0 if "Stichting" in t else 5.0 for t in texts]
+
+    q = "Wie is de opdrachtgever?"
+    chunks = [_chunk(PARTY_CLAUSES, 0), _chunk(PARTIES, 1)]
+    shown = focus(q, chunks, "nl", "Tekst", 3, likely, rerank=5)
+    assert any("Stichting Zorggroep Eemland" in s.text for _, s in shown.evidence), shown.evidence
+    answer, _ = A.settle("", q, shown.evidence, "nl", DECLINE, passages=[PARTY_CLAUSES, PARTIES])
+    assert "Stichting Zorggroep Eemland" in answer
+    plain = focus("Wat is het uurtarief van de opdrachtnemer?", chunks, "nl", "Tekst", 3, likely, rerank=5)
+    assert not any("Stichting" in s.text for _, s in plain.evidence)  # other questions: as ranked
