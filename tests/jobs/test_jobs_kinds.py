@@ -252,6 +252,47 @@ def test_reindex_skips_binary_under_a_text_name_and_an_empty_file_until_it_has_t
     assert rows["later.html"].result["action"] == "added"
 
 
+def test_reindex_skips_a_named_pipe_or_socket_instead_of_waiting_on_it(make_runtime, tmp_path, monkeypatch):
+    """A named pipe (FIFO) in a watched folder stopped the nightly reindex for good: opening it waits for a writer, so
+    the run stayed "running" with nothing committed and a cancel could not stop it. Pipes and sockets are skipped,
+    saying why, the other files indexed; adding one by path fails with the same reason instead of hanging."""
+    import os
+    import socket
+    import threading
+
+    from edge_agent.services.paths import NOT_REGULAR
+
+    rt = make_runtime()
+    shared = tmp_path / "docs" / "shared"
+    shared.mkdir(parents=True)
+    (shared / "a.txt").write_text(doc_text(1, 2))
+    os.mkfifo(shared / "pipe.txt")
+    monkeypatch.chdir(shared)  # a socket's path must be short: bound relative to its folder
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind("s.md")
+    rt.jobs.create_job("ri", "reindex", {"folders": [str(shared)]})
+    got: dict = {}
+    t = threading.Thread(target=lambda: got.update(run=rt.jobs.run_foreground("ri")), daemon=True)
+    try:
+        t.start()
+        t.join(120)
+        if t.is_alive():
+            with open(shared / "pipe.txt", "wb"):  # the reader waits for a writer: be one, so the thread ends
+                pass
+            t.join(30)
+            pytest.fail("the reindex waited on the named pipe")
+        run = got["run"]
+        rows = {i.key.rsplit("/", 1)[-1]: i for i in rt.jobs.results(run.id)[0]}
+        assert run.status == "succeeded" and run.counts["failed"] == 0, {k: i.error for k, i in rows.items()}
+        assert rows["a.txt"].result["action"] == "added"
+        for name in ("pipe.txt", "s.md"):
+            assert rows[name].result["action"] == "skipped" and rows[name].result["reason"] == NOT_REGULAR, rows[name]
+        res = rt.documents.add_file(shared / "pipe.txt")
+        assert res.status == "failed" and res.error == NOT_REGULAR
+    finally:
+        sock.close()
+
+
 def test_the_loader_refuses_binary_under_a_text_name_saying_why():
     """The same check guards uploads and folder ingestion: a PNG named .html is refused, not indexed as garbage."""
     from edge_agent.rag.loaders import LoaderError, load_bytes
