@@ -23,6 +23,7 @@ from edge_agent.jobs import schedule
 from edge_agent.jobs.kinds import InvalidJobError, JobContext, JobKind, get_kinds
 from edge_agent.jobs.runner import RunLoop, RunStopped
 from edge_agent.services.errors import ServiceError
+from edge_agent.services.storage import write_blocked_reason
 from edge_agent.store.jobs import ACTIVE, DuplicateJobError, ItemRecord, JobRecord, JobStore, RunRecord, new_id, process_owner
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 STALE_S = 30.0  # a run whose owner on another host has not beaten for this long is taken over
 LIMITS = ("concurrency", "max_items", "deadline", "max_duration_s")
 DEFAULT_BATCH_PRIORITY = 10  # = engine.types.BATCH_PRIORITY, for services built without the runtime (tests)
+DISPATCH_POLL_S = 1.0  # the dispatcher looks for runs to start at least this often
+BLOCKED_RETRY_S = 30.0  # a full or read-only data disk: the dispatcher and cron loop try to write again after this
 
 
 class JobNotFoundError(ServiceError):
@@ -83,6 +86,8 @@ class JobsService:
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self.failure: BaseException | None = None
+        self.waiting: str | None = None  # why runs wait (the data disk is full or read-only); /ready shows it
+        self._blocked_until = 0.0  # monotonic time before which the dispatcher and cron loop do not try to write
         self.started = False
         self.config_errors: dict[str, str] = {}  # [[jobs]] entries the last sync refused, and why
 
@@ -94,6 +99,30 @@ class JobsService:
 
     def _fail(self, e: BaseException) -> None:
         self.failure = e
+
+    def _blocked(self, e: BaseException, where: str) -> bool:
+        """True (and runs wait: BLOCKED_RETRY_S, then a new try) when `e` is a full or read-only data disk. It killed
+        the dispatcher after ten tries, so nightly runs stopped until a restart although an operator made room."""
+        why = write_blocked_reason(e)
+        if why is None:
+            return False
+        if self.waiting is None:
+            log.warning("%s cannot write the database: %s (%s); job runs wait and are tried again every %.0f s",
+                        where, why, e, BLOCKED_RETRY_S)
+        self.waiting = f"{why}: job runs wait until it can be written (free space, or make it writable); tried every {BLOCKED_RETRY_S:.0f} s"
+        self._blocked_until = time.monotonic() + BLOCKED_RETRY_S
+        return True
+
+    def _cron_tick(self, now: float) -> list[str]:
+        """tick() for the cron loop: a full or read-only disk makes it wait (see _blocked), not fail."""
+        if time.monotonic() < self._blocked_until:
+            return []
+        try:
+            return self.tick(now)
+        except Exception as e:
+            if not self._blocked(e, "the cron loop"):
+                raise
+            return []
 
     # --- jobs ----------------------------------------------------------------------
     def _kind(self, name: str) -> JobKind:
@@ -305,7 +334,7 @@ class JobsService:
         d = threading.Thread(target=self._dispatch_loop, name="edge-agent-jobs", daemon=True)
         d.start()
         self._threads.append(d)
-        self._threads.append(schedule.CronLoop(self.tick, self.stopping, self._fail).start().thread)
+        self._threads.append(schedule.CronLoop(self._cron_tick, self.stopping, self._fail).start().thread)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -325,15 +354,20 @@ class JobsService:
         failures = 0
         while not self.stopping.is_set():
             try:
-                self.dispatch()
+                if time.monotonic() >= self._blocked_until:
+                    self.dispatch()
+                    if self.waiting is not None:
+                        log.info("the database can be written again: job runs go on")
+                    self.waiting = None
                 failures = 0
             except Exception as e:
-                failures += 1
-                log.exception("job dispatcher failed (%d in a row)", failures)
-                if failures >= 10:
-                    self._fail(e)
-                    return
-            self._wake.wait(1.0)
+                if not self._blocked(e, "the job dispatcher"):
+                    failures += 1
+                    log.exception("job dispatcher failed (%d in a row)", failures)
+                    if failures >= 10:
+                        self._fail(e)
+                        return
+            self._wake.wait(DISPATCH_POLL_S)
             self._wake.clear()
 
     def dispatch(self) -> list[str]:
@@ -368,8 +402,9 @@ class JobsService:
             self.metrics.run_finished(final.kind, final.status)
         except RunStopped:
             pass
-        except Exception:
-            log.exception("run %s stopped by an error; it stays active and is resumed at the next start", run_id)
+        except Exception as e:
+            if not self._blocked(e, f"run {run_id}"):
+                log.exception("run %s stopped by an error; it stays active and is resumed at the next start", run_id)
             try:
                 self.store.release_run(run_id, self.owner)
             except Exception:  # pragma: no cover - the database itself is failing
