@@ -112,7 +112,7 @@ def _service(args: argparse.Namespace, with_model: bool = False, kind: str | Non
 
     embeddings = EmbeddingService(documents, lambda: documents.status)
     path = default_db_path(settings)
-    db = SqliteDatabase(path, read_only=read and path.exists())  # (no database yet: created, as any first command does)
+    db = _empty_database(path) if read and not path.exists() else SqliteDatabase(path, read_only=read)
     svc = JobsService(settings, db, chat, embeddings, documents, priority=BATCH_PRIORITY)
     if settings.jobs and not read:  # the config's [[jobs]], as the daemon syncs them at start: a timer-driven `jobs run` needs them too
         svc.sync_config_jobs()
@@ -124,6 +124,25 @@ def config_error_lines(errors: dict[str, str]) -> list[str]:
     from edge_agent.config import _config_file
 
     return [f"job {name!r} in {_config_file()} is not loaded: {why}" for name, why in errors.items()]
+
+
+_TEMPORARY: list = []  # the folders of _empty_database's databases, removed at exit
+
+
+def _empty_database(path):
+    """For a command that only reads, where no database exists yet: an empty one in a temporary folder, and a note on
+    stderr. It used to create the database at `path`: in ./var of whatever folder it ran in, or, run by root before
+    the daemon's first start, a file the daemon's own user could then not write."""
+    import tempfile
+    from pathlib import Path
+
+    from edge_agent.store import SqliteDatabase
+
+    print(f"note: no database yet at {path} (nothing is stored there yet): the daemon, or `edge-agent jobs add`, "
+          "creates it; check data_dir (`edge-agent config show`) if you expected one", file=sys.stderr)
+    tmp = tempfile.TemporaryDirectory(prefix="edge-agent-jobs-")
+    _TEMPORARY.append(tmp)
+    return SqliteDatabase(Path(tmp.name) / "empty.db")
 
 
 class _Documents:
