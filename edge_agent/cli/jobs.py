@@ -276,7 +276,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{job.name}: {done}/{total} items", file=sys.stderr, flush=True)
 
     try:
-        run = svc.run_foreground(job.id, progress=progress, overrides=_limits(args))
+        run = svc.run_foreground(job.id, progress=progress, overrides=_limits(args), resuming=lambda r: print(
+            f"taking over run {r.id}, which no process was running ("
+            + (f"{r.done_items} of {r.total_items} items done" if r.status == "running" else "queued, not started") + ")"
+            + ("; its own limits hold, not the flags given" if _limits(args) else ""), file=sys.stderr, flush=True))
     except _errors() as e:
         return _fail(str(e))
     finally:

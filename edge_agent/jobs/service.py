@@ -310,9 +310,26 @@ class JobsService:
                        commit_max_s=getattr(self.settings, "jobs_commit_max_ms", 200) / 1000)
 
     def run_foreground(self, ref: str, progress: Callable[[int, int], None] | None = None,
-                       overrides: dict | None = None) -> RunRecord:
-        """Create a run and execute it in this thread (the CLI); Ctrl-C cancels it. Returns the finished run."""
-        run = self.start_run(ref, "manual", overrides, hold=True)
+                       overrides: dict | None = None, resuming: Callable[[RunRecord], None] | None = None) -> RunRecord:
+        """Create a run and execute it in this thread (the CLI); Ctrl-C cancels it. Returns the finished run.
+
+        An active run of the job that no living process holds (a `jobs run` killed mid-run, a run queued where no
+        dispatcher runs: jobs_enabled = false, a systemd timer's setup) is taken over and resumed instead, with only
+        its items not yet done (`resuming(run)` is told first): it used to stay active for good, and every later
+        `jobs run` of the job was refused while it did. Raises JobConflictError while a living process holds one.
+        """
+        job = self.get_job(ref)
+        active = self.store.list_runs(job.id, 0, 1, ACTIVE)[0]
+        if active and active[0].cancel_requested and self.store.claim_run(active[0].id, self.owner, STALE_S):
+            self._loop_for(active[0], threading.Event()).execute(active[0])  # a cancel asked while none ran it: done now
+            active = []
+        if active and self.store.claim_run(active[0].id, self.owner, STALE_S):
+            run = self.get_run(active[0].id)
+            log.info("resuming run %s of job %s (%s items pending) in the foreground", run.id, job.name, run.counts.get("pending"))
+            if resuming is not None:
+                resuming(run)
+        else:
+            run = self.start_run(job.id, "manual", overrides, hold=True)
         loop = self._loop_for(run, threading.Event(), progress)
         try:
             final = loop.execute(run)

@@ -112,3 +112,48 @@ def test_jobs_run_with_nothing_to_do_says_so(cli, capsys, tmp_path, embedder, wo
     assert cli("run", "sum", "--no-progress") == 0
     out = capsys.readouterr().out
     assert ": succeeded: nothing to do (no items" in out and "0 succeeded" not in out, out
+
+
+def test_a_jobs_run_killed_mid_run_is_taken_over_by_the_next(cli, capsys, tmp_path, embedder, wordy_site):
+    """A `jobs run` killed mid-run (kill -9, the OOM killer) left its run "running" for good where no daemon takes runs
+    over (jobs_enabled = false: the systemd timer's setup), and every later `jobs run` of the job exited 2, "already has
+    an active run". The next `jobs run` takes it over and does only the items not yet done, each once."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from edge_agent.config import Settings
+    from edge_agent.services.documents import DocumentService
+    from jobs_helpers import REPO
+
+    docs = DocumentService.from_settings(Settings(), embedder=embedder)
+    n = 12
+    ids = [docs.add_text(f"d{i}", doc_text(i, 4)).document_id for i in range(n)]
+    docs.close()
+    assert cli("add", "crashy", "summarize", "--params", '{"max_tokens": 120}', "--concurrency", "1") == 0
+    db_path = tmp_path / "var" / "edge-agent.db"
+    proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "jobs", "run", "crashy", "--no-progress"], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = 0
+    try:
+        end = time.monotonic() + 180
+        while time.monotonic() < end and proc.poll() is None and done < 2:
+            with sqlite3.connect(db_path) as db:
+                done = db.execute("SELECT count(*) FROM run_items WHERE status != 'pending'").fetchone()[0]
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert 2 <= done < n, f"{done} of {n} items were done when the process was killed: make the items longer"
+    capsys.readouterr()
+    assert cli("run", "crashy", "--no-progress") == 0, capsys.readouterr().err
+    out = capsys.readouterr()
+    assert "taking over run" in out.err, out.err
+    with sqlite3.connect(db_path) as db:
+        runs = db.execute("SELECT id, status, resumes FROM job_runs").fetchall()
+        rows = db.execute("SELECT item_key, status, attempts FROM run_items").fetchall()
+    assert len(runs) == 1 and runs[0][1] == "succeeded" and runs[0][2] == 1, runs  # the same run, resumed once
+    assert sorted(k for k, _, _ in rows) == sorted(f"doc:{i}" for i in ids)  # every item once, none skipped
+    assert all(s in ("succeeded", "failed") and attempts == 1 for _, s, attempts in rows), rows
