@@ -157,3 +157,24 @@ def test_a_jobs_run_killed_mid_run_is_taken_over_by_the_next(cli, capsys, tmp_pa
     assert len(runs) == 1 and runs[0][1] == "succeeded" and runs[0][2] == 1, runs  # the same run, resumed once
     assert sorted(k for k, _, _ in rows) == sorted(f"doc:{i}" for i in ids)  # every item once, none skipped
     assert all(s in ("succeeded", "failed") and attempts == 1 for _, s, attempts in rows), rows
+
+
+def test_output_into_a_closed_pipe_is_no_traceback(tmp_path):
+    """`edge-agent jobs runs | head -3` printed a BrokenPipeError traceback once head had its lines: a reader that
+    left ends the command quietly, with 141 (128 + SIGPIPE) as a shell reports a program the signal ended."""
+    import os
+    import subprocess
+    import sys
+
+    from jobs_helpers import REPO
+
+    env = dict(os.environ, EDGE_AGENT_CONFIG="/nonexistent/edge-agent-test.toml", EDGE_AGENT_DATA_DIR=str(tmp_path / "var"))
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        proc = subprocess.run([sys.executable, "-m", "edge_agent", "jobs", "list"], cwd=REPO, env=env, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141, proc.stderr
