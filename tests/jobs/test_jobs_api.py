@@ -238,34 +238,36 @@ def test_summarize_path_prefix_may_be_relative_to_the_ingest_roots_as_replies_sh
         assert status == 400 and err["error"]["param"] == "params.path_prefix" and "'..'" in err["error"]["message"], err
 
 
-def test_run_and_item_errors_name_no_server_path(live, tmp_path):
-    """An item that failed on an OSError ("[Errno 6] No such device or address: '/tmp/.../docs/shared/s.sock'") showed
-    the server's path in its error; errors are shown as the documents API shows them: relative to the ingest root."""
+def test_run_and_item_errors_name_no_server_path(live, tmp_path, monkeypatch):
+    """An item that failed on an OSError ("[Errno 13] Permission denied: '/tmp/.../docs/shared/locked.txt'", a file
+    the daemon's user may not read) showed the server's path in its error; errors are shown as the documents API
+    shows them: relative to the ingest root. (A socket gave one, "[Errno 6] No such device or address", until sockets
+    were skipped; this process runs as root, whom no file mode stops, so the open is refused as for another user.)"""
+    import errno
     import os
-    import socket
 
     shared = tmp_path / "docs" / "shared"
     shared.mkdir(parents=True)
     (shared / "a.txt").write_text(doc_text(1, 2))
-    sock = socket.socket(socket.AF_UNIX)
-    cwd = os.getcwd()
-    os.chdir(shared)  # a relative name: a socket's path may not exceed 108 bytes
-    try:
-        sock.bind("s.sock")  # listed as a file, and opening it fails with its full path in the message
-    finally:
-        os.chdir(cwd)
-    try:
-        assert live("POST", "/v1/jobs", {"name": "ri", "kind": "reindex", "params": {"folders": ["shared"]}})[0] == 200
-        run = _wait(live, live("POST", "/v1/jobs/ri/run")[1]["id"])
-    finally:
-        sock.close()
+    locked = shared / "locked.txt"
+    locked.write_text(doc_text(2, 2))
+    real_open = os.open
+
+    def refusing_open(path, flags, *args, **kw):
+        if os.fspath(path) == str(locked):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", refusing_open)
+    assert live("POST", "/v1/jobs", {"name": "ri", "kind": "reindex", "params": {"folders": ["shared"]}})[0] == 200
+    run = _wait(live, live("POST", "/v1/jobs/ri/run")[1]["id"])
     assert run["counts"]["failed"] == 1, run
     (stored,) = [i for i in live.rt.jobs.results(run["id"])[0] if i.status == "failed"]
     assert str(tmp_path) in stored.error  # the store keeps the whole text (the CLI, the log)
     status, page = live("GET", f"/v1/runs/{run['id']}/results?status=failed")
     assert status == 200
     (item,) = page["data"]
-    assert item["error"] and str(tmp_path) not in item["error"] and "shared/s.sock" in item["error"], item
+    assert item["error"] and str(tmp_path) not in item["error"] and "shared/locked.txt" in item["error"], item
     # a run's own error (a finishing hook's OSError is kept as its text) is shown the same way; the CLI keeps it whole
     from dataclasses import replace
 
@@ -327,3 +329,4 @@ def test_a_runs_deadline_shows_the_zone_it_was_read_in(live):
     _wait(live, run["id"])
     status, err = live("POST", "/v1/jobs/off/run", {"deadline": "06:00 Mars/Olympus"})
     assert status == 400 and "unknown time zone 'Mars/Olympus'" in err["error"]["message"], err
+
