@@ -330,3 +330,18 @@ def test_a_runs_deadline_shows_the_zone_it_was_read_in(live):
     status, err = live("POST", "/v1/jobs/off/run", {"deadline": "06:00 Mars/Olympus"})
     assert status == 400 and "unknown time zone 'Mars/Olympus'" in err["error"]["message"], err
 
+
+def test_a_schedule_may_be_its_cron_text_alone(live):
+    """The config file takes `schedule = "0 2 * * *"` and the CLI `--schedule '0 2 * * *'`; the API refused the same
+    text with "Input should be a valid dictionary or instance of Schedule" (a class name, and no way forward)."""
+    status, job = live("POST", "/v1/jobs", {"name": "tekst", "kind": "summarize", "schedule": "0 2 * * *"})
+    assert status == 200 and job["schedule"] == {"cron": "0 2 * * *", "timezone": live.rt.settings.jobs_timezone}, job
+    assert job["next_run_at"]
+    live("PATCH", "/v1/jobs/tekst", {"schedule": {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"}})
+    status, job = live("PATCH", "/v1/jobs/tekst", {"schedule": "30 3 * * *"})  # the job's zone is kept
+    assert status == 200 and job["schedule"] == {"cron": "30 3 * * *", "timezone": "Europe/Amsterdam"}, job
+    for bad, why in (("0 25 * * *", "bad cron expression"), ("", "schedule")):
+        status, err = live("POST", "/v1/jobs", {"name": "slecht", "kind": "summarize", "schedule": bad})
+        assert status == 400 and why in err["error"]["message"] and "instance of" not in err["error"]["message"], err
+    schema = live("GET", "/openapi.json")[1]["components"]["schemas"]["CreateJobRequest"]["properties"]["schedule"]
+    assert any(alt.get("type") == "string" for alt in schema.get("anyOf", [])), schema  # /openapi.json says so
