@@ -275,6 +275,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             last.update(at=time.monotonic(), done=done)  # no terminal (a timer's journal): a whole line now and then
             print(f"{job.name}: {done}/{total} items", file=sys.stderr, flush=True)
 
+    import signal
+
+    from edge_agent.jobs.runner import RunStopped
+
+    # SIGTERM (systemctl stop of a timer's run, a shutdown): the run is given back, not cut off mid-item as before (its
+    # items in flight then counted as crashes, and three such stops failed an item as poison); Ctrl-C still cancels
+    signal.signal(signal.SIGTERM, lambda *_: svc.stopping.set())
     try:
         run = svc.run_foreground(job.id, progress=progress, overrides=_limits(args), resuming=lambda r: print(
             f"taking over run {r.id}, which no process was running ("
@@ -282,6 +289,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             + ("; its own limits hold, not the flags given" if _limits(args) else ""), file=sys.stderr, flush=True))
     except _errors() as e:
         return _fail(str(e))
+    except RunStopped:
+        print(f"stopped (SIGTERM): the run stays active with the items not yet done; the next `edge-agent jobs run "
+              f"{job.name}` (or the daemon) resumes it", file=sys.stderr)
+        return 143  # 128 + SIGTERM
     finally:
         if bar is not None:
             bar.close()

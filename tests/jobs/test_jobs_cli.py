@@ -118,6 +118,7 @@ def test_a_jobs_run_killed_mid_run_is_taken_over_by_the_next(cli, capsys, tmp_pa
     """A `jobs run` killed mid-run (kill -9, the OOM killer) left its run "running" for good where no daemon takes runs
     over (jobs_enabled = false: the systemd timer's setup), and every later `jobs run` of the job exited 2, "already has
     an active run". The next `jobs run` takes it over and does only the items not yet done, each once."""
+    import os
     import signal
     import sqlite3
     import subprocess
@@ -134,8 +135,9 @@ def test_a_jobs_run_killed_mid_run_is_taken_over_by_the_next(cli, capsys, tmp_pa
     docs.close()
     assert cli("add", "crashy", "summarize", "--params", '{"max_tokens": 120}', "--concurrency", "1") == 0
     db_path = tmp_path / "var" / "edge-agent.db"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ["PYTHONPATH"]]))  # this tree's edge_agent
     proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "jobs", "run", "crashy", "--no-progress"], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     done = 0
     try:
         end = time.monotonic() + 180
@@ -178,3 +180,53 @@ def test_output_into_a_closed_pipe_is_no_traceback(tmp_path):
         os.close(write)
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
     assert proc.returncode == 141, proc.stderr
+
+
+def test_sigterm_gives_a_jobs_run_back_for_the_next_to_resume(cli, capsys, tmp_path, embedder, wordy_site):
+    """`systemctl stop` of a timer's `jobs run` (SIGTERM) cut it off mid-item like kill -9: its items in flight counted
+    as crashes (three such stops fail an item as poison) and its run stayed held by a dead process. It now stops at
+    once, gives the run back with nothing in flight, says so and exits 143; the next `jobs run` resumes it."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from edge_agent.config import Settings
+    from edge_agent.services.documents import DocumentService
+    from jobs_helpers import REPO
+
+    docs = DocumentService.from_settings(Settings(), embedder=embedder)
+    n = 12
+    for i in range(n):
+        docs.add_text(f"d{i}", doc_text(i, 4))
+    docs.close()
+    assert cli("add", "stoppable", "summarize", "--params", '{"max_tokens": 120}', "--concurrency", "2") == 0
+    db_path = tmp_path / "var" / "edge-agent.db"
+    # this tree first: the wordy sitecustomize imports edge_agent before `-m` puts the working folder on the path
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ["PYTHONPATH"]]))
+    proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "jobs", "run", "stoppable", "--no-progress"], cwd=REPO,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = 0
+    try:
+        end = time.monotonic() + 180
+        while time.monotonic() < end and proc.poll() is None and done < 2:
+            with sqlite3.connect(db_path) as db:
+                done = db.execute("SELECT count(*) FROM run_items WHERE status != 'pending'").fetchone()[0]
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert 2 <= done < n, f"{done} of {n} items were done at the SIGTERM: make the items longer"
+    assert proc.returncode == 143 and "stopped (SIGTERM)" in err and "Traceback" not in err, (proc.returncode, done, err)
+    with sqlite3.connect(db_path) as db:
+        (status, owner), = db.execute("SELECT status, owner FROM job_runs").fetchall()
+        starts = db.execute("SELECT count(*) FROM run_items WHERE unfinished_starts > 0").fetchone()[0]
+    assert status == "running" and owner is None and starts == 0  # given back, nothing counted as a crash
+    assert cli("run", "stoppable", "--no-progress") == 0, capsys.readouterr().err
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT status FROM job_runs").fetchall() == [("succeeded",)]
+        assert db.execute("SELECT count(*), max(attempts) FROM run_items").fetchone() == (n, 1)
