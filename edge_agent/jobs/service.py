@@ -33,7 +33,8 @@ STALE_S = 30.0  # a run whose owner on another host has not beaten for this long
 LIMITS = ("concurrency", "max_items", "deadline", "max_duration_s")
 DEFAULT_BATCH_PRIORITY = 10  # = engine.types.BATCH_PRIORITY, for services built without the runtime (tests)
 DISPATCH_POLL_S = 1.0  # the dispatcher looks for runs to start at least this often
-BLOCKED_RETRY_S = 30.0  # a full or read-only data disk: the dispatcher and cron loop try to write again after this
+BLOCKED_RETRY_S = 30.0
+MISSED_S = 60.0  # a scheduled run this late was missed while no daemon ran (the log says so)  # a full or read-only data disk: the dispatcher and cron loop try to write again after this
 
 
 class JobNotFoundError(ServiceError):
@@ -402,8 +403,12 @@ class JobsService:
                 continue
             if not self.store.claim_run(run.id, self.owner, STALE_S):
                 continue
+            job = self.store.get_job(run.job_id)
+            name = job.name if job else run.job_id
             if run.status == "running":
-                log.info("resuming run %s of job %s (%s items pending)", run.id, run.job_id, run.counts.get("pending"))
+                log.info("resuming run %s of job %s (%s items pending)", run.id, name, run.counts.get("pending"))
+            else:
+                log.info("starting run %s of job %s (%s)", run.id, name, run.trigger)
             cancel = threading.Event()
             t = threading.Thread(target=self._run_thread, args=(run.id, cancel), name=f"edge-agent-run-{run.id[-6:]}", daemon=True)
             with self._lock:
@@ -442,6 +447,9 @@ class JobsService:
                 continue  # another process started it
             try:
                 out.append(self.start_run(job.id, "schedule").id)
+                if now - job.next_run_at > MISSED_S:
+                    log.info("job %s was due at %s, while no daemon ran: it runs now, once (not once per missed time)",
+                             job.name, schedule.iso(job.next_run_at))
             except JobConflictError:
                 log.info("job %s is due but its previous run is still active: skipped until %s", job.name, schedule.iso(nxt))
         return out

@@ -10,7 +10,12 @@ def _docs(rt, n: int, sentences: int = 3) -> list[int]:
     return [rt.documents.add_text(f"doc {i}", doc_text(i, sentences)).document_id for i in range(n)]
 
 
-def test_missed_schedule_runs_once_at_start_up(make_runtime):
+def test_missed_schedule_runs_once_at_start_up(make_runtime, caplog):
+    """... and the journal says so, by the job's name: it said only "run run_... succeeded: {counts}", so an operator
+    could not tell which job ran, or why a nightly job ran at 08:14."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="edge_agent.jobs")
     rt = make_runtime()
     _docs(rt, 2)
     job = rt.jobs.create_job("nightly", "summarize", {"max_tokens": 8}, {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"})
@@ -29,6 +34,10 @@ def test_missed_schedule_runs_once_at_start_up(make_runtime):
     nxt = rt.jobs.get_job("nightly").next_run_at
     assert time.time() < nxt <= time.time() + 86400 + 3600  # the next 02:00 in Amsterdam
     assert rt.jobs.tick(time.time()) == []
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("job nightly was due at ") and "it runs now, once" in m for m in lines), lines
+    assert f"starting run {runs[0].id} of job nightly (schedule)" in lines, lines
+    assert any(m.startswith(f"run {runs[0].id} of job nightly succeeded in ") for m in lines), lines
 
 
 def test_tick_is_a_compare_and_set(make_runtime):
