@@ -279,7 +279,9 @@ class JobsService:
         return self.store.results(run_id, offset, limit, status)
 
     def cancel_run(self, run_id: str) -> RunRecord:
-        """Ask a run to stop; a queued one that no process holds is cancelled at once. Returns the run as it is now."""
+        """Ask a run to stop; one that no living process holds (queued, or left running by a process that died) is
+        cancelled at once (`jobs cancel` said "stops within seconds" of a run nothing ran, which then ended cancelled
+        only at some later start). Returns the run as it is now."""
         run = self.get_run(run_id)
         if run.status not in ACTIVE:
             return run
@@ -288,7 +290,7 @@ class JobsService:
             entry = self._runs.get(run_id)
         if entry is not None:
             entry[1].set()
-        elif run.status == "queued" and self.store.claim_run(run_id, self.owner, STALE_S):
+        elif run.owner != self.owner and self.store.claim_run(run_id, self.owner, STALE_S):
             self.store.finish_run(run_id, "cancelled", "cancelled", owner=self.owner)
             self.metrics.run_finished(run.kind, "cancelled")
         return self.get_run(run_id)

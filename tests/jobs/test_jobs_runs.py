@@ -110,6 +110,30 @@ def test_a_run_left_by_a_dead_process_is_resumed_with_only_the_items_not_done(ma
     assert all(items[f"doc:{i}"].result["summary"] != "earlier" for i in ids[2:])
 
 
+def test_cancelling_a_run_no_living_process_holds_ends_it_at_once(make_runtime):
+    """`jobs cancel` of a run whose process died said "the process running it stops it within seconds", and the run
+    stayed running until some later start finished it: one that no living process holds ends cancelled at once."""
+    import os
+    import socket
+
+    rt = make_runtime()
+    ids = _docs(rt, 3)
+    job = rt.jobs.create_job("orphan", "summarize", {"max_tokens": 8})
+    run = rt.jobs.start_run(job.id)
+    dead = f"{socket.gethostname()}:{2 ** 22 + 7}:x"  # this host, a pid above pid_max's default: no such process
+    assert not os.path.exists(f"/proc/{2 ** 22 + 7}")
+    store = rt.jobs.store
+    assert store.claim_run(run.id, dead, stale_s=30)
+    store.start_items(run.id, dead, [(f"doc:{i}", {"document_id": i, "title": "", "content_hash": ""}) for i in ids], "b", "p")
+    assert store.commit_item(run.id, f"doc:{ids[0]}", "succeeded", {"summary": "earlier"}, None, "b", "p", time.time())
+    got = rt.jobs.cancel_run(run.id)
+    assert got.status == "cancelled" and got.counts == {"pending": 0, "succeeded": 1, "failed": 0, "skipped": 0, "cancelled": 2}
+
+    held = rt.jobs.start_run(job.id)  # one a living process holds (this one, as another would) is only asked to stop
+    assert store.claim_run(held.id, rt.jobs.owner, stale_s=30)
+    assert rt.jobs.cancel_run(held.id).status == "queued" and rt.jobs.get_run(held.id).cancel_requested
+
+
 def test_jobs_from_the_config_are_synced_and_a_bad_one_is_skipped(make_runtime, caplog):
     jobs = [
         {"name": "nightly", "kind": "summarize", "schedule": "0 2 * * *", "timezone": "Europe/Amsterdam",
