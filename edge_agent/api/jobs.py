@@ -338,7 +338,11 @@ def run_job(job_id: str):
     overrides = None
     if request.content_length or "chunked" in request.headers.get("Transfer-Encoding", "").lower():
         overrides = read_json(Limits, _max_body()).model_dump(exclude_none=True)
-    return _json(run_object(_service().start_run(job_id, "manual", overrides), _roots()))
+    svc = _service()
+    if not getattr(svc, "started", True):  # a queued run here waited for good, and refused the timer's `jobs run` (409)
+        raise UnavailableError("job runs are off in this daemon (jobs_enabled = false): run the job with `edge-agent jobs "
+                               "run NAME` (as a systemd timer or cron does), or set jobs_enabled = true and restart")
+    return _json(run_object(svc.start_run(job_id, "manual", overrides), _roots()))
 
 
 @bp.get("/v1/jobs/<job_id>/runs")

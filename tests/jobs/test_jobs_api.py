@@ -345,3 +345,25 @@ def test_a_schedule_may_be_its_cron_text_alone(live):
         assert status == 400 and why in err["error"]["message"] and "instance of" not in err["error"]["message"], err
     schema = live("GET", "/openapi.json")[1]["components"]["schemas"]["CreateJobRequest"]["properties"]["schedule"]
     assert any(alt.get("type") == "string" for alt in schema.get("anyOf", [])), schema  # /openapi.json says so
+
+
+def test_running_a_job_where_the_daemon_runs_none_is_a_503_that_says_what_to_do(make_runtime):
+    """With jobs_enabled = false (the systemd timers' setup) POST /v1/jobs/{id}/run answered 200 "queued" for a run
+    nothing would start: it waited, and the timer's `jobs run` of the job was refused while it did."""
+    from edge_agent.api.app import create_app
+    from edge_agent.server import HttpServer
+
+    rt = make_runtime(start_jobs=False)
+    rt.jobs.create_job("nightly", "summarize", {})
+    srv = HttpServer(create_app(rt), "127.0.0.1", 0, threads=4).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+        conn.request("POST", "/v1/jobs/nightly/run")
+        r = conn.getresponse()
+        err = json.loads(r.read())
+        conn.close()
+    finally:
+        srv.stop_accepting()
+        srv.close()
+    assert r.status == 503 and "edge-agent jobs run" in err["error"]["message"], err
+    assert rt.jobs.list_runs("nightly")[1] == 0  # nothing queued
