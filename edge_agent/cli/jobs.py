@@ -332,9 +332,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(json.dumps([_run_dict(r) for r in runs], indent=2))
         return 0
     print(f"{'RUN':30} {'KIND':10} {'STATUS':10} {'DONE':>11} {'FAILED':>6} {'STARTED':17} {'NOTE'}")
+    names: dict[str, str] = {}
     for r in runs:
         c = r.counts
         note = r.error or r.stop_reason or ""  # a failed run's stop_reason is just "error": the error says what happened
+        if svc.orphaned(r):  # "running" alone read as busy, for a run whose process had died
+            if r.job_id not in names:
+                names[r.job_id] = svc.get_job(r.job_id).name
+            note = (f"no process is running it: the daemon's next start or `edge-agent jobs run {names[r.job_id]}` "
+                    "resumes it")
         print(f"{r.id:30} {r.kind:10} {r.status:10} {c['succeeded'] + c['failed']:>5}/{r.total_items:<5} {c['failed']:>6} "
               f"{local_time(r.started_at):17} {note}")
     if total > len(runs):

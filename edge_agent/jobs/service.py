@@ -24,7 +24,8 @@ from edge_agent.jobs.kinds import InvalidJobError, JobContext, JobKind, get_kind
 from edge_agent.jobs.runner import RunLoop, RunStopped
 from edge_agent.services.errors import ServiceError
 from edge_agent.services.storage import write_blocked_reason
-from edge_agent.store.jobs import ACTIVE, DuplicateJobError, ItemRecord, JobRecord, JobStore, RunRecord, new_id, process_owner
+from edge_agent.store.jobs import (ACTIVE, DuplicateJobError, ItemRecord, JobRecord, JobStore, RunRecord, new_id, owner_alive,
+                               process_owner)
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +295,13 @@ class JobsService:
             self.store.finish_run(run_id, "cancelled", "cancelled", owner=self.owner)
             self.metrics.run_finished(run.kind, "cancelled")
         return self.get_run(run_id)
+
+    @staticmethod
+    def orphaned(run: RunRecord) -> bool:
+        """Whether an active run waits with no living process on it (one that died, or queued where no daemon runs
+        jobs): the daemon's next start or the next `jobs run` of its job takes it over. A run held on another host
+        counts as held."""
+        return run.status in ACTIVE and owner_alive(run.owner) is False
 
     def wait_run(self, run_id: str, timeout: float) -> RunRecord:
         """The run once it has finished, or as it is after timeout seconds."""

@@ -230,3 +230,28 @@ def test_sigterm_gives_a_jobs_run_back_for_the_next_to_resume(cli, capsys, tmp_p
     with sqlite3.connect(db_path) as db:
         assert db.execute("SELECT status FROM job_runs").fetchall() == [("succeeded",)]
         assert db.execute("SELECT count(*), max(attempts) FROM run_items").fetchone() == (n, 1)
+
+
+def test_jobs_runs_says_when_no_process_runs_an_active_run(cli, capsys, tmp_path):
+    """`jobs runs` showed "running" for a run whose process had died (the daemon down, a killed `jobs run`): it now
+    says that nothing runs it and what resumes it."""
+    import socket
+
+    from edge_agent.config import Settings
+    from edge_agent.jobs.service import JobsService
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+
+    assert cli("add", "nightly", "summarize") == 0 and cli("add", "other", "summarize") == 0
+    db = SqliteDatabase(default_db_path(Settings()))
+    svc = JobsService(Settings(), db)
+    orphan = svc.start_run("nightly")
+    assert svc.store.claim_run(orphan.id, f"{socket.gethostname()}:{2 ** 22 + 7}:x", stale_s=30)  # no such pid
+    held = svc.start_run("other")
+    assert svc.store.claim_run(held.id, svc.owner, stale_s=30)  # this process: alive
+    capsys.readouterr()
+    assert cli("runs") == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "no process is running it" in rows[orphan.id] and "`edge-agent jobs run nightly`" in rows[orphan.id], rows
+    assert "no process" not in rows[held.id], rows
+    db.close()
