@@ -102,6 +102,8 @@ class Runtime:
             parts["jobs"] = {"state": "failed", "detail": "the jobs database could not be opened; see the daemon's log"}
         elif jobs is not None and not getattr(jobs, "alive", True):
             parts["jobs"] = {"state": "failed", "detail": f"the job scheduler stopped ({_failure_text(getattr(jobs, 'failure', None))}); restart the daemon"}
+        elif jobs is not None and getattr(jobs, "waiting", None):  # a full or read-only data disk: runs wait, serving goes on
+            parts["jobs"] = {"state": "degraded", "detail": jobs.waiting}
         elif jobs is not None:
             started = getattr(jobs, "started", True)
             parts["jobs"] = {"state": "ready" if started else "disabled", "detail": "cron loop running" if started else "not started in this process"}

@@ -366,3 +366,20 @@ def test_a_bad_config_job_is_a_problem(site, capsys):
     assert main(["--threads", "1", "doctor"]) == 1
     out = capsys.readouterr().out
     assert f"job 'nightly' in {site / 'config.toml'} is not loaded: unknown job kind 'summarise'" in out, out
+
+
+def test_config_jobs_show_before_the_daemon_synced_them(site, capsys):
+    """The config's [[jobs]] are stored by the daemon's start: before it (a fresh install, or right after an edit)
+    doctor said "jobs: none", or left jobs out, beside a config full of them, while `jobs list` showed them."""
+    import re
+
+    (site / "config.toml").write_text('jobs_timezone = "Europe/Amsterdam"\n[[jobs]]\nname = "nightly"\nkind = "summarize"\n'
+                                      'schedule = "0 2 * * *"\n')
+    assert main(["--threads", "1", "doctor"]) == 0  # no database yet
+    out = capsys.readouterr().out
+    assert re.search(r"\n  nightly \(summarize\): 0 2 \* \* \* Europe/Amsterdam, next run \d{4}-", out), out
+    assert main(["jobs", "add", "adhoc", "summarize"]) == 0  # a database, with only the API's job in it
+    capsys.readouterr()
+    assert main(["--threads", "1", "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "  adhoc (summarize): manual\n" in out and "  nightly (summarize): 0 2 * * * Europe/Amsterdam, next run" in out, out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from flask import Blueprint, Response, request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -41,6 +41,16 @@ class Schedule(_Body):
     timezone: str | None = Field(None, max_length=100, examples=["Europe/Amsterdam"])
 
 
+# a schedule given as its cron text alone, as the config file's [[jobs]] and `jobs add --schedule` take it: an operator
+# moving a job from the config to the API got "Input should be a valid dictionary or instance of Schedule"
+CronText = Annotated[str, Field(min_length=1, max_length=200, description="the cron expression alone: the zone is "
+                                "the job's own, else jobs_timezone", examples=["0 2 * * *"])]
+
+
+def _schedule_of(value: Any) -> Any:
+    return Schedule(cron=value) if isinstance(value, str) else value
+
+
 class Limits(_Body):
     """Per-run limits: items in flight, items per run, a wall-clock deadline ('HH:MM' in the job's schedule zone or
     jobs_timezone, or with its own: '06:00 Europe/Amsterdam', '06:00+01:00'; an ISO date-time; epoch s), a duration."""
@@ -55,9 +65,11 @@ class CreateJobRequest(_Body):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     kind: str = Field(min_length=1, max_length=50, examples=["summarize", "reindex", "classify", "batch"])
     params: dict[str, Any] = Field(default_factory=dict)
-    schedule: Schedule | None = None
+    schedule: Schedule | CronText | None = None
     enabled: bool = True
     limits: Limits | None = None
+
+    _cron_text = field_validator("schedule")(_schedule_of)
 
 
 class UpdateJobRequest(_Body):
@@ -66,11 +78,13 @@ class UpdateJobRequest(_Body):
     # absent = unchanged; only schedule and limits may be null (removed), so the others' schemas leave null out
     name: str = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # type: ignore[assignment]
     params: dict[str, Any] = Field(None, description="The kind's params, replaced whole (checked as at creation)")  # type: ignore[assignment]
-    schedule: Schedule | None = None
+    schedule: Schedule | CronText | None = None
     enabled: bool = Field(None)  # type: ignore[assignment]
     limits: Limits | None = None
     # not a field one can change (so not in the schema): named here so the 400 says what to do instead of "unknown field"
     kind: SkipJsonSchema[Any] = None
+
+    _cron_text = field_validator("schedule")(_schedule_of)
 
     @field_validator("kind", mode="before")
     @classmethod
@@ -324,7 +338,11 @@ def run_job(job_id: str):
     overrides = None
     if request.content_length or "chunked" in request.headers.get("Transfer-Encoding", "").lower():
         overrides = read_json(Limits, _max_body()).model_dump(exclude_none=True)
-    return _json(run_object(_service().start_run(job_id, "manual", overrides), _roots()))
+    svc = _service()
+    if not getattr(svc, "started", True):  # a queued run here waited for good, and refused the timer's `jobs run` (409)
+        raise UnavailableError("job runs are off in this daemon (jobs_enabled = false): run the job with `edge-agent jobs "
+                               "run NAME` (as a systemd timer or cron does), or set jobs_enabled = true and restart")
+    return _json(run_object(svc.start_run(job_id, "manual", overrides), _roots()))
 
 
 @bp.get("/v1/jobs/<job_id>/runs")

@@ -32,7 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(args.verbose, daemon=args.cmd == "serve")
     logs.warn_unknown_env()
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader that left (`| head`) is handled below
+        return code
+    except BrokenPipeError:  # `edge-agent jobs runs | head -3`: the reader left; a traceback to stderr said nothing useful
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit would fail again
+        return 141  # 128 + SIGPIPE, as a program the signal ended
     except (ConfigError, DeviceError) as e:  # a bad config file, variable or flag, or device = cuda without a GPU: one clear line
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -170,7 +170,9 @@ def check_index(r: Report, s) -> None:
     if not db_path.is_file():
         r.sections["index"] = {"ok": True, "database": False, "index_file": index_file.is_file(),
                                "note": f"no database yet ({db_path}); the daemon or `edge-agent index add` creates it"}
-        check_config_jobs(r, s, None)
+        view = check_config_jobs(r, s, None)
+        if view:
+            r.sections["jobs"] = view
         return
     db = svc = None
     try:
@@ -178,8 +180,9 @@ def check_index(r: Report, s) -> None:
         svc = DocumentService.from_settings(s, db=db, read_only=True)  # closes db when it closes
         with closing(svc):
             stats = svc.stats()
-            jobs = _jobs(svc)
-            check_config_jobs(r, s, svc.store.db)
+            jobs = check_config_jobs(r, s, svc.store.db)
+            if jobs is None:
+                jobs = _jobs(svc)
     except Exception as e:
         if svc is None and db is not None:
             db.close()
@@ -198,13 +201,15 @@ def check_index(r: Report, s) -> None:
         r.sections["jobs"] = jobs
 
 
-def check_config_jobs(r: Report, s, db) -> None:
-    """A [[jobs]] entry the daemon would refuse is a problem (it was only a line in the daemon's log). Without a
-    database (db None) the entries are checked against an empty one in a temporary folder, removed after."""
+def check_config_jobs(r: Report, s, db) -> list[dict[str, Any]] | None:
+    """The jobs as the daemon will run them, the config's [[jobs]] included (as `jobs list` shows them: before the
+    daemon's first start doctor said "jobs: none" beside a config full of them), or None without [[jobs]]. A [[jobs]]
+    entry the daemon would refuse is a problem (it was only a line in the daemon's log). Without a database (db None)
+    the entries are checked against an empty one in a temporary folder, removed after."""
     from edge_agent.cli.jobs import config_error_lines
 
     if not s.jobs:
-        return
+        return None
     try:
         from edge_agent.jobs.service import JobsService
 
@@ -216,27 +221,33 @@ def check_config_jobs(r: Report, s, db) -> None:
             with tempfile.TemporaryDirectory(prefix="edge-agent-doctor-") as tmp:
                 empty = SqliteDatabase(Path(tmp) / "check.db")
                 try:
-                    errors = JobsService(s, empty).plan_config_jobs()[1]
+                    jobs, errors = JobsService(s, empty).config_jobs_view()
                 finally:
                     empty.close()
         else:
-            errors = JobsService(s, db).plan_config_jobs()[1]
+            jobs, errors = JobsService(s, db).config_jobs_view()
     except Exception as e:  # the check itself failing is no reason to stop the doctor
         r.problem(f"the config's [[jobs]] could not be checked ({type(e).__name__}: {e})", "run `edge-agent jobs list`")
-        return
+        return None
     for line in config_error_lines(errors):
         r.problem(line, "fix the entry (`edge-agent jobs list` shows the jobs as loaded); until then the daemon skips it")
+    return _job_rows(jobs)
 
 
 def _jobs(svc) -> list[dict[str, Any]] | None:
     """Job schedules from the database (None when this version has no jobs table)."""
     try:
-        from edge_agent.jobs.batch_files import is_openai_batch_job
         from edge_agent.store.jobs import JobStore
 
         rows = JobStore(svc.store.db).list_jobs()
     except Exception:  # no jobs module or table yet
         return None
+    return _job_rows(rows)
+
+
+def _job_rows(rows) -> list[dict[str, Any]]:
+    from edge_agent.jobs.batch_files import is_openai_batch_job
+
     return [
         {"name": j.name, "kind": j.kind, "schedule": j.schedule_cron, "timezone": j.schedule_tz, "enabled": j.enabled,
          "next_run_at": j.next_run_at, "last_success_at": j.last_success_at, "openai_batch": is_openai_batch_job(j)}

@@ -112,7 +112,7 @@ def _service(args: argparse.Namespace, with_model: bool = False, kind: str | Non
 
     embeddings = EmbeddingService(documents, lambda: documents.status)
     path = default_db_path(settings)
-    db = SqliteDatabase(path, read_only=read and path.exists())  # (no database yet: created, as any first command does)
+    db = _empty_database(path) if read and not path.exists() else SqliteDatabase(path, read_only=read)
     svc = JobsService(settings, db, chat, embeddings, documents, priority=BATCH_PRIORITY)
     if settings.jobs and not read:  # the config's [[jobs]], as the daemon syncs them at start: a timer-driven `jobs run` needs them too
         svc.sync_config_jobs()
@@ -124,6 +124,25 @@ def config_error_lines(errors: dict[str, str]) -> list[str]:
     from edge_agent.config import _config_file
 
     return [f"job {name!r} in {_config_file()} is not loaded: {why}" for name, why in errors.items()]
+
+
+_TEMPORARY: list = []  # the folders of _empty_database's databases, removed at exit
+
+
+def _empty_database(path):
+    """For a command that only reads, where no database exists yet: an empty one in a temporary folder, and a note on
+    stderr. It used to create the database at `path`: in ./var of whatever folder it ran in, or, run by root before
+    the daemon's first start, a file the daemon's own user could then not write."""
+    import tempfile
+    from pathlib import Path
+
+    from edge_agent.store import SqliteDatabase
+
+    print(f"note: no database yet at {path} (nothing is stored there yet): the daemon, or `edge-agent jobs add`, "
+          "creates it; check data_dir (`edge-agent config show`) if you expected one", file=sys.stderr)
+    tmp = tempfile.TemporaryDirectory(prefix="edge-agent-jobs-")
+    _TEMPORARY.append(tmp)
+    return SqliteDatabase(Path(tmp.name) / "empty.db")
 
 
 class _Documents:
@@ -259,10 +278,24 @@ def cmd_run(args: argparse.Namespace) -> int:
             last.update(at=time.monotonic(), done=done)  # no terminal (a timer's journal): a whole line now and then
             print(f"{job.name}: {done}/{total} items", file=sys.stderr, flush=True)
 
+    import signal
+
+    from edge_agent.jobs.runner import RunStopped
+
+    # SIGTERM (systemctl stop of a timer's run, a shutdown): the run is given back, not cut off mid-item as before (its
+    # items in flight then counted as crashes, and three such stops failed an item as poison); Ctrl-C still cancels
+    signal.signal(signal.SIGTERM, lambda *_: svc.stopping.set())
     try:
-        run = svc.run_foreground(job.id, progress=progress, overrides=_limits(args))
+        run = svc.run_foreground(job.id, progress=progress, overrides=_limits(args), resuming=lambda r: print(
+            f"taking over run {r.id}, which no process was running ("
+            + (f"{r.done_items} of {r.total_items} items done" if r.status == "running" else "queued, not started") + ")"
+            + ("; its own limits hold, not the flags given" if _limits(args) else ""), file=sys.stderr, flush=True))
     except _errors() as e:
         return _fail(str(e))
+    except RunStopped:
+        print(f"stopped (SIGTERM): the run stays active with the items not yet done; the next `edge-agent jobs run "
+              f"{job.name}` (or the daemon) resumes it", file=sys.stderr)
+        return 143  # 128 + SIGTERM
     finally:
         if bar is not None:
             bar.close()
@@ -302,9 +335,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(json.dumps([_run_dict(r) for r in runs], indent=2))
         return 0
     print(f"{'RUN':30} {'KIND':10} {'STATUS':10} {'DONE':>11} {'FAILED':>6} {'STARTED':17} {'NOTE'}")
+    names: dict[str, str] = {}
     for r in runs:
         c = r.counts
         note = r.error or r.stop_reason or ""  # a failed run's stop_reason is just "error": the error says what happened
+        if svc.orphaned(r):  # "running" alone read as busy, for a run whose process had died
+            if r.job_id not in names:
+                names[r.job_id] = svc.get_job(r.job_id).name
+            note = (f"no process is running it: the daemon's next start or `edge-agent jobs run {names[r.job_id]}` "
+                    "resumes it")
         print(f"{r.id:30} {r.kind:10} {r.status:10} {c['succeeded'] + c['failed']:>5}/{r.total_items:<5} {c['failed']:>6} "
               f"{local_time(r.started_at):17} {note}")
     if total > len(runs):

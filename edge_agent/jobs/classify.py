@@ -51,6 +51,7 @@ from edge_agent.jobs.embedding_classifier import (MAX_TEXT_CHARS, SELF_TRAIN_MIN
 from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, RunInfo, document_filters
 from edge_agent.services.embeddings import main_language
 from edge_agent.services.errors import ServiceError, UnavailableError
+from edge_agent.services.paths import open_regular  # a named pipe as csv_path would block the listing forever
 
 log = logging.getLogger(__name__)
 
@@ -483,7 +484,7 @@ def _db(ctx: JobContext):
 
 def _csv_items(params: dict) -> Iterator[Item]:
     """One item per CSV row (the text column; the id column or the row number as id)."""
-    with open(params["csv_path"], "rb") as f:
+    with open_regular(params["csv_path"]) as f:
         data = f.read()
     try:
         text = data.decode("utf-8-sig")

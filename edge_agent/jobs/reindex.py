@@ -34,6 +34,11 @@ PARAMS = {"folders", "remove_deleted", "reread_limit"}
 # ran at 8.5 chunks/s with multilingual-e5-small on 2 shared cores (scripts/bench_reread.py), so 500 documents of
 # 8-26 chunks are 8-25 minutes added to a night's run
 REREAD_LIMIT = 500
+# a folder that lists no file while documents are indexed from it: what a network share that did not mount (an empty
+# mount point) looks like. Removing them all lost every summary and label and re-embedded everything the next night.
+EMPTY_FOLDER = ("folder {folder!r} has no files, but {n} documents are indexed from it: none was removed (a share that is "
+                "not mounted looks like this). Mount it; if its files are really gone, run the job with \"remove_deleted\": "
+                "\"all\" once")
 DAEMON_HINT = ("another edge-agent process (the daemon) owns the document index: run the job through it "
                "(`POST /v1/jobs/{id}/run`), or stop the daemon first")
 
@@ -72,8 +77,9 @@ class ReindexKind:
                 raise InvalidJobError(f"{folder!r} is a file, not a folder", param="params.folders")
             resolved.append(str(real))
         remove = params.get("remove_deleted", True)
-        if not isinstance(remove, bool):
-            raise InvalidJobError("remove_deleted must be true or false", param="params.remove_deleted")
+        if not (isinstance(remove, bool) or remove == "all"):
+            raise InvalidJobError('remove_deleted must be true, false or "all" (also when a folder has no file left)',
+                                  param="params.remove_deleted")
         limit = params.get("reread_limit", REREAD_LIMIT)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise InvalidJobError("reread_limit must be a whole number >= 0 (files an older reader read, read again per run) "
@@ -96,11 +102,14 @@ class ReindexKind:
         seen = set()
         limit = params.get("reread_limit", REREAD_LIMIT)
         rereads = 0
+        listed: dict[str, int] = {}
         for folder in params["folders"]:
             if not os.path.isdir(folder):
                 raise InvalidJobError(f"folder {Path(folder).name!r} no longer exists; fix or delete the job")
             outdated = docs.outdated_files(folder)
-            for path in walk_files(Path(folder)):
+            files = walk_files(Path(folder))
+            listed[folder] = len(files)
+            for path in files:
                 why = file_name_error(shown_path(str(path), roots) or path.name)
                 shown = escaped_name(str(path))  # a name not UTF-8 could not even be stored as the item's key
                 key = f"file:{shown}"
@@ -119,9 +128,14 @@ class ReindexKind:
         if params.get("remove_deleted", True):
             store = SummaryStore(ctx.db)
             for folder in params["folders"]:
-                for doc in store.documents_under(folder):
-                    if doc["path"] and not os.path.exists(doc["path"]):
-                        yield Item(f"remove:{doc['id']}", {"action": "remove", "document_id": doc["id"], "path": doc["path"]})
+                gone = [doc for doc in store.documents_under(folder) if doc["path"] and not os.path.exists(doc["path"])]
+                if gone and not listed.get(folder) and params.get("remove_deleted") != "all":
+                    shown = shown_path(folder, roots) or Path(folder).name  # a share that did not mount: keep its documents
+                    yield Item(f"folder:{shown}", {"action": "refuse", "path": folder, "error": EMPTY_FOLDER.format(
+                        folder=shown, n=len(gone))})
+                    continue
+                for doc in gone:
+                    yield Item(f"remove:{doc['id']}", {"action": "remove", "document_id": doc["id"], "path": doc["path"]})
 
     @staticmethod
     def _carry_over(db, document_id: int) -> None:

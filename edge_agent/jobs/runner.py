@@ -132,7 +132,10 @@ class RunLoop:
                 status, stop_reason, error = "failed", "error", f"finishing the run failed ({type(e).__name__})"
         self.store.finish_run(run.id, status, stop_reason, error, owner=self.owner)
         out = self.store.get_run(run.id) or run  # (gone when its job was deleted meanwhile)
-        log.info("run %s %s%s: %s", run.id, status, f" ({stop_reason})" if stop_reason else "", out.counts)
+        job = self.store.get_job(run.job_id)  # the journal's reader knows the job by its name, not by the run's id
+        took = f" in {out.finished_at - out.started_at:.1f} s" if out.finished_at and out.started_at else ""
+        log.info("run %s of job %s %s%s%s: %s", run.id, job.name if job else run.job_id, status,
+                 f" ({stop_reason})" if stop_reason else "", took, out.counts)
         return out
 
     def _commit_alone(self, run_id: str, o: ItemOutcome) -> bool:

@@ -123,7 +123,7 @@ def deadline_at(value: str | float | int | None, tz: str | None, start: float, p
         target = local.replace(hour=h, minute=mi, second=0, microsecond=0)
         if target.timestamp() <= start:
             target = (local + dt.timedelta(days=1)).replace(hour=h, minute=mi, second=0, microsecond=0)
-        return float(target.timestamp())
+        return _wall_clock_passes(target)
     elif isinstance(value, str):
         try:
             parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
@@ -140,6 +140,26 @@ def deadline_at(value: str | float | int | None, tz: str | None, start: float, p
     if not when < start + MAX_AHEAD_S:  # also NaN and infinity
         raise InvalidJobError("the deadline is more than a year away; give 'HH:MM' or a date within a year", param=param)
     return when
+
+
+def _wall_clock_passes(target: dt.datetime) -> float:
+    """When a zone's clock shows `target` (epoch s): on the night the clock skips it (02:30 in Europe/Amsterdam on the
+    last Sunday of March) the moment it jumps past it, 03:00, as a schedule at that time runs then. Python reads the
+    time that never shows with the old offset, which gave a deadline of 02:30 at 03:30 local, half an hour late."""
+    when = target.timestamp()
+    shown = dt.datetime.fromtimestamp(when, target.tzinfo)
+    jump = (shown.replace(tzinfo=None) - target.replace(tzinfo=None)).total_seconds()
+    if jump <= 0:
+        return float(when)
+    lo, hi = int(when - jump), int(when)  # the clock jumps in between: find the second its offset changes
+    before = dt.datetime.fromtimestamp(lo, target.tzinfo).utcoffset()
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if dt.datetime.fromtimestamp(mid, target.tzinfo).utcoffset() == before:
+            lo = mid
+        else:
+            hi = mid
+    return float(hi)
 
 
 MAX_AHEAD_S = 366 * 86400  # a run's deadline or duration: within a year

@@ -23,7 +23,9 @@ from edge_agent.jobs import schedule
 from edge_agent.jobs.kinds import InvalidJobError, JobContext, JobKind, get_kinds
 from edge_agent.jobs.runner import RunLoop, RunStopped
 from edge_agent.services.errors import ServiceError
-from edge_agent.store.jobs import ACTIVE, DuplicateJobError, ItemRecord, JobRecord, JobStore, RunRecord, new_id, process_owner
+from edge_agent.services.storage import write_blocked_reason
+from edge_agent.store.jobs import (ACTIVE, DuplicateJobError, ItemRecord, JobRecord, JobStore, RunRecord, new_id, owner_alive,
+                               process_owner)
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,9 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 STALE_S = 30.0  # a run whose owner on another host has not beaten for this long is taken over
 LIMITS = ("concurrency", "max_items", "deadline", "max_duration_s")
 DEFAULT_BATCH_PRIORITY = 10  # = engine.types.BATCH_PRIORITY, for services built without the runtime (tests)
+DISPATCH_POLL_S = 1.0  # the dispatcher looks for runs to start at least this often
+BLOCKED_RETRY_S = 30.0
+MISSED_S = 60.0  # a scheduled run this late was missed while no daemon ran (the log says so)  # a full or read-only data disk: the dispatcher and cron loop try to write again after this
 
 
 class JobNotFoundError(ServiceError):
@@ -83,6 +88,8 @@ class JobsService:
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self.failure: BaseException | None = None
+        self.waiting: str | None = None  # why runs wait (the data disk is full or read-only); /ready shows it
+        self._blocked_until = 0.0  # monotonic time before which the dispatcher and cron loop do not try to write
         self.started = False
         self.config_errors: dict[str, str] = {}  # [[jobs]] entries the last sync refused, and why
 
@@ -94,6 +101,30 @@ class JobsService:
 
     def _fail(self, e: BaseException) -> None:
         self.failure = e
+
+    def _blocked(self, e: BaseException, where: str) -> bool:
+        """True (and runs wait: BLOCKED_RETRY_S, then a new try) when `e` is a full or read-only data disk. It killed
+        the dispatcher after ten tries, so nightly runs stopped until a restart although an operator made room."""
+        why = write_blocked_reason(e)
+        if why is None:
+            return False
+        if self.waiting is None:
+            log.warning("%s cannot write the database: %s (%s); job runs wait and are tried again every %.0f s",
+                        where, why, e, BLOCKED_RETRY_S)
+        self.waiting = f"{why}: job runs wait until it can be written (free space, or make it writable); tried every {BLOCKED_RETRY_S:.0f} s"
+        self._blocked_until = time.monotonic() + BLOCKED_RETRY_S
+        return True
+
+    def _cron_tick(self, now: float) -> list[str]:
+        """tick() for the cron loop: a full or read-only disk makes it wait (see _blocked), not fail."""
+        if time.monotonic() < self._blocked_until:
+            return []
+        try:
+            return self.tick(now)
+        except Exception as e:
+            if not self._blocked(e, "the cron loop"):
+                raise
+            return []
 
     # --- jobs ----------------------------------------------------------------------
     def _kind(self, name: str) -> JobKind:
@@ -249,7 +280,9 @@ class JobsService:
         return self.store.results(run_id, offset, limit, status)
 
     def cancel_run(self, run_id: str) -> RunRecord:
-        """Ask a run to stop; a queued one that no process holds is cancelled at once. Returns the run as it is now."""
+        """Ask a run to stop; one that no living process holds (queued, or left running by a process that died) is
+        cancelled at once (`jobs cancel` said "stops within seconds" of a run nothing ran, which then ended cancelled
+        only at some later start). Returns the run as it is now."""
         run = self.get_run(run_id)
         if run.status not in ACTIVE:
             return run
@@ -258,10 +291,17 @@ class JobsService:
             entry = self._runs.get(run_id)
         if entry is not None:
             entry[1].set()
-        elif run.status == "queued" and self.store.claim_run(run_id, self.owner, STALE_S):
+        elif run.owner != self.owner and self.store.claim_run(run_id, self.owner, STALE_S):
             self.store.finish_run(run_id, "cancelled", "cancelled", owner=self.owner)
             self.metrics.run_finished(run.kind, "cancelled")
         return self.get_run(run_id)
+
+    @staticmethod
+    def orphaned(run: RunRecord) -> bool:
+        """Whether an active run waits with no living process on it (one that died, or queued where no daemon runs
+        jobs): the daemon's next start or the next `jobs run` of its job takes it over. A run held on another host
+        counts as held."""
+        return run.status in ACTIVE and owner_alive(run.owner) is False
 
     def wait_run(self, run_id: str, timeout: float) -> RunRecord:
         """The run once it has finished, or as it is after timeout seconds."""
@@ -281,9 +321,26 @@ class JobsService:
                        commit_max_s=getattr(self.settings, "jobs_commit_max_ms", 200) / 1000)
 
     def run_foreground(self, ref: str, progress: Callable[[int, int], None] | None = None,
-                       overrides: dict | None = None) -> RunRecord:
-        """Create a run and execute it in this thread (the CLI); Ctrl-C cancels it. Returns the finished run."""
-        run = self.start_run(ref, "manual", overrides, hold=True)
+                       overrides: dict | None = None, resuming: Callable[[RunRecord], None] | None = None) -> RunRecord:
+        """Create a run and execute it in this thread (the CLI); Ctrl-C cancels it. Returns the finished run.
+
+        An active run of the job that no living process holds (a `jobs run` killed mid-run, a run queued where no
+        dispatcher runs: jobs_enabled = false, a systemd timer's setup) is taken over and resumed instead, with only
+        its items not yet done (`resuming(run)` is told first): it used to stay active for good, and every later
+        `jobs run` of the job was refused while it did. Raises JobConflictError while a living process holds one.
+        """
+        job = self.get_job(ref)
+        active = self.store.list_runs(job.id, 0, 1, ACTIVE)[0]
+        if active and active[0].cancel_requested and self.store.claim_run(active[0].id, self.owner, STALE_S):
+            self._loop_for(active[0], threading.Event()).execute(active[0])  # a cancel asked while none ran it: done now
+            active = []
+        if active and self.store.claim_run(active[0].id, self.owner, STALE_S):
+            run = self.get_run(active[0].id)
+            log.info("resuming run %s of job %s (%s items pending) in the foreground", run.id, job.name, run.counts.get("pending"))
+            if resuming is not None:
+                resuming(run)
+        else:
+            run = self.start_run(job.id, "manual", overrides, hold=True)
         loop = self._loop_for(run, threading.Event(), progress)
         try:
             final = loop.execute(run)
@@ -305,7 +362,7 @@ class JobsService:
         d = threading.Thread(target=self._dispatch_loop, name="edge-agent-jobs", daemon=True)
         d.start()
         self._threads.append(d)
-        self._threads.append(schedule.CronLoop(self.tick, self.stopping, self._fail).start().thread)
+        self._threads.append(schedule.CronLoop(self._cron_tick, self.stopping, self._fail).start().thread)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -325,15 +382,20 @@ class JobsService:
         failures = 0
         while not self.stopping.is_set():
             try:
-                self.dispatch()
+                if time.monotonic() >= self._blocked_until:
+                    self.dispatch()
+                    if self.waiting is not None:
+                        log.info("the database can be written again: job runs go on")
+                    self.waiting = None
                 failures = 0
             except Exception as e:
-                failures += 1
-                log.exception("job dispatcher failed (%d in a row)", failures)
-                if failures >= 10:
-                    self._fail(e)
-                    return
-            self._wake.wait(1.0)
+                if not self._blocked(e, "the job dispatcher"):
+                    failures += 1
+                    log.exception("job dispatcher failed (%d in a row)", failures)
+                    if failures >= 10:
+                        self._fail(e)
+                        return
+            self._wake.wait(DISPATCH_POLL_S)
             self._wake.clear()
 
     def dispatch(self) -> list[str]:
@@ -351,8 +413,12 @@ class JobsService:
                 continue
             if not self.store.claim_run(run.id, self.owner, STALE_S):
                 continue
+            job = self.store.get_job(run.job_id)
+            name = job.name if job else run.job_id
             if run.status == "running":
-                log.info("resuming run %s of job %s (%s items pending)", run.id, run.job_id, run.counts.get("pending"))
+                log.info("resuming run %s of job %s (%s items pending)", run.id, name, run.counts.get("pending"))
+            else:
+                log.info("starting run %s of job %s (%s)", run.id, name, run.trigger)
             cancel = threading.Event()
             t = threading.Thread(target=self._run_thread, args=(run.id, cancel), name=f"edge-agent-run-{run.id[-6:]}", daemon=True)
             with self._lock:
@@ -368,8 +434,9 @@ class JobsService:
             self.metrics.run_finished(final.kind, final.status)
         except RunStopped:
             pass
-        except Exception:
-            log.exception("run %s stopped by an error; it stays active and is resumed at the next start", run_id)
+        except Exception as e:
+            if not self._blocked(e, f"run {run_id}"):
+                log.exception("run %s stopped by an error; it stays active and is resumed at the next start", run_id)
             try:
                 self.store.release_run(run_id, self.owner)
             except Exception:  # pragma: no cover - the database itself is failing
@@ -390,6 +457,9 @@ class JobsService:
                 continue  # another process started it
             try:
                 out.append(self.start_run(job.id, "schedule").id)
+                if now - job.next_run_at > MISSED_S:
+                    log.info("job %s was due at %s, while no daemon ran: it runs now, once (not once per missed time)",
+                             job.name, schedule.iso(job.next_run_at))
             except JobConflictError:
                 log.info("job %s is due but its previous run is still active: skipped until %s", job.name, schedule.iso(nxt))
         return out

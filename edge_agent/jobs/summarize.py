@@ -17,7 +17,7 @@ generations in flight, so a long document cannot fill the engine's queue by itse
 
 Junk is not stored as a summary: an answer with no letters, mostly not words, the repetition of a
 short unit ("1.1.1.1..."), or a copy of the document's title, a heading or its first line
-(degenerate_reason), or one that gives a web or e-mail address the document does not have (invented_reason), is asked once more with repetition penalties (as an empty one is asked once
+(degenerate_reason), or one that gives a web or e-mail address or a figure the document does not have (invented_reason), is asked once more with repetition penalties (as an empty one is asked once
 more); an answer still junk is left out, and an item left with no usable answer fails with the
 reason, so the document keeps whatever summary it had and a later run tries it again; unless (the default,
 `fallback: "extract"`) the document's lead is stored instead, marked as such: its first sentences (lead_extract),
@@ -171,16 +171,40 @@ _ADDRESS = re.compile(r"(?:https?://|www\.)[^\s\"'<>)\]]+|[\w.+-]+@[\w-]+(?:\.[\
                       re.IGNORECASE)
 
 
+# a figure, with the separators of English and Dutch ("1,234.50", "1.250,00", "4,2"): a summary that gives one of two
+# digits or more that the document does not have made it up (Gemma 3 270M base summarized a Dutch invoice of
+# "1.250,00 euro" in "november" as "1. 1.000,00 euro betaald in november 2023")
+_FIGURE = re.compile(r"\d(?:[\d.,]*\d)?")
+
+
+def _figure_forms(figure: str) -> set[str]:
+    """The digits a figure may stand for: all of them ("125000" of "1.250,00") and those before a decimal part of one or
+    two digits ("1250"), so that "1,250" in an English summary of "1.250,00" in a Dutch invoice is the same figure."""
+    forms = {re.sub(r"\D", "", figure).lstrip("0") or "0"}
+    m = re.match(r"^(.*\d)[.,]\d{1,2}$", figure)
+    if m:
+        forms.add(re.sub(r"\D", "", m.group(1)).lstrip("0") or "0")
+    return forms
+
+
 def invented_reason(summary: str, text: str) -> str | None:
-    """Why a summary cannot be of its document, or None: it gives a web or e-mail address (or a domain) the document
-    does not have. (Sharing no content word with the document is not junk here: a faithful summary in another
-    language may share none.)"""
+    """Why a summary cannot be of its document, or None: it gives a web or e-mail address (or a domain), or a figure of
+    two digits or more (an amount, a year), that the document does not have. (Sharing no content word with the
+    document is not junk here: a faithful summary in another language may share none.)"""
     low = text.casefold()
     for m in _ADDRESS.finditer(summary):
         address = m.group(0).rstrip(".,;:").casefold()
         core = re.sub(r"^(?:https?://)?(?:www\.)?", "", address).split("/")[0].rstrip(".")
         if core and core not in low:
             return f"it gives an address the document does not have ({m.group(0)[:40]})"
+    known: set[str] | None = None
+    for m in _FIGURE.finditer(summary):
+        if sum(c.isdigit() for c in m.group(0)) < 2:
+            continue  # "1." of a list, "3 dagen" of "drie dagen"
+        if known is None:
+            known = set().union(*(_figure_forms(f.group(0)) for f in _FIGURE.finditer(text)))
+        if not _figure_forms(m.group(0)) & known:
+            return f"it gives a figure the document does not have ({m.group(0)[:20]})"
     return None
 
 

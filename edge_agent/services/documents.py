@@ -41,7 +41,7 @@ from edge_agent.services.document_results import (
     ReadOnlyError,
     checked_name,
 )
-from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_files
+from edge_agent.services.paths import NotRegularFileError, PathNotAllowedError, open_regular, resolve_confined, shown_path, walk_files
 from edge_agent.services.upload_tasks import UPLOAD_INTERRUPTED, KeyedLocks, UploadIngest
 from edge_agent.services.storage import (  # disk_status: for /ready and doctor
     InsufficientStorageError,
@@ -207,11 +207,15 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         return self._ingest_file(real, reread)
 
     def skip_reason(self, path: str | os.PathLike) -> str | None:
-        """Why a file is not worth indexing now (empty, or binary under a text extension) when the answer will not
-        change until the file does (a nightly reindex skips it, saying why, instead of failing on it each night);
-        None when it is to be read. Raises OSError when it cannot be read."""
-        with open(path, "rb") as f:
-            head = f.read(64 << 10)
+        """Why a file is not worth indexing now (empty, binary under a text extension, or no file at all: a named pipe,
+        socket or device) when the answer will not change until the file does (a nightly reindex skips it, saying why,
+        instead of failing on it, or waiting forever on a pipe, each night); None when it is to be read. Raises
+        OSError when it cannot be read."""
+        try:
+            with open_regular(path) as f:
+                head = f.read(64 << 10)
+        except NotRegularFileError as e:
+            return str(e)
         if len(head) < 64 << 10 and not head.strip():
             return "empty"
         kind = detect_kind(os.fspath(path))
@@ -321,7 +325,7 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             st = real.stat()
             if st.st_size > self.limits.max_file_bytes:
                 raise LoaderError(f"file is {st.st_size} bytes, over the {self.limits.max_file_bytes}-byte limit")
-            with open(real, "rb") as f:
+            with open_regular(real) as f:
                 data = f.read(self.limits.max_file_bytes + 1)
         except (OSError, LoaderError) as exc:
             meta = DocumentMeta(key, real.stem, detect_kind(real.name) or "unknown", "", 0, path=str(real))

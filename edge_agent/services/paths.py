@@ -1,13 +1,46 @@
 """Path safety for documents named by path: they must resolve under a configured ingest root."""
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Sequence
+from typing import BinaryIO, Sequence
 
 
 class PathNotAllowedError(ValueError):
     """A path was refused (outside the ingest roots, a URL, `..`, a symlink escape); the message says why."""
+
+
+class NotRegularFileError(OSError):
+    """A path names a named pipe (FIFO), socket or device, not a file; the message says so (without the path)."""
+
+
+NOT_REGULAR = "not a regular file (a named pipe, socket or device): only files are read"
+
+
+def open_regular(path: str | os.PathLike) -> BinaryIO:
+    """Open a file for reading in binary mode, refusing anything but a regular file (symlinks followed).
+
+    A named pipe in a watched folder blocked its reader forever (open() waits for a writer), and with it a
+    nightly reindex that no cancel could stop; a device (/dev/zero behind a symlink) never ends. The file is
+    opened without blocking and checked on its descriptor, so it cannot be swapped between a check and the read.
+    Raises NotRegularFileError, or the OSError of the open.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a socket, or a device without its driver
+            raise NotRegularFileError(NOT_REGULAR) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(NOT_REGULAR)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 def resolve_confined(raw: str | os.PathLike, roots: Sequence[Path]) -> Path:

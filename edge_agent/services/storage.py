@@ -63,6 +63,27 @@ def is_disk_full(exc: BaseException | None) -> bool:
     return False
 
 
+SQLITE_READONLY = 8  # also its extended codes (SQLITE_READONLY_DBMOVED, ...): the low byte
+
+
+def write_blocked_reason(exc: BaseException | None) -> str | None:
+    """What keeps the data folder from being written, when that is why `exc` (or its cause) was raised: the disk is
+    full, or the folder or its file system is read-only (a disk remounted read-only after errors). None otherwise.
+    Such a failure passes once an operator makes room or remounts; it is no reason for a background thread to die."""
+    if is_disk_full(exc):
+        return "the data disk is full"
+    seen = 0
+    while exc is not None and seen < 8:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == SQLITE_READONLY or "readonly database" in str(exc):
+            return "the database cannot be written (read-only)"
+        if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+            return "the data folder is on a read-only file system"
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 def disk_full_error(what: str, path: Path, reserve: int) -> InsufficientStorageError:
     """The error for a write that failed on a full disk (after SQLite rolled it back)."""
     free = free_bytes(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import openai
 import pytest
@@ -63,3 +64,56 @@ def test_a_disk_that_fills_mid_write_is_storage_full(tmp_path, small_disk, monke
     assert fs.list() == [] and list(fs.folder.iterdir()) == []  # whole or not at all
     rec = fs.create("batch", "small.jsonl", b"{}\n", max_bytes=1 << 20)  # the room is back for what fits
     assert fs.read_bytes(rec.id) == b"{}\n"
+
+
+def _fill(folder) -> None:
+    """Write zeros into folder until its disk is full."""
+    with open(folder / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+
+
+def test_job_runs_wait_on_a_full_disk_and_go_on_when_there_is_room(tiny_bundles, tmp_path, small_disk, monkeypatch):
+    """A full data disk made the job dispatcher fail ten times in a row and die, taking /ready down with "restart the
+    daemon": nightly runs stopped until a restart although the operator had made room. Now the dispatcher and the cron
+    loop wait (/ready shows jobs degraded, saying why) and the queued and the missed scheduled run go on once there is room."""
+    from edge_agent.jobs import schedule, service
+    from edge_agent.runtime import build_runtime
+
+    monkeypatch.setattr(service, "DISPATCH_POLL_S", 0.05)  # ten failures, which killed the dispatcher, in half a second
+    monkeypatch.setattr(schedule, "TICK_S", 0.05)
+    monkeypatch.setattr(service, "BLOCKED_RETRY_S", 0.2)
+    settings = job_settings(tiny_bundles, tmp_path, data_dir=small_disk / "var", serve_documents=False)
+    rt = build_runtime(settings, load_documents=False, start_jobs=False)
+    try:
+        params = {"labels": ["a", "b"], "method": "likelihood", "source": "texts", "texts": ["one", "two"]}
+        rt.jobs.create_job("now", "classify", params)
+        nightly = rt.jobs.create_job("nightly", "classify", params, {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"})
+        queued = rt.jobs.start_run("now", "manual")
+        with rt.jobs.db.write() as conn:  # its 02:00 passed while the machine was off
+            conn.execute("UPDATE jobs SET next_run_at = ? WHERE id = ?", (time.time() - 3600, nightly.id))
+        _fill(small_disk)
+        rt.jobs.start()
+        time.sleep(2.0)
+        ready, parts = rt.readiness()
+        assert rt.jobs.alive, rt.jobs.failure
+        assert parts["jobs"]["state"] == "degraded" and "full" in parts["jobs"]["detail"], parts["jobs"]
+        assert ready  # serving goes on
+        assert rt.jobs.get_run(queued.id).status == "queued"
+
+        (small_disk / "filler").unlink()
+        end = time.time() + 60
+        while time.time() < end:
+            runs = rt.jobs.list_runs(None, 0, 10)[0]
+            if len(runs) == 2 and all(r.status == "succeeded" for r in runs):
+                break
+            time.sleep(0.2)
+        assert sorted((r.trigger, r.status, r.counts["succeeded"]) for r in runs) == [
+            ("manual", "succeeded", 2), ("schedule", "succeeded", 2)]
+        assert rt.readiness()[1]["jobs"]["state"] == "ready" and rt.jobs.waiting is None
+    finally:
+        rt.close()

@@ -238,34 +238,36 @@ def test_summarize_path_prefix_may_be_relative_to_the_ingest_roots_as_replies_sh
         assert status == 400 and err["error"]["param"] == "params.path_prefix" and "'..'" in err["error"]["message"], err
 
 
-def test_run_and_item_errors_name_no_server_path(live, tmp_path):
-    """An item that failed on an OSError ("[Errno 6] No such device or address: '/tmp/.../docs/shared/s.sock'") showed
-    the server's path in its error; errors are shown as the documents API shows them: relative to the ingest root."""
+def test_run_and_item_errors_name_no_server_path(live, tmp_path, monkeypatch):
+    """An item that failed on an OSError ("[Errno 13] Permission denied: '/tmp/.../docs/shared/locked.txt'", a file
+    the daemon's user may not read) showed the server's path in its error; errors are shown as the documents API
+    shows them: relative to the ingest root. (A socket gave one, "[Errno 6] No such device or address", until sockets
+    were skipped; this process runs as root, whom no file mode stops, so the open is refused as for another user.)"""
+    import errno
     import os
-    import socket
 
     shared = tmp_path / "docs" / "shared"
     shared.mkdir(parents=True)
     (shared / "a.txt").write_text(doc_text(1, 2))
-    sock = socket.socket(socket.AF_UNIX)
-    cwd = os.getcwd()
-    os.chdir(shared)  # a relative name: a socket's path may not exceed 108 bytes
-    try:
-        sock.bind("s.sock")  # listed as a file, and opening it fails with its full path in the message
-    finally:
-        os.chdir(cwd)
-    try:
-        assert live("POST", "/v1/jobs", {"name": "ri", "kind": "reindex", "params": {"folders": ["shared"]}})[0] == 200
-        run = _wait(live, live("POST", "/v1/jobs/ri/run")[1]["id"])
-    finally:
-        sock.close()
+    locked = shared / "locked.txt"
+    locked.write_text(doc_text(2, 2))
+    real_open = os.open
+
+    def refusing_open(path, flags, *args, **kw):
+        if os.fspath(path) == str(locked):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", refusing_open)
+    assert live("POST", "/v1/jobs", {"name": "ri", "kind": "reindex", "params": {"folders": ["shared"]}})[0] == 200
+    run = _wait(live, live("POST", "/v1/jobs/ri/run")[1]["id"])
     assert run["counts"]["failed"] == 1, run
     (stored,) = [i for i in live.rt.jobs.results(run["id"])[0] if i.status == "failed"]
     assert str(tmp_path) in stored.error  # the store keeps the whole text (the CLI, the log)
     status, page = live("GET", f"/v1/runs/{run['id']}/results?status=failed")
     assert status == 200
     (item,) = page["data"]
-    assert item["error"] and str(tmp_path) not in item["error"] and "shared/s.sock" in item["error"], item
+    assert item["error"] and str(tmp_path) not in item["error"] and "shared/locked.txt" in item["error"], item
     # a run's own error (a finishing hook's OSError is kept as its text) is shown the same way; the CLI keeps it whole
     from dataclasses import replace
 
@@ -327,3 +329,41 @@ def test_a_runs_deadline_shows_the_zone_it_was_read_in(live):
     _wait(live, run["id"])
     status, err = live("POST", "/v1/jobs/off/run", {"deadline": "06:00 Mars/Olympus"})
     assert status == 400 and "unknown time zone 'Mars/Olympus'" in err["error"]["message"], err
+
+
+def test_a_schedule_may_be_its_cron_text_alone(live):
+    """The config file takes `schedule = "0 2 * * *"` and the CLI `--schedule '0 2 * * *'`; the API refused the same
+    text with "Input should be a valid dictionary or instance of Schedule" (a class name, and no way forward)."""
+    status, job = live("POST", "/v1/jobs", {"name": "tekst", "kind": "summarize", "schedule": "0 2 * * *"})
+    assert status == 200 and job["schedule"] == {"cron": "0 2 * * *", "timezone": live.rt.settings.jobs_timezone}, job
+    assert job["next_run_at"]
+    live("PATCH", "/v1/jobs/tekst", {"schedule": {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"}})
+    status, job = live("PATCH", "/v1/jobs/tekst", {"schedule": "30 3 * * *"})  # the job's zone is kept
+    assert status == 200 and job["schedule"] == {"cron": "30 3 * * *", "timezone": "Europe/Amsterdam"}, job
+    for bad, why in (("0 25 * * *", "bad cron expression"), ("", "schedule")):
+        status, err = live("POST", "/v1/jobs", {"name": "slecht", "kind": "summarize", "schedule": bad})
+        assert status == 400 and why in err["error"]["message"] and "instance of" not in err["error"]["message"], err
+    schema = live("GET", "/openapi.json")[1]["components"]["schemas"]["CreateJobRequest"]["properties"]["schedule"]
+    assert any(alt.get("type") == "string" for alt in schema.get("anyOf", [])), schema  # /openapi.json says so
+
+
+def test_running_a_job_where_the_daemon_runs_none_is_a_503_that_says_what_to_do(make_runtime):
+    """With jobs_enabled = false (the systemd timers' setup) POST /v1/jobs/{id}/run answered 200 "queued" for a run
+    nothing would start: it waited, and the timer's `jobs run` of the job was refused while it did."""
+    from edge_agent.api.app import create_app
+    from edge_agent.server import HttpServer
+
+    rt = make_runtime(start_jobs=False)
+    rt.jobs.create_job("nightly", "summarize", {})
+    srv = HttpServer(create_app(rt), "127.0.0.1", 0, threads=4).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+        conn.request("POST", "/v1/jobs/nightly/run")
+        r = conn.getresponse()
+        err = json.loads(r.read())
+        conn.close()
+    finally:
+        srv.stop_accepting()
+        srv.close()
+    assert r.status == 503 and "edge-agent jobs run" in err["error"]["message"], err
+    assert rt.jobs.list_runs("nightly")[1] == 0  # nothing queued

@@ -112,3 +112,146 @@ def test_jobs_run_with_nothing_to_do_says_so(cli, capsys, tmp_path, embedder, wo
     assert cli("run", "sum", "--no-progress") == 0
     out = capsys.readouterr().out
     assert ": succeeded: nothing to do (no items" in out and "0 succeeded" not in out, out
+
+
+def test_a_jobs_run_killed_mid_run_is_taken_over_by_the_next(cli, capsys, tmp_path, embedder, wordy_site):
+    """A `jobs run` killed mid-run (kill -9, the OOM killer) left its run "running" for good where no daemon takes runs
+    over (jobs_enabled = false: the systemd timer's setup), and every later `jobs run` of the job exited 2, "already has
+    an active run". The next `jobs run` takes it over and does only the items not yet done, each once."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from edge_agent.config import Settings
+    from edge_agent.services.documents import DocumentService
+    from jobs_helpers import REPO
+
+    docs = DocumentService.from_settings(Settings(), embedder=embedder)
+    n = 12
+    ids = [docs.add_text(f"d{i}", doc_text(i, 4)).document_id for i in range(n)]
+    docs.close()
+    assert cli("add", "crashy", "summarize", "--params", '{"max_tokens": 120}', "--concurrency", "1") == 0
+    db_path = tmp_path / "var" / "edge-agent.db"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ["PYTHONPATH"]]))  # this tree's edge_agent
+    proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "jobs", "run", "crashy", "--no-progress"], cwd=REPO,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = 0
+    try:
+        end = time.monotonic() + 180
+        while time.monotonic() < end and proc.poll() is None and done < 2:
+            with sqlite3.connect(db_path) as db:
+                done = db.execute("SELECT count(*) FROM run_items WHERE status != 'pending'").fetchone()[0]
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert 2 <= done < n, f"{done} of {n} items were done when the process was killed: make the items longer"
+    capsys.readouterr()
+    assert cli("run", "crashy", "--no-progress") == 0, capsys.readouterr().err
+    out = capsys.readouterr()
+    assert "taking over run" in out.err, out.err
+    with sqlite3.connect(db_path) as db:
+        runs = db.execute("SELECT id, status, resumes FROM job_runs").fetchall()
+        rows = db.execute("SELECT item_key, status, attempts FROM run_items").fetchall()
+    assert len(runs) == 1 and runs[0][1] == "succeeded" and runs[0][2] == 1, runs  # the same run, resumed once
+    assert sorted(k for k, _, _ in rows) == sorted(f"doc:{i}" for i in ids)  # every item once, none skipped
+    assert all(s in ("succeeded", "failed") and attempts == 1 for _, s, attempts in rows), rows
+
+
+def test_output_into_a_closed_pipe_is_no_traceback(tmp_path):
+    """`edge-agent jobs runs | head -3` printed a BrokenPipeError traceback once head had its lines: a reader that
+    left ends the command quietly, with 141 (128 + SIGPIPE) as a shell reports a program the signal ended."""
+    import os
+    import subprocess
+    import sys
+
+    from jobs_helpers import REPO
+
+    env = dict(os.environ, EDGE_AGENT_CONFIG="/nonexistent/edge-agent-test.toml", EDGE_AGENT_DATA_DIR=str(tmp_path / "var"))
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        proc = subprocess.run([sys.executable, "-m", "edge_agent", "jobs", "list"], cwd=REPO, env=env, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141, proc.stderr
+
+
+def test_sigterm_gives_a_jobs_run_back_for_the_next_to_resume(cli, capsys, tmp_path, embedder, wordy_site):
+    """`systemctl stop` of a timer's `jobs run` (SIGTERM) cut it off mid-item like kill -9: its items in flight counted
+    as crashes (three such stops fail an item as poison) and its run stayed held by a dead process. It now stops at
+    once, gives the run back with nothing in flight, says so and exits 143; the next `jobs run` resumes it."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from edge_agent.config import Settings
+    from edge_agent.services.documents import DocumentService
+    from jobs_helpers import REPO
+
+    docs = DocumentService.from_settings(Settings(), embedder=embedder)
+    n = 12
+    for i in range(n):
+        docs.add_text(f"d{i}", doc_text(i, 4))
+    docs.close()
+    assert cli("add", "stoppable", "summarize", "--params", '{"max_tokens": 120}', "--concurrency", "2") == 0
+    db_path = tmp_path / "var" / "edge-agent.db"
+    # this tree first: the wordy sitecustomize imports edge_agent before `-m` puts the working folder on the path
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ["PYTHONPATH"]]))
+    proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "jobs", "run", "stoppable", "--no-progress"], cwd=REPO,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = 0
+    try:
+        end = time.monotonic() + 180
+        while time.monotonic() < end and proc.poll() is None and done < 2:
+            with sqlite3.connect(db_path) as db:
+                done = db.execute("SELECT count(*) FROM run_items WHERE status != 'pending'").fetchone()[0]
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert 2 <= done < n, f"{done} of {n} items were done at the SIGTERM: make the items longer"
+    assert proc.returncode == 143 and "stopped (SIGTERM)" in err and "Traceback" not in err, (proc.returncode, done, err)
+    with sqlite3.connect(db_path) as db:
+        (status, owner), = db.execute("SELECT status, owner FROM job_runs").fetchall()
+        starts = db.execute("SELECT count(*) FROM run_items WHERE unfinished_starts > 0").fetchone()[0]
+    assert status == "running" and owner is None and starts == 0  # given back, nothing counted as a crash
+    assert cli("run", "stoppable", "--no-progress") == 0, capsys.readouterr().err
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT status FROM job_runs").fetchall() == [("succeeded",)]
+        assert db.execute("SELECT count(*), max(attempts) FROM run_items").fetchone() == (n, 1)
+
+
+def test_jobs_runs_says_when_no_process_runs_an_active_run(cli, capsys, tmp_path):
+    """`jobs runs` showed "running" for a run whose process had died (the daemon down, a killed `jobs run`): it now
+    says that nothing runs it and what resumes it."""
+    import socket
+
+    from edge_agent.config import Settings
+    from edge_agent.jobs.service import JobsService
+    from edge_agent.services.documents import default_db_path
+    from edge_agent.store import SqliteDatabase
+
+    assert cli("add", "nightly", "summarize") == 0 and cli("add", "other", "summarize") == 0
+    db = SqliteDatabase(default_db_path(Settings()))
+    svc = JobsService(Settings(), db)
+    orphan = svc.start_run("nightly")
+    assert svc.store.claim_run(orphan.id, f"{socket.gethostname()}:{2 ** 22 + 7}:x", stale_s=30)  # no such pid
+    held = svc.start_run("other")
+    assert svc.store.claim_run(held.id, svc.owner, stale_s=30)  # this process: alive
+    capsys.readouterr()
+    assert cli("runs") == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "no process is running it" in rows[orphan.id] and "`edge-agent jobs run nightly`" in rows[orphan.id], rows
+    assert "no process" not in rows[held.id], rows
+    db.close()

@@ -101,3 +101,24 @@ def test_reads_write_nothing_and_work_on_a_read_only_database(cli, monkeypatch, 
     # nothing written: the file is as it was and nothing waits in its write-ahead log (as root, which the chmod does not
     # stop, SQLite may still create the empty -wal/-shm files a reader uses)
     assert after == before and logged == 0
+
+
+def test_reads_without_a_database_create_none(cli, monkeypatch, tmp_path, capsys):
+    """`jobs list`, `runs` and `results` created the database where none was (./var of a wrong folder, or as root
+    before the daemon's first start, a file the daemon's user could not write); they now read an empty one, say so,
+    and still show the config's jobs as they will be."""
+    from edge_agent.config import Settings
+    from edge_agent.services.documents import default_db_path
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(README_BLOCK)
+    monkeypatch.setenv("EDGE_AGENT_CONFIG", str(cfg))
+    db = default_db_path(Settings())
+    assert not db.exists()
+    assert cli("list", "--json") == 0
+    out, err = capsys.readouterr()
+    assert [j["name"] for j in json.loads(out)] == ["nightly-summaries"] and "no database yet" in err
+    assert cli("runs") == 0 and "no database yet" in capsys.readouterr().err
+    assert cli("results", "run_0123") == 2
+    assert not db.exists() and not db.parent.exists()
+    assert cli("add", "mine", "summarize") == 0 and db.exists()  # a write creates it

@@ -138,6 +138,37 @@ def test_reindex_adds_updates_and_removes(make_runtime, tmp_path):
             rt.jobs.create_job("bad-index", "reindex", {"folders": folders})
 
 
+def test_reindex_keeps_the_documents_of_a_folder_that_lists_no_file(make_runtime, tmp_path):
+    """A network share that did not mount at 01:00 is an empty folder: the reindex removed every document indexed from it
+    (their summaries and labels with them) and re-embedded all of them the next night. A folder with no file keeps its
+    documents, and an item says why, until the job is run with remove_deleted "all"; a folder with files left still
+    loses the documents of the files that went."""
+    rt = make_runtime()
+    share = tmp_path / "docs" / "share"
+    other = tmp_path / "docs" / "other"
+    for folder in (share, other):
+        folder.mkdir(parents=True)
+        for n in range(2):
+            (folder / f"f{n}.txt").write_text(doc_text(n + (10 if folder == other else 0), 2))
+    rt.jobs.create_job("ri", "reindex", {"folders": [str(share), str(other)]})
+    assert _run(rt, "ri").counts["succeeded"] == 4
+    for f in share.iterdir():
+        f.unlink()  # as the empty mount point looks
+    (other / "f1.txt").unlink()
+    run = _run(rt, "ri")
+    rows = {i.key: i for i in rt.jobs.results(run.id)[0]}
+    assert run.status == "succeeded" and run.counts["failed"] == 1, {k: (i.status, i.error) for k, i in rows.items()}
+    refused = rows[f"folder:{share.relative_to(tmp_path / 'docs')}"]
+    assert refused.status == "failed" and "has no files, but 2 documents are indexed from it" in refused.error
+    assert str(tmp_path) not in refused.error
+    indexed = sorted(d["path"].rsplit("/", 2)[-2] + "/" + d["path"].rsplit("/", 1)[-1] for d in rt.documents.list(0, 10)[0])
+    assert indexed == ["other/f0.txt", "share/f0.txt", "share/f1.txt"]  # other/f1.txt went, the share's stayed
+
+    rt.jobs.update_job("ri", {"params": {"folders": [str(share), str(other)], "remove_deleted": "all"}})
+    run = _run(rt, "ri")
+    assert run.counts["failed"] == 0 and [d["path"].rsplit("/", 1)[-1] for d in rt.documents.list(0, 10)[0]] == ["f0.txt"]
+
+
 def test_reindex_picks_up_office_files(make_runtime, tmp_path):
     """.xlsx, .pptx, .odt, .ods, .odp and .rtf in a folder are indexed by the nightly reindex (they failed with advice
     to convert them before); an old .xls still fails alone, saying what to save it as."""
@@ -250,6 +281,47 @@ def test_reindex_skips_binary_under_a_text_name_and_an_empty_file_until_it_has_t
     run = _run(rt, "ri")
     rows = {i.key.rsplit("/", 1)[-1]: i for i in rt.jobs.results(run.id)[0]}
     assert rows["later.html"].result["action"] == "added"
+
+
+def test_reindex_skips_a_named_pipe_or_socket_instead_of_waiting_on_it(make_runtime, tmp_path, monkeypatch):
+    """A named pipe (FIFO) in a watched folder stopped the nightly reindex for good: opening it waits for a writer, so
+    the run stayed "running" with nothing committed and a cancel could not stop it. Pipes and sockets are skipped,
+    saying why, the other files indexed; adding one by path fails with the same reason instead of hanging."""
+    import os
+    import socket
+    import threading
+
+    from edge_agent.services.paths import NOT_REGULAR
+
+    rt = make_runtime()
+    shared = tmp_path / "docs" / "shared"
+    shared.mkdir(parents=True)
+    (shared / "a.txt").write_text(doc_text(1, 2))
+    os.mkfifo(shared / "pipe.txt")
+    monkeypatch.chdir(shared)  # a socket's path must be short: bound relative to its folder
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind("s.md")
+    rt.jobs.create_job("ri", "reindex", {"folders": [str(shared)]})
+    got: dict = {}
+    t = threading.Thread(target=lambda: got.update(run=rt.jobs.run_foreground("ri")), daemon=True)
+    try:
+        t.start()
+        t.join(120)
+        if t.is_alive():
+            with open(shared / "pipe.txt", "wb"):  # the reader waits for a writer: be one, so the thread ends
+                pass
+            t.join(30)
+            pytest.fail("the reindex waited on the named pipe")
+        run = got["run"]
+        rows = {i.key.rsplit("/", 1)[-1]: i for i in rt.jobs.results(run.id)[0]}
+        assert run.status == "succeeded" and run.counts["failed"] == 0, {k: i.error for k, i in rows.items()}
+        assert rows["a.txt"].result["action"] == "added"
+        for name in ("pipe.txt", "s.md"):
+            assert rows[name].result["action"] == "skipped" and rows[name].result["reason"] == NOT_REGULAR, rows[name]
+        res = rt.documents.add_file(shared / "pipe.txt")
+        assert res.status == "failed" and res.error == NOT_REGULAR
+    finally:
+        sock.close()
 
 
 def test_the_loader_refuses_binary_under_a_text_name_saying_why():

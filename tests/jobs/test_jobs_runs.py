@@ -10,7 +10,12 @@ def _docs(rt, n: int, sentences: int = 3) -> list[int]:
     return [rt.documents.add_text(f"doc {i}", doc_text(i, sentences)).document_id for i in range(n)]
 
 
-def test_missed_schedule_runs_once_at_start_up(make_runtime):
+def test_missed_schedule_runs_once_at_start_up(make_runtime, caplog):
+    """... and the journal says so, by the job's name: it said only "run run_... succeeded: {counts}", so an operator
+    could not tell which job ran, or why a nightly job ran at 08:14."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="edge_agent.jobs")
     rt = make_runtime()
     _docs(rt, 2)
     job = rt.jobs.create_job("nightly", "summarize", {"max_tokens": 8}, {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"})
@@ -29,6 +34,10 @@ def test_missed_schedule_runs_once_at_start_up(make_runtime):
     nxt = rt.jobs.get_job("nightly").next_run_at
     assert time.time() < nxt <= time.time() + 86400 + 3600  # the next 02:00 in Amsterdam
     assert rt.jobs.tick(time.time()) == []
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("job nightly was due at ") and "it runs now, once" in m for m in lines), lines
+    assert f"starting run {runs[0].id} of job nightly (schedule)" in lines, lines
+    assert any(m.startswith(f"run {runs[0].id} of job nightly succeeded in ") for m in lines), lines
 
 
 def test_tick_is_a_compare_and_set(make_runtime):
@@ -99,6 +108,30 @@ def test_a_run_left_by_a_dead_process_is_resumed_with_only_the_items_not_done(ma
     items = {i.key: i for i in rt.jobs.results(run.id)[0]}
     assert items[f"doc:{ids[0]}"].result == {"summary": "earlier"}  # not run again
     assert all(items[f"doc:{i}"].result["summary"] != "earlier" for i in ids[2:])
+
+
+def test_cancelling_a_run_no_living_process_holds_ends_it_at_once(make_runtime):
+    """`jobs cancel` of a run whose process died said "the process running it stops it within seconds", and the run
+    stayed running until some later start finished it: one that no living process holds ends cancelled at once."""
+    import os
+    import socket
+
+    rt = make_runtime()
+    ids = _docs(rt, 3)
+    job = rt.jobs.create_job("orphan", "summarize", {"max_tokens": 8})
+    run = rt.jobs.start_run(job.id)
+    dead = f"{socket.gethostname()}:{2 ** 22 + 7}:x"  # this host, a pid above pid_max's default: no such process
+    assert not os.path.exists(f"/proc/{2 ** 22 + 7}")
+    store = rt.jobs.store
+    assert store.claim_run(run.id, dead, stale_s=30)
+    store.start_items(run.id, dead, [(f"doc:{i}", {"document_id": i, "title": "", "content_hash": ""}) for i in ids], "b", "p")
+    assert store.commit_item(run.id, f"doc:{ids[0]}", "succeeded", {"summary": "earlier"}, None, "b", "p", time.time())
+    got = rt.jobs.cancel_run(run.id)
+    assert got.status == "cancelled" and got.counts == {"pending": 0, "succeeded": 1, "failed": 0, "skipped": 0, "cancelled": 2}
+
+    held = rt.jobs.start_run(job.id)  # one a living process holds (this one, as another would) is only asked to stop
+    assert store.claim_run(held.id, rt.jobs.owner, stale_s=30)
+    assert rt.jobs.cancel_run(held.id).status == "queued" and rt.jobs.get_run(held.id).cancel_requested
 
 
 def test_jobs_from_the_config_are_synced_and_a_bad_one_is_skipped(make_runtime, caplog):

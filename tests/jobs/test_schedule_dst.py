@@ -58,3 +58,21 @@ def test_a_deadline_says_which_zone_it_is_in():
         assert iso_in(deadline_at(value, "Asia/Tokyo", start), zone) == local, value
     with pytest.raises(InvalidJobError, match="unknown time zone 'Mars/Olympus'"):
         deadline_at("06:00 Mars/Olympus", "UTC", start)
+
+
+def test_a_deadline_in_the_skipped_hour_is_when_the_clock_jumps_past_it():
+    """A deadline of 02:30 on the night the clock goes forward fell at 03:30 (Python reads a time that never shows with
+    the old offset): half an hour past the moment the wall clock passed 02:30, which is 03:00, when a schedule at that
+    time runs. Other nights, and the night the clock goes back, keep their time."""
+    from edge_agent.jobs.schedule import deadline_at
+
+    def deadline(value: str, start: str) -> str:
+        t = dt.datetime.fromisoformat(start).replace(tzinfo=AMS).timestamp()
+        return dt.datetime.fromtimestamp(deadline_at(value, "Europe/Amsterdam", t), AMS).strftime("%m-%d %H:%M:%S%z")
+
+    assert deadline("02:30", "2026-03-29T00:30") == "03-29 03:00:00+0200"
+    assert deadline("02:59", "2026-03-29T00:30") == "03-29 03:00:00+0200"
+    assert deadline("01:59", "2026-03-29T00:30") == "03-29 01:59:00+0100"
+    assert deadline("03:00", "2026-03-29T00:30") == "03-29 03:00:00+0200"
+    assert deadline("02:30", "2026-10-25T00:30") == "10-25 02:30:00+0200"  # the first of the two 02:30s
+    assert deadline("06:00", "2026-03-28T12:00") == "03-29 06:00:00+0200"

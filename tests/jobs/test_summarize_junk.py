@@ -61,6 +61,23 @@ def test_a_summary_with_a_made_up_address_is_junk(summary, invented):
     assert (invented_reason(summary, POLICY) is not None) is invented, invented_reason(summary, POLICY)
 
 
+INVOICE = ("Factuur 2026-114. Geachte heer Jansen, hierbij ontvangt u de factuur voor de geleverde diensten in november. "
+           "Het totaalbedrag van 1.250,00 euro dient binnen dertig dagen te worden betaald.")
+
+
+@pytest.mark.parametrize("summary, invented", [
+    ("1. 1.000,00 euro betaald in november 2023", True),  # Gemma 3 270M base on this invoice: neither figure is in it
+    ("De factuur van 1.250,00 euro is betaald in 2023.", True),  # the year is made up
+    ("Factuur 2026-114: 1.250,00 euro voor diensten in november, te betalen binnen dertig dagen.", False),
+    ("Invoice 2026-114 asks Mr Jansen for EUR 1,250 for November's services.", False),  # the same figure, English style
+    ("Factuur over 1250 euro.", False),
+    ("1. De factuur moet binnen 30 dagen betaald worden.", True),  # "dertig" written out: 30 is not the document's
+    ("1. De heer Jansen moet de factuur betalen.", False),  # a list's "1." is no figure
+])
+def test_a_summary_with_a_made_up_figure_is_junk(summary, invented):
+    assert (invented_reason(summary, INVOICE) is not None) is invented, invented_reason(summary, INVOICE)
+
+
 def _steer(rt, answers):
     """The i-th generation writes answers[i] (token ids, then a line break: the completion frame's stop), or is left
     to the model (None, with install_wordy_model); returns the list of each submission's SamplingParams."""
