@@ -160,7 +160,8 @@ def test_model_names_are_matched_in_any_case_as_ollama_matches_them(live, client
 @pytest.mark.parametrize("body, word", [
     ({"options": {"temperature": -1}}, "temperature"),
     ({"options": {"mirostat": 2}}, "mirostat"),
-    ({"options": {"warp_speed": 9}}, "warp_speed"),
+    ({"options": {"temperature": "0.5"}}, "temperature"),
+    ({"options": {"num_predict": 1.5}}, "num_predict"),
     ({"options": {"stop": "x"}}, "stop"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]}, "parameters"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}], "format": "json"}, "tools"),
@@ -175,6 +176,27 @@ def test_bad_input_is_a_400_that_says_what(live, body, word):
     err = json.loads(raw)
     assert status == 400 and headers["content-type"] == "application/json" and isinstance(err["error"], str), (status, err)
     assert word in err["error"] and "Traceback" not in err["error"], err
+
+
+def test_unknown_fields_and_options_are_ignored_with_a_warning_as_ollama_does(live, client, caplog):
+    """Ollama drops fields it does not know (Go's JSON decoder) and logs an unknown option ("invalid option provided"): a
+    client built for a newer Ollama, or one that sends every option it has, works. Here they were a 400. A known option
+    with a bad value is still the 400 that names it (test_bad_input_is_a_400_that_says_what)."""
+    ref = client.chat(model="default", messages=MSGS, options=GREEDY)
+    body = {"model": "default", "messages": [{**MSGS[0], "images_meta": {}}, MSGS[1]], "stream": False, "shift": True,
+            "options": {**GREEDY, "warp_speed": 9, "num_gqa": 8}, "newer_field": {"x": [1]}}
+    with caplog.at_level("WARNING", logger="edge_agent.services.lenient"):
+        status, _, raw = live.request("POST", "/api/chat", body)
+    out = json.loads(raw)
+    assert status == 200 and out["message"]["content"] == ref.message.content and out["eval_count"] == ref.eval_count, raw
+    assert not {"warp_speed", "newer_field", "shift"} & set(out)  # nothing made up in the answer
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert all(name in said for name in ("'warp_speed'", "'num_gqa'", "'newer_field'", "'shift'", "'images_meta'")), said
+    r = client.generate(model="default", prompt="Een", options={"temperature": 0, "num_predict": 2, "warp_speed": 9})
+    assert r.done and r.eval_count <= 2
+    for path, extra in (("/api/embed", {"input": "", "options": {"warp_speed": 1}}), ("/api/show", {"verbose": False, "x": 1})):
+        status, _, raw = live.request("POST", path, {"model": "default", **extra})
+        assert status == 200, (path, raw)
 
 
 def test_generate_refuses_what_it_cannot_honour(live):

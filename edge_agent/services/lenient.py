@@ -1,0 +1,40 @@
+"""Request models that take fields they do not know and ignore them, with a warning in the log: Ollama's way.
+
+Ollama's server decodes a body with Go's encoding/json, which drops unknown fields, and logs each unknown key of
+`options` ("invalid option provided"): a client built for a newer Ollama (or one that sends every option it has)
+works. The OpenAI routes refuse an unknown field instead (services.protocol._Request), as OpenAI does.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ConfigDict, model_validator
+
+from edge_agent.services.protocol import _Request
+
+log = logging.getLogger(__name__)
+SHOWN_NAMES = 10  # the log names at most this many of a body's unknown fields, each cut to NAME_CHARS
+NAME_CHARS = 64
+
+
+class LenientRequest(_Request):
+    """A request model (strict types, as _Request) that ignores the fields it does not know and logs their names."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _warn_unknown(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = [k for k in data if k not in cls.model_fields]
+            if unknown:
+                names = ", ".join(repr(str(k)[:NAME_CHARS]) for k in unknown[:SHOWN_NAMES])
+                more = f" and {len(unknown) - SHOWN_NAMES} more" if len(unknown) > SHOWN_NAMES else ""
+                log.warning("ollama request: ignored unknown %s %s%s (as Ollama ignores them)", _what(cls), names, more)
+        return data
+
+
+def _what(cls: type) -> str:
+    return {"OllamaOptions": "option(s)", "OllamaMessage": "message field(s)", "OllamaToolCall": "tool call field(s)",
+            "OllamaCalledFunction": "function field(s)"}.get(cls.__name__, "field(s)")
