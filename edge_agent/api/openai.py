@@ -95,9 +95,7 @@ def _wait(gen: Generation, disconnected: Callable[[], bool]) -> tuple[dict[int, 
 
 
 def _usage(gen: Generation) -> p.Usage:
-    u = gen.usage
-    return p.Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens,
-                   prompt_tokens_details=p.PromptTokensDetails(cached_tokens=u.cached_tokens))
+    return p.Usage.of(gen.usage)
 
 
 def _sse(data: dict | str) -> bytes:

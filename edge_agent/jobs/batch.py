@@ -245,8 +245,7 @@ class BatchRequestRunner:
                                                model=req.model)
         gen = self._submit(start)
         texts, ends, lps = self._wait(gen)
-        usage = p.Usage(prompt_tokens=gen.usage.prompt_tokens, completion_tokens=gen.usage.completion_tokens,
-                        total_tokens=gen.usage.total_tokens)
+        usage = p.Usage.of(gen.usage)  # prompt_tokens_details too, as the live route gives it (it was null here)
         gen.note_citations(texts.values())
         sources, grounding = p.sources_of(gen), p.grounding_of(gen)
         if isinstance(req, p.ChatCompletionRequest):

@@ -71,7 +71,13 @@ class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
-    prompt_tokens_details: PromptTokensDetails | None = Field(None, description="Left out where not known (batch lines).")
+    prompt_tokens_details: PromptTokensDetails | None = Field(None, description="The prompt tokens the prefix cache held (batch lines too).")
+
+    @classmethod
+    def of(cls, u) -> "Usage":
+        """The usage of a Generation's TokenUsage, as the live routes and batch lines give it."""
+        return cls(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens,
+                   prompt_tokens_details=PromptTokensDetails(cached_tokens=u.cached_tokens))
 
 
 class AssistantMessage(BaseModel):

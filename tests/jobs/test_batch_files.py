@@ -45,6 +45,10 @@ def check_output(out_lines: list[dict]) -> None:
         assert body.object == "chat.completion" and body.id.startswith("chatcmpl-")
         assert "sources" not in r["body"] and "grounding" not in r["body"]  # rag's fields only with rag, as on the live route
     assert out_lines[0]["response"]["body"]["usage"]["completion_tokens"] <= 6
+    for o in out_lines:  # the live route's usage shape: prompt_tokens_details was null in batch lines
+        usage = o["response"]["body"]["usage"]
+        assert set(usage) == {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details"}, usage
+        assert 0 <= usage["prompt_tokens_details"]["cached_tokens"] <= usage["prompt_tokens"], usage
     assert out_lines[1]["response"]["body"]["usage"]["completion_tokens"] == 3  # min_tokens 3: nothing ends it sooner
 
 
@@ -192,6 +196,9 @@ def test_openai_client_files_and_batches(server):
     assert (b.request_counts.total, b.request_counts.completed, b.request_counts.failed) == (9, 2, 7)
     out = [json.loads(x) for x in client.files.content(b.output_file_id).text.splitlines()]
     check_output(out)
+    live = client.chat.completions.with_raw_response.create(**CHAT).http_response.json()
+    assert out[0]["response"]["body"]["usage"].keys() == live["usage"].keys()
+    assert out[0]["response"]["body"]["usage"]["prompt_tokens"] == live["usage"]["prompt_tokens"]
     check_errors([json.loads(x) for x in client.files.content(b.error_file_id).text.splitlines()])
     assert client.files.retrieve(b.output_file_id).purpose == "batch_output"
     assert b.id in [x.id for x in client.batches.list().data]
