@@ -51,6 +51,19 @@ class TooLargeError(ServiceError):
     code = "file_too_large"
 
 
+class NotCancellableError(ServiceError):
+    """A cancel of a batch that has finished (409, OpenAI's answer and wording; its code is null, as OpenAI's)."""
+
+    status = 409
+
+    def __init__(self, status: str):
+        super().__init__(f"Cannot cancel a batch with status '{status}'.")
+
+
+# a batch in one of these states has nothing left to cancel (finalizing: its run has ended, only its files are written)
+FINISHED = frozenset({"finalizing", "completed", "failed", "expired", "cancelled"})
+
+
 class InsufficientStorageError(ServiceError):
     """Not enough disk space for an upload (507); nothing was stored."""
 
@@ -250,7 +263,12 @@ class BatchService:
                 "last_id": data[-1]["id"] if data else None, "has_more": len(recs) > limit}
 
     def cancel(self, batch_id: str) -> dict:
+        """Ask the batch's run to stop; the batch as it is then ("cancelling", or "cancelled" when nothing was running).
+        Raises NotFoundError, NotCancellableError (it has finished: OpenAI answers 409)."""
         rec = self._batch(batch_id)
+        status = self._to_openai(rec)["status"]
+        if status in FINISHED:
+            raise NotCancellableError(status)
         if rec.run_id:
             self.jobs.cancel_run(rec.run_id)
         return self.batch(batch_id)

@@ -201,6 +201,11 @@ def test_openai_client_files_and_batches(server):
     assert out[0]["response"]["body"]["usage"]["prompt_tokens"] == live["usage"]["prompt_tokens"]
     check_errors([json.loads(x) for x in client.files.content(b.error_file_id).text.splitlines()])
     assert client.files.retrieve(b.output_file_id).purpose == "batch_output"
+    with pytest.raises(openai.ConflictError) as e:  # OpenAI's answer to cancelling a finished batch (it was a 200 here)
+        client.batches.cancel(b.id)
+    assert e.value.status_code == 409 and e.value.body == {
+        "message": "Cannot cancel a batch with status 'completed'.", "type": "invalid_request_error", "param": None, "code": None}
+    assert client.batches.retrieve(b.id).status == "completed"
     assert b.id in [x.id for x in client.batches.list().data]
     # the run behind it is an ordinary job run with one result per line
     run = rt.jobs.get_run(rt.jobs.store.list_runs()[0][0].id)
@@ -260,6 +265,9 @@ def test_cancel_a_batch_keeps_what_finished(server):
     assert c.request_counts.completed + c.request_counts.failed < 12  # it stopped early
     out = client.files.content(c.output_file_id).text.splitlines() if c.output_file_id else []
     assert len(out) == c.request_counts.completed  # what finished is kept
+    with pytest.raises(openai.ConflictError) as e:
+        client.batches.cancel(b.id)
+    assert e.value.message.endswith("Cannot cancel a batch with status 'cancelled'.") and client.batches.retrieve(b.id).status == "cancelled"
 
 
 def test_embedding_lines_match_the_embedder(embedder, tmp_path):
