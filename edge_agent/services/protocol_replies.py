@@ -165,7 +165,8 @@ class ChatCompletionChunk(BaseModel):
 
 class CompletionLogprobs(BaseModel):
     tokens: list[str]
-    token_logprobs: list[float | None] = Field(description="null for the first token of an echoed prompt (nothing precedes it).")
+    token_logprobs: list[float | None] = Field(description="null for the first token of an echoed token-id prompt (nothing precedes it; a text "
+                                                          "prompt's first follows the BOS the server put in front, which is not listed).")
     top_logprobs: list[dict[str, float] | None] | None
     text_offset: list[int] = Field(description="Where each token's text starts in the choice's text (characters).")
 
