@@ -18,6 +18,7 @@ from edge_agent.jobs.batch import (
     BatchKind,
     BatchRequestRunner,
     dump_line,
+    endpoint_error,
     error_line_of,
     parse_batch,
     run_line,
@@ -306,7 +307,8 @@ class BatchService:
             out["status"] = "failed"
             out["failed_at"] = ended
             if run.error:
-                out["errors"] = {"object": "list", "data": [{"code": "batch_failed", "message": run.error, "param": None, "line": None}]}
+                err = endpoint_error(run.error) or {"code": "batch_failed", "message": run.error, "param": None, "line": None}
+                out["errors"] = {"object": "list", "data": [err]}
         return out
 
 

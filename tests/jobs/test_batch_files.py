@@ -246,6 +246,32 @@ def test_a_batch_of_an_empty_file_is_a_400(server):
     assert rt.jobs.store.list_runs()[0] == [] and rt.jobs.list_jobs() == []
 
 
+def test_a_line_to_another_endpoint_fails_the_batch_as_openai_fails_it(server):
+    """OpenAI fails a batch (status failed, errors with the line) when a line's url is not the batch's endpoint, before
+    any line runs; here the other lines ran and that one landed in the error file, so a mistake cost a whole run."""
+    srv, rt = server
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=30)
+    other = {"custom_id": "comp", "method": "POST", "url": "/v1/completions", "body": {"model": "llama", "prompt": "Foxes", "max_tokens": 2}}
+    lines = [GOOD[0], other, GOOD[1], {**other, "custom_id": "comp-2"}]
+    f = client.files.create(file=("mixed.jsonl", "\n".join(json.dumps(x) for x in lines).encode()), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    end = time.monotonic() + 60
+    while b.status not in ("completed", "failed", "cancelled") and time.monotonic() < end:
+        time.sleep(0.2)
+        b = client.batches.retrieve(b.id)
+    assert b.status == "failed" and b.failed_at is not None and b.output_file_id is None, b
+    [err] = b.errors.data
+    assert (err.code, err.line, err.param) == ("mismatched_url", 2, "url"), err
+    assert "/v1/completions" in err.message and "/v1/chat/completions" in err.message and "1 more line" in err.message, err.message
+    assert (b.request_counts.completed, b.request_counts.failed) == (0, 0)  # nothing ran
+    f = client.files.create(file=("chat.jsonl", "\n".join(json.dumps(x) for x in GOOD).encode()), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    while b.status not in ("completed", "failed", "cancelled") and time.monotonic() < end + 60:
+        time.sleep(0.2)
+        b = client.batches.retrieve(b.id)
+    assert b.status == "completed" and b.errors is None and b.request_counts.completed == 2, b
+
+
 def test_cancel_a_batch_keeps_what_finished(server):
     srv, rt = server
     client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=30)
