@@ -2,7 +2,7 @@
 
 Ollama's server decodes a body with Go's encoding/json, which drops unknown fields, and logs each unknown key of
 `options` ("invalid option provided"): a client built for a newer Ollama (or one that sends every option it has)
-works. The OpenAI routes refuse an unknown field instead (services.protocol._Request), as OpenAI does.
+works. A null field is as left out, as Go decodes it. The OpenAI routes refuse an unknown field instead (services.protocol._Request), as OpenAI does.
 """
 from __future__ import annotations
 
@@ -26,12 +26,15 @@ class LenientRequest(_Request):
     @model_validator(mode="before")
     @classmethod
     def _warn_unknown(cls, data: Any) -> Any:
+        """data without its null fields (Go decodes null as "left out": "stream": null streams, "raw": null is false,
+        "content": null is ""), the unknown ones named in the log."""
         if isinstance(data, dict):
             unknown = [k for k in data if k not in cls.model_fields]
             if unknown:
                 names = ", ".join(repr(str(k)[:NAME_CHARS]) for k in unknown[:SHOWN_NAMES])
                 more = f" and {len(unknown) - SHOWN_NAMES} more" if len(unknown) > SHOWN_NAMES else ""
                 log.warning("ollama request: ignored unknown %s %s%s (as Ollama ignores them)", _what(cls), names, more)
+            data = {k: v for k, v in data.items() if v is not None}
         return data
 
 

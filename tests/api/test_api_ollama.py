@@ -199,6 +199,24 @@ def test_unknown_fields_and_options_are_ignored_with_a_warning_as_ollama_does(li
         assert status == 200, (path, raw)
 
 
+def test_null_fields_are_as_left_out_as_ollama_decodes_them(live):
+    """Go decodes null as "left out" ("stream": null streams, "raw": null is false, a message's "content": null is ""),
+    so Ollama takes clients that write every field; here each was a 400 "Input should be a valid boolean"."""
+    status, headers, lines = _lines(live, "/api/chat", {"model": "default", "messages": MSGS, "stream": None, "options": GREEDY})
+    assert status == 200 and headers["content-type"].startswith("application/x-ndjson") and lines[-1]["done"] is True, lines
+    nulls = {"stream": False, "raw": None, "system": None, "template": None, "context": None, "suffix": None, "images": None,
+             "format": None, "think": None, "keep_alive": None, "logprobs": None, "options": {**GREEDY, "stop": None, "seed": None}}
+    status, _, raw = live.request("POST", "/api/generate", {"model": "default", "prompt": "Een", **nulls})
+    assert status == 200 and json.loads(raw)["context"], raw  # raw false: the prompt framed, context returned
+    _, _, plain = live.request("POST", "/api/generate", {"model": "default", "prompt": "Een", "stream": False, "options": GREEDY})
+    assert json.loads(raw)["response"] == json.loads(plain)["response"]
+    status, _, raw = live.request("POST", "/api/chat", {"model": "default", "stream": False, "options": GREEDY, "tools": None,
+                                                        "messages": [{"role": "user", "content": None, "tool_calls": None}, MSGS[1]]})
+    assert status == 200 and json.loads(raw)["done"] is True, raw
+    status, _, raw = live.request("POST", "/api/chat", {"model": None, "messages": MSGS})
+    assert status == 400 and "model" in json.loads(raw)["error"], raw  # still required
+
+
 def test_generate_refuses_what_it_cannot_honour(live):
     for body, word in (({"suffix": "end"}, "does not support insert"), ({"template": "{{ range .Messages }}{{ end }}"}, "template"),
                        ({"raw": True, "system": "x"}, "system"), ({"raw": True, "context": [1, 2]}, "context"),
