@@ -39,6 +39,7 @@ from edge_agent.services.tools_protocol import (  # noqa: F401 (re-exported: api
     ToolCallDelta,
     check_tools,
 )
+from edge_agent.services.protocol_vllm import Unsupported, VllmChatFields, VllmCompletionFields, VllmSamplingFields
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
@@ -75,20 +76,6 @@ def unknown_field(param: str) -> str:
         return ("extra_body is the openai Python client's argument, not a field of the request: put the fields it holds at the "
                 "top level of the JSON body")
     return UNKNOWN_FIELD
-
-
-def _no_op_only(why: str, *no_ops: Any) -> Any:
-    """A validator for an OpenAI field this server does not implement: values that change nothing pass as None, others say why."""
-    def check(v: Any) -> Any:
-        if v is None or v == [] or v == {} or any(v == x and type(v) is type(x) for x in no_ops):
-            return None
-        raise ValueError(f"not supported: {why}")
-    return BeforeValidator(check)
-
-
-def Unsupported(why: str, *no_ops: Any) -> Any:
-    """An OpenAI field that is refused with `why` unless it is null, empty or one of no_ops (which are ignored)."""
-    return Annotated[Any, _no_op_only(why, *no_ops)]
 
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
@@ -198,7 +185,7 @@ class StructuredOutputs(_Request):
         return guided_constraint(self.choice, self.json_, self.regex, bool(self.json_object), "structured_outputs")
 
 
-class _Sampling(_Request):
+class _Sampling(_Request, VllmSamplingFields):
     """Fields shared by chat and text completions."""
 
     model: str = Field("default", min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\"); "
@@ -445,7 +432,7 @@ class ResponseFormat(_Request):
         return None
 
 
-class ChatCompletionRequest(_Sampling, ChatToolFields):
+class ChatCompletionRequest(_Sampling, ChatToolFields, VllmChatFields):
     messages: list[Message] = Field(min_length=1, description="The conversation so far, oldest first.")
     max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
     logprobs: bool | None = Field(None, description="Return each answer token's log-probability in `choices[].logprobs.content` "
@@ -502,7 +489,7 @@ class ChatCompletionRequest(_Sampling, ChatToolFields):
 TokenIds = Annotated[list[Int(ge=0, le=2**31 - 1)], Field(min_length=1)]
 
 
-class CompletionRequest(_Sampling):
+class CompletionRequest(_Sampling, VllmCompletionFields):
     prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)] | TokenIds | Annotated[
         list[TokenIds], Field(min_length=1, max_length=MAX_PROMPTS)
     ] = Field(description="Text, several texts, token ids, or several lists of token ids; no chat formatting is applied.")
