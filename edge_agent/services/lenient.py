@@ -18,10 +18,25 @@ SHOWN_NAMES = 10  # the log names at most this many of a body's unknown fields, 
 NAME_CHARS = 64
 
 
+_SCHEMA_KEYS = ("title", "description", "default", "examples")  # kept beside anyOf, not inside it
+
+
+def _nullable(schema: dict[str, Any]) -> None:
+    """The published schema says what is taken: each field but the required ones may be null (as left out)."""
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        inner = {k: v for k, v in prop.items() if k not in _SCHEMA_KEYS}
+        types = inner.get("type")
+        if name in required or not inner or types == "null" or (isinstance(types, list) and "null" in types) \
+                or any(alt.get("type") == "null" for alt in inner.get("anyOf", ())):
+            continue
+        schema["properties"][name] = {**{k: v for k, v in prop.items() if k in _SCHEMA_KEYS}, "anyOf": [inner, {"type": "null"}]}
+
+
 class LenientRequest(_Request):
     """A request model (strict types, as _Request) that ignores the fields it does not know and logs their names."""
 
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="ignore", json_schema_extra=_nullable)
 
     @model_validator(mode="before")
     @classmethod
