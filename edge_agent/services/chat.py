@@ -349,6 +349,8 @@ class ChatService(GroundedChat):
             lengths.append(len(ids))
             hidden += [0] * (len(lengths) - len(hidden))  # token ids and documents: the tokens as they are
             jobs += [(ids, text if echo else "", p * n + j) for j in range(n)]
+        if echo and options.logprobs is not None:
+            self._check_scorable([jobs[k * n][0] for k in range(len(prompts))])
         if options.max_tokens == 0:  # OpenAI's and vLLM's prompt scoring: echo alone, nothing generated
             if not echo:
                 raise InvalidRequestError("max_tokens must be at least 1 (0 only with echo, to return or score the prompt alone)",
@@ -448,6 +450,19 @@ class ChatService(GroundedChat):
             return params.validate()
         except ValueError as e:
             raise InvalidRequestError(str(e)) from None
+
+    def _check_scorable(self, prompts: list[list[int]]) -> None:
+        """Raise InvalidRequestError when a prompt to score (echo with logprobs) has, after its first token, one the model
+        never writes (BOS, pad, unk, image markers): each token is scored by forcing it, and those cannot be forced (it was
+        a 500 "scoring the prompt failed")."""
+        never = self.engine.never_generated_set
+        for p, ids in enumerate(prompts):
+            k = next((k for k in range(1, len(ids)) if ids[k] in never), None)
+            if k is not None:
+                shown = self.engine.decode([ids[k]], skip_special_tokens=False)
+                raise InvalidRequestError(f"prompt {p} has the control token {shown!r} (id {ids[k]}) at token {k}: the model never "
+                                          "writes it, so it cannot be scored; leave it out of a prompt sent with echo and logprobs",
+                                          param="prompt")
 
     def _added_in_front(self, prompt: str, ids: list[int]) -> int:
         """How many of a text prompt's ids the tokenizer put in front of its text (BOS): an echo leaves them out, as OpenAI

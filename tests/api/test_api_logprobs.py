@@ -189,6 +189,20 @@ def test_echo_of_a_text_prompt_shows_no_bos_the_client_did_not_send(client, live
     assert [t for ch in streamed if ch.choices and ch.choices[0].logprobs for t in ch.choices[0].logprobs.tokens] == lp.tokens
 
 
+def test_a_prompt_to_score_with_a_token_the_model_never_writes_is_a_400(client, live, texts):
+    """Scoring forces each prompt token in turn; BOS, pad or unk after the first token cannot be forced (the engine never
+    writes them), and such a prompt was a 500 "scoring the prompt failed; retry". It is a 400 naming the token; the same
+    prompt without echo and logprobs is served."""
+    tok = live.runtime.chat.engine.tokenizer
+    bos = tok.encode("x").ids[0]
+    assert bos in live.runtime.chat.engine.never_generated_set
+    for prompt in ([bos, 17, bos, 42], texts.info(bos)[0] + "The fox"):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model="llama", prompt=prompt, max_tokens=1, echo=True, logprobs=1)
+        assert e.value.body["param"] == "prompt" and "cannot be scored" in e.value.body["message"], e.value.body
+        assert client.completions.create(model="llama", prompt=prompt, max_tokens=1).choices[0].finish_reason
+
+
 def test_max_tokens_0_with_echo_scores_the_prompt_alone(client, live, ref):
     """OpenAI's and vLLM's prompt scoring: echo, logprobs, max_tokens 0: the prompt's tokens and nothing generated."""
     prompt = [1] + [5 + (k * 37) % 390 for k in range(39)]  # 40 tokens: scored in three segments (1-16, 17-32, 33-39)
