@@ -553,9 +553,10 @@ def chat_model(chat) -> tuple[OllamaModel, dict[str, Any]]:
     card = OllamaModel(name=chat.model_name + LATEST, model=chat.model_name + LATEST, modified_at=str(m.get("created") or EPOCH),
                        size=sum(int(f.get("bytes", 0)) for f in files.values()), digest=digest, details=details)
     info = {"general.architecture": arch, f"{arch}.context_length": chat.context_length, f"{arch}.vocab_size": chat.vocab_size}
-    for key in ("hidden_size", "num_layers", "num_heads", "num_kv_heads"):
-        if key in b.architecture:
-            info[f"{arch}.{key}"] = b.architecture[key]
+    for key, name in (("hidden_size", "embedding_length"), ("num_layers", "block_count"), ("num_heads", "attention.head_count"),
+                      ("num_kv_heads", "attention.head_count_kv"), ("intermediate_size", "feed_forward_length")):
+        if key in b.architecture:  # named as Ollama names them (the GGUF keys), which memory estimators read
+            info[f"{arch}.{name}"] = b.architecture[key]
     return card, info
 
 

@@ -126,6 +126,10 @@ def test_models_listed_shown_and_running(live, client):
     assert card.size > 0 and len(card.digest) == 64 and card.details.format == "onnx" and card.details.family == "llama"
     shown = client.show("llama:latest")
     assert shown.modelinfo["llama.context_length"] == live.runtime.chat.context_length and "completion" in shown.capabilities
+    arch = live.runtime.chat.engine.bundle.architecture  # Ollama's (GGUF's) key names: hidden_size was llama.hidden_size
+    assert (shown.modelinfo["llama.embedding_length"], shown.modelinfo["llama.block_count"], shown.modelinfo["llama.attention.head_count"],
+            shown.modelinfo["llama.attention.head_count_kv"]) == (arch["hidden_size"], arch["num_layers"], arch["num_heads"], arch["num_kv_heads"])
+    assert not {"llama.hidden_size", "llama.num_layers"} & set(shown.modelinfo)
     assert client.show("default").modelinfo == shown.modelinfo
     running = client.ps().models
     assert [m.model for m in running] == ["llama:latest"] and running[0].context_length == live.runtime.chat.context_length
