@@ -202,9 +202,11 @@ def list_models():
 
 @bp.get("/v1/models/<path:model_id>")
 def get_model(model_id: str):
-    """One model (the openai client's models.retrieve); "default" names the chat model, as chat and completions take it;
-    404 model_not_found for any other id."""
+    """One model (the openai client's models.retrieve); "default" names the chat model, as chat and completions take it,
+    and an Ollama name of ours ("default:latest", as /api/tags lists it) the model it means; 404 model_not_found for any
+    other id."""
     cards = _model_cards()
+    model_id = ollama_tagged(model_id, tuple(c.id for c in cards))
     if model_id == "default":
         return _json(cards[0])
     for card in cards:
