@@ -360,6 +360,10 @@ class AssistantTurn(ChatMessage):
     # what the openai client's ChatCompletionMessage.model_dump() carries when a client replays an answer into the history
     refusal: str | None = Field(None, description="Accepted and ignored.")
     annotations: list | None = Field(None, description="Accepted and ignored.")
+    # an earlier answer's reasoning, as reasoning models' servers return it (vLLM's reasoning parsers, DeepSeek's API) and
+    # clients replay it: left out of the prompt, as chat templates drop an earlier turn's reasoning
+    reasoning_content: str | None = Field(None, max_length=1 << 20, description="Accepted and left out of the prompt.")
+    reasoning: str | None = Field(None, max_length=1 << 20, description="Accepted and left out of the prompt.")
     audio: Unsupported("this model reads text only: leave `audio` out") = Field(None, description="Not supported: only null.")
     tool_calls: Annotated[list[ToolCall], Field(max_length=MAX_TOOLS)] | None = Field(
         None, description="The calls it made (their results follow as `tool` messages).")

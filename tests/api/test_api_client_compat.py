@@ -151,6 +151,18 @@ def test_an_answer_replayed_into_the_history_as_a_dict(client):
     assert r3.choices[0].message.role == "assistant"
 
 
+def test_an_earlier_answers_reasoning_in_the_history_is_taken_and_left_out_of_the_prompt(client):
+    """Servers of reasoning models (vLLM's reasoning parsers, DeepSeek's API) return message.reasoning_content (vLLM's newer
+    ones `reasoning`) and clients replay the whole message; it was a 400 "unknown field". It is taken and left out of the
+    prompt, as chat templates drop an earlier turn's reasoning: the same prompt tokens, the same answer."""
+    msgs = [{"role": "user", "content": "Noem een stad."}, {"role": "assistant", "content": "Utrecht."}]
+    ask = {"role": "user", "content": "Nog een?"}
+    plain = client.chat.completions.create(model="llama", messages=[*msgs, ask], max_tokens=4, temperature=0)
+    for extra in ({"reasoning_content": "The user wants a Dutch city. " * 20}, {"reasoning_content": None, "reasoning": "Short."}):
+        r = client.chat.completions.create(model="llama", messages=[msgs[0], {**msgs[1], **extra}, ask], max_tokens=4, temperature=0)
+        assert r.usage.prompt_tokens == plain.usage.prompt_tokens and r.choices[0].message.content == plain.choices[0].message.content
+
+
 def test_connection_cap_429_is_a_rate_limit_error(live):
     """Over the per-address connection cap the answer is typed like the app's own 429s (rate_limit_error), with Retry-After."""
     cap = live.srv.limits.per_client
