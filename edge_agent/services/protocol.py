@@ -288,6 +288,8 @@ class _Sampling(_Request, VllmSamplingFields):
 class StreamOptions(_Request):
     include_usage: bool | None = Field(None, description="Send a last chunk with `usage` and no choices.")
     include_obfuscation: bool | None = Field(None, description="Accepted and ignored: chunks carry no obfuscation padding here.")
+    continuous_usage_stats: Unsupported("usage is sent once, in the last chunk (include_usage): send false or leave it out", False) = Field(
+        None, description="vLLM's: only false (its default).")
 
 
 class TextPart(_Request):

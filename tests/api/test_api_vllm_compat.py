@@ -47,3 +47,19 @@ def test_vllms_own_fields_at_their_defaults_change_nothing(live):
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(**comp, extra_body={"add_special_tokens": False})
     assert e.value.body["param"] == "add_special_tokens"
+
+
+def test_vllms_continuous_usage_stats_false_is_taken_and_true_says_why(live):
+    """vLLM's stream_options.continuous_usage_stats (usage in every chunk): false was a 400 "unknown field"; true is a 400
+    saying usage comes once, in the last chunk."""
+    import openai
+
+    from api_helpers import KEY
+
+    client = openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+    kw = dict(model="llama", messages=[{"role": "user", "content": "Name a fox."}], max_tokens=3, stream=True, extra_body={"ignore_eos": True})
+    chunks = list(client.chat.completions.create(**kw, stream_options={"include_usage": True, "continuous_usage_stats": False}))
+    assert chunks[-1].usage.completion_tokens == 3 and all(c.usage is None for c in chunks[:-1])
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(**kw, stream_options={"include_usage": True, "continuous_usage_stats": True})
+    assert e.value.body["param"] == "stream_options.continuous_usage_stats" and "last chunk" in e.value.body["message"]
