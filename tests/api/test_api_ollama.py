@@ -165,7 +165,7 @@ def test_model_names_are_matched_in_any_case_as_ollama_matches_them(live, client
     ({"options": {"temperature": -1}}, "temperature"),
     ({"options": {"mirostat": 2}}, "mirostat"),
     ({"options": {"temperature": "0.5"}}, "temperature"),
-    ({"options": {"num_predict": 1.5}}, "num_predict"),
+    ({"options": {"top_k": "40"}}, "top_k"),  # Ollama too: "option top_k must be of type integer"
     ({"options": {"stop": "x"}}, "stop"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]}, "parameters"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}], "format": "json"}, "tools"),
