@@ -26,6 +26,7 @@ from edge_agent.services.constrained import OutputConstraint
 from edge_agent.services.errors import ContextLengthExceededError, InvalidRequestError, ServiceError
 from edge_agent.services.generation import Generation
 from edge_agent.services.lenient import LenientRequest
+from edge_agent.services.model_size import human_number, parameter_count
 from edge_agent.services.protocol import (
     INT64_MIN,
     MAX_EMBED_INPUTS,
@@ -548,11 +549,13 @@ def chat_model(chat) -> tuple[OllamaModel, dict[str, Any]]:
     arch = b.architecture.get("arch", "unknown")
     files = m.get("files", {})
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
-    details = OllamaDetails(format="onnx", family=arch, families=[arch], parameter_size="",
+    count = parameter_count(b.architecture)
+    details = OllamaDetails(format="onnx", family=arch, families=[arch], parameter_size=human_number(count) if count else "",
                             quantization_level=str((m.get("quantization") or {}).get("scheme") or ""))
     card = OllamaModel(name=chat.model_name + LATEST, model=chat.model_name + LATEST, modified_at=str(m.get("created") or EPOCH),
                        size=sum(int(f.get("bytes", 0)) for f in files.values()), digest=digest, details=details)
-    info = {"general.architecture": arch, f"{arch}.context_length": chat.context_length, f"{arch}.vocab_size": chat.vocab_size}
+    info = {"general.architecture": arch, **({"general.parameter_count": count} if count else {}),
+            f"{arch}.context_length": chat.context_length, f"{arch}.vocab_size": chat.vocab_size}
     for key, name in (("hidden_size", "embedding_length"), ("num_layers", "block_count"), ("num_heads", "attention.head_count"),
                       ("num_kv_heads", "attention.head_count_kv"), ("intermediate_size", "feed_forward_length")):
         if key in b.architecture:  # named as Ollama names them (the GGUF keys), which memory estimators read

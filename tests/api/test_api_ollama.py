@@ -139,6 +139,24 @@ def test_models_listed_shown_and_running(live, client):
     assert tuple(map(int, version.split("."))) >= (0, 12, 11)  # the release that brought logprobs, which these routes serve
 
 
+def test_the_parameter_count_is_the_checkpoints_as_ollama_writes_it(client, checkpoints):
+    """details.parameter_size was "" (Ollama: "268.10M", "8.0B"), which front ends show beside the name; it and
+    model_info's general.parameter_count are now the weights of the checkpoint the bundle was made from."""
+    import struct
+
+    from edge_agent.services.model_size import human_number
+
+    weights = 0
+    for f in checkpoints["llama"].glob("*.safetensors"):  # each tensor's shape, from the file's own header
+        raw = f.read_bytes()
+        header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+        weights += sum(int(np.prod(t["shape"])) for k, t in header.items() if k != "__metadata__")
+    shown = client.show("llama")
+    assert shown.modelinfo["general.parameter_count"] == weights
+    assert shown.details.parameter_size == client.list().models[0].details.parameter_size == human_number(weights)
+    assert human_number(268_098_176) == "268.10M" and human_number(8_030_261_248) == "8.0B" and human_number(3 * 10**9) == "3B"
+
+
 def test_unknown_models_are_404_in_ollamas_shape(live, client):
     for call in (lambda: client.chat(model="llama3.2", messages=MSGS), lambda: client.generate(model="llama:7b", prompt="x"),
                  lambda: client.show("mistral"), lambda: client.embed(model="nomic-embed-text", input="x")):
