@@ -2,7 +2,8 @@
 
 Ollama's server decodes a body with Go's encoding/json, which drops unknown fields, and logs each unknown key of
 `options` ("invalid option provided"): a client built for a newer Ollama (or one that sends every option it has)
-works. A null field is as left out, as Go decodes it. The OpenAI routes refuse an unknown field instead (services.protocol._Request), as OpenAI does.
+works. A null field is as left out, as Go decodes it. The OpenAI routes refuse an unknown field instead
+(services.protocol._Request), as OpenAI does.
 """
 from __future__ import annotations
 

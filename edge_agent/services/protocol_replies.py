@@ -71,7 +71,8 @@ class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
-    prompt_tokens_details: PromptTokensDetails | None = Field(None, description="The prompt tokens the prefix cache held (batch lines too).")
+    prompt_tokens_details: PromptTokensDetails | None = Field(
+        None, description="The prompt tokens the prefix cache held (batch lines too).")
 
     @classmethod
     def of(cls, u) -> "Usage":
@@ -165,8 +166,9 @@ class ChatCompletionChunk(BaseModel):
 
 class CompletionLogprobs(BaseModel):
     tokens: list[str]
-    token_logprobs: list[float | None] = Field(description="null for the first token of an echoed token-id prompt (nothing precedes it; a text "
-                                                          "prompt's first follows the BOS the server put in front, which is not listed).")
+    token_logprobs: list[float | None] = Field(
+        description="null for the first token of an echoed token-id prompt (nothing precedes it; a text prompt's first "
+                    "follows the BOS the server put in front, which is not listed).")
     top_logprobs: list[dict[str, float] | None] | None
     text_offset: list[int] = Field(description="Where each token's text starts in the choice's text (characters).")
 
