@@ -274,7 +274,9 @@ class BatchRequestRunner:
         if isinstance(req, p.ChatCompletionRequest):
             answers = {i: read_answer(texts[i], ends[i], tools, call or None, may_call) if call is not None or may_call
                        else (texts[i], None, ends[i]) for i in texts}
-            choices = [p.ChatChoice(index=i, message=p.AssistantMessage.of(answers[i][0], answers[i][1]), finish_reason=answers[i][2],
+            legacy = req.legacy_functions()
+            choices = [p.ChatChoice(index=i, message=p.AssistantMessage.of(answers[i][0], answers[i][1], legacy),
+                                    finish_reason=p.legacy_finish(answers[i][2], legacy),
                                     logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], self.chat.token_texts())))
                        for i in sorted(texts)]
             out = p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=usage,

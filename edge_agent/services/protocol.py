@@ -40,6 +40,7 @@ from edge_agent.services.tools_protocol import (  # noqa: F401 (re-exported: api
     check_tools,
 )
 from edge_agent.services.protocol_vllm import Unsupported, VllmChatFields, VllmCompletionFields, VllmSamplingFields
+from edge_agent.services.protocol_functions import FunctionFields
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
@@ -329,8 +330,9 @@ def _text_of(content: str | list) -> str:
 def _known_role(v: Any) -> Any:
     if isinstance(v, str) and v not in ROLES:
         if v == "function":
-            raise ValueError("the deprecated function role is not taken: send the result as a `tool` message with the "
-                             "tool_call_id of the assistant's call")
+            raise ValueError("a (deprecated) function message answers an earlier assistant message's function_call of the "
+                             "same name, and none came before it: send the result as a `tool` message with the tool_call_id "
+                             "of the assistant's call")
         raise ValueError(f"the role must be one of {', '.join(ROLES)} (got {v[:40]!r})")
     return v
 
@@ -438,7 +440,7 @@ class ResponseFormat(_Request):
         return None
 
 
-class ChatCompletionRequest(_Sampling, ChatToolFields, VllmChatFields):
+class ChatCompletionRequest(_Sampling, ChatToolFields, VllmChatFields, FunctionFields):
     messages: list[Message] = Field(min_length=1, description="The conversation so far, oldest first.")
     max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
     logprobs: bool | None = Field(None, description="Return each answer token's log-probability in `choices[].logprobs.content` "
@@ -463,11 +465,6 @@ class ChatCompletionRequest(_Sampling, ChatToolFields, VllmChatFields):
         None, description="vLLM's: only false (its default).")
     echo: Unsupported("the conversation is not echoed on chat: send false or leave it out", False) = Field(
         None, description="vLLM's: only false (its default).")
-    functions: Unsupported("the deprecated `functions` is not taken: send them as `tools` "
-                           "([{\"type\": \"function\", \"function\": ...}])") = Field(
-        None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")
-    function_call: Unsupported("the deprecated `function_call` is not taken: use `tool_choice`", "none", "auto") = Field(
-        None, description="Not supported (deprecated by OpenAI): use tool_choice.")
     chat_template_kwargs: TemplateKwargs | None = Field(None, description=TEMPLATE_KWARGS)
 
     @model_validator(mode="after")
@@ -580,6 +577,7 @@ from edge_agent.services.protocol_replies import (  # noqa: E402,F401 (re-export
     Readiness,
     sources_of,
     grounding_of,
+    legacy_finish,
 )
 
 _Sampling.model_rebuild()  # their annotations name reply models (above)

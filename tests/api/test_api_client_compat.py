@@ -84,7 +84,6 @@ def test_openai_fields_that_change_nothing_are_accepted(client):
 @pytest.mark.parametrize("kwargs,param,says", [
     (dict(tools=[{"type": "retrieval"}]), "tools[0].type", "function"),
     (dict(tool_choice="required"), "tool_choice", "needs tools"),
-    (dict(extra_body={"functions": [{"name": "f"}]}), "functions", "tools"),
     (dict(top_logprobs=2), "top_logprobs", "logprobs: true"),
     (dict(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]}]),
      "messages[0].content[0]", "text only"),

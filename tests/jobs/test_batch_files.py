@@ -445,7 +445,9 @@ def test_batch_lines_with_a_forced_tool_call_get_the_call(tiny_bundles, tmp_path
     body = {**CHAT, "max_tokens": 120, "tools": [tool], "tool_choice": {"type": "function", "function": {"name": "pick"}}}
     brace = Tokenizer.from_file(str(tiny_bundles["llama"] / "tokenizer.json")).token_to_id("{")
     auto = {**CHAT, "max_tokens": 120, "tools": [tool]}
-    lines = [("call", body), ("auto-call", {**auto, "logit_bias": {str(brace): 100}}), ("auto-words", {**auto, "logit_bias": {str(brace): -100}})]
+    legacy = {**CHAT, "max_tokens": 120, "functions": [tool["function"]], "function_call": {"name": "pick"}}  # deprecated, still served
+    lines = [("call", body), ("auto-call", {**auto, "logit_bias": {str(brace): 100}}), ("auto-words", {**auto, "logit_bias": {str(brace): -100}}),
+             ("functions", legacy)]
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text("".join(json.dumps({"custom_id": c, "method": "POST", "url": "/v1/chat/completions", "body": b}) + "\n" for c, b in lines))
     rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
@@ -459,3 +461,6 @@ def test_batch_lines_with_a_forced_tool_call_get_the_call(tiny_bundles, tmp_path
         assert call.function.name == "pick" and 0 <= json.loads(call.function.arguments)["n"] <= 9
     words = got["auto-words"]
     assert words.message.tool_calls is None and words.message.content and words.finish_reason in ("stop", "length")
+    old_shape = got["functions"]  # as the live route answers `functions`: message.function_call, finish_reason function_call
+    assert old_shape.finish_reason == "function_call" and old_shape.message.tool_calls is None, old_shape
+    assert old_shape.message.function_call.name == "pick" and 0 <= json.loads(old_shape.message.function_call.arguments)["n"] <= 9
