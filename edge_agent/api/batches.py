@@ -234,6 +234,7 @@ def openapi_schemas() -> dict[str, Any]:
 
 _ERRORS = {
     400: "Invalid request.", 401: "Missing or wrong API key.", 403: "Host or CORS origin not allowed.", 404: "No such file or batch.",
+    409: "The batch has finished (completed, failed, expired, cancelled): it cannot be cancelled.",
     413: "File or body too large.", 415: "Body is not multipart (files) or JSON (batches).", 500: "Internal error.",
     503: "The jobs service is not running in this process.", 507: "Not enough disk space for the file; nothing was stored.",
 }
@@ -299,6 +300,6 @@ def openapi_paths(runtime) -> dict[str, Any]:
         },
         "/v1/batches/{batch_id}/cancel": {
             "post": {"summary": "Cancel a batch (finished requests keep their results)", "operationId": "cancelBatch",
-                     "parameters": [path_id("batch_id")], "responses": responses("Batch", "The batch.", read)},
+                     "parameters": [path_id("batch_id")], "responses": responses("Batch", "The batch.", (*read, 409))},
         },
     }

@@ -185,13 +185,25 @@ def _param(loc: tuple) -> str | None:
 _TYPE_ERRORS = {"literal_error", "model_type", "is_instance_of", "union_tag_invalid", "none_required"}
 
 
+# Types a client that means JSON sends without saying so: none (requests' `data=json.dumps(...)`), and curl -d's
+# form type; text/plain too (fetch with a string body). OpenAI and vLLM read such a body as JSON, so it is read as JSON
+# here and refused (400) only when it is not. Browsers send these types cross-site without a preflight: the cross-site
+# guard (app.SecurityGuard) has refused those before a route reads the body.
+READ_AS_JSON = frozenset({"", "text/plain", "application/x-www-form-urlencoded"})
+
+
+def _json_type(mimetype: str) -> bool:
+    return mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
+
+
 def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = None, any_type: bool = False) -> M:
-    """Validate the JSON body into model; any_type reads it as JSON whatever its Content-Type says (as Ollama does, so
-    `curl -d` works; the cross-site guard has refused browser form posts before this). Raises ApiError: 415 (not
-    JSON), 413 (too large), 400 (invalid)."""
+    """Validate the JSON body into model. It is read as JSON under application/json (or a +json type), no Content-Type,
+    text/plain or a form type (READ_AS_JSON); any_type reads it as JSON whatever its Content-Type says (as Ollama does).
+    Raises ApiError: 415 (another type, or a charset other than UTF-8), 413 (too large), 400 (not JSON, or invalid)."""
     mimetype = (request.mimetype or "").lower()
     charset = (request.mimetype_params.get("charset") or "utf-8").lower()
-    if (mimetype != "application/json" and not any_type) or charset not in ("utf-8", "utf8"):
+    declared = _json_type(mimetype)
+    if not (declared or any_type or mimetype in READ_AS_JSON) or charset not in ("utf-8", "utf8"):
         raise ApiError(415, "the request body must be JSON: send Content-Type: application/json (UTF-8)", code="unsupported_media_type")
     raw = read_body(max_bytes)
     try:
@@ -204,6 +216,8 @@ def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = N
         raise ApiError(400, "the request body is nested too deeply", code="invalid_json") from None
     except ValueError as e:
         msg = str(e) if "not valid JSON" in str(e) else "the request body is not valid JSON"
+        if not declared:  # a form or plain text, perhaps not meant as JSON at all
+            msg += f" (it was sent as {mimetype[:60] or 'no Content-Type'}): send a JSON object with Content-Type: application/json"
         raise ApiError(400, msg, code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")

@@ -337,7 +337,8 @@ def openapi_schemas(runtime) -> dict[str, Any]:
              "OllamaShowRequest": tagged(chat, "default", emb), "OllamaEmbedRequest": tagged("default", emb),
              "OllamaEmbeddingsRequest": tagged("default", emb)}
     for name, names in enums.items():
-        defs[name]["properties"]["model"]["enum"] = names
+        prop = defs[name]["properties"]["model"]
+        next((alt for alt in prop.get("anyOf", ()) if alt.get("type") == "string"), prop)["enum"] = names  # null stays taken
     return defs
 
 

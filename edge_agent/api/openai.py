@@ -19,6 +19,7 @@ from edge_agent.services.chat import ChatService, sampling_options
 from edge_agent.services.generation import ChoiceDelta, Generation
 from edge_agent.services.logprobs import TextOffsets, chat_content, completion_logprobs
 from edge_agent.services.ollama_protocol import LATEST, our_name
+from edge_agent.services.protocol_functions import function_call_delta
 from edge_agent.services.tools import CallReader, call_id, read_answer
 from edge_agent.services.errors import ModelNotFoundError, ServiceError, UnavailableError
 
@@ -95,9 +96,7 @@ def _wait(gen: Generation, disconnected: Callable[[], bool]) -> tuple[dict[int, 
 
 
 def _usage(gen: Generation) -> p.Usage:
-    u = gen.usage
-    return p.Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens,
-                   prompt_tokens_details=p.PromptTokensDetails(cached_tokens=u.cached_tokens))
+    return p.Usage.of(gen.usage)
 
 
 def _sse(data: dict | str) -> bytes:
@@ -204,9 +203,11 @@ def list_models():
 
 @bp.get("/v1/models/<path:model_id>")
 def get_model(model_id: str):
-    """One model (the openai client's models.retrieve); "default" names the chat model, as chat and completions take it;
-    404 model_not_found for any other id."""
+    """One model (the openai client's models.retrieve); "default" names the chat model, as chat and completions take it,
+    and an Ollama name of ours ("default:latest", as /api/tags lists it) the model it means; 404 model_not_found for any
+    other id."""
     cards = _model_cards()
+    model_id = ollama_tagged(model_id, tuple(c.id for c in cards))
     if model_id == "default":
         return _json(cards[0])
     for card in cards:
@@ -227,6 +228,7 @@ def chat_completions():
     note_usage(gen.usage)
     disconnected = _disconnected()
     calls = call is not None or may_call  # the answer is (or may be) a call, read by tools.CallReader
+    legacy = req.legacy_functions()  # asked with the deprecated `functions`: a call is given as function_call
     if req.stream:
         obj = "chat.completion.chunk"
         opening = {"role": "assistant", "content": None if calls else ""}  # a call's content is null, streamed or not
@@ -241,6 +243,8 @@ def chat_completions():
                 delta, finish = _call_delta(readers[index], text, finish)
                 if not delta and finish is None and lps is None:
                     return None
+                if legacy:
+                    delta, finish = function_call_delta(delta), p.legacy_finish(finish, True)
             logprobs = None if lps is None else {"content": chat_content(lps, svc.token_texts()), "refusal": None}
             return {"object": obj, "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
 
@@ -253,7 +257,7 @@ def chat_completions():
     choices = []
     for i in sorted(texts):
         content, made, finish = read_answer(texts[i], ends[i], tools, call or None, may_call) if calls else (texts[i], None, ends[i])
-        choices.append(p.ChatChoice(index=i, message=p.AssistantMessage.of(content, made), finish_reason=finish,
+        choices.append(p.ChatChoice(index=i, message=p.AssistantMessage.of(content, made, legacy), finish_reason=p.legacy_finish(finish, legacy),
                                     logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], svc.token_texts()))))
     gen.note_citations(texts.values())
     return _json(p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, system_fingerprint=svc.fingerprint,

@@ -12,12 +12,14 @@ A request the route would refuse (invalid body, unknown model, context too long)
 route would, in the error file: "response": {"status_code": 400, ..., "body": {"error": {...}}}.
 A line that is not a request at all (invalid JSON, no custom_id, a duplicate custom_id, an unknown
 url or method) gets "response": null and "error": {"code", "message", "line"}. One bad line never
-fails the run.
+fails the run, but for a line whose url is not the batch's endpoint: OpenAI fails such a batch before
+any line runs, and so does this (status failed, errors [{"code": "mismatched_url", "line", ...}]).
 """
 from __future__ import annotations
 
 import base64
 import json
+import re
 import secrets
 import threading
 import time
@@ -46,6 +48,9 @@ MAX_CUSTOM_ID = 512
 BUSY_RETRY_S = 0.2
 WORKERS = 64  # threads that wait on generations in flight (the engine does the work)
 PROMPT_VERSION = "batch-1"
+MISMATCHED_URL = "mismatched_url"
+MISMATCH = "differs from the batch's endpoint"
+_MISMATCH_AT = re.compile(rf"\bline (\d+): url \S+ {re.escape(MISMATCH)}")
 
 
 def _hex() -> str:
@@ -142,7 +147,7 @@ def _parse_line(raw: str, n: int, endpoint: str | None, seen: set[str]) -> dict:
     if url not in ENDPOINTS:
         return bad("invalid_url", f"line {n}: url must be one of {', '.join(ENDPOINTS)}", cid)
     if endpoint is not None and url != endpoint:
-        return bad("mismatched_url", f"line {n}: url {url} differs from the batch's endpoint {endpoint}", cid)
+        return bad(MISMATCHED_URL, f"line {n}: url {url} {MISMATCH} {endpoint}", cid)
     body = obj.get("body")
     if not isinstance(body, dict):
         return bad("invalid_body", f"line {n}: body must be a JSON object (the request as the route takes it)", cid)
@@ -151,6 +156,24 @@ def _parse_line(raw: str, n: int, endpoint: str | None, seen: set[str]) -> dict:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def check_endpoint(items: list[Item]) -> None:
+    """Raises InvalidJobError (the run fails before any line runs, as OpenAI fails such a batch) when a line's url is not
+    the batch's endpoint: the lines of an OpenAI batch all go to its endpoint, and one elsewhere was a mistake."""
+    bad = [it.payload for it in items if it.payload.get("error", {}).get("code") == MISMATCHED_URL]
+    if bad:
+        more = f" (and {len(bad) - 1} more line{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
+        raise InvalidJobError(f"{bad[0]['error']['message']}{more}: every line of a batch must use its endpoint; put the other "
+                              "requests in a batch of their own", "url")
+
+
+def endpoint_error(message: str) -> dict | None:
+    """The batch error (OpenAI's {code, message, param, line}) of a run that check_endpoint failed, else None."""
+    m = _MISMATCH_AT.search(message)
+    if m is None:
+        return None
+    return {"code": MISMATCHED_URL, "message": message[m.start():], "param": "url", "line": int(m.group(1))}
 
 
 def _validation_message(e: ValidationError) -> tuple[str, str | None]:
@@ -245,14 +268,15 @@ class BatchRequestRunner:
                                                model=req.model)
         gen = self._submit(start)
         texts, ends, lps = self._wait(gen)
-        usage = p.Usage(prompt_tokens=gen.usage.prompt_tokens, completion_tokens=gen.usage.completion_tokens,
-                        total_tokens=gen.usage.total_tokens)
+        usage = p.Usage.of(gen.usage)  # prompt_tokens_details too, as the live route gives it (it was null here)
         gen.note_citations(texts.values())
         sources, grounding = p.sources_of(gen), p.grounding_of(gen)
         if isinstance(req, p.ChatCompletionRequest):
             answers = {i: read_answer(texts[i], ends[i], tools, call or None, may_call) if call is not None or may_call
                        else (texts[i], None, ends[i]) for i in texts}
-            choices = [p.ChatChoice(index=i, message=p.AssistantMessage.of(answers[i][0], answers[i][1]), finish_reason=answers[i][2],
+            legacy = req.legacy_functions()
+            choices = [p.ChatChoice(index=i, message=p.AssistantMessage.of(answers[i][0], answers[i][1], legacy),
+                                    finish_reason=p.legacy_finish(answers[i][2], legacy),
                                     logprobs=None if lps[i] is None else p.ChatLogprobs(content=chat_content(lps[i], self.chat.token_texts())))
                        for i in sorted(texts)]
             out = p.ChatCompletion(id=f"chatcmpl-{gen.id}", created=gen.created, model=gen.model, choices=choices, usage=usage,
@@ -419,7 +443,9 @@ class BatchKind:
             data = stores(ctx.settings, getattr(ctx, "db", None)).files.read_bytes(params["input_file_id"])
         except (KeyError, FileNotFoundError):
             raise InvalidJobError(f"input file {params['input_file_id']!r} is gone", "input_file_id") from None
-        yield from parse_batch(data, params.get("endpoint"))
+        items = parse_batch(data, params.get("endpoint"))
+        check_endpoint(items)
+        yield from items
 
     def start_item(self, item: Item, params: dict, ctx: JobContext) -> _Pending:
         runner = BatchRequestRunner(ctx.chat, ctx.embeddings, ctx.settings, ctx.priority)

@@ -18,6 +18,7 @@ from edge_agent.jobs.batch import (
     BatchKind,
     BatchRequestRunner,
     dump_line,
+    endpoint_error,
     error_line_of,
     parse_batch,
     run_line,
@@ -49,6 +50,19 @@ class TooLargeError(ServiceError):
 
     status = 413
     code = "file_too_large"
+
+
+class NotCancellableError(ServiceError):
+    """A cancel of a batch that has finished (409, OpenAI's answer and wording; its code is null, as OpenAI's)."""
+
+    status = 409
+
+    def __init__(self, status: str):
+        super().__init__(f"Cannot cancel a batch with status '{status}'.")
+
+
+# a batch in one of these states has nothing left to cancel (finalizing: its run has ended, only its files are written)
+FINISHED = frozenset({"finalizing", "completed", "failed", "expired", "cancelled"})
 
 
 class InsufficientStorageError(ServiceError):
@@ -250,7 +264,12 @@ class BatchService:
                 "last_id": data[-1]["id"] if data else None, "has_more": len(recs) > limit}
 
     def cancel(self, batch_id: str) -> dict:
+        """Ask the batch's run to stop; the batch as it is then ("cancelling", or "cancelled" when nothing was running).
+        Raises NotFoundError, NotCancellableError (it has finished: OpenAI answers 409)."""
         rec = self._batch(batch_id)
+        status = self._to_openai(rec)["status"]
+        if status in FINISHED:
+            raise NotCancellableError(status)
         if rec.run_id:
             self.jobs.cancel_run(rec.run_id)
         return self.batch(batch_id)
@@ -288,7 +307,8 @@ class BatchService:
             out["status"] = "failed"
             out["failed_at"] = ended
             if run.error:
-                out["errors"] = {"object": "list", "data": [{"code": "batch_failed", "message": run.error, "param": None, "line": None}]}
+                err = endpoint_error(run.error) or {"code": "batch_failed", "message": run.error, "param": None, "line": None}
+                out["errors"] = {"object": "list", "data": [err]}
         return out
 
 

@@ -330,7 +330,7 @@ class ChatService(GroundedChat):
                     return gen
             grounded, sources = self._ground_prompt(prompts[0], options, rag)
             prompts = [grounded]
-        jobs, lengths = [], []
+        jobs, lengths, hidden = [], [], []
         for p, prompt in enumerate(prompts):
             if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):  # (sources block, prompt)
                 ids = self.formatter.encode_with_documents(prompt[0], prompt[1]).ids
@@ -339,13 +339,18 @@ class ChatService(GroundedChat):
                 self._check_length(prompt, options)
                 ids = self.engine.encode(prompt)
                 text = shown[p]  # type: ignore[assignment]
+                if echo and options.logprobs is not None:
+                    hidden.append(self._added_in_front(prompt, ids))
             else:
                 bad = [t for t in prompt if not 0 <= t < self.vocab_size]
                 if bad:
                     raise InvalidRequestError(f"token id {bad[0]} is outside this model's vocabulary (0..{self.vocab_size - 1})", param="prompt")
                 ids, text = list(prompt), self.engine.decode(prompt) if echo else ""
             lengths.append(len(ids))
+            hidden += [0] * (len(lengths) - len(hidden))  # token ids and documents: the tokens as they are
             jobs += [(ids, text if echo else "", p * n + j) for j in range(n)]
+        if echo and options.logprobs is not None:
+            self._check_scorable([jobs[k * n][0] for k in range(len(prompts))])
         if options.max_tokens == 0:  # OpenAI's and vLLM's prompt scoring: echo alone, nothing generated
             if not echo:
                 raise InvalidRequestError("max_tokens must be at least 1 (0 only with echo, to return or score the prompt alone)",
@@ -355,7 +360,7 @@ class ChatService(GroundedChat):
         else:
             gen = self._start(jobs, lengths, options, priority, constraint)
         try:
-            scores = self._score_prompts([jobs[k * n][0] for k in range(len(prompts))], options.logprobs, priority) \
+            scores = self._score_prompts([jobs[k * n][0] for k in range(len(prompts))], options.logprobs, priority, hidden) \
                 if echo and options.logprobs is not None else []
         except BaseException:
             gen.cancel()
@@ -446,16 +451,37 @@ class ChatService(GroundedChat):
         except ValueError as e:
             raise InvalidRequestError(str(e)) from None
 
-    def _score_prompts(self, prompts: list[list[int]], top: int, priority: int) -> list:
+    def _check_scorable(self, prompts: list[list[int]]) -> None:
+        """Raise InvalidRequestError when a prompt to score (echo with logprobs) has, after its first token, one the model
+        never writes (BOS, pad, unk, image markers): each token is scored by forcing it, and those cannot be forced (it was
+        a 500 "scoring the prompt failed")."""
+        never = self.engine.never_generated_set
+        for p, ids in enumerate(prompts):
+            k = next((k for k in range(1, len(ids)) if ids[k] in never), None)
+            if k is not None:
+                shown = self.engine.decode([ids[k]], skip_special_tokens=False)
+                raise InvalidRequestError(f"prompt {p} has the control token {shown!r} (id {ids[k]}) at token {k}: the model never "
+                                          "writes it, so it cannot be scored; leave it out of a prompt sent with echo and logprobs",
+                                          param="prompt")
+
+    def _added_in_front(self, prompt: str, ids: list[int]) -> int:
+        """How many of a text prompt's ids the tokenizer put in front of its text (BOS): an echo leaves them out, as OpenAI
+        and vLLM show no token the client did not send (a "<bos>" the client wrote in its text is its own, and shown)."""
+        own = self.engine.encode(prompt, add_special_tokens=False)
+        added = len(ids) - len(own)
+        return added if added > 0 and ids[added:] == own else 0
+
+    def _score_prompts(self, prompts: list[list[int]], top: int, priority: int, hidden: list[int]) -> list:
         """Start scoring each prompt's tokens (echo with logprobs: services.logprobs.PromptScores, one decode step a token,
-        in up to 8 segments side by side). Raises BusyError, ContextLengthExceededError, UnavailableError as _start does."""
+        in up to 8 segments side by side); hidden[k]: how many of prompt k's first tokens its entries leave out.
+        Raises BusyError, ContextLengthExceededError, UnavailableError as _start does."""
         from edge_agent.services.logprobs import start_prompt_scores
 
         out: list = []
         most = max(1, self.scheduler.max_queue // 2 // max(1, len(prompts)))  # half the queue at most: room for the choices
         try:
-            for ids in prompts:
-                out.append(start_prompt_scores(self.scheduler, ids, top, priority, self.time_limit(priority), min(8, most)))
+            for ids, hide in zip(prompts, hidden):
+                out.append(start_prompt_scores(self.scheduler, ids, top, priority, self.time_limit(priority), min(8, most), hide))
         except BaseException as e:
             for sc in out:
                 sc.cancel()

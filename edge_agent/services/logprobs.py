@@ -162,16 +162,17 @@ class PromptScores:
     handles: one engine handle per segment of parts (services.logprobs.segments). Shared by the n choices of a prompt.
     """
 
-    def __init__(self, ids: list[int], handles: list, parts: list[tuple[int, int]]):
+    def __init__(self, ids: list[int], handles: list, parts: list[tuple[int, int]], hidden: int = 0):
         self.ids = ids
         self.handles = handles
         self.parts = parts
+        self.hidden = hidden  # the first tokens the client did not send (a BOS the tokenizer added): scored after, not shown
         self._lock = threading.Lock()
         self._done: list = [None] * len(handles)
         self._entries: list[TokenLogprob] | None = None
 
     def wait(self, timeout: float) -> list[TokenLogprob] | None:
-        """The entries (the first with logprob None), or None while they are not done within timeout seconds.
+        """The entries (the first with logprob None unless hidden), or None while they are not done within timeout seconds.
 
         Raises GenerationFailedError when the scoring failed, UnavailableError when it was cancelled.
         """
@@ -191,7 +192,7 @@ class PromptScores:
                     if fin.finish_reason != "length" or fin.logprobs is None or len(fin.logprobs) != b - a:
                         raise GenerationFailedError("scoring the prompt failed; retry, and report it if it persists")
                     entries += fin.logprobs
-                self._entries = entries
+                self._entries = entries[self.hidden:]
             return self._entries
 
     def cancel(self) -> None:
@@ -200,8 +201,9 @@ class PromptScores:
 
 
 def start_prompt_scores(scheduler, ids: list[int], top: int, priority: int = 0, timeout_s: float | None = None,
-                        most: int = MAX_SEGMENTS) -> PromptScores:
+                        most: int = MAX_SEGMENTS, hidden: int = 0) -> PromptScores:
     """Submit the forced generations (at most `most`) that score ids (top: alternatives per token); returns at once.
+    The entries leave out the first `hidden` tokens (a BOS the client did not send): the next is scored after them.
 
     Raises the scheduler's QueueFullError, ContextLengthError, EngineError (what was submitted is cancelled).
     """
@@ -216,4 +218,4 @@ def start_prompt_scores(scheduler, ids: list[int], top: int, priority: int = 0, 
         for h in handles:
             h.cancel()
         raise
-    return PromptScores(list(ids), handles, parts)
+    return PromptScores(list(ids), handles, parts, hidden)

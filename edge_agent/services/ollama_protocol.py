@@ -7,8 +7,8 @@ more than Ollama's legacy fields (services/generate_prompts.py), and sampling op
 layers, mmap, batch; num_ctx too: the context is fixed, and Ollama caps a larger one at the model's own) are accepted and
 ignored, as are keep_alive and num_keep (keep_alive 0 with nothing to answer is Ollama's unload request: answered
 done_reason "unload" as Ollama answers it; the one model served stays loaded). Model names are matched
-case-insensitively, as Ollama matches them.
-Models live here, not in api/, as services.protocol's do (architecture: jobs may not import api).
+case-insensitively, as Ollama matches them. Unknown fields and options are ignored with a warning in the log, as Ollama
+ignores them (services/lenient.py). Models live here, not in api/, as services.protocol's do (architecture: jobs may not import api).
 """
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.constrained import OutputConstraint
 from edge_agent.services.errors import ContextLengthExceededError, InvalidRequestError, ServiceError
 from edge_agent.services.generation import Generation
+from edge_agent.services.lenient import LenientRequest
+from edge_agent.services.model_size import human_number, parameter_count
 from edge_agent.services.protocol import (
     INT64_MIN,
     MAX_EMBED_INPUTS,
@@ -36,7 +38,6 @@ from edge_agent.services.protocol import (
     Int,
     StopString,
     Unsupported,
-    _Request,
     at_most_messages,
 )
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
@@ -64,7 +65,7 @@ class OllamaModelNotFound(ServiceError):
         super().__init__(f"model {name!r} not found", param="model")
 
 
-class OllamaOptions(_Request):
+class OllamaOptions(LenientRequest):
     """Ollama's `options`: the sampling ones map to ours; runtime tuning is accepted and ignored; null is as left out."""
 
     temperature: Float | None = Field(None, ge=0, le=MAX_TEMPERATURE)
@@ -116,7 +117,7 @@ class OllamaOptions(_Request):
         return v
 
 
-class _OllamaRequest(_Request):
+class _OllamaRequest(LenientRequest):
     model: str = Field(min_length=1, max_length=256, description="The model's name (with or without \":latest\"), or \"default\".")
     keep_alive: Annotated[str, Field(max_length=32)] | Float | None = Field(
         None, description="Accepted and ignored: the model stays loaded. 0 with an empty prompt or conversation (Ollama's unload "
@@ -186,19 +187,19 @@ class _Generating(_OllamaRequest):
         raise NotImplementedError
 
 
-class OllamaCalledFunction(_Request):
+class OllamaCalledFunction(LenientRequest):
     name: str = Field(min_length=1, max_length=64)
     arguments: dict[str, Any] = Field(default_factory=dict, description="The call's arguments, an object (not JSON text).")
     index: Int(ge=0) | None = Field(None, description="Accepted and ignored.")
 
 
-class OllamaToolCall(_Request):
+class OllamaToolCall(LenientRequest):
     id: str | None = Field(None, min_length=1, max_length=256, description="The call's id (Ollama 0.12.10); its result's tool_call_id.")
     type: Literal["function"] | None = None
     function: OllamaCalledFunction
 
 
-class OllamaMessage(_Request):
+class OllamaMessage(LenientRequest):
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     images: Unsupported(TEXT_ONLY) = Field(None, description="Not supported (this model reads text): only null or [].")
@@ -381,7 +382,7 @@ class OllamaEmbeddingsRequest(_OllamaRequest):
     options: OllamaOptions | None = Field(None, description="Accepted and ignored.")
 
 
-class OllamaShowRequest(_Request):
+class OllamaShowRequest(LenientRequest):
     model: str = Field(None, min_length=1, max_length=256)
     name: str = Field(None, min_length=1, max_length=256, description="The same as model (older clients).")
     verbose: bool | None = None
@@ -548,14 +549,17 @@ def chat_model(chat) -> tuple[OllamaModel, dict[str, Any]]:
     arch = b.architecture.get("arch", "unknown")
     files = m.get("files", {})
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
-    details = OllamaDetails(format="onnx", family=arch, families=[arch], parameter_size="",
+    count = parameter_count(b.architecture)
+    details = OllamaDetails(format="onnx", family=arch, families=[arch], parameter_size=human_number(count) if count else "",
                             quantization_level=str((m.get("quantization") or {}).get("scheme") or ""))
     card = OllamaModel(name=chat.model_name + LATEST, model=chat.model_name + LATEST, modified_at=str(m.get("created") or EPOCH),
                        size=sum(int(f.get("bytes", 0)) for f in files.values()), digest=digest, details=details)
-    info = {"general.architecture": arch, f"{arch}.context_length": chat.context_length, f"{arch}.vocab_size": chat.vocab_size}
-    for key in ("hidden_size", "num_layers", "num_heads", "num_kv_heads"):
-        if key in b.architecture:
-            info[f"{arch}.{key}"] = b.architecture[key]
+    info = {"general.architecture": arch, **({"general.parameter_count": count} if count else {}),
+            f"{arch}.context_length": chat.context_length, f"{arch}.vocab_size": chat.vocab_size}
+    for key, name in (("hidden_size", "embedding_length"), ("num_layers", "block_count"), ("num_heads", "attention.head_count"),
+                      ("num_kv_heads", "attention.head_count_kv"), ("intermediate_size", "feed_forward_length")):
+        if key in b.architecture:  # named as Ollama names them (the GGUF keys), which memory estimators read
+            info[f"{arch}.{name}"] = b.architecture[key]
     return card, info
 
 

@@ -39,6 +39,8 @@ from edge_agent.services.tools_protocol import (  # noqa: F401 (re-exported: api
     ToolCallDelta,
     check_tools,
 )
+from edge_agent.services.protocol_vllm import Unsupported, VllmChatFields, VllmCompletionFields, VllmSamplingFields
+from edge_agent.services.protocol_functions import FunctionFields
 from edge_agent.engine.types import MAX_LOGPROBS, MAX_REPETITION_PENALTY, MAX_TEMPERATURE, MAX_TOP_K, MIN_REPETITION_PENALTY
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
@@ -75,20 +77,6 @@ def unknown_field(param: str) -> str:
         return ("extra_body is the openai Python client's argument, not a field of the request: put the fields it holds at the "
                 "top level of the JSON body")
     return UNKNOWN_FIELD
-
-
-def _no_op_only(why: str, *no_ops: Any) -> Any:
-    """A validator for an OpenAI field this server does not implement: values that change nothing pass as None, others say why."""
-    def check(v: Any) -> Any:
-        if v is None or v == [] or v == {} or any(v == x and type(v) is type(x) for x in no_ops):
-            return None
-        raise ValueError(f"not supported: {why}")
-    return BeforeValidator(check)
-
-
-def Unsupported(why: str, *no_ops: Any) -> Any:
-    """An OpenAI field that is refused with `why` unless it is null, empty or one of no_ops (which are ignored)."""
-    return Annotated[Any, _no_op_only(why, *no_ops)]
 
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
@@ -198,7 +186,7 @@ class StructuredOutputs(_Request):
         return guided_constraint(self.choice, self.json_, self.regex, bool(self.json_object), "structured_outputs")
 
 
-class _Sampling(_Request):
+class _Sampling(_Request, VllmSamplingFields):
     """Fields shared by chat and text completions."""
 
     model: str = Field("default", min_length=1, max_length=256, description="The model id from GET /v1/models (or \"default\"); "
@@ -301,6 +289,8 @@ class _Sampling(_Request):
 class StreamOptions(_Request):
     include_usage: bool | None = Field(None, description="Send a last chunk with `usage` and no choices.")
     include_obfuscation: bool | None = Field(None, description="Accepted and ignored: chunks carry no obfuscation padding here.")
+    continuous_usage_stats: Unsupported("usage is sent once, in the last chunk (include_usage): send false or leave it out", False) = Field(
+        None, description="vLLM's: only false (its default).")
 
 
 class TextPart(_Request):
@@ -340,8 +330,9 @@ def _text_of(content: str | list) -> str:
 def _known_role(v: Any) -> Any:
     if isinstance(v, str) and v not in ROLES:
         if v == "function":
-            raise ValueError("the deprecated function role is not taken: send the result as a `tool` message with the "
-                             "tool_call_id of the assistant's call")
+            raise ValueError("a (deprecated) function message answers an earlier assistant message's function_call of the "
+                             "same name, and none came before it: send the result as a `tool` message with the tool_call_id "
+                             "of the assistant's call")
         raise ValueError(f"the role must be one of {', '.join(ROLES)} (got {v[:40]!r})")
     return v
 
@@ -373,6 +364,10 @@ class AssistantTurn(ChatMessage):
     # what the openai client's ChatCompletionMessage.model_dump() carries when a client replays an answer into the history
     refusal: str | None = Field(None, description="Accepted and ignored.")
     annotations: list | None = Field(None, description="Accepted and ignored.")
+    # an earlier answer's reasoning, as reasoning models' servers return it (vLLM's reasoning parsers, DeepSeek's API) and
+    # clients replay it: left out of the prompt, as chat templates drop an earlier turn's reasoning
+    reasoning_content: str | None = Field(None, max_length=1 << 20, description="Accepted and left out of the prompt.")
+    reasoning: str | None = Field(None, max_length=1 << 20, description="Accepted and left out of the prompt.")
     audio: Unsupported("this model reads text only: leave `audio` out") = Field(None, description="Not supported: only null.")
     tool_calls: Annotated[list[ToolCall], Field(max_length=MAX_TOOLS)] | None = Field(
         None, description="The calls it made (their results follow as `tool` messages).")
@@ -445,7 +440,7 @@ class ResponseFormat(_Request):
         return None
 
 
-class ChatCompletionRequest(_Sampling, ChatToolFields):
+class ChatCompletionRequest(_Sampling, ChatToolFields, VllmChatFields, FunctionFields):
     messages: list[Message] = Field(min_length=1, description="The conversation so far, oldest first.")
     max_completion_tokens: Int(ge=1) | None = Field(None, description="Same as max_tokens (takes precedence).")
     logprobs: bool | None = Field(None, description="Return each answer token's log-probability in `choices[].logprobs.content` "
@@ -470,11 +465,6 @@ class ChatCompletionRequest(_Sampling, ChatToolFields):
         None, description="vLLM's: only false (its default).")
     echo: Unsupported("the conversation is not echoed on chat: send false or leave it out", False) = Field(
         None, description="vLLM's: only false (its default).")
-    functions: Unsupported("the deprecated `functions` is not taken: send them as `tools` "
-                           "([{\"type\": \"function\", \"function\": ...}])") = Field(
-        None, description="Not supported (deprecated by OpenAI): only null or []; use tools.")
-    function_call: Unsupported("the deprecated `function_call` is not taken: use `tool_choice`", "none", "auto") = Field(
-        None, description="Not supported (deprecated by OpenAI): use tool_choice.")
     chat_template_kwargs: TemplateKwargs | None = Field(None, description=TEMPLATE_KWARGS)
 
     @model_validator(mode="after")
@@ -502,7 +492,7 @@ class ChatCompletionRequest(_Sampling, ChatToolFields):
 TokenIds = Annotated[list[Int(ge=0, le=2**31 - 1)], Field(min_length=1)]
 
 
-class CompletionRequest(_Sampling):
+class CompletionRequest(_Sampling, VllmCompletionFields):
     prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)] | TokenIds | Annotated[
         list[TokenIds], Field(min_length=1, max_length=MAX_PROMPTS)
     ] = Field(description="Text, several texts, token ids, or several lists of token ids; no chat formatting is applied.")
@@ -587,6 +577,7 @@ from edge_agent.services.protocol_replies import (  # noqa: E402,F401 (re-export
     Readiness,
     sources_of,
     grounding_of,
+    legacy_finish,
 )
 
 _Sampling.model_rebuild()  # their annotations name reply models (above)

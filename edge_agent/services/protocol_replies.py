@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, model_serializer
 from edge_agent.services.tools_protocol import CalledFunction, ResponseToolCall, ToolCallDelta
 
 FinishReason = Literal["stop", "length"]
-ChatFinishReason = Literal["stop", "length", "tool_calls"]  # tool_calls: the answer is a whole call
+ChatFinishReason = Literal["stop", "length", "tool_calls", "function_call"]  # a whole call (function_call: asked with `functions`)
 
 
 class SourceLocation(BaseModel):
@@ -71,28 +71,45 @@ class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
-    prompt_tokens_details: PromptTokensDetails | None = Field(None, description="Left out where not known (batch lines).")
+    prompt_tokens_details: PromptTokensDetails | None = Field(
+        None, description="The prompt tokens the prefix cache held (batch lines too).")
+
+    @classmethod
+    def of(cls, u) -> "Usage":
+        """The usage of a Generation's TokenUsage, as the live routes and batch lines give it."""
+        return cls(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens,
+                   prompt_tokens_details=PromptTokensDetails(cached_tokens=u.cached_tokens))
 
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = Field(description="The answer; null when it is a tool call.")
     tool_calls: list[ResponseToolCall] | None = Field(None, description="With tools: the call, when the answer is one (left out otherwise).")
+    function_call: CalledFunction | None = Field(None, description="With the deprecated `functions`: the call (left out otherwise).")
 
     @classmethod
-    def of(cls, content: str | None, call: dict | None) -> "AssistantMessage":
-        """The message of an answer (services.tools.read_answer's content and call)."""
+    def of(cls, content: str | None, call: dict | None, legacy: bool = False) -> "AssistantMessage":
+        """The message of an answer (services.tools.read_answer's content and call); legacy: a request with `functions`,
+        whose call is given as function_call."""
         if call is None:
             return cls(content=content)
-        return cls(content=content, tool_calls=[ResponseToolCall(id=call["id"], function=CalledFunction(name=call["name"],
-                                                                                                     arguments=call["arguments"]))])
+        called = CalledFunction(name=call["name"], arguments=call["arguments"])
+        if legacy:
+            return cls(content=content, function_call=called)
+        return cls(content=content, tool_calls=[ResponseToolCall(id=call["id"], function=called)])
 
     @model_serializer(mode="wrap")
     def _no_empty_calls(self, handler):
         out = handler(self)
-        if out.get("tool_calls") is None:
-            out.pop("tool_calls", None)
+        for key in ("tool_calls", "function_call"):
+            if out.get(key) is None:
+                out.pop(key, None)
         return out
+
+
+def legacy_finish(finish: str, legacy: bool) -> str:
+    """A call's finish_reason as the request asked for it: "function_call" for one with the deprecated `functions`."""
+    return "function_call" if legacy and finish == "tool_calls" else finish
 
 
 class TopLogprob(BaseModel):
@@ -134,6 +151,8 @@ class ChatDelta(BaseModel):
     content: str | None = None
     tool_calls: list[ToolCallDelta] | None = Field(None, description="With tools, when the answer is a call: first its id, type "
                                                                      "and name, then pieces of its arguments.")
+    function_call: dict[str, str] | None = Field(None, description="With the deprecated `functions`: the call, first its name, then "
+                                                                   "pieces of its arguments.")
 
 
 class ChatChunkChoice(BaseModel):
@@ -159,7 +178,9 @@ class ChatCompletionChunk(BaseModel):
 
 class CompletionLogprobs(BaseModel):
     tokens: list[str]
-    token_logprobs: list[float | None] = Field(description="null for the first token of an echoed prompt (nothing precedes it).")
+    token_logprobs: list[float | None] = Field(
+        description="null for the first token of an echoed token-id prompt (nothing precedes it; a text prompt's first "
+                    "follows the BOS the server put in front, which is not listed).")
     top_logprobs: list[dict[str, float] | None] | None
     text_offset: list[int] = Field(description="Where each token's text starts in the choice's text (characters).")
 

@@ -84,7 +84,6 @@ def test_openai_fields_that_change_nothing_are_accepted(client):
 @pytest.mark.parametrize("kwargs,param,says", [
     (dict(tools=[{"type": "retrieval"}]), "tools[0].type", "function"),
     (dict(tool_choice="required"), "tool_choice", "needs tools"),
-    (dict(extra_body={"functions": [{"name": "f"}]}), "functions", "tools"),
     (dict(top_logprobs=2), "top_logprobs", "logprobs: true"),
     (dict(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]}]),
      "messages[0].content[0]", "text only"),
@@ -149,6 +148,18 @@ def test_an_answer_replayed_into_the_history_as_a_dict(client):
     r3 = client.chat.completions.create(model="llama", max_tokens=3, messages=[*msgs, with_call, {"role": "tool", "tool_call_id": "c1",
                                                                                                    "content": "Utrecht"}])
     assert r3.choices[0].message.role == "assistant"
+
+
+def test_an_earlier_answers_reasoning_in_the_history_is_taken_and_left_out_of_the_prompt(client):
+    """Servers of reasoning models (vLLM's reasoning parsers, DeepSeek's API) return message.reasoning_content (vLLM's newer
+    ones `reasoning`) and clients replay the whole message; it was a 400 "unknown field". It is taken and left out of the
+    prompt, as chat templates drop an earlier turn's reasoning: the same prompt tokens, the same answer."""
+    msgs = [{"role": "user", "content": "Noem een stad."}, {"role": "assistant", "content": "Utrecht."}]
+    ask = {"role": "user", "content": "Nog een?"}
+    plain = client.chat.completions.create(model="llama", messages=[*msgs, ask], max_tokens=4, temperature=0)
+    for extra in ({"reasoning_content": "The user wants a Dutch city. " * 20}, {"reasoning_content": None, "reasoning": "Short."}):
+        r = client.chat.completions.create(model="llama", messages=[msgs[0], {**msgs[1], **extra}, ask], max_tokens=4, temperature=0)
+        assert r.usage.prompt_tokens == plain.usage.prompt_tokens and r.choices[0].message.content == plain.choices[0].message.content
 
 
 def test_connection_cap_429_is_a_rate_limit_error(live):

@@ -211,6 +211,10 @@ def test_the_ollama_names_of_our_models_work_on_the_openai_routes(client, live):
         assert r.model == served, (name, r.model)
     assert client.completions.create(model="llama:latest", prompt="De molen", max_tokens=2).model == "llama"
     assert client.responses.create(model="llama:latest", input="Noem een stad.", max_output_tokens=2).model == "llama"
+    for name in ("llama:latest", "Default:Latest"):  # models.retrieve too (an app checks the model it was given): it was a 404
+        assert client.models.retrieve(name).id == "llama"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("llama:7b")
     for name in ("llama:7b", "LLAMA"):  # only the :latest spelling is Ollama's; a bare name stays exact, as on vLLM
         with pytest.raises(openai.NotFoundError):
             client.chat.completions.create(model=name, messages=MSGS, max_tokens=2)

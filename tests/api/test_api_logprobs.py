@@ -166,6 +166,43 @@ def test_echo_scores_the_prompt_as_lm_eval_asks(client, ref, texts):
     assert tokens == r.choices[0].logprobs.tokens and values == r.choices[0].logprobs.token_logprobs
 
 
+def test_echo_of_a_text_prompt_shows_no_bos_the_client_did_not_send(client, live, ref, texts):
+    """A text prompt's tokens as the client sent them: the BOS the tokenizer puts in front was listed as a token (with
+    null logprob, taking no room) though the text has none; OpenAI and vLLM show no such token. The first token shown is
+    scored after that BOS. (Token-id prompts are shown as sent: test_echo_scores_the_prompt_as_lm_eval_asks.)"""
+    tok = live.runtime.chat.engine.tokenizer
+    prompt = "The quick brown fox"
+    ids, own = tok.encode(prompt).ids, tok.encode(prompt, add_special_tokens=False).ids
+    assert len(ids) == len(own) + 1 and ids[0] in texts.special, (ids, own)  # the tokenizer adds a BOS
+    for max_tokens in (0, 2):
+        r = client.completions.create(model="llama", prompt=prompt, max_tokens=max_tokens, temperature=0, echo=True, logprobs=1,
+                                      extra_body={"ignore_eos": True})
+        lp = r.choices[0].logprobs
+        assert lp.tokens[:len(own)] == [texts.info(i)[0] for i in own] and len(lp.tokens) == len(own) + max_tokens, lp.tokens
+        assert "".join(lp.tokens) == r.choices[0].text and r.choices[0].text.startswith(prompt)
+        assert lp.text_offset == [sum(len(t) for t in lp.tokens[:k]) for k in range(len(lp.tokens))]
+        assert all(v is not None for v in lp.token_logprobs) and all(d is not None for d in lp.top_logprobs)
+        for k in range(len(own)):  # each scored after the BOS and the tokens before it
+            assert abs(lp.token_logprobs[k] - ref(ids[:k + 1])[own[k]]) < TOL
+    streamed = list(client.completions.create(model="llama", prompt=prompt, max_tokens=2, temperature=0, echo=True, logprobs=1,
+                                              stream=True, extra_body={"ignore_eos": True}))
+    assert [t for ch in streamed if ch.choices and ch.choices[0].logprobs for t in ch.choices[0].logprobs.tokens] == lp.tokens
+
+
+def test_a_prompt_to_score_with_a_token_the_model_never_writes_is_a_400(client, live, texts):
+    """Scoring forces each prompt token in turn; BOS, pad or unk after the first token cannot be forced (the engine never
+    writes them), and such a prompt was a 500 "scoring the prompt failed; retry". It is a 400 naming the token; the same
+    prompt without echo and logprobs is served."""
+    tok = live.runtime.chat.engine.tokenizer
+    bos = tok.encode("x").ids[0]
+    assert bos in live.runtime.chat.engine.never_generated_set
+    for prompt in ([bos, 17, bos, 42], texts.info(bos)[0] + "The fox"):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model="llama", prompt=prompt, max_tokens=1, echo=True, logprobs=1)
+        assert e.value.body["param"] == "prompt" and "cannot be scored" in e.value.body["message"], e.value.body
+        assert client.completions.create(model="llama", prompt=prompt, max_tokens=1).choices[0].finish_reason
+
+
 def test_max_tokens_0_with_echo_scores_the_prompt_alone(client, live, ref):
     """OpenAI's and vLLM's prompt scoring: echo, logprobs, max_tokens 0: the prompt's tokens and nothing generated."""
     prompt = [1] + [5 + (k * 37) % 390 for k in range(39)]  # 40 tokens: scored in three segments (1-16, 17-32, 33-39)

@@ -126,6 +126,10 @@ def test_models_listed_shown_and_running(live, client):
     assert card.size > 0 and len(card.digest) == 64 and card.details.format == "onnx" and card.details.family == "llama"
     shown = client.show("llama:latest")
     assert shown.modelinfo["llama.context_length"] == live.runtime.chat.context_length and "completion" in shown.capabilities
+    arch = live.runtime.chat.engine.bundle.architecture  # Ollama's (GGUF's) key names: hidden_size was llama.hidden_size
+    assert (shown.modelinfo["llama.embedding_length"], shown.modelinfo["llama.block_count"], shown.modelinfo["llama.attention.head_count"],
+            shown.modelinfo["llama.attention.head_count_kv"]) == (arch["hidden_size"], arch["num_layers"], arch["num_heads"], arch["num_kv_heads"])
+    assert not {"llama.hidden_size", "llama.num_layers"} & set(shown.modelinfo)
     assert client.show("default").modelinfo == shown.modelinfo
     running = client.ps().models
     assert [m.model for m in running] == ["llama:latest"] and running[0].context_length == live.runtime.chat.context_length
@@ -133,6 +137,24 @@ def test_models_listed_shown_and_running(live, client):
     version = json.loads(body)["version"]
     assert status == 200 and version.count(".") == 2
     assert tuple(map(int, version.split("."))) >= (0, 12, 11)  # the release that brought logprobs, which these routes serve
+
+
+def test_the_parameter_count_is_the_checkpoints_as_ollama_writes_it(client, checkpoints):
+    """details.parameter_size was "" (Ollama: "268.10M", "8.0B"), which front ends show beside the name; it and
+    model_info's general.parameter_count are now the weights of the checkpoint the bundle was made from."""
+    import struct
+
+    from edge_agent.services.model_size import human_number
+
+    weights = 0
+    for f in checkpoints["llama"].glob("*.safetensors"):  # each tensor's shape, from the file's own header
+        raw = f.read_bytes()
+        header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+        weights += sum(int(np.prod(t["shape"])) for k, t in header.items() if k != "__metadata__")
+    shown = client.show("llama")
+    assert shown.modelinfo["general.parameter_count"] == weights
+    assert shown.details.parameter_size == client.list().models[0].details.parameter_size == human_number(weights)
+    assert human_number(268_098_176) == "268.10M" and human_number(8_030_261_248) == "8.0B" and human_number(3 * 10**9) == "3B"
 
 
 def test_unknown_models_are_404_in_ollamas_shape(live, client):
@@ -160,7 +182,8 @@ def test_model_names_are_matched_in_any_case_as_ollama_matches_them(live, client
 @pytest.mark.parametrize("body, word", [
     ({"options": {"temperature": -1}}, "temperature"),
     ({"options": {"mirostat": 2}}, "mirostat"),
-    ({"options": {"warp_speed": 9}}, "warp_speed"),
+    ({"options": {"temperature": "0.5"}}, "temperature"),
+    ({"options": {"top_k": "40"}}, "top_k"),  # Ollama too: "option top_k must be of type integer"
     ({"options": {"stop": "x"}}, "stop"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]}, "parameters"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}], "format": "json"}, "tools"),
@@ -175,6 +198,45 @@ def test_bad_input_is_a_400_that_says_what(live, body, word):
     err = json.loads(raw)
     assert status == 400 and headers["content-type"] == "application/json" and isinstance(err["error"], str), (status, err)
     assert word in err["error"] and "Traceback" not in err["error"], err
+
+
+def test_unknown_fields_and_options_are_ignored_with_a_warning_as_ollama_does(live, client, caplog):
+    """Ollama drops fields it does not know (Go's JSON decoder) and logs an unknown option ("invalid option provided"): a
+    client built for a newer Ollama, or one that sends every option it has, works. Here they were a 400. A known option
+    with a bad value is still the 400 that names it (test_bad_input_is_a_400_that_says_what)."""
+    ref = client.chat(model="default", messages=MSGS, options=GREEDY)
+    body = {"model": "default", "messages": [{**MSGS[0], "images_meta": {}}, MSGS[1]], "stream": False, "shift": True,
+            "options": {**GREEDY, "warp_speed": 9, "num_gqa": 8}, "newer_field": {"x": [1]}}
+    with caplog.at_level("WARNING", logger="edge_agent.services.lenient"):
+        status, _, raw = live.request("POST", "/api/chat", body)
+    out = json.loads(raw)
+    assert status == 200 and out["message"]["content"] == ref.message.content and out["eval_count"] == ref.eval_count, raw
+    assert not {"warp_speed", "newer_field", "shift"} & set(out)  # nothing made up in the answer
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert all(name in said for name in ("'warp_speed'", "'num_gqa'", "'newer_field'", "'shift'", "'images_meta'")), said
+    r = client.generate(model="default", prompt="Een", options={"temperature": 0, "num_predict": 2, "warp_speed": 9})
+    assert r.done and r.eval_count <= 2
+    for path, extra in (("/api/embed", {"input": "", "options": {"warp_speed": 1}}), ("/api/show", {"verbose": False, "x": 1})):
+        status, _, raw = live.request("POST", path, {"model": "default", **extra})
+        assert status == 200, (path, raw)
+
+
+def test_null_fields_are_as_left_out_as_ollama_decodes_them(live):
+    """Go decodes null as "left out" ("stream": null streams, "raw": null is false, a message's "content": null is ""),
+    so Ollama takes clients that write every field; here each was a 400 "Input should be a valid boolean"."""
+    status, headers, lines = _lines(live, "/api/chat", {"model": "default", "messages": MSGS, "stream": None, "options": GREEDY})
+    assert status == 200 and headers["content-type"].startswith("application/x-ndjson") and lines[-1]["done"] is True, lines
+    nulls = {"stream": False, "raw": None, "system": None, "template": None, "context": None, "suffix": None, "images": None,
+             "format": None, "think": None, "keep_alive": None, "logprobs": None, "options": {**GREEDY, "stop": None, "seed": None}}
+    status, _, raw = live.request("POST", "/api/generate", {"model": "default", "prompt": "Een", **nulls})
+    assert status == 200 and json.loads(raw)["context"], raw  # raw false: the prompt framed, context returned
+    _, _, plain = live.request("POST", "/api/generate", {"model": "default", "prompt": "Een", "stream": False, "options": GREEDY})
+    assert json.loads(raw)["response"] == json.loads(plain)["response"]
+    status, _, raw = live.request("POST", "/api/chat", {"model": "default", "stream": False, "options": GREEDY, "tools": None,
+                                                        "messages": [{"role": "user", "content": None, "tool_calls": None}, MSGS[1]]})
+    assert status == 200 and json.loads(raw)["done"] is True, raw
+    status, _, raw = live.request("POST", "/api/chat", {"model": None, "messages": MSGS})
+    assert status == 400 and "model" in json.loads(raw)["error"], raw  # still required
 
 
 def test_generate_refuses_what_it_cannot_honour(live):

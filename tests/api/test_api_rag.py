@@ -207,4 +207,6 @@ def test_document_routes_keep_the_app_errors(rag_server):
     status, _, raw = rag_server.request("GET", "/v1/documents?limit=0")
     assert status == 400 and json.loads(raw)["error"]["param"] == "limit"
     status, _, raw = rag_server.request("POST", "/v1/documents", b"title=x", headers={"Content-Type": "text/plain"})
+    assert status == 400 and json.loads(raw)["error"]["code"] == "invalid_json", raw  # read as JSON (as OpenAI reads it): it is not
+    status, _, raw = rag_server.request("POST", "/v1/documents", b"<doc/>", headers={"Content-Type": "application/xml"})
     assert status == 415, raw

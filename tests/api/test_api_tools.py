@@ -206,8 +206,8 @@ BAD = [
     (dict(messages=[*MSGS, {"role": "assistant", "content": None}]), "messages[1].content", "tool_calls"),
     (dict(messages=[{"role": "user", "content": "x", "tool_call_id": "c"}]), "messages[0].tool_call_id", "unknown field"),
     (dict(messages=[{"role": {}, "content": ""}]), "messages[0].role", None),  # once a 500 (schemathesis)
-    (dict(functions=[{"name": "f"}]), "functions", "tools"),
-    (dict(function_call={"name": "f"}), "function_call", "tool_choice"),
+    (dict(functions=[{"name": "f"}]), "functions", "tools"),  # the deprecated functions are served, but not beside tools
+    (dict(function_call={"name": "f"}), "function_call", "tool_choice"),  # nor a function_call without functions
     (dict(tool_choice="required", response_format={"type": "json_object"}), "response_format", "tool call"),
 ]
 
@@ -231,7 +231,7 @@ def test_openapi_documents_tools_as_real_fields(tools_live):
     assert schemas["ToolMessage"]["properties"]["role"]["const"] == "tool" and "tool_call_id" in schemas["ToolMessage"]["required"]
     assert "tool_calls" in schemas["AssistantMessage"]["properties"] and "tool_calls" in schemas["ChatDelta"]["properties"]
     assert "tool_calls" in json.dumps(schemas["ChatChoice"]["properties"]["finish_reason"])
-    assert "Not supported" in req["functions"]["description"]
+    assert "Deprecated" in req["functions"]["description"] and "function_call" in schemas["ChatDelta"]["properties"]
 
 
 TOOLS_TEMPLATE = (  # a tools-aware template in the style of Qwen's and Llama 3.1's: tools listed, calls and results native
@@ -307,3 +307,35 @@ def test_a_forced_call_through_a_tools_template(long_bundle, tmp_path):
         assert "Available functions" not in kw["instruction"]  # the template lists them
     finally:
         rt.close()
+
+
+def test_the_deprecated_functions_are_served_in_their_own_shape(client, tools_live):
+    """Clients written before tools send `functions` and `function_call`, read message.function_call and answer with a
+    `function` message; OpenAI still serves them, and here each was a 400 "send them as tools". They are taken as tools:
+    the forced call follows the function's schema and comes back as function_call (finish_reason function_call, no
+    tool_calls), streamed as delta.function_call pieces, and the history with it is taken for the next turn."""
+    functions = [t["function"] for t in TOOLS]
+    r = client.chat.completions.create(model="default", messages=MSGS, max_tokens=120, functions=functions,
+                                       function_call={"name": "get_weather"})
+    choice = r.choices[0]
+    assert choice.finish_reason == "function_call" and choice.message.tool_calls is None, choice
+    assert choice.message.function_call.name == "get_weather" and _valid("get_weather", choice.message.function_call.arguments)
+    chunks = list(client.chat.completions.create(model="default", messages=MSGS, max_tokens=120, functions=functions,
+                                                 function_call={"name": "get-time"}, stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert all(d.tool_calls is None for d in deltas) and [d.function_call.name for d in deltas if d.function_call and d.function_call.name] == ["get-time"]
+    assert _valid("get-time", "".join(d.function_call.arguments or "" for d in deltas if d.function_call))
+    assert chunks[-1].choices[0].finish_reason == "function_call"
+    history = [*MSGS, {"role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": choice.message.function_call.arguments}},
+               {"role": "function", "name": "get_weather", "content": "Sunny, 21 degrees."}]
+    follow = client.chat.completions.create(model="default", messages=history, max_tokens=4, functions=functions, function_call="none")
+    assert follow.choices[0].finish_reason in ("stop", "length") and follow.choices[0].message.function_call is None
+    plain = client.chat.completions.create(model="default", messages=history, max_tokens=4, temperature=0, function_call="none",
+                                           functions=functions)
+    as_tools = client.chat.completions.create(model="default", max_tokens=4, temperature=0, tools=TOOLS, tool_choice="none", messages=[
+        *MSGS, {"role": "assistant", "content": None, "tool_calls": [{"id": "call_fn_1", "type": "function", "function": history[1]["function_call"]}]},
+        {"role": "tool", "tool_call_id": "call_fn_1", "content": "Sunny, 21 degrees."}])
+    assert plain.usage.prompt_tokens == as_tools.usage.prompt_tokens  # the same conversation as with tools
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="default", messages=MSGS, max_tokens=4, functions=functions, tools=TOOLS)
+    assert "functions" in e.value.message

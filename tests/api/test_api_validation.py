@@ -256,15 +256,31 @@ def test_unknown_model_route_and_method(live):
     check_error(*live.request("DELETE", "/v1/models")[::2], 405)
 
 
-def test_content_type_must_be_json(live):
-    for ctype in ("text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1"):
+def test_a_json_body_without_its_content_type_is_read_as_json(live):
+    """requests' `post(url, data=json.dumps(body))` sends no Content-Type, curl -d sends a form type, fetch with a string
+    body text/plain: OpenAI and vLLM read each as JSON, and it was a 415 here. A body that is not JSON is a 400 that says
+    how to send it; a type that is neither JSON nor one of those (and a charset other than UTF-8) stays a 415."""
+    import requests
+
+    url, auth = live.url + "/v1/chat/completions", {"Authorization": f"Bearer {KEY}"}
+    r = requests.post(url, data=json.dumps(CHAT), headers=auth, timeout=30)
+    assert "Content-Type" not in r.request.headers and r.status_code == 200, r.text
+    assert r.json()["object"] == "chat.completion"
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", "text/plain; charset=UTF-8", "application/vnd.api+json"):
         status, _, body = live.request("POST", "/v1/chat/completions", json.dumps(CHAT), headers={"Content-Type": ctype})
-        check_error(status, body, 415)
+        assert status == 200 and json.loads(body)["choices"], (ctype, body)
     conn = http.client.HTTPConnection(live.host, live.port, timeout=10)
-    conn.request("POST", "/v1/chat/completions", body=json.dumps(CHAT).encode(), headers={"Authorization": f"Bearer {KEY}"})
-    r = conn.getresponse()
-    check_error(r.status, r.read(), 415)
+    conn.request("POST", "/v1/completions", body=json.dumps(COMP).encode(), headers={"Authorization": f"Bearer {KEY}"})
+    r2 = conn.getresponse()
+    assert r2.status == 200 and json.loads(r2.read())["object"] == "text_completion", r2.status
     conn.close()
+    for ctype, data in (("application/x-www-form-urlencoded", "model=llama&prompt=hi"), ("text/plain", "hi"), (None, "")):
+        r = requests.post(live.url + "/v1/completions", data=data, headers={**auth, **({"Content-Type": ctype} if ctype else {})}, timeout=30)
+        err = check_error(r.status_code, r.content, 400)
+        assert err["code"] == "invalid_json" and "Content-Type: application/json" in err["message"], err
+    for ctype in ("application/xml", "multipart/form-data; boundary=x", "application/json; charset=latin-1", "text/plain; charset=latin-1"):
+        status, _, body = live.request("POST", "/v1/chat/completions", json.dumps(CHAT), headers={"Content-Type": ctype})
+        assert check_error(status, body, 415)["code"] == "unsupported_media_type", ctype
 
 
 def test_a_compressed_body_is_refused_by_its_content_encoding(live):

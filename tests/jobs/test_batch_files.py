@@ -45,6 +45,10 @@ def check_output(out_lines: list[dict]) -> None:
         assert body.object == "chat.completion" and body.id.startswith("chatcmpl-")
         assert "sources" not in r["body"] and "grounding" not in r["body"]  # rag's fields only with rag, as on the live route
     assert out_lines[0]["response"]["body"]["usage"]["completion_tokens"] <= 6
+    for o in out_lines:  # the live route's usage shape: prompt_tokens_details was null in batch lines
+        usage = o["response"]["body"]["usage"]
+        assert set(usage) == {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details"}, usage
+        assert 0 <= usage["prompt_tokens_details"]["cached_tokens"] <= usage["prompt_tokens"], usage
     assert out_lines[1]["response"]["body"]["usage"]["completion_tokens"] == 3  # min_tokens 3: nothing ends it sooner
 
 
@@ -192,8 +196,16 @@ def test_openai_client_files_and_batches(server):
     assert (b.request_counts.total, b.request_counts.completed, b.request_counts.failed) == (9, 2, 7)
     out = [json.loads(x) for x in client.files.content(b.output_file_id).text.splitlines()]
     check_output(out)
+    live = client.chat.completions.with_raw_response.create(**CHAT).http_response.json()
+    assert out[0]["response"]["body"]["usage"].keys() == live["usage"].keys()
+    assert out[0]["response"]["body"]["usage"]["prompt_tokens"] == live["usage"]["prompt_tokens"]
     check_errors([json.loads(x) for x in client.files.content(b.error_file_id).text.splitlines()])
     assert client.files.retrieve(b.output_file_id).purpose == "batch_output"
+    with pytest.raises(openai.ConflictError) as e:  # OpenAI's answer to cancelling a finished batch (it was a 200 here)
+        client.batches.cancel(b.id)
+    assert e.value.status_code == 409 and e.value.body == {
+        "message": "Cannot cancel a batch with status 'completed'.", "type": "invalid_request_error", "param": None, "code": None}
+    assert client.batches.retrieve(b.id).status == "completed"
     assert b.id in [x.id for x in client.batches.list().data]
     # the run behind it is an ordinary job run with one result per line
     run = rt.jobs.get_run(rt.jobs.store.list_runs()[0][0].id)
@@ -234,6 +246,32 @@ def test_a_batch_of_an_empty_file_is_a_400(server):
     assert rt.jobs.store.list_runs()[0] == [] and rt.jobs.list_jobs() == []
 
 
+def test_a_line_to_another_endpoint_fails_the_batch_as_openai_fails_it(server):
+    """OpenAI fails a batch (status failed, errors with the line) when a line's url is not the batch's endpoint, before
+    any line runs; here the other lines ran and that one landed in the error file, so a mistake cost a whole run."""
+    srv, rt = server
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=30)
+    other = {"custom_id": "comp", "method": "POST", "url": "/v1/completions", "body": {"model": "llama", "prompt": "Foxes", "max_tokens": 2}}
+    lines = [GOOD[0], other, GOOD[1], {**other, "custom_id": "comp-2"}]
+    f = client.files.create(file=("mixed.jsonl", "\n".join(json.dumps(x) for x in lines).encode()), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    end = time.monotonic() + 60
+    while b.status not in ("completed", "failed", "cancelled") and time.monotonic() < end:
+        time.sleep(0.2)
+        b = client.batches.retrieve(b.id)
+    assert b.status == "failed" and b.failed_at is not None and b.output_file_id is None, b
+    [err] = b.errors.data
+    assert (err.code, err.line, err.param) == ("mismatched_url", 2, "url"), err
+    assert "/v1/completions" in err.message and "/v1/chat/completions" in err.message and "1 more line" in err.message, err.message
+    assert (b.request_counts.completed, b.request_counts.failed) == (0, 0)  # nothing ran
+    f = client.files.create(file=("chat.jsonl", "\n".join(json.dumps(x) for x in GOOD).encode()), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    while b.status not in ("completed", "failed", "cancelled") and time.monotonic() < end + 60:
+        time.sleep(0.2)
+        b = client.batches.retrieve(b.id)
+    assert b.status == "completed" and b.errors is None and b.request_counts.completed == 2, b
+
+
 def test_cancel_a_batch_keeps_what_finished(server):
     srv, rt = server
     client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=30)
@@ -253,6 +291,9 @@ def test_cancel_a_batch_keeps_what_finished(server):
     assert c.request_counts.completed + c.request_counts.failed < 12  # it stopped early
     out = client.files.content(c.output_file_id).text.splitlines() if c.output_file_id else []
     assert len(out) == c.request_counts.completed  # what finished is kept
+    with pytest.raises(openai.ConflictError) as e:
+        client.batches.cancel(b.id)
+    assert e.value.message.endswith("Cannot cancel a batch with status 'cancelled'.") and client.batches.retrieve(b.id).status == "cancelled"
 
 
 def test_embedding_lines_match_the_embedder(embedder, tmp_path):
@@ -404,7 +445,9 @@ def test_batch_lines_with_a_forced_tool_call_get_the_call(tiny_bundles, tmp_path
     body = {**CHAT, "max_tokens": 120, "tools": [tool], "tool_choice": {"type": "function", "function": {"name": "pick"}}}
     brace = Tokenizer.from_file(str(tiny_bundles["llama"] / "tokenizer.json")).token_to_id("{")
     auto = {**CHAT, "max_tokens": 120, "tools": [tool]}
-    lines = [("call", body), ("auto-call", {**auto, "logit_bias": {str(brace): 100}}), ("auto-words", {**auto, "logit_bias": {str(brace): -100}})]
+    legacy = {**CHAT, "max_tokens": 120, "functions": [tool["function"]], "function_call": {"name": "pick"}}  # deprecated, still served
+    lines = [("call", body), ("auto-call", {**auto, "logit_bias": {str(brace): 100}}), ("auto-words", {**auto, "logit_bias": {str(brace): -100}}),
+             ("functions", legacy)]
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text("".join(json.dumps({"custom_id": c, "method": "POST", "url": "/v1/chat/completions", "body": b}) + "\n" for c, b in lines))
     rc = main(["--models-dir", str(tiny_bundles["llama"].parent), "--model", "llama", "--threads", "1",
@@ -418,3 +461,6 @@ def test_batch_lines_with_a_forced_tool_call_get_the_call(tiny_bundles, tmp_path
         assert call.function.name == "pick" and 0 <= json.loads(call.function.arguments)["n"] <= 9
     words = got["auto-words"]
     assert words.message.tool_calls is None and words.message.content and words.finish_reason in ("stop", "length")
+    old_shape = got["functions"]  # as the live route answers `functions`: message.function_call, finish_reason function_call
+    assert old_shape.finish_reason == "function_call" and old_shape.message.tool_calls is None, old_shape
+    assert old_shape.message.function_call.name == "pick" and 0 <= json.loads(old_shape.message.function_call.arguments)["n"] <= 9
