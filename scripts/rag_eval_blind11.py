@@ -20,6 +20,14 @@ NL_FACTS_BLIND11, EN_FACTS_BLIND11: (question, exact phrase of the answer passag
 ABSENT_BLIND11: (question, language) that no document answers.
 
     .venv/bin/python scripts/rag_eval_blind11.py     checks every phrase against the loaded texts and every fact against its phrase
+
+First measurement, on main's code (b068279 plus this set, 8773a4d), 2026-12-02 06:31-06:41 UTC, `nice -n 19
+.venv/bin/python scripts/bench_rag.py --only answers --sets blind11 --memo FILE --embedding-model
+/work/main/models/embeddings/multilingual-e5-small --answer-tokens 48` (default bundle, rag k=4, greedy; load 5.2 -> 6.3,
+another bench running beside it; 717 chunks of e5, ingest 97 s): facts 23/43 (0.535): nl 9/23 (0.391; of them Dutch about
+the English HOWTOs 0/4: three declined, one wrong quote), en 14/20 (0.70; English about the Dutch manual 3/4: "Dutch" is a
+name none of the Dutch passages holds); facts declined wrongly nl 7, en 3; absent declined 5/10 (answered with a quote:
+a network port, the code points assigned, HTTP 429, the French translator, urllib.request's first version).
 """
 from __future__ import annotations
 
