@@ -296,6 +296,30 @@ def test_a_dutch_verb_matches_its_other_forms_where_snowball_stems_them_apart():
     assert "/var/spool/oud" in ev[0][1].text
 
 
+def test_a_documents_own_question_is_quoted_with_the_answer_after_it():
+    # a FAQ's question matches a user's question best, and its answer is in the sentences after it: one sentence was too
+    # little ("Ga uw gang."), and a short reply without a closing mark was left out as if it were a heading
+    faq = ("Mag ik de cursusboeken kopiëren en doorverkopen?\n\nGa uw gang. U hoeft niemand om toestemming te vragen. "
+           "U betaalt de uitgeverij geen licentiegeld. Vermeld wel de naam van de auteurs.\n\n"
+           "Mijn printer drukt niets af. Wat moet ik doen?\n\nKoop er een die wel werkt :)\n\n"
+           "Anders kunt u het stuurprogramma printfix gebruiken om hem toch aan de praat te krijgen.")
+    q = "Mag ik cursusboeken kopiëren en verkopen?"
+    answer, how = A.settle("", q, _evidence(q, [faq], "nl"), "nl", "Niet gevonden.")
+    assert answer.startswith('"Mag ik de cursusboeken') and "niemand om toestemming" in answer, answer
+    assert "Wat moet ik doen" not in answer  # the next question is another's
+    q2 = "Mijn printer doet niets, wat nu?"
+    answer2, _ = A.settle("", q2, _evidence(q2, [faq], "nl"), "nl", "Niet gevonden.")
+    assert "printfix" in answer2, answer2
+    twice = ("Waarom start de kopieerkamer niet? Waarom blijft het scherm zwart?\n\nDe hoofdschakelaar zit achter het apparaat. "
+             "Zet die aan.")
+    q3 = "Waarom start de kopieerkamer niet?"
+    answer3, _ = A.settle("", q3, _evidence(q3, [twice], "nl"), "nl", "Niet gevonden.")
+    assert "hoofdschakelaar" in answer3, answer3  # a question asked in two: the answer after both
+    # a sentence that asks nothing keeps one sentence after it
+    plain = A.rank_sentences("Wie vermeldt men?", [_chunk("Vermeld de auteurs. Zij schreven het boek. Het boek is dik.")], "nl")
+    assert all(s.after.count(".") <= 1 for s in plain)
+
+
 @pytest.mark.parametrize("question, lang, kind", [
     ("Hoeveel lagen blijven in het werkgeheugen?", "nl", "number"), ("How many moons does Jupiter have?", "en", "number"),
     ("Hoeveel kost een abonnement per maand?", "nl", "money"), ("How much does the licence cost?", "en", "money"),
