@@ -545,6 +545,22 @@ def test_a_version_question_gets_a_sentence_with_a_version_or_a_decline():
     assert "0.6.2" in text and how["answer"] == "extractive"
 
 
+def test_a_release_written_as_the_named_things_figure_is_a_version():
+    # "Which Debian release ...?" is answered by "Debian 8 jessie": a version written as the name the question names and a
+    # figure, not "version 8" or a dotted "8.0"; the sentence was passed over and the answer declined
+    q = "Which Debian release was the first to ship the new installer?"
+    assert asks.answer_kind(q, "en") == "version"
+    assert asks.fits('In April 2015 Debian 8 "jessie" was the first release with the new installer.', "version", q, "en")
+    assert asks.named_versions("Debian 8 and Ubuntu 22.04 and Debian-based 7", q) == {"8"}
+    assert not asks.fits("Debian was the first distribution to ship the new installer.", "version", q, "en")
+    assert not asks.fits("The installer needs 2 GB of memory on Debian systems.", "version", q, "en")
+    q2 = "Wanneer komt Debian 13 trixie uit?"  # the version the question names is no answer to it
+    assert asks.answer_kind(q2, "nl") == "date" and not asks.fits("trixie (Debian 13) was een plastic triceratops.", "date", q2, "nl")
+    text, how = A.settle("", q, _evidence(q, ['In April 2015 Debian 8 "jessie" was the first release with the new installer.'], "en"),
+                         "en", "Not found.")
+    assert "jessie" in text and how["answer"] == "extractive", (text, how)
+
+
 def test_a_release_question_gets_a_sentence_with_a_date_or_a_decline():
     q = "Wanneer kwam de Orka X2 op de markt?"
     assert A.settle("In 2019.", q, _evidence(q, [AI_DOC], "nl"), "nl", "Niet gevonden.")[0] == "Niet gevonden."  # no date of the X2
