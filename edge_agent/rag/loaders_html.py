@@ -3,7 +3,8 @@ an e-mail's HTML body too).
 
 Page chrome is dropped before the text is read (navigation, tables of contents, the page's own header and footer,
 blocks that are mostly links; _drop_page_chrome); a table row stays one line, its cells joined by " | "; a field
-list's value is read on its field's line ("Author: Gordon McMillan"); source line breaks are spaces outside <pre>.
+list's value is read on its field's line ("Author: Gordon McMillan"); source line breaks are spaces outside <pre>; a block's
+end is a break as its start is (the text after a paragraph starts one of its own: _block_ends).
 Imported on first use by loaders.py (it imports Section from there).
 """
 from __future__ import annotations
@@ -139,6 +140,31 @@ def _last_descendant(el: Any) -> Any:
     return el
 
 
+def _block_ends(body: Any) -> dict[int, str]:
+    """id of each block's last node -> the break its end owes the text after it: a blank line after a paragraph's block
+    (_PARAGRAPHS), a line break after a line's (a list item, a definition's term or text). A block's start writes its own
+    break, its end wrote none: the name in "<dd><p>Luk Claes</p></dd><dt>Finse vertaling</dt>" ran on into the next term as
+    one wrapped line, and "<div><p>Intro</p>Tekst</div>" read "IntroTekst"."""
+    ends: dict[int, str] = {}
+    for el in body.find_all(True):
+        brk = "\n\n" if el.name in _PARAGRAPHS else "\n" if el.name in ("li", "dd", "dt") else ""
+        if brk:
+            last = id(_last_descendant(el))
+            if ends.get(last) != "\n\n":
+                ends[last] = brk
+    return ends
+
+
+def _owed(buf: list[str], brk: str) -> str:
+    """What of the break brk the text read so far (buf) still lacks: its line breaks at the end count (a blank line owed
+    after one already written is none)."""
+    tail = "".join(buf[-4:]).rstrip(" \t")
+    if brk == " ":
+        return "" if not tail or tail[-1].isspace() else " "
+    have = len(tail) - len(tail.rstrip("\n"))
+    return "\n" * max(0, len(brk) - have)
+
+
 FIELD_VALUE_CHARS = 200  # a <dd> this short, of one paragraph, under a <dt> ending in ":" is that field's value
 
 
@@ -177,8 +203,19 @@ def load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
     row, row_end, cells = None, None, 0  # a data row being read as one line: its last node, its cells so far
     row_done = 0  # where in buf the last row ended
     field_end = None  # the last node of a field's value being read on its field's line (_field_value)
+    ends = _block_ends(body)  # what a block's end puts before the text after it (a blank line after a paragraph)
+    pending = ""  # the break owed to the text after the block that just ended
     for el in body.descendants:
         name = getattr(el, "name", None)
+        if pending and (row is not None or field_end is not None):
+            pending = " "  # inside a row or a field's value: on its line
+        if pending and (name in _HEADINGS or name in _PARAGRAPHS or (name == "tr" and _is_data_row(el))):
+            pending = ""  # they start their own paragraph or line
+        elif pending and name is None and str(el).strip() and not {p.name for p in el.parents} & _HEADINGS:
+            # the text after a block ends ("<div><p>Intro</p>Tekst</div>", a term after a definition's paragraph): not
+            # glued to it, nor wrapped into it (a line element in between, <dt>, wrote one line break of the two)
+            buf.append(_owed(buf, pending))
+            pending = ""
         if name in _HEADINGS:
             text = " ".join(el.get_text(" ").split())
             if text:
@@ -222,6 +259,9 @@ def load_html(data: bytes, limits: LoaderLimits, depth: int) -> tuple[list[Secti
         if el is field_end:
             field_end = None
             buf.append("\n")
+        end = ends.get(id(el))
+        if end and (end == "\n\n" or not pending):
+            pending = end
     sections.append(Section("".join(buf), heading=heading))
     for s in sections:
         s.text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t\xa0]+", " ", s.text))

@@ -34,10 +34,12 @@ from collections.abc import Mapping
 # 2026-12-02: a plain text's title is its first line where that stands alone (loaders.txt_title), not its file name.
 # html 2: a field list's value is read on its field's line ("Author: Gordon McMillan", loaders_html._field_value), not as a
 # paragraph of its own under a bare "Author:".
+# html 3: a block's end is a break for the text after it (loaders_html._block_ends): a <dd>'s paragraph no longer runs on
+# into the next <dt> as one wrapped line ("Luk Claes Finse vertaling"), nor loose text after a <p> into its last word.
 READER_VERSIONS: Mapping[str, int] = {
     "txt": 1,
     "md": 1,
-    "html": 2,
+    "html": 3,
     "pdf": 2,  # 2: a metadata title without "Microsoft Word - " and its .docx (loaders.pdf_title)
     "eml": 1,  # plus the sum of the others: see reader_version()
     "csv": 1,

@@ -102,6 +102,12 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             # an item (a list's, a contract's clause, a sheet's row: another record, "4.3" under "4.2")
             after[r, j] = nxt.text if nxt and not (nxt.quote or nxt.header or u.header or _lone(nxt.text) or is_greeting(u.text)
                                                    or (is_item(u.quote or u.text) and is_item(nxt.text))) else ""
+            # a document's own question (or a statement and the question after it: "Mijn printer drukt niets af. Wat moet
+            # ik doen?"): its answer follows it
+            if _asks(u.quote or u.text) and not u.header:
+                after[r, j] = _answer_after(u.quote or u.text, sents[j + 1:])
+            elif after[r, j] and _asks(after[r, j]):
+                after[r, j] = f"{after[r, j]} {_answer_after(f'{u.quote or u.text} {after[r, j]}', sents[j + 2:])}".strip()
     df = Counter(t for *_, cr in items for t, v in cr.items() if v > 0)
     n = len(items)
     weight = {t: math.log(1.0 + (n + 1) / (df[t] + 0.5)) for t in qterms}
@@ -116,6 +122,27 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             score -= CODE_PENALTY
         scored.append(Sentence(r, j, s, score, match, after[r, j], units[r, j].quote, units[r, j].header, langs[r]))
     return sorted(scored, key=lambda x: (-x.score, x.chunk, x.index))
+
+
+def _asks(text: str) -> bool:
+    """Whether a sentence is a question (a FAQ's, a heading's "Wat moet ik doen?"): it ends in a question mark."""
+    return text.rstrip("\"'”’)]").endswith(("?", "？"))
+
+
+def _answer_after(question: str, rest: Sequence[Unit]) -> str:
+    """The sentences after a document's own question that answer it, for its quote: as many as fit with it in QUOTE_CHARS,
+    up to the next question (one right after it asks on: it is kept), heading or header line. One sentence was too
+    little: "Kan ik Debian CD's maken en verkopen?" is answered "Ga uw gang." and two sentences on "U hoeft ons niet te
+    betalen.", and a short reply with no closing mark ("Koop er een die wel werkt :)") was left out as a heading, with
+    the answer after it."""
+    kept: list[str] = []
+    room = QUOTE_CHARS - len(question) - 1
+    for u in rest:
+        if u.quote or u.header or len(u.text) + 1 > room or (_asks(u.text) and not all(_asks(k) for k in kept)):
+            break  # a question right after the question is its second half ("Waarom ...? Waarom ...?"); later, the next
+        kept.append(u.text)
+        room -= len(u.text) + 1
+    return " ".join(kept)
 
 
 def rerank_sentences(sentences: Sequence[Sentence], likelihood: Sequence[float]) -> list[Sentence]:

@@ -190,6 +190,24 @@ def versions(text: str) -> set[str]:
     return found
 
 
+def named_versions(text: str, question: str) -> set[str]:
+    """The versions text writes as a name the question names followed by a figure: "Debian 8" for "Which Debian release
+    ...?", "Windows 11", "Ubuntu 22.04" (versions() reads only "version 3", "Python 3" and dotted figures)."""
+    low = language.fold(text.casefold())
+    found: set[str] = set()
+    for name in names(question):
+        if any(c.isdigit() for c in name) or len(name) < 2:
+            continue
+        found |= {m.group(1) for m in re.finditer(rf"(?<![\w-]){re.escape(name)}\s+v?(\d+(?:\.\d+)*)(?![\w.,]\d|\w)", low)}
+    return found
+
+
+def _new_versions(text: str, question: str) -> set[str]:
+    """The versions text writes (versions, named_versions) that the question does not ("Debian 13" in "Wanneer komt
+    Debian 13 uit?" answers nothing)."""
+    return (versions(text) | named_versions(text, question)) - versions(question) - named_versions(question, question)
+
+
 def answer_kind(question: str, lang: str) -> str | None:
     """What the question asks for: "money" (an amount: "how much does it cost", "wat kost", "how expensive"), "number" (a
     figure: "how many", "hoeveel", "how fast", or a unit named last: "... in watt?"), "code" (a name as code writes it: "which method", "welke
@@ -236,14 +254,13 @@ def fits(text: str, kind: str, question: str, lang: str) -> bool:
     ("When" after a code line) or (in a text of more than NAME_ANSWER_WORDS words) the first word, for "name" (for a
     question about a person, a person's name: persons.names_person, or for a party by its role an organisation's:
     persons.names_organisation); a year (1500-2099) the question does not name, for "year";
-    a version it does not name (versions), for "version"; a year, a month or a version, for "date"."""
+    a version it does not name (versions, named_versions), for "version"; a year, a month or a version, for "date"."""
     if kind == "year":
         return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)))
-    if kind == "version":
-        return bool(versions(text) - versions(question))
+    if kind == "version":  # "version 3.8", "Python 3", or a named thing's figure: "Debian 8" for "which Debian release"
+        return bool(_new_versions(text, question))
     if kind == "date":  # a year, a month or a version the question does not name
-        return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)) or _MONTH.search(text)
-                    or versions(text) - versions(question))
+        return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)) or _MONTH.search(text) or _new_versions(text, question))
     if kind == "name" and persons.asks_person(question, lang):  # a person's name, not "Intel" or "PEP"
         if persons.asks_party(question, lang) and persons.names_organisation(text, question, lang):
             return True  # "Wie is de opdrachtnemer?": a company is a party too

@@ -355,9 +355,13 @@ def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str
         return out
     stops = language.stop_words(lang)
     parts = {language.fold(w) for w in language.words(text.casefold()) if len(w) >= COMPOUND_PART and w not in stops}
+    forms = set().union(*(verb_keys(p) for p in parts)) if lang == "nl" else set()
     for t in qterms - out.keys():
         w = qwords.get(t)
         if not w or len(w) < COMPOUND_MIN or w.isdigit():
+            continue
+        if forms and verb_keys(w) & forms:  # "installeert" in the question, "installeren" in the text
+            out[t] = 1.0
             continue
         if any(len(p) > len(w) and (p.endswith(w) or (p.startswith(w) and _starts_a_word(p[len(w):]))) for p in parts):
             out[t] = 1.0
@@ -371,6 +375,25 @@ def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str
 
 
 _VOWELS = "aeiouyáéíóúàèëïöü"
+VERB_STRIP_MIN = 6  # a Dutch word this long ending in -t or -d after a consonant is also read without it (verb_keys)
+_DOUBLE_VOWEL = re.compile(r"([aeou])\1([^aeiouy]+)$")
+
+
+@functools.lru_cache(maxsize=65536)
+def verb_keys(word: str) -> frozenset[str]:
+    """Keys under which a folded Dutch word meets the other forms of its verb where Snowball stems them apart:
+    "verwijdert", "verwijderd" and "verwijderen" (stems "verwijdert", "verwijderd", "verwijder"), "installeert",
+    "geinstalleerd" and "installeren" ("installeert", "installeer", "installer"). The keys: the word's stem; for a word
+    Snowball leaves as it is, of VERB_STRIP_MIN letters or more, ending in -t or -d after a consonant (a verb's present
+    tense or participle), also the stem of the word without it; for a verb in -eren ("-eert", "-eerd", "-eer"), each
+    with its doubled "ee" made single, as the infinitive spells it ("installeer" / "installer"). A noun keeps its one
+    key: "pakket" (a vowel before its -t), "levering" (no verb ending)."""
+    stems = set(language.terms(word, "nl", drop_stop_words=False)[:1])
+    if stems == {word} and len(word) >= VERB_STRIP_MIN and word[-1] in "td" and word[-2] not in _VOWELS:
+        stems |= set(language.terms(word[:-1], "nl", drop_stop_words=False)[:1])
+    if word.endswith(("eert", "eerd", "eer")):
+        stems |= {_DOUBLE_VOWEL.sub(r"\1\2", s) for s in stems}
+    return frozenset(stems)
 
 
 def _starts_a_word(rest: str) -> bool:

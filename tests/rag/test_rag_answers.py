@@ -282,6 +282,44 @@ def test_a_dutch_compound_counts_in_part_where_its_parts_are_separate_words():
     assert GroundingPolicy().covered(q, [_chunk(other), _chunk(passage, 1)], "nl")
 
 
+def test_a_dutch_verb_matches_its_other_forms_where_snowball_stems_them_apart():
+    # Snowball's Dutch stems "installeert" to "installeert" and "installeren" to "installer", "verwijdert" and "verwijderd"
+    # apart from "verwijderen": a question in the present tense missed the text's infinitive or participle
+    q = "Welke map verwijdert de beheerder als hij een printer installeert?"
+    passage = "Om een printer te installeren moet de beheerder eerst de map /var/spool/oud verwijderen."
+    other = "De printer staat op de tweede verdieping naast de map met formulieren."
+    assert S.coverage(q, passage, "nl") == 1.0 > S.coverage(q, other, "nl")
+    assert S.verb_keys("geinstalleerd") & S.verb_keys("installeren") and S.verb_keys("verwijderd") & S.verb_keys("verwijderen")
+    assert S.verb_keys("compileert") & S.verb_keys("compileren")
+    assert not S.verb_keys("pakket") & S.verb_keys("pakken")  # a noun's -t after a vowel is no verb ending
+    ev = _evidence(q, [f"{other} {passage}"], "nl")
+    assert "/var/spool/oud" in ev[0][1].text
+
+
+def test_a_documents_own_question_is_quoted_with_the_answer_after_it():
+    # a FAQ's question matches a user's question best, and its answer is in the sentences after it: one sentence was too
+    # little ("Ga uw gang."), and a short reply without a closing mark was left out as if it were a heading
+    faq = ("Mag ik de cursusboeken kopiëren en doorverkopen?\n\nGa uw gang. U hoeft niemand om toestemming te vragen. "
+           "U betaalt de uitgeverij geen licentiegeld. Vermeld wel de naam van de auteurs.\n\n"
+           "Mijn printer drukt niets af. Wat moet ik doen?\n\nKoop er een die wel werkt :)\n\n"
+           "Anders kunt u het stuurprogramma printfix gebruiken om hem toch aan de praat te krijgen.")
+    q = "Mag ik cursusboeken kopiëren en verkopen?"
+    answer, how = A.settle("", q, _evidence(q, [faq], "nl"), "nl", "Niet gevonden.")
+    assert answer.startswith('"Mag ik de cursusboeken') and "niemand om toestemming" in answer, answer
+    assert "Wat moet ik doen" not in answer  # the next question is another's
+    q2 = "Mijn printer doet niets, wat nu?"
+    answer2, _ = A.settle("", q2, _evidence(q2, [faq], "nl"), "nl", "Niet gevonden.")
+    assert "printfix" in answer2, answer2
+    twice = ("Waarom start de kopieerkamer niet? Waarom blijft het scherm zwart?\n\nDe hoofdschakelaar zit achter het apparaat. "
+             "Zet die aan.")
+    q3 = "Waarom start de kopieerkamer niet?"
+    answer3, _ = A.settle("", q3, _evidence(q3, [twice], "nl"), "nl", "Niet gevonden.")
+    assert "hoofdschakelaar" in answer3, answer3  # a question asked in two: the answer after both
+    # a sentence that asks nothing keeps one sentence after it
+    plain = A.rank_sentences("Wie vermeldt men?", [_chunk("Vermeld de auteurs. Zij schreven het boek. Het boek is dik.")], "nl")
+    assert all(s.after.count(".") <= 1 for s in plain)
+
+
 @pytest.mark.parametrize("question, lang, kind", [
     ("Hoeveel lagen blijven in het werkgeheugen?", "nl", "number"), ("How many moons does Jupiter have?", "en", "number"),
     ("Hoeveel kost een abonnement per maand?", "nl", "money"), ("How much does the licence cost?", "en", "money"),
@@ -505,6 +543,22 @@ def test_a_version_question_gets_a_sentence_with_a_version_or_a_decline():
     with_version = without + " De CPU-backend zit in vLLM sinds versie 0.6.2."
     text, how = A.settle("vLLM heeft een CPU-backend.", q, _evidence(q, [with_version], "nl"), "nl", "Niet gevonden.")
     assert "0.6.2" in text and how["answer"] == "extractive"
+
+
+def test_a_release_written_as_the_named_things_figure_is_a_version():
+    # "Which Debian release ...?" is answered by "Debian 8 jessie": a version written as the name the question names and a
+    # figure, not "version 8" or a dotted "8.0"; the sentence was passed over and the answer declined
+    q = "Which Debian release was the first to ship the new installer?"
+    assert asks.answer_kind(q, "en") == "version"
+    assert asks.fits('In April 2015 Debian 8 "jessie" was the first release with the new installer.', "version", q, "en")
+    assert asks.named_versions("Debian 8 and Ubuntu 22.04 and Debian-based 7", q) == {"8"}
+    assert not asks.fits("Debian was the first distribution to ship the new installer.", "version", q, "en")
+    assert not asks.fits("The installer needs 2 GB of memory on Debian systems.", "version", q, "en")
+    q2 = "Wanneer komt Debian 13 trixie uit?"  # the version the question names is no answer to it
+    assert asks.answer_kind(q2, "nl") == "date" and not asks.fits("trixie (Debian 13) was een plastic triceratops.", "date", q2, "nl")
+    text, how = A.settle("", q, _evidence(q, ['In April 2015 Debian 8 "jessie" was the first release with the new installer.'], "en"),
+                         "en", "Not found.")
+    assert "jessie" in text and how["answer"] == "extractive", (text, how)
 
 
 def test_a_release_question_gets_a_sentence_with_a_date_or_a_decline():

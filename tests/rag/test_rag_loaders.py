@@ -149,6 +149,27 @@ def test_html_field_list_values_are_read_on_their_fields_line():
     assert "Notes:\n" in text and "First paragraph.\n\nSecond paragraph." in text, text
 
 
+def test_html_text_after_a_block_starts_a_paragraph_of_its_own():
+    # a block's end is a break as its start is: DocBook's credits (aptitude's manual) write each name as a <dd>'s paragraph
+    # before the next <dt>, and the name ran on into the next term as one wrapped line ("Luk Claes Finse vertaling"), so no
+    # sentence held the name alone; loose text after a paragraph inside a <div> was glued to its last word
+    from edge_agent.services.sentences import split_units
+
+    html = ("""<html><body><dl class="variablelist"><dt><span class="term">Nederlandse vertaling</span></dt><dd><p>
+      Luk Claes
+    </p></dd><dt><span class="term">Finse vertaling</span></dt><dd><p>Jaakko Kangasharju</p></dd></dl>
+    <div><p>Zie de lijst hierboven</p>Nog een losse zin.</div>
+    <ul><li>een</li><li>twee</li></ul>
+    <table><tr><td><p>cel</p>rest</td><td>b</td></tr></table></body></html>""").encode()
+    text = load_bytes(html, "credits.html").sections[0].text
+    assert "Luk Claes\n\nFinse vertaling" in text, text
+    assert "hierboven\n\nNog een losse zin." in text, text
+    assert "een\ntwee" in text and "cel rest | b" in text, text  # list items stay lines, a table row one line
+    units = [u.text for u in split_units(text)]
+    assert not any("Luk Claes" in u and "Finse" in u for u in units), units
+    assert not any("hierbovenNog" in u for u in units), units
+
+
 def test_html_page_footer_div_is_chrome_but_an_articles_is_not():
     # Sphinx's classic theme closes every page with <div class="footer">: copyright, licence, "Please donate."
     page = ("""<html><body><div class="document"><h1>zipfile</h1><p>Extracting the same archive twice overwrites files.</p>

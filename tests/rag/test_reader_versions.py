@@ -54,9 +54,9 @@ def _samples() -> dict[str, bytes]:
 RECORDED: dict[str, tuple[int, str]] = {
     "txt": (1, "ea69815ebb9a55ce"),
     "md": (1, "8b772fd448aa51ac"),
-    "html": (2, "ba8468e4d6afbcdb"),
+    "html": (3, "ba8468e4d6afbcdb"),
     "pdf": (2, "d01439cd2809f37e"),
-    "eml": (15, "4a39af72cb77cf26"),  # its own 1 and the 14 of the others
+    "eml": (16, "4a39af72cb77cf26"),  # its own 1 and the 15 of the others
     "csv": (1, "ef0f1aef94695443"),
     "docx": (1, "ead676cdfe27e17b"),
     "xlsx": (1, "17c5f67f18c24eec"),
