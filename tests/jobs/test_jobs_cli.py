@@ -114,20 +114,43 @@ def test_jobs_run_with_nothing_to_do_says_so(cli, capsys, tmp_path, embedder, wo
     assert ": succeeded: nothing to do (no items" in out and "0 succeeded" not in out, out
 
 
+def _jobs_run_process(job: str, stderr):
+    """`edge-agent jobs run JOB` in a process of its own, this tree first on the path (the wordy sitecustomize imports
+    edge_agent before `-m` puts the working folder on it)."""
+    import os
+    import subprocess
+    import sys
+
+    from jobs_helpers import REPO
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ["PYTHONPATH"]]))
+    return subprocess.Popen([sys.executable, "-m", "edge_agent", "jobs", "run", job, "--no-progress"], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+
+
+def _items_done(proc, db_path, at_least: int, timeout: float = 180) -> int:
+    """Items of the run that are no longer pending, polled until at_least, the process ends, or timeout seconds."""
+    import sqlite3
+    import time
+
+    done, end = 0, time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None and done < at_least:
+        with sqlite3.connect(db_path) as db:
+            done = db.execute("SELECT count(*) FROM run_items WHERE status != 'pending'").fetchone()[0]
+        time.sleep(0.02)
+    return done
+
+
 def test_a_jobs_run_killed_mid_run_is_taken_over_by_the_next(cli, capsys, tmp_path, embedder, wordy_site):
     """A `jobs run` killed mid-run (kill -9, the OOM killer) left its run "running" for good where no daemon takes runs
     over (jobs_enabled = false: the systemd timer's setup), and every later `jobs run` of the job exited 2, "already has
     an active run". The next `jobs run` takes it over and does only the items not yet done, each once."""
-    import os
     import signal
     import sqlite3
     import subprocess
-    import sys
-    import time
 
     from edge_agent.config import Settings
     from edge_agent.services.documents import DocumentService
-    from jobs_helpers import REPO
 
     docs = DocumentService.from_settings(Settings(), embedder=embedder)
     n = 12
@@ -135,16 +158,10 @@ def test_a_jobs_run_killed_mid_run_is_taken_over_by_the_next(cli, capsys, tmp_pa
     docs.close()
     assert cli("add", "crashy", "summarize", "--params", '{"max_tokens": 120}', "--concurrency", "1") == 0
     db_path = tmp_path / "var" / "edge-agent.db"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ["PYTHONPATH"]]))  # this tree's edge_agent
-    proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "jobs", "run", "crashy", "--no-progress"], cwd=REPO,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _jobs_run_process("crashy", subprocess.DEVNULL)
     done = 0
     try:
-        end = time.monotonic() + 180
-        while time.monotonic() < end and proc.poll() is None and done < 2:
-            with sqlite3.connect(db_path) as db:
-                done = db.execute("SELECT count(*) FROM run_items WHERE status != 'pending'").fetchone()[0]
-            time.sleep(0.02)
+        done = _items_done(proc, db_path, 2)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
@@ -186,16 +203,12 @@ def test_sigterm_gives_a_jobs_run_back_for_the_next_to_resume(cli, capsys, tmp_p
     """`systemctl stop` of a timer's `jobs run` (SIGTERM) cut it off mid-item like kill -9: its items in flight counted
     as crashes (three such stops fail an item as poison) and its run stayed held by a dead process. It now stops at
     once, gives the run back with nothing in flight, says so and exits 143; the next `jobs run` resumes it."""
-    import os
     import signal
     import sqlite3
     import subprocess
-    import sys
-    import time
 
     from edge_agent.config import Settings
     from edge_agent.services.documents import DocumentService
-    from jobs_helpers import REPO
 
     docs = DocumentService.from_settings(Settings(), embedder=embedder)
     n = 12
@@ -204,17 +217,10 @@ def test_sigterm_gives_a_jobs_run_back_for_the_next_to_resume(cli, capsys, tmp_p
     docs.close()
     assert cli("add", "stoppable", "summarize", "--params", '{"max_tokens": 120}', "--concurrency", "2") == 0
     db_path = tmp_path / "var" / "edge-agent.db"
-    # this tree first: the wordy sitecustomize imports edge_agent before `-m` puts the working folder on the path
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ["PYTHONPATH"]]))
-    proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "jobs", "run", "stoppable", "--no-progress"], cwd=REPO,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = _jobs_run_process("stoppable", subprocess.PIPE)
     done = 0
     try:
-        end = time.monotonic() + 180
-        while time.monotonic() < end and proc.poll() is None and done < 2:
-            with sqlite3.connect(db_path) as db:
-                done = db.execute("SELECT count(*) FROM run_items WHERE status != 'pending'").fetchone()[0]
-            time.sleep(0.02)
+        done = _items_done(proc, db_path, 2)
         proc.send_signal(signal.SIGTERM)
         err = proc.communicate(timeout=60)[1]
     finally:
