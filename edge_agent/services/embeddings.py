@@ -80,7 +80,10 @@ class EmbeddingService:
         return tuple(langs) if langs else None
 
     def covers(self, lang: str) -> bool:
-        """Whether the loaded model was trained on lang (a model of unknown languages is taken to cover all)."""
+        """Whether the loaded model was trained on lang (a model of unknown languages is taken to cover all); False
+        while no model is loaded."""
+        if self._embedder() is None:
+            return False
         langs = self.languages
         return langs is None or lang in langs
 

@@ -329,3 +329,11 @@ def test_main_language_counts_texts_and_leaves_ties_and_empty_undecided():
     assert main_language(en + nl[:2]) == "en"
     assert main_language(nl[:2] + en[:2]) is None
     assert main_language(["", "1234 5678", "---"]) is None
+
+
+def test_a_service_without_a_model_covers_no_language():
+    """No documents' model loaded (a chat-only process): a Dutch run keeps the classify model instead of one that
+    would fail every item."""
+    from edge_agent.services.embeddings import EmbeddingService
+
+    assert not EmbeddingService(lambda: None).covers("nl")
