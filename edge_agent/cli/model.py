@@ -38,10 +38,10 @@ def register(sub) -> None:
                        help="SmoothQuant's alpha folded into the int8 weights (0..1; default 0.8; a negative value turns it off): "
                             "outlier channels no longer set the int8 scales. Perplexity with and without: README, Performance")
         p.add_argument("--kv-cache", dest="kv_cache", choices=KV_CACHE_CHOICES, default=None,
-                       help="the key/value cache's format: fp32 (the default), int8 (a quarter of fp32's memory, static "
-                            "scales calibrated at build) or int4 (an eighth); the build keeps fp32, and says why in the "
-                            "manifest, when held-out perplexity rises too much. int8 decodes many streams in less memory "
-                            "but prefills more slowly and can change greedy answers: README, Performance")
+                       help="the key/value cache's format: fp32 (the default for import), int8 (the default model's: a "
+                            "quarter of fp32's memory, static scales calibrated at build, prompts attended in fp32) or int4 "
+                            "(an eighth, prompts slower); the build keeps fp32, and says why in the manifest, when held-out "
+                            "perplexity rises too much. Speed, memory and perplexity of each: README, Performance")
     ls = msub.add_parser("list", help="the bundles in the models folder, and the embedding models under its embeddings/")
     ls.add_argument("--json", action="store_true")
     msub.add_parser("verify", help="check the selected bundle against its manifest")

@@ -13,8 +13,9 @@ MANIFEST = "manifest.json"
 # writes 2 only for such bundles, so a bundle an older engine can run keeps 1, and one it cannot is refused
 # by its own format check ("re-import it") instead of failing inside onnxruntime.
 # 3: the key/value cache is quantized (manifest kv_cache; the graph's cache inputs are int8 or packed int4).
-FORMAT_VERSION = 3
-FORMATS = (1, 2, 3)
+# 4: an int8 cache whose graph takes runner.PROMPT_STEP (models.kv_prompt: prompt steps attend in fp32).
+FORMAT_VERSION = 4
+FORMATS = (1, 2, 3, 4)
 
 
 class BundleError(Exception):

@@ -99,6 +99,35 @@ def _inputs_of(nodes) -> set[str]:
     return names
 
 
+def _decode_attention_only(g) -> None:
+    """A graph whose int8-cache attention sits behind Ifs on PROMPT_STEP (models.kv_prompt): each If replaced by
+    its decode branch (the int8 GroupQueryAttention, with the If's outputs), the input and the nodes only the
+    prompt branches read dropped. An fp32 or fp16 cache attends a prompt at full speed without them."""
+    from edge_agent.engine.runner import PROMPT_STEP
+
+    if not any(i.name == PROMPT_STEP for i in g.input):
+        return
+    nodes = []
+    for n in g.node:
+        if n.op_type == "If" and list(n.input) == [PROMPT_STEP]:
+            inner = next(a.g for a in n.attribute if a.name == "else_branch").node[0]
+            inner.output[:] = list(n.output)
+            n = inner
+        nodes.append(n)
+    # the shared nodes the prompt branches read (where the new positions go) now have no reader
+    while True:
+        used = _inputs_of(nodes) | {o.name for o in g.output}
+        kept = [n for n in nodes if any(o in used for o in n.output)]
+        if len(kept) == len(nodes):
+            break
+        nodes = kept
+    del g.node[:]
+    g.node.extend(nodes)
+    keep = [i for i in g.input if i.name != PROMPT_STEP]
+    del g.input[:]
+    g.input.extend(keep)
+
+
 def float_cache(model) -> bool:
     """Make a graph with a quantized key/value cache (int8, or int4 packed two a byte) take an fp32 cache, in place:
     GroupQueryAttention loses its scales and quantization attributes, the cache inputs and outputs become float
@@ -106,6 +135,7 @@ def float_cache(model) -> bool:
     from onnx import TensorProto, helper
 
     g = model.graph
+    _decode_attention_only(g)
     changed, per_byte = False, 1
     for node in g.node:
         if node.op_type != "GroupQueryAttention":

@@ -51,6 +51,9 @@ TRIM_STEP = 32
 # A graph with two output heads (models.onnx_builder's lm_head "dual") takes this boolean input: true runs
 # the int4 head, false the int8 head; the top logits of either are then re-scored exactly (engine.rescore).
 HEAD_SELECT = "lm_head_int4"
+# A graph with an int8 key/value cache may take this boolean input (models.kv_prompt): true attends a prompt step's
+# tokens to the dequantized cache in fp32 (one sequence, more than one token), false with the int8 kernel.
+PROMPT_STEP = "prompt_step"
 # Steps of at most this many rows take the int4 head of such a graph, larger ones the int8 head (the
 # setting int4_head_max_rows). Gemma 3 270M, one 16-slot engine, decode step time int8 head / int4 head
 # (re-scoring included; scripts/bench_head_rows.py, paired rounds, medians; a shared 2-core machine):
@@ -215,6 +218,7 @@ class OnnxModel:
         if self.int4_head_max_rows < 0:
             raise ValueError(f"int4_head_max_rows must be 0 or more, not {self.int4_head_max_rows}")
         self._select = {True: np.array(True), False: np.array(False)}
+        self.prompt_branch = any(i.name == PROMPT_STEP for i in session.get_inputs())
         self.int4_head_steps = 0  # steps (prefill and decode) that took the int4 head of a dual graph
         self.head_pages = head_pages if self.dual_head else None
         self._prefill_int4 = self.uses_int4_head(1)  # prefills take the head of the last decode step (one row when idle)
@@ -435,6 +439,8 @@ class OnnxModel:
         for name, arr in (("inputs_embeds", embeds.reshape(1, n, -1)), ("position_ids", pos), ("seqlens_k", seqlens), ("total_seq_len", total)):
             self._bind_array(io, name, arr)
         self._bind_cache(io, slot, 1)
+        if self.prompt_branch:
+            self._bind_array(io, PROMPT_STEP, self._select[n > 1])
         out = self.prefill_logits
         int4 = self._prefill_int4 and self.uses_int4_head(1)
         self._bind_head(io, int4, 1, out, self.prefill_hidden)
@@ -462,6 +468,8 @@ class OnnxModel:
             for name, arr in arrays.items():
                 self._bind_array(io, name, arr)
             self._bind_cache(io, 0, b)
+            if self.prompt_branch:
+                self._bind_array(io, PROMPT_STEP, self._select[False])
             self._bind_head(io, self.uses_int4_head(b), b, self.logits, self.hidden)
             bound = self._decode_bindings[b] = (io, arrays)
         io, arrays = bound

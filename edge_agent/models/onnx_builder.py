@@ -27,6 +27,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from edge_agent.models.int4 import quantize_int4
+from edge_agent.models.kv_prompt import split_prompt_attention
 from edge_agent.models.spec import ArchSpec
 
 OPSET = 21
@@ -473,6 +474,8 @@ def build_model(
         for key, value in (rescore or {}).items():
             props[f"edge_agent.rescore_{key}"] = repr(value)
     onnx.helper.set_model_props(model, props)
+    if kv_cache == "int8":
+        split_prompt_attention(model)  # prompt steps attend in fp32 (models.kv_prompt)
     return model
 
 

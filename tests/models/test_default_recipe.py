@@ -15,6 +15,10 @@ def test_only_an_embedded_default_from_an_older_builder_is_outdated():
     assert outdated_default(_manifest(package=DEFAULT_PACKAGE, recipe=old)) == {"lm_head": "int8", "attn_out": "int8", "smooth_alpha": None}
     assert outdated_default(_manifest(package=DEFAULT_PACKAGE, recipe={**old, "builder": DEFAULT_BUILDER})) is None
     assert outdated_default(_manifest(package=DEFAULT_PACKAGE, recipe={"builder": "1"})) == {}  # garbage: rebuild
+    # builder 2 recorded the fp32 cache that was its default: the rebuild takes today's (int8); an int8 cache was chosen
+    two = {"builder": 2, "lm_head": "dual", "kv_cache": "fp32"}
+    assert DEFAULT_BUILDER == 3 and outdated_default(_manifest(package=DEFAULT_PACKAGE, recipe=two)) == {"lm_head": "dual"}
+    assert outdated_default(_manifest(package=DEFAULT_PACKAGE, recipe={**two, "kv_cache": "int4"})) == {"lm_head": "dual", "kv_cache": "int4"}
     assert outdated_default(_manifest(name="mine.gguf")) is None  # a model the user imported is never touched
     assert outdated_default({"source": "x"}) is None
 

@@ -143,15 +143,16 @@ def test_manifest_graph_and_refusals(heads, checkpoints, tmp_path):
     assert rec["format"] == "dual" and rec["int4"]["rescore"]["margin"] > 0 and rec["int8"]["format"] == "int8"
     assert load_bundle(heads["dual"]).lm_head == "dual"
     # format 2 only where a format-1 engine could not run the graph (it would not bind lm_head_int4); 3 for every
-    # bundle with a quantized key/value cache (`--kv-cache int8`), which a format-2 engine would bind as fp32
+    # bundle with a quantized key/value cache (`--kv-cache int8`), which a format-2 engine would bind as fp32; 4 for
+    # an int8 cache, whose graph takes prompt_step (models.kv_prompt), which a format-3 engine would not bind
     assert [load_bundle(heads[h]).manifest["format_version"] for h in ("int8", "int4", "dual")] == [1, 1, 2]
     int8_cache = import_model(checkpoints["gemma3"], "dual-q", tmp_path, lm_head="dual", kv_cache="int8", **QUIET)
-    assert load_bundle(int8_cache).manifest["format_version"] == 3
+    assert load_bundle(int8_cache).manifest["format_version"] == 4
     newer = tmp_path / "newer"
     shutil.copytree(heads["int8"], newer)
     mf = json.loads((newer / "manifest.json").read_text())
-    (newer / "manifest.json").write_text(json.dumps({**mf, "format_version": 4}))
-    with pytest.raises(BundleError, match="format 4.*re-import it"):
+    (newer / "manifest.json").write_text(json.dumps({**mf, "format_version": 5}))
+    with pytest.raises(BundleError, match="format 5.*re-import it"):
         load_bundle(newer)
     graph = onnx.load(str(heads["dual"] / "model.onnx"), load_external_data=False).graph
     assert "lm_head_int4" in [i.name for i in graph.input] and [o.name for o in graph.output][:2] == ["logits", "hidden"]

@@ -69,7 +69,58 @@ def test_manifest_graph_and_engine_agree_on_the_cache_format(kv_bundles):
         assert m.host_position_bytes == b.architecture["num_layers"] * 2 * b.architecture["num_kv_heads"] * hd * itemsize // width
         if fmt != "fp32":
             check = b.manifest["kv_cache"]["check"]
-            assert b.manifest["format_version"] == 3 and check["ppl_ratio"] <= kv_check.KV_CHECK_MAX_RATIO and check["tokens"] > 100
+            assert b.manifest["format_version"] == (4 if fmt == "int8" else 3) and check["ppl_ratio"] <= kv_check.KV_CHECK_MAX_RATIO and check["tokens"] > 100
+
+
+def _decode_branch_only(path, out):
+    """A copy of an int8-cache bundle's graph whose every attention is the int8 kernel (the Ifs on prompt_step
+    replaced by their decode branch, as float_cache does before it makes the cache float)."""
+    from edge_agent.engine.gpu_graph import _decode_attention_only
+
+    model = onnx.load(str(path / "model.onnx"), load_external_data=False)
+    _decode_attention_only(model.graph)
+    shutil.copytree(path, out)
+    onnx.save_model(model, str(out / "model.onnx"))
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest["files"]["model.onnx"]["bytes"] = (out / "model.onnx").stat().st_size
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    return out
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_int8_prompt_branch_attends_as_the_kernel_and_writes_the_same_bytes(kv_bundles, arch, tmp_path):
+    """Prompt steps of an int8 cache attend in fp32 over the dequantized cache (models.kv_prompt): chunked
+    prefills leave the bytes the int8 kernel leaves in the first layer (later layers see attention summed in
+    another order), logits within float rounding of the kernel's, and the positions after the prompt untouched."""
+    from edge_agent.engine.runner import PROMPT_STEP
+
+    path = kv_bundles[(arch, "int8")]
+    g = onnx.load(str(path / "model.onnx"), load_external_data=False).graph
+    assert PROMPT_STEP in {i.name for i in g.input}
+    assert sum(n.op_type == "If" and list(n.input) == [PROMPT_STEP] for n in g.node) == load_bundle(path).architecture["num_layers"]
+    engines = [OnnxEngine(load_bundle(p, verify=False), threads=1, max_batch=2, context_length=128)
+               for p in (path, _decode_branch_only(path, tmp_path / "kernel"))]
+    assert [e.model.prompt_branch for e in engines] == [True, False]
+    ids = np.array((engines[0].encode(TEXT) * 8)[:70])
+    out = []
+    for e in engines:
+        m = e.model
+        m.prefill(1, ids[:3], 0)  # another sequence in the slot after ours: a scatter must not reach it
+        for bufs in (m.keys, m.values):
+            bufs[0][0, :, 40:] = 7  # ours: positions after the prompt hold what they held
+        first = m.prefill(0, ids[:24], 0).copy()
+        last = m.prefill(0, ids[24:40], 24).copy()
+        out.append((first, last, [k[:2].copy() for k in m.keys], [v[:2].copy() for v in m.values]))
+    (f0, l0, k0, v0), (f1, l1, k1, v1) = out
+    for a, b in ((f0, f1), (l0, l1)):
+        assert np.abs(a - b).max() <= 1e-4 * np.abs(b).max()
+    np.testing.assert_array_equal(k0[0][:, :, :40], k1[0][:, :, :40])
+    np.testing.assert_array_equal(v0[0][:, :, :40], v1[0][:, :, :40])
+    for layer in range(len(k0)):
+        assert (k0[layer][0, :, 40:] == k1[layer][0, :, 40:]).all() and (v0[layer][0, :, 40:] == v1[layer][0, :, 40:]).all()
+        assert (np.abs(k0[layer][:, :, :40].astype(int) - k1[layer][:, :, :40]) <= 1).all()
+        np.testing.assert_array_equal(k0[layer][1], k1[layer][1])
+    assert (k0[0][0, :, 40:] == 7).all()
 
 
 def test_prefix_cache_restores_int8_blocks_exactly(kv_bundles):
