@@ -37,7 +37,7 @@ from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
 from edge_agent.services.sentences import CLOSED, HEAD_WORDS, split_units
 from edge_agent.store.summaries import SummaryStore
-from edge_agent.store.text_state import chunks_digest
+from edge_agent.store.text_state import chunk_pieces, chunks_digest
 
 PARALLEL_PER_ITEM = 4
 # A document longer than one prompt is first summarized from its first LEAD_TOKENS tokens alone (completion style):
@@ -248,18 +248,9 @@ def lead_extract(text: str, copies: Iterable[str] = (), words: int = EXTRACT_WOR
 
 
 def document_pieces(chunks: list[dict]) -> list[str]:
-    """The document's text as consecutive pieces (one per chunk, overlaps with the previous removed)."""
-    pieces: list[str] = []
-    end = None
-    for c in chunks:
-        text, start = c["text"], c["char_start"]
-        if end is None or start >= end:
-            gap = 0 if end is None else start - end
-            pieces.append(("\n" if gap > 1 else " " if gap == 1 else "") + text)
-        else:
-            pieces.append(text[end - start:])
-        end = c["char_end"] if end is None else max(end, c["char_end"])
-    return [p for p in pieces if p.strip()]
+    """The document's text as consecutive pieces (one per chunk, overlaps with the previous removed; those left
+    with no text dropped): store.text_state.chunk_pieces, which the text digest is made from too."""
+    return [p for p in chunk_pieces((c["text"], c["char_start"], c["char_end"]) for c in chunks) if p.strip()]
 
 
 LANGUAGE_SAMPLE_CHARS = 2000
