@@ -18,11 +18,12 @@ and classify runs redo them); one whose text came out the same leaves them curre
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from edge_agent.jobs.kinds import DonePending, InvalidJobError, Item, ItemError, JobContext
+from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, ThreadPending, WriteGate
 from edge_agent.services.document_results import DocumentError, DocumentNotFoundError, escaped_name, file_name_error
 from edge_agent.services.errors import UnavailableError
 from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_files
@@ -48,6 +49,7 @@ class ReindexKind:
 
     name = "reindex"
     prompt_version = "reindex-1"
+    max_inflight = 1  # one file at a time, as when items ran in the run loop's thread (the embedder has the cores)
 
     def validate(self, params: dict, ctx: JobContext) -> dict:
         """Normalised params (folders resolved); raises InvalidJobError for a folder outside ingest_roots."""
@@ -138,21 +140,31 @@ class ReindexKind:
                     yield Item(f"remove:{doc['id']}", {"action": "remove", "document_id": doc["id"], "path": doc["path"]})
 
     @staticmethod
-    def _carry_over(db, document_id: int) -> None:
+    def _carry_over(db, document_id: int, gate: WriteGate | None = None) -> None:
         """A file added (new to the index) takes the summary and labels of a document with the same content (the file
         before a rename, or a copy). Done at once, not in the item's commit: the item that removes the old path's
         document may run before that commit. Idempotent (a document that has them keeps its own)."""
-        with db.write() as conn:
+        with gate.write() if gate is not None else contextlib.nullcontext(), db.write() as conn:
             SummaryStore.carry_effect(document_id)(conn)
             LabelStore.carry_effect(document_id)(conn)
 
-    def start_item(self, item: Item, params: dict, ctx: JobContext) -> DonePending:
-        """Runs the item at once (ingestion is I/O and embedding, not generation)."""
+    def start_item(self, item: Item, params: dict, ctx: JobContext) -> ThreadPending:
+        """Runs the item in a thread of its own (ingestion is I/O and embedding, not generation): a read that hangs (a
+        network share) or a slow loader leaves the run loop free to stop the run at a cancel or its deadline; the work
+        it gave up on then stores nothing (WriteGate) and the item stays pending for the next run."""
         docs = self._service(ctx)
-        return DonePending(lambda: self._run(docs, item.payload, ctx.db))
+        name = f"reindex {item.key.rsplit('/', 1)[-1]}"[:64]
+        return ThreadPending(lambda gate: self._run(docs, item.payload, ctx.db, gate), name=name)
 
     @classmethod
-    def _run(cls, docs, payload: dict, db=None) -> dict:
+    def _run(cls, docs, payload: dict, db=None, gate: WriteGate | None = None) -> dict:
+        if gate is None:
+            return cls._run_guarded(docs, payload, db, None)
+        with docs.guarded_writes(gate.write):  # every write of the service in this thread passes the gate
+            return cls._run_guarded(docs, payload, db, gate)
+
+    @classmethod
+    def _run_guarded(cls, docs, payload: dict, db, gate: WriteGate | None) -> dict:
         path = payload["path"]
         if payload["action"] == "refuse":  # skipped, saying why (a name with a control or bidi-override character)
             raise ItemError(payload["error"])
@@ -177,7 +189,7 @@ class ReindexKind:
         if res.status == "failed":
             raise ItemError(res.error or "the file could not be read")
         if res.status == "added" and db is not None and res.document_id is not None:
-            cls._carry_over(db, int(res.document_id))
+            cls._carry_over(db, int(res.document_id), gate)
         out = {"action": res.status, "document_id": res.document_id, "path": path, "chunks": res.chunks}
         if "reread" in payload:  # an older reader had read it: read again now, or left for a later run (reread_limit)
             out["reread"] = "later" if not payload["reread"] and res.status == "unchanged" else "done"
