@@ -77,14 +77,20 @@ class SummarizeKind:
         return out
 
     def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
-        """One item per selected document (key doc:<id>)."""
+        """One item per selected document (key doc:<id>). With changed_only, a document not changed since `since` is
+        still selected when its summary is outdated (stale, or made by another bundle or prompt version): a new
+        PROMPT_VERSION redoes every summary also under a nightly changed_only job (it kept the old ones for good)."""
         store = SummaryStore(ctx.db)
-        docs = store.select_documents(params.get("path_prefix"), params.get("types"),
-                                      since if params.get("changed_only") else None)
-        current = {} if params.get("force") else store.current_summaries()
+        docs = store.select_documents(params.get("path_prefix"), params.get("types"))
+        stored = store.current_summaries()
+        changed_only = params.get("changed_only") and since is not None
         for d in docs:
-            if current.get(d["id"]) == (d["content_hash"], ctx.bundle_id, PROMPT_VERSION):
+            summary = stored.get(d["id"])
+            current = summary == (d["content_hash"], ctx.bundle_id, PROMPT_VERSION)
+            if current and not params.get("force"):
                 continue
+            if changed_only and d["updated_at"] <= since and (summary is None or current):
+                continue  # unchanged since the last run, and no outdated summary to redo
             yield Item(f"doc:{d['id']}", {"document_id": d["id"], "title": d["title"], "content_hash": d["content_hash"]})
 
     def remote_item(self, item: Item, params: dict, ctx: JobContext) -> Item:
