@@ -36,12 +36,26 @@ PARAMS = {"folders", "remove_deleted", "reread_limit"}
 # 8-26 chunks are 8-25 minutes added to a night's run
 REREAD_LIMIT = 500
 # a folder that lists no file while documents are indexed from it: what a network share that did not mount (an empty
-# mount point) looks like. Removing them all lost every summary and label and re-embedded everything the next night.
+# mount point) looks like, on a configured folder or on a folder under it (_empty_folder). Removing them all lost every
+# summary and label and re-embedded everything the next night.
 EMPTY_FOLDER = ("folder {folder!r} has no files, but {n} documents are indexed from it: none was removed (a share that is "
                 "not mounted looks like this). Mount it; if its files are really gone, run the job with \"remove_deleted\": "
                 "\"all\" once")
 DAEMON_HINT = ("another edge-agent process (the daemon) owns the document index: run the job through it "
                "(`POST /v1/jobs/{id}/run`), or stop the daemon first")
+
+
+def _empty_folder(path: str, folder: str, filled: set[str]) -> str | None:
+    """The folder a gone file's document is kept for, or None (it is removed): the nearest folder above the file that
+    still exists, up to the configured `folder`, when it lists no file (`filled`: the folders that list one). A share
+    mounted on the configured folder or on a folder under it that did not mount is such an empty folder; a file
+    deleted, or a folder deleted with its files, leaves a nearest folder that lists files or none that exists."""
+    parent = Path(path).parent
+    while str(parent) != folder and not parent.is_dir():
+        if parent == parent.parent or not str(parent).startswith(folder.rstrip("/") + "/"):
+            return None
+        parent = parent.parent
+    return None if str(parent) in filled else str(parent)
 
 
 class ReindexKind:
@@ -104,13 +118,17 @@ class ReindexKind:
         seen = set()
         limit = params.get("reread_limit", REREAD_LIMIT)
         rereads = 0
-        listed: dict[str, int] = {}
+        filled: set[str] = set()  # the folders (the configured ones and those under them) that list a file
         for folder in params["folders"]:
             if not os.path.isdir(folder):
                 raise InvalidJobError(f"folder {Path(folder).name!r} no longer exists; fix or delete the job")
             outdated = docs.outdated_files(folder)
             files = walk_files(Path(folder))
-            listed[folder] = len(files)
+            for path in files:
+                for parent in path.parents:
+                    filled.add(str(parent))
+                    if str(parent) == folder:
+                        break
             for path in files:
                 why = file_name_error(shown_path(str(path), roots) or path.name)
                 shown = escaped_name(str(path))  # a name not UTF-8 could not even be stored as the item's key
@@ -131,13 +149,20 @@ class ReindexKind:
             store = SummaryStore(ctx.db)
             for folder in params["folders"]:
                 gone = [doc for doc in store.documents_under(folder) if doc["path"] and not os.path.exists(doc["path"])]
-                if gone and not listed.get(folder) and params.get("remove_deleted") != "all":
-                    shown = shown_path(folder, roots) or Path(folder).name  # a share that did not mount: keep its documents
-                    yield Item(f"folder:{shown}", {"action": "refuse", "path": folder, "error": EMPTY_FOLDER.format(
-                        folder=shown, n=len(gone))})
-                    continue
+                emptied: dict[str, int] = {}  # an empty folder -> how many of the gone documents were under it
+                if params.get("remove_deleted") != "all":
+                    for doc in gone:
+                        empty = _empty_folder(doc["path"], folder, filled)
+                        if empty is not None:
+                            doc["kept_in"] = empty
+                            emptied[empty] = emptied.get(empty, 0) + 1
+                for empty in sorted(emptied):  # a share that did not mount (here or in a folder under it): keep them
+                    shown = shown_path(empty, roots) or Path(empty).name
+                    yield Item(f"folder:{shown}", {"action": "refuse", "path": empty, "error": EMPTY_FOLDER.format(
+                        folder=shown, n=emptied[empty])})
                 for doc in gone:
-                    yield Item(f"remove:{doc['id']}", {"action": "remove", "document_id": doc["id"], "path": doc["path"]})
+                    if "kept_in" not in doc:
+                        yield Item(f"remove:{doc['id']}", {"action": "remove", "document_id": doc["id"], "path": doc["path"]})
 
     @staticmethod
     def _carry_over(db, document_id: int, gate: WriteGate | None = None) -> None:
