@@ -12,6 +12,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # the tests' figures and fixtures are the packaged English model's: embedding_model "auto" would take a
 # multilingual-e5-small that `make run` installed under models/ (tests of "auto" set their own models_dir)
 os.environ.setdefault("EDGE_AGENT_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
+# the user's cache (the packaged embedding model's shared export, prepacked weights of a read-only bundle) is the
+# checkout's, as the tests' other caches are: no test writes into the home folder, and sessions reuse what one made
+os.environ["XDG_CACHE_HOME"] = str(Path(__file__).resolve().parents[1] / ".cache" / "test-user-cache")
 
 from tiny_models import make_checkpoint  # noqa: E402
 

@@ -188,6 +188,7 @@ def test_setup_prepares_at_install_time_what_a_first_start_would_do(tiny_bundles
     for key, value in dict(CONFIG="/nonexistent/edge-agent-test.toml", MODELS_DIR=bundle.parent, MODEL=bundle.name,
                            DATA_DIR=tmp_path / "data", INDEX_DIR=tmp_path / "index", EMBEDDING_QUANTIZE="off").items():
         monkeypatch.setenv(f"EDGE_AGENT_{key}", str(value))  # off: the fp32 export only, seconds instead of the int8 search
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))  # the shared export of the packaged model: none yet
     assert main(["setup", "--check"]) == 1
     out = capsys.readouterr().out
     assert "data_dir" in out and "embedding model: not exported yet" in out and not (tmp_path / "data").exists()

@@ -133,7 +133,13 @@ def cmd_index_search(args: argparse.Namespace) -> int:
         filters["types"] = args.types
     if args.path_prefix:
         filters["path_prefix"] = str(Path(args.path_prefix).expanduser().resolve())
-    with closing(_service(settings_from(args), write=False)) as svc:
+    settings = settings_from(args)
+    absent = _no_database(settings)
+    if absent is not None:  # nothing to search, and nothing to create for it
+        print(f"note: {_absent_note(absent)}", file=sys.stderr)
+        print("[]" if args.json else "no results")
+        return 0
+    with closing(_service(settings, write=False)) as svc:
         try:
             hits = svc.retrieve(args.query, args.k, filters or None, args.mode, diversity=args.diversity,
                                 neighbors=args.neighbors, group=args.group)
@@ -169,8 +175,32 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
+def _no_database(settings: Any) -> Path | None:
+    """The documents database's path where there is none yet (no document was ever added under these settings), for a
+    command that only reads: it says so instead of opening the service, which creates the database, the index folder
+    and its lock (in ./var and ./index of whatever folder it ran in, or, as root, files the daemon's user cannot write)."""
+    from edge_agent.services.documents import default_db_path
+
+    path = default_db_path(settings)
+    return None if path.exists() else path
+
+
+def _absent_note(path: Path) -> str:
+    return (f"no index yet: no documents database at {path} (nothing is indexed there): the daemon, or `edge-agent index "
+            "add`, creates it; check data_dir (`edge-agent config show`) if you expected one")
+
+
 def cmd_index_stats(args: argparse.Namespace) -> int:
-    with closing(_service(settings_from(args), write=False)) as svc:
+    settings = settings_from(args)
+    absent = _no_database(settings)
+    if absent is not None:
+        if args.json:  # the fields a script reads, all empty, and why
+            print(json.dumps({"documents": 0, "documents_by_status": {}, "documents_by_kind": {}, "chunks": 0, "tokens": 0,
+                              "bytes": 0, "index": None, "absent": _absent_note(absent)}, indent=2))
+        else:
+            print(f"index: none yet ({_absent_note(absent)})")
+        return 0
+    with closing(_service(settings, write=False)) as svc:
         stats = svc.stats()
     if args.json:
         print(json.dumps(stats, indent=2, default=str))

@@ -8,6 +8,8 @@ is committed once per (run, item key).
 """
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -150,6 +152,67 @@ class DonePending:
 
     def cancel(self) -> None:
         pass
+
+
+class ItemAbandoned(Exception):
+    """The item's run no longer waits for it (cancelled, past its deadline, shutting down): its work writes nothing."""
+
+
+class WriteGate:
+    """Lets an item's work write only while its run still waits for it. write() holds the gate for one write (a context
+    manager) and raises ItemAbandoned once close() was called; close() waits for a write in progress, so after it
+    returns no write of the item begins or is under way."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.closed = False
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        with self._lock:
+            if self.closed:
+                raise ItemAbandoned("the run stopped waiting for this item: its work is not stored")
+            yield
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+
+
+class ThreadPending:
+    """A PendingItem whose work runs in a thread of its own, for kinds whose items block (reindex: a file read on a
+    network share that hangs, a slow loader): the run loop keeps polling, so its cancel and deadline still stop the run.
+    fn gets the item's WriteGate and makes every write through it; cancel() closes the gate, so work the run gave up
+    on (a read that returns hours later) stores nothing and the item stays pending for the next run."""
+
+    def __init__(self, fn: Callable[[WriteGate], dict], name: str = "job-item"):
+        self.gate = WriteGate()
+        self._finished = threading.Event()
+        self._value: dict | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._work, args=(fn,), name=name, daemon=True).start()
+
+    def _work(self, fn: Callable[[WriteGate], dict]) -> None:
+        try:
+            self._value = fn(self.gate)
+        except BaseException as e:  # handed to result() in the run loop's thread
+            self._error = e
+        finally:
+            self._finished.set()
+
+    def done(self) -> bool:
+        return self._finished.is_set()
+
+    def result(self, timeout: float | None = None) -> dict:
+        if not self._finished.wait(timeout):
+            raise TimeoutError("the item is still running")
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+    def cancel(self) -> None:
+        self.gate.close()
 
 
 @runtime_checkable

@@ -1,4 +1,5 @@
-"""Prompt texts of the job kinds, in one place; PROMPT_VERSION changes whenever one of them does.
+"""Prompt texts of the job kinds, in one place; PROMPT_VERSION changes whenever one of them does, or what a summary
+is checked against does (a stored summary the new check would refuse is redone only so).
 
 Two styles: a base (pretrained) model continues text, so it gets a completion-style frame that
 ends where the answer begins (Gemma 3 270M base wrote a correct one-sentence summary after
@@ -7,7 +8,9 @@ MODEL-NOTES.md); an instruction-tuned bundle (one with a chat template) gets a u
 """
 from __future__ import annotations
 
-PROMPT_VERSION = "summarize-4"  # 4: a long document is summarized from its beginning first (summarize.LEAD_TOKENS)
+# 4: a long document is summarized from its beginning first (summarize.LEAD_TOKENS); 5: a summary with a figure the
+# document does not have is junk (summarize.invented_reason), so summaries stored under 4 may be such junk: redone
+PROMPT_VERSION = "summarize-5"
 
 # completion style (base models): {text} is the document or section; the answer stops at a newline.
 # The reduce step (the parts' summaries in order, as one article) uses the same frame.

@@ -18,11 +18,12 @@ and classify runs redo them); one whose text came out the same leaves them curre
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from edge_agent.jobs.kinds import DonePending, InvalidJobError, Item, ItemError, JobContext
+from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, ThreadPending, WriteGate
 from edge_agent.services.document_results import DocumentError, DocumentNotFoundError, escaped_name, file_name_error
 from edge_agent.services.errors import UnavailableError
 from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_files
@@ -35,7 +36,8 @@ PARAMS = {"folders", "remove_deleted", "reread_limit"}
 # 8-26 chunks are 8-25 minutes added to a night's run
 REREAD_LIMIT = 500
 # a folder that lists no file while documents are indexed from it: what a network share that did not mount (an empty
-# mount point) looks like. Removing them all lost every summary and label and re-embedded everything the next night.
+# mount point) looks like, on a configured folder or on a folder under it (_empty_folder). Removing them all lost every
+# summary and label and re-embedded everything the next night.
 EMPTY_FOLDER = ("folder {folder!r} has no files, but {n} documents are indexed from it: none was removed (a share that is "
                 "not mounted looks like this). Mount it; if its files are really gone, run the job with \"remove_deleted\": "
                 "\"all\" once")
@@ -43,11 +45,25 @@ DAEMON_HINT = ("another edge-agent process (the daemon) owns the document index:
                "(`POST /v1/jobs/{id}/run`), or stop the daemon first")
 
 
+def _empty_folder(path: str, folder: str, filled: set[str]) -> str | None:
+    """The folder a gone file's document is kept for, or None (it is removed): the nearest folder above the file that
+    still exists, up to the configured `folder`, when it lists no file (`filled`: the folders that list one). A share
+    mounted on the configured folder or on a folder under it that did not mount is such an empty folder; a file
+    deleted, or a folder deleted with its files, leaves a nearest folder that lists files or none that exists."""
+    parent = Path(path).parent
+    while str(parent) != folder and not parent.is_dir():
+        if parent == parent.parent or not str(parent).startswith(folder.rstrip("/") + "/"):
+            return None
+        parent = parent.parent
+    return None if str(parent) in filled else str(parent)
+
+
 class ReindexKind:
     """Add new, update changed and remove deleted files of folders under the ingest roots."""
 
     name = "reindex"
     prompt_version = "reindex-1"
+    max_inflight = 1  # one file at a time, as when items ran in the run loop's thread (the embedder has the cores)
 
     def validate(self, params: dict, ctx: JobContext) -> dict:
         """Normalised params (folders resolved); raises InvalidJobError for a folder outside ingest_roots."""
@@ -102,13 +118,17 @@ class ReindexKind:
         seen = set()
         limit = params.get("reread_limit", REREAD_LIMIT)
         rereads = 0
-        listed: dict[str, int] = {}
+        filled: set[str] = set()  # the folders (the configured ones and those under them) that list a file
         for folder in params["folders"]:
             if not os.path.isdir(folder):
                 raise InvalidJobError(f"folder {Path(folder).name!r} no longer exists; fix or delete the job")
             outdated = docs.outdated_files(folder)
             files = walk_files(Path(folder))
-            listed[folder] = len(files)
+            for path in files:
+                for parent in path.parents:
+                    filled.add(str(parent))
+                    if str(parent) == folder:
+                        break
             for path in files:
                 why = file_name_error(shown_path(str(path), roots) or path.name)
                 shown = escaped_name(str(path))  # a name not UTF-8 could not even be stored as the item's key
@@ -129,30 +149,47 @@ class ReindexKind:
             store = SummaryStore(ctx.db)
             for folder in params["folders"]:
                 gone = [doc for doc in store.documents_under(folder) if doc["path"] and not os.path.exists(doc["path"])]
-                if gone and not listed.get(folder) and params.get("remove_deleted") != "all":
-                    shown = shown_path(folder, roots) or Path(folder).name  # a share that did not mount: keep its documents
-                    yield Item(f"folder:{shown}", {"action": "refuse", "path": folder, "error": EMPTY_FOLDER.format(
-                        folder=shown, n=len(gone))})
-                    continue
+                emptied: dict[str, int] = {}  # an empty folder -> how many of the gone documents were under it
+                if params.get("remove_deleted") != "all":
+                    for doc in gone:
+                        empty = _empty_folder(doc["path"], folder, filled)
+                        if empty is not None:
+                            doc["kept_in"] = empty
+                            emptied[empty] = emptied.get(empty, 0) + 1
+                for empty in sorted(emptied):  # a share that did not mount (here or in a folder under it): keep them
+                    shown = shown_path(empty, roots) or Path(empty).name
+                    yield Item(f"folder:{shown}", {"action": "refuse", "path": empty, "error": EMPTY_FOLDER.format(
+                        folder=shown, n=emptied[empty])})
                 for doc in gone:
-                    yield Item(f"remove:{doc['id']}", {"action": "remove", "document_id": doc["id"], "path": doc["path"]})
+                    if "kept_in" not in doc:
+                        yield Item(f"remove:{doc['id']}", {"action": "remove", "document_id": doc["id"], "path": doc["path"]})
 
     @staticmethod
-    def _carry_over(db, document_id: int) -> None:
+    def _carry_over(db, document_id: int, gate: WriteGate | None = None) -> None:
         """A file added (new to the index) takes the summary and labels of a document with the same content (the file
         before a rename, or a copy). Done at once, not in the item's commit: the item that removes the old path's
         document may run before that commit. Idempotent (a document that has them keeps its own)."""
-        with db.write() as conn:
+        with gate.write() if gate is not None else contextlib.nullcontext(), db.write() as conn:
             SummaryStore.carry_effect(document_id)(conn)
             LabelStore.carry_effect(document_id)(conn)
 
-    def start_item(self, item: Item, params: dict, ctx: JobContext) -> DonePending:
-        """Runs the item at once (ingestion is I/O and embedding, not generation)."""
+    def start_item(self, item: Item, params: dict, ctx: JobContext) -> ThreadPending:
+        """Runs the item in a thread of its own (ingestion is I/O and embedding, not generation): a read that hangs (a
+        network share) or a slow loader leaves the run loop free to stop the run at a cancel or its deadline; the work
+        it gave up on then stores nothing (WriteGate) and the item stays pending for the next run."""
         docs = self._service(ctx)
-        return DonePending(lambda: self._run(docs, item.payload, ctx.db))
+        name = f"reindex {item.key.rsplit('/', 1)[-1]}"[:64]
+        return ThreadPending(lambda gate: self._run(docs, item.payload, ctx.db, gate), name=name)
 
     @classmethod
-    def _run(cls, docs, payload: dict, db=None) -> dict:
+    def _run(cls, docs, payload: dict, db=None, gate: WriteGate | None = None) -> dict:
+        if gate is None:
+            return cls._run_guarded(docs, payload, db, None)
+        with docs.guarded_writes(gate.write):  # every write of the service in this thread passes the gate
+            return cls._run_guarded(docs, payload, db, gate)
+
+    @classmethod
+    def _run_guarded(cls, docs, payload: dict, db, gate: WriteGate | None) -> dict:
         path = payload["path"]
         if payload["action"] == "refuse":  # skipped, saying why (a name with a control or bidi-override character)
             raise ItemError(payload["error"])
@@ -177,7 +214,7 @@ class ReindexKind:
         if res.status == "failed":
             raise ItemError(res.error or "the file could not be read")
         if res.status == "added" and db is not None and res.document_id is not None:
-            cls._carry_over(db, int(res.document_id))
+            cls._carry_over(db, int(res.document_id), gate)
         out = {"action": res.status, "document_id": res.document_id, "path": path, "chunks": res.chunks}
         if "reread" in payload:  # an older reader had read it: read again now, or left for a later run (reread_limit)
             out["reread"] = "later" if not payload["reread"] and res.status == "unchanged" else "done"

@@ -197,7 +197,8 @@ class RunLoop:
 
     def _process(self, run: RunRecord) -> RunRecord:
         params = self._prepared_params(run)
-        concurrency = max(1, int(run.concurrency))
+        # a kind whose items run in threads of their own (reindex) may keep fewer in flight than the run allows
+        concurrency = max(1, min(int(run.concurrency), getattr(self.kind, "max_inflight", None) or int(run.concurrency)))
         done_before = run.done_items
         total = run.total_items
         queue: deque[tuple[Item, int]] = deque()  # (item, transient failures so far)

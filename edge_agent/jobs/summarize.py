@@ -37,7 +37,7 @@ from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
 from edge_agent.services.sentences import CLOSED, HEAD_WORDS, split_units
 from edge_agent.store.summaries import SummaryStore
-from edge_agent.store.text_state import chunks_digest
+from edge_agent.store.text_state import chunk_pieces, chunks_digest
 
 PARALLEL_PER_ITEM = 4
 # A document longer than one prompt is first summarized from its first LEAD_TOKENS tokens alone (completion style):
@@ -77,14 +77,20 @@ class SummarizeKind:
         return out
 
     def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
-        """One item per selected document (key doc:<id>)."""
+        """One item per selected document (key doc:<id>). With changed_only, a document not changed since `since` is
+        still selected when its summary is outdated (stale, or made by another bundle or prompt version): a new
+        PROMPT_VERSION redoes every summary also under a nightly changed_only job (it kept the old ones for good)."""
         store = SummaryStore(ctx.db)
-        docs = store.select_documents(params.get("path_prefix"), params.get("types"),
-                                      since if params.get("changed_only") else None)
-        current = {} if params.get("force") else store.current_summaries()
+        docs = store.select_documents(params.get("path_prefix"), params.get("types"))
+        stored = store.current_summaries()
+        changed_only = params.get("changed_only") and since is not None
         for d in docs:
-            if current.get(d["id"]) == (d["content_hash"], ctx.bundle_id, PROMPT_VERSION):
+            summary = stored.get(d["id"])
+            current = summary == (d["content_hash"], ctx.bundle_id, PROMPT_VERSION)
+            if current and not params.get("force"):
                 continue
+            if changed_only and d["updated_at"] <= since and (summary is None or current):
+                continue  # unchanged since the last run, and no outdated summary to redo
             yield Item(f"doc:{d['id']}", {"document_id": d["id"], "title": d["title"], "content_hash": d["content_hash"]})
 
     def remote_item(self, item: Item, params: dict, ctx: JobContext) -> Item:
@@ -248,18 +254,9 @@ def lead_extract(text: str, copies: Iterable[str] = (), words: int = EXTRACT_WOR
 
 
 def document_pieces(chunks: list[dict]) -> list[str]:
-    """The document's text as consecutive pieces (one per chunk, overlaps with the previous removed)."""
-    pieces: list[str] = []
-    end = None
-    for c in chunks:
-        text, start = c["text"], c["char_start"]
-        if end is None or start >= end:
-            gap = 0 if end is None else start - end
-            pieces.append(("\n" if gap > 1 else " " if gap == 1 else "") + text)
-        else:
-            pieces.append(text[end - start:])
-        end = c["char_end"] if end is None else max(end, c["char_end"])
-    return [p for p in pieces if p.strip()]
+    """The document's text as consecutive pieces (one per chunk, overlaps with the previous removed; those left
+    with no text dropped): store.text_state.chunk_pieces, which the text digest is made from too."""
+    return [p for p in chunk_pieces((c["text"], c["char_start"], c["char_end"]) for c in chunks) if p.strip()]
 
 
 LANGUAGE_SAMPLE_CHARS = 2000

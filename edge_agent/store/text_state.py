@@ -31,20 +31,30 @@ class TextState:
     digest: str
 
 
-def chunks_digest(chunks: Iterable[tuple[str, int, int]]) -> str:
-    """A digest of the text a document's chunks hold, (text, char_start, char_end) in order: their overlaps removed
-    and each run of whitespace one space (chunks are exact slices of the text that leave out only whitespace,
-    rag.chunking), so the same text cut into other chunks (a chunk_tokens or chunk_overlap change) has the same
-    digest and keeps its summary and labels current; a change of words, or of their order, does not."""
-    parts: list[str] = []
+def chunk_pieces(chunks: Iterable[tuple[str, int, int]]) -> list[str]:
+    """A document's text as its chunks hold it, (text, char_start, char_end) in order: one piece per chunk, its
+    overlap with the chunks before it removed, and the gap before it (whitespace the chunks leave out) as one
+    newline when it was more than one character, else one space. "".join(pieces) is the text up to its whitespace
+    runs; a piece may be empty (a chunk the previous ones cover)."""
+    pieces: list[str] = []
     end = None
     for text, start, stop in chunks:
         if end is None or start >= end:
-            parts.append(text if end is None or start == end else " " + text)
+            gap = 0 if end is None else start - end
+            pieces.append(("\n" if gap > 1 else " " if gap == 1 else "") + text)
         else:
-            parts.append(text[end - start:])
+            pieces.append(text[end - start:])
         end = stop if end is None else max(end, stop)
-    return hashlib.sha256(" ".join("".join(parts).split()).encode("utf-8", "surrogatepass")).hexdigest()
+    return pieces
+
+
+def chunks_digest(chunks: Iterable[tuple[str, int, int]]) -> str:
+    """A digest of the text a document's chunks hold (chunk_pieces: their overlaps removed), each run of whitespace
+    one space (chunks are exact slices of the text that leave out only whitespace, rag.chunking), so the same text
+    cut into other chunks (a chunk_tokens or chunk_overlap change) has the same digest and keeps its summary and
+    labels current; a change of words, or of their order, does not."""
+    text = " ".join("".join(chunk_pieces(chunks)).split())
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def text_state(conn: sqlite3.Connection, document_id: int) -> TextState | None:

@@ -169,6 +169,42 @@ def test_reindex_keeps_the_documents_of_a_folder_that_lists_no_file(make_runtime
     assert run.counts["failed"] == 0 and [d["path"].rsplit("/", 1)[-1] for d in rt.documents.list(0, 10)[0]] == ["f0.txt"]
 
 
+def test_reindex_keeps_the_documents_of_an_emptied_folder_under_a_watched_one(make_runtime, tmp_path):
+    """A share mounted on a folder under the watched one that did not mount is an empty folder there: its documents
+    were removed (the guard looked at the watched folder only, which still lists other files). Now a gone file's
+    document is kept while the nearest folder above it that exists lists no file; a file deleted, or a folder deleted
+    with its files, is still removed."""
+    import shutil
+
+    rt = make_runtime()
+    watched = tmp_path / "docs" / "shared"
+    share, local, gone = watched / "share", watched / "local", watched / "gone"
+    for folder in (share / "sub", local, gone):
+        folder.mkdir(parents=True)
+    files = [watched / "top.txt", share / "s0.txt", share / "sub" / "s1.txt", local / "keep.txt", local / "old.txt",
+             gone / "g.txt"]
+    for n, f in enumerate(files):
+        f.write_text(doc_text(n, 2))
+    rt.jobs.create_job("ri", "reindex", {"folders": [str(watched)]})
+    assert _run(rt, "ri").counts["succeeded"] == len(files)
+    shutil.rmtree(share)
+    share.mkdir()  # the mount point, empty: the share did not mount
+    (local / "old.txt").unlink()
+    shutil.rmtree(gone)
+    run = _run(rt, "ri")
+    rows = {i.key: i for i in rt.jobs.results(run.id)[0]}
+    refused = rows.get("folder:shared/share")
+    assert refused is not None and refused.status == "failed", {k: (i.status, i.error) for k, i in rows.items()}
+    assert "has no files, but 2 documents are indexed from it" in refused.error and str(tmp_path) not in refused.error
+    assert run.counts["failed"] == 1 and sum(k.startswith("remove:") for k in rows) == 2
+    indexed = sorted(d["path"].split("/shared/", 1)[1] for d in rt.documents.list(0, 20)[0])
+    assert indexed == ["local/keep.txt", "share/s0.txt", "share/sub/s1.txt", "top.txt"]
+
+    rt.jobs.update_job("ri", {"params": {"folders": [str(watched)], "remove_deleted": "all"}})
+    assert _run(rt, "ri").counts["failed"] == 0
+    assert sorted(d["path"].split("/shared/", 1)[1] for d in rt.documents.list(0, 20)[0]) == ["local/keep.txt", "top.txt"]
+
+
 def test_reindex_picks_up_office_files(make_runtime, tmp_path):
     """.xlsx, .pptx, .odt, .ods, .odp and .rtf in a folder are indexed by the nightly reindex (they failed with advice
     to convert them before); an old .xls still fails alone, saying what to save it as."""

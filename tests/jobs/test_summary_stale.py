@@ -178,3 +178,29 @@ def test_an_upload_read_again_in_the_background_compares_with_the_text_it_had(ma
     assert page["status"] == notes["status"] == "ready" and FOOTER not in _texts(docs, page["id"])
     assert page["summary"]["summary"] == "summary of zipfile" and page["summary"]["content_hash"] == STALE + page["content_hash"]
     assert notes["summary"]["summary"] == "summary of Notes" and notes["summary"]["content_hash"] == notes["content_hash"]
+
+
+def test_a_new_prompt_version_redoes_the_summaries_also_under_changed_only(make_runtime, wordy_model, monkeypatch):
+    """Summaries stored under summarize-4 were checked for made-up addresses, not figures (5d8f1f0): the version was
+    bumped so they are redone. A nightly changed_only job selected only documents changed since its last run, so a
+    version bump left every old summary in place for good; now an outdated summary is selected too (once)."""
+    import edge_agent.jobs.summarize as summarize
+
+    rt = make_runtime()
+    ids = [rt.documents.add_text(f"doc {i}", doc_text(i, 3)).document_id for i in range(3)]
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 8, "changed_only": True})
+    run, _ = _run(rt, "sum")
+    assert run.counts["succeeded"] == 3
+    time.sleep(0.01)
+    assert _run(rt, "sum")[0].total_items == 0  # nothing changed
+
+    with rt.jobs.ctx.db.write() as conn:  # one summary as the release before the figure check stored it
+        conn.execute("UPDATE document_summaries SET prompt_version = 'summarize-4' WHERE document_id = ?", (ids[1],))
+    run, rows = _run(rt, "sum")
+    assert run.total_items == 1 and set(rows) == {f"doc:{ids[1]}"}, sorted(rows)
+    assert _run(rt, "sum")[0].total_items == 0  # redone once, then current
+
+    monkeypatch.setattr(summarize, "PROMPT_VERSION", summarize.PROMPT_VERSION + "-next")  # any later bump
+    run, rows = _run(rt, "sum")
+    assert run.total_items == 3 and run.counts["succeeded"] == 3
+    assert _run(rt, "sum")[0].total_items == 0

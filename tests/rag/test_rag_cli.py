@@ -50,11 +50,14 @@ def test_index_commands(run, tmp_path, capsys):
     assert run("check") == 0
 
 
-def test_index_commands_use_the_global_flags(index_cli, embedder, monkeypatch, capsys):
+def test_index_commands_use_the_global_flags(index_cli, embedder, monkeypatch, capsys, tmp_path):
     """`edge-agent --threads 2 index ...` builds the embedder from the settings the rest of the CLI resolves
     (flags over environment over file), not from a second load_settings() that drops the flags."""
     from edge_agent.cli import main
 
+    doc = tmp_path / "a.txt"
+    doc.write_text("The boiler shows error E-442 when the pressure is low.")
+    assert index_cli("add", str(doc), "--no-progress") == 0  # an index to read (stats and search open none where none is)
     seen = []
     monkeypatch.setattr("edge_agent.rag.embedder.build_embedder", lambda settings, **_: seen.append(settings.threads) or embedder)
     for argv in (["stats"], ["search", "anything"], ["check", "--no-repair"], ["rebuild"]):
@@ -85,3 +88,25 @@ def test_index_stats_names_documents_an_older_reader_read_and_add_reads_them_aga
     assert run("add", str(folder), "--no-progress") == 0
     assert "0 added, 2 updated, 0 unchanged, 0 failed" in capsys.readouterr().out
     assert run("stats") == 0 and "reader:" not in capsys.readouterr().out
+
+
+def test_reading_commands_on_an_empty_data_dir_create_nothing(run, tmp_path, capsys):
+    """`index stats` and `index search` where nothing was ever indexed say so and exit 0; they used to create the
+    database, the index folder and its lock (a reading command in a wrong folder, or as root before the daemon's first
+    start, left files behind)."""
+    var, index = tmp_path / "var", tmp_path / "index"
+    assert run("stats") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("index: none yet") and "no documents database" in out and "index add" in out
+    assert run("stats", "--json") == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["documents"] == 0 and stats["chunks"] == 0 and stats["index"] is None and "no index yet" in stats["absent"]
+    assert run("search", "anything", "--json") == 0
+    got = capsys.readouterr()
+    assert json.loads(got.out) == [] and "no index yet" in got.err
+    assert not var.exists() and not index.exists()
+    doc = tmp_path / "a.txt"
+    doc.write_text("The boiler shows error E-442 when the pressure is low.")
+    assert run("add", str(doc), "--no-progress") == 0 and var.exists()  # a write creates them
+    capsys.readouterr()
+    assert run("stats", "--json") == 0 and json.loads(capsys.readouterr().out)["documents"] == 1

@@ -77,3 +77,23 @@ def test_the_newest_current_record_is_carried_before_a_newer_stale_one(tmp_path)
     # no current one fits: the newest, stale
     assert _carried(db, different) == (("stale one", STALE + HASH), ("stale label", STALE + HASH))
     db.close()
+
+
+def test_the_digest_is_over_the_text_summarize_summarizes():
+    """chunks_digest and summarize's document_pieces read one text from the chunks (store.text_state.chunk_pieces):
+    overlaps removed, a gap as whitespace, a chunk the previous ones cover adding nothing."""
+    import hashlib
+
+    from edge_agent.jobs.summarize import document_pieces
+    from edge_agent.store.text_state import chunks_digest
+
+    text = "Alpha beta gamma.\n\nDelta epsilon zeta. Eta theta."
+    spans = [(0, 17), (6, 17), (10, 17), (19, 38), (39, 50), (19, 38)]  # overlaps, a covered chunk, gaps of 2 and 1
+    chunks = [{"text": text[a:b], "char_start": a, "char_end": b} for a, b in spans]
+    pieces = document_pieces(chunks)
+    assert "".join(pieces) == text.replace("\n\n", "\n")
+    assert pieces == [p for p in pieces if p.strip()]
+    want = hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
+    assert chunks_digest((c["text"], c["char_start"], c["char_end"]) for c in chunks) == want
+    recut = [(text[a:b], a, b) for a, b in [(0, 12), (0, 38), (39, 50)]]  # the same text cut otherwise
+    assert chunks_digest(recut) == want
