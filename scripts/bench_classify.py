@@ -8,6 +8,8 @@ Model: the configured bundle (default: models/default) and the packaged all-Mini
 sentence-transformers folder given by --embedding-model (e.g. an imported multilingual-e5-small); --prompt names
 which of that model's named prompts goes before the label texts and the items (passage, as the daemon's embedding
 service does, or query; without that prompt in the model, none).
+The likelihood row is also calibrated by the run itself (each label's mean score over the run's items taken away,
+instead of its score after a content-free text; the same pass, no labels used).
 Each embedding row is measured twice: the labels' own prototypes, and self-trained on the evaluated
 items (as a classify run does by default: self_train); items/s counts embedding the items and, for
 self-training, adapting the prototypes.
@@ -35,10 +37,13 @@ def accuracy(pred: list[str], gold: list[str]) -> float:
     return sum(p == g for p, g in zip(pred, gold)) / len(gold)
 
 
-def run_likelihood(clf, texts: list[str], inflight: int = 6) -> tuple[list[str], float]:
+def run_likelihood(clf, texts: list[str], inflight: int = 6, raw: list | None = None) -> tuple[list[str], float]:
+    """The likelihood method's labels for texts and the seconds taken; raw: a list that gets each text's label
+    scores before calibration (sum of log-probs per label), for other calibrations of the same pass."""
     t0 = time.perf_counter()
     clf.calibration()
     preds: list[str | None] = [None] * len(texts)
+    scores: list = [None] * len(texts)
     pending: dict[int, object] = {}
     nxt = 0
     while nxt < len(texts) or pending:
@@ -49,8 +54,23 @@ def run_likelihood(clf, texts: list[str], inflight: int = 6) -> tuple[list[str],
         if not done:
             time.sleep(0.005)
         for i in done:
-            preds[i] = pending.pop(i).result()[0]
+            p = pending.pop(i)
+            preds[i] = p.result()[0]
+            scores[i] = [s for s, _ in p.pending.result()]
+    if raw is not None:
+        raw.extend(scores)
     return preds, time.perf_counter() - t0  # type: ignore[return-value]
+
+
+def run_calibrated(raw: list, names: list[str], sample: int = 0) -> list[str]:
+    """Labels from raw likelihood scores calibrated by the run itself: each label's score minus its mean over the
+    run's texts (over up to `sample` evenly spaced texts when given, as the classify kind takes them), instead of its
+    score after a content-free text."""
+    import numpy as np
+
+    scores = np.asarray(raw, np.float64)
+    pool = scores[:: -(-len(scores) // sample)] if sample else scores
+    return [names[int(j)] for j in (scores - pool.mean(axis=0)).argmax(axis=1)]
 
 
 def run_embedding(clf, texts: list[str], batch: int = 16, self_train: bool = False,
@@ -131,7 +151,7 @@ def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from edge_agent.config import Settings
-    from edge_agent.jobs.classify import EmbeddingClassifier, Label, LikelihoodClassifier
+    from edge_agent.jobs.classify import RUN_CALIBRATION_SAMPLE, EmbeddingClassifier, Label, LikelihoodClassifier
     from edge_agent.runtime import build_runtime
 
     load_before = open("/proc/loadavg").read().split()[:3]
@@ -192,9 +212,14 @@ def main() -> int:
             rows.append({"method": method, "examples_per_label": 0, "accuracy": got[0], "per_seed": got[:1],
                          "items_per_s": round(sorted(speed[method])[len(speed[method]) // 2], 1)})
         if not args.no_likelihood:
-            preds, secs = run_likelihood(LikelihoodClassifier(rt.chat, labels), texts)
+            raw: list = []
+            preds, secs = run_likelihood(LikelihoodClassifier(rt.chat, labels), texts, raw=raw)
             rows.append({"method": "likelihood", "examples_per_label": 0, "accuracy": round(accuracy(preds, gold), 4),
                          "items_per_s": round(len(texts) / secs, 2)})
+            # the same pass calibrated by the run: each label's mean score over all its items, and over the kind's sample
+            for sample in (0, RUN_CALIBRATION_SAMPLE):
+                rows.append({"method": f"likelihood, run-calibrated{f' (sample {sample})' if sample else ''}",
+                             "examples_per_label": 0, "accuracy": round(accuracy(run_calibrated(raw, names, sample), gold), 4)})
             for k in [int(s) for s in args.likelihood_shots.split(",") if s]:
                 shots_in = [(pool[n][j], n) for j in range(k) for n in names]
                 preds, secs = run_likelihood(LikelihoodClassifier(rt.chat, labels, shots=shots_in), texts)

@@ -24,6 +24,11 @@ Methods (weakly-supervised text classification levers, see the issue-10 report):
                 the items, then its soft clusters carried into the --embedding-model's space (e.g. e5, whose items
                 separate the chapters better: truemean) as anchors of weight 8 beside that model's names; then
                 self_train there
+  concat        two embedders at once: each item and name as [a * MiniLM vector, b * --embedding-model vector] (a^2 + b^2
+                = 1, a = --concat-weight), so a cosine is the weighted sum of the two models' cosines; the kind's
+                default (centered) self-training in that joint space (an ensemble of the two embedders)
+  ctrspace      the kind's default in the run's mean-centred space: items minus their mean, names minus theirs,
+                both renormalised (removes the direction every text shares; e5's cosines crowd near 0.8)
   truemean      not a method but the ceiling of the embedding space: each item against its label's true mean
                 over the run (the gold labels' centroids); --methods truemean only when asked
 
@@ -186,6 +191,29 @@ def m_centered(names, texts, X, emb, weight=8.0):
 _MINILM: list = []
 
 
+def _default(X, A, weight=8.0):
+    """The kind's default: centred first cluster as an anchor of weight 8, then self_train."""
+    S = X @ A.T
+    return self_train(X, A + weight * unit(soft((S - S.mean(0)) / T).T @ X))
+
+
+def m_ctrspace(names, texts, X, emb):
+    A = emb(names)
+    return _default(unit(X - X.mean(0)), unit(A - A.mean(0)))
+
+
+CONCAT_WEIGHT = 0.5
+
+
+def m_concat(names, texts, X, emb):
+    if not _MINILM:
+        _MINILM.append(Embed())
+    a = CONCAT_WEIGHT
+    b = float(np.sqrt(1 - a * a))
+    small = _MINILM[0]
+    return _default(np.hstack([a * small(texts), b * X]), np.hstack([a * small(names), b * emb(names)]))
+
+
 def m_cross(names, texts, X, emb, weight=8.0):
     if not _MINILM:
         _MINILM.append(Embed())
@@ -202,7 +230,7 @@ def m_cross(names, texts, X, emb, weight=8.0):
 
 METHODS = {"plain": m_plain, "self_train": m_self_train, "keyword": m_keyword, "cluster_match": m_cluster_match,
            "expand": m_expand, "centered": m_centered, "balanced": m_balanced, "prior": m_prior,
-           "cross": m_cross}
+           "cross": m_cross, "concat": m_concat, "ctrspace": m_ctrspace}
 
 
 def runs(paras, seeds, per_class, imbalanced, scale=1):
@@ -222,7 +250,7 @@ def runs(paras, seeds, per_class, imbalanced, scale=1):
 
 
 def main() -> int:
-    global T
+    global T, CONCAT_WEIGHT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="a,b", help=f"of {','.join(pydoc_labels.ALL_SETS)}")
     ap.add_argument("--per-class", type=int, default=25)
@@ -239,15 +267,20 @@ def main() -> int:
                     f"(the kind's EMBED_TEMPERATURE: {T})")
     ap.add_argument("--quantize", choices=("auto", "off"), default="auto",
                     help="off: the fp32 ONNX export (is int8 what costs accuracy?)")
+    ap.add_argument("--label-template", default="{}", help='each label name put in this text before it is embedded, '
+                    'e.g. "Topic: {}" or "This text is about {}." (names-only prompt templates)')
+    ap.add_argument("--concat-weight", type=float, default=CONCAT_WEIGHT,
+                    help="concat: MiniLM's share a of the joint vector (the other model's is sqrt(1 - a^2))")
     args = ap.parse_args()
-    T = args.temperature
+    T, CONCAT_WEIGHT = args.temperature, args.concat_weight
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     emb = Embed(args.embedding_model, args.prompt, args.quantize)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     load = " ".join(open("/proc/loadavg").read().split()[:3])
     sizes = [n * args.scale for n in IMBALANCED]
     print(f"names only; {'imbalanced ' + str(sizes) if args.imbalanced else f'{args.per_class} per label'}; "
-          f"seeds {args.seeds}; {emb.model.model_id} ({emb.model.variant}) prompt {args.prompt}; temperature {T}; load {load}")
+          f"seeds {args.seeds}; {emb.model.model_id} ({emb.model.variant}) prompt {args.prompt}; temperature {T}; "
+          f"label template {args.label_template!r}; load {load}")
     for s in args.sets.split(","):
         for name in args.methods.split(","):
             accs = []
@@ -256,7 +289,7 @@ def main() -> int:
                 if name == "truemean":
                     pred = (X @ unit(np.stack([X[gold == j].mean(0) for j in range(len(names))])).T).argmax(1)
                 else:
-                    pred = METHODS[name](names, texts, X, emb)
+                    pred = METHODS[name]([args.label_template.format(n) for n in names], texts, X, emb)
                 accs.append(float(np.mean(pred == gold)))
             print(f"  set {s} {name:14s} accuracy {np.mean(accs):.3f} (seeds: {' '.join(f'{a:.3f}' for a in accs)})", flush=True)
         if "keyword" in args.methods:
