@@ -79,7 +79,9 @@ class SummarizeKind:
     def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
         """One item per selected document (key doc:<id>). With changed_only, a document not changed since `since` is
         still selected when its summary is outdated (stale, or made by another bundle or prompt version): a new
-        PROMPT_VERSION redoes every summary also under a nightly changed_only job (it kept the old ones for good)."""
+        PROMPT_VERSION redoes every summary also under a nightly changed_only job (it kept the old ones for good); and
+        when it has none (its item failed, or the run stopped before it): nothing is left out for good. What changed_only
+        leaves out is a current summary that `force` would redo."""
         store = SummaryStore(ctx.db)
         docs = store.select_documents(params.get("path_prefix"), params.get("types"))
         stored = store.current_summaries()
@@ -89,8 +91,8 @@ class SummarizeKind:
             current = summary == (d["content_hash"], ctx.bundle_id, PROMPT_VERSION)
             if current and not params.get("force"):
                 continue
-            if changed_only and d["updated_at"] <= since and (summary is None or current):
-                continue  # unchanged since the last run, and no outdated summary to redo
+            if changed_only and d["updated_at"] <= since and current:
+                continue  # forced, but unchanged since the last run
             yield Item(f"doc:{d['id']}", {"document_id": d["id"], "title": d["title"], "content_hash": d["content_hash"]})
 
     def remote_item(self, item: Item, params: dict, ctx: JobContext) -> Item:

@@ -204,3 +204,29 @@ def test_a_new_prompt_version_redoes_the_summaries_also_under_changed_only(make_
     run, rows = _run(rt, "sum")
     assert run.total_items == 3 and run.counts["succeeded"] == 3
     assert _run(rt, "sum")[0].total_items == 0
+
+
+def test_a_failed_summary_is_tried_again_under_changed_only(make_runtime, monkeypatch):
+    """A nightly changed_only job selected only documents changed since its last successful run, so a document whose
+    item failed (an engine error, a run stopped early) and which did not change was never summarized again."""
+    import edge_agent.jobs.summarize as summarize
+    from edge_agent.jobs.kinds import ItemError
+
+    rt = make_runtime()
+    ids = [rt.documents.add_text(f"doc {i}", doc_text(i, 3)).document_id for i in range(3)]
+    rt.jobs.create_job("sum", "summarize", {"max_tokens": 8, "changed_only": True})
+    real = summarize.SummaryPending.__init__
+
+    def failing(self, item, params, ctx):
+        if int(item.payload["document_id"]) == ids[1]:
+            raise ItemError("the engine went away")
+        real(self, item, params, ctx)
+
+    monkeypatch.setattr(summarize.SummaryPending, "__init__", failing)
+    run = rt.jobs.run_foreground("sum")
+    assert run.counts["succeeded"] == 2 and run.counts["failed"] == 1
+    monkeypatch.setattr(summarize.SummaryPending, "__init__", real)
+    time.sleep(0.01)
+    run, rows = _run(rt, "sum")
+    assert set(rows) == {f"doc:{ids[1]}"} and run.counts["succeeded"] == 1  # only the one without a summary
+    assert _run(rt, "sum")[0].total_items == 0
