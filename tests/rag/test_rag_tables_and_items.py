@@ -1,0 +1,78 @@
+"""Grounded answers over manuals, policies and contracts: a form's two-column table (one field a row, cells joined by
+" | " as the HTML and .docx loaders write them), numbered lists and clauses (a constitution's "1. The Project Leader is
+elected ...", "see §4.2.1"), a contract's "Binnen hoeveel dagen betaalt ...?", and the sentence that holds what a question
+asks for among the ones shown to the model.
+
+Each case is a defect blind12's documents (GOsa's Dutch help, Debian's Constitution) or a contract probe showed: a
+table's rows read as one wrapped sentence, cut at 400 characters and, with three "|" in it, never quoted; an item's or a
+reference's number read as the figure a "how long" question asks for; a paying verb that made a count of days an amount
+of money; the likelihood rerank that pushed the only sentence with the figure out of the shown ones. Sentence splitting
+and choice only: no model, no index.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from edge_agent.rag.loaders import load_bytes
+from edge_agent.services import answers as A
+from edge_agent.services import sentences as S
+
+DECLINE = "De documenten gaan hier niet over."
+
+PHONE_FORM = ("Telefoon hardware\n\n"
+              "Telefoon | Selecteer de telefoon van de gebruiker uit de lijst\n"
+              "Voicemail PIN-code* | Geef de vier cijferige PIN-code op, die de gebruiker in moet geven om de voicemailbox "
+              "te kunnen beluisteren\n"
+              "Telefoon PIN-code* | Geef de zes cijferige PIN-code op, die de gebruiker in moet geven om zich bij de telefoon "
+              "aan te melden.\n\nJan Wenzel 2008-03-13")
+
+
+def _chunk(text: str, rank: int = 0):
+    return SimpleNamespace(document_id=rank + 1, chunk_id=rank + 1, title=f"doc{rank}", location={}, score=0.1, snippet="", text=text)
+
+
+def _answer(question: str, texts: list[str], lang: str) -> tuple[str, dict]:
+    """settle() over the three best sentences by words (the model's answer says nothing usable: the quote decides)."""
+    ranked = A.rank_sentences(question, [_chunk(t, i) for i, t in enumerate(texts)], lang)
+    evidence = [(s.chunk + 1, s) for s in ranked[:3]]
+    return A.settle("", question, evidence, lang, DECLINE, passages=texts)
+
+
+def test_each_table_row_is_a_unit_of_its_own():
+    units = S.split_sentences(PHONE_FORM)
+    assert "Telefoon | Selecteer de telefoon van de gebruiker uit de lijst" in units
+    assert any(u.startswith("Voicemail PIN-code* | Geef de vier cijferige") and "Telefoon PIN-code" not in u for u in units)
+    assert any(u.startswith("Telefoon PIN-code* | Geef de zes cijferige") for u in units)
+
+
+def test_a_table_row_is_an_item_and_carries_no_next_row():
+    ranked = A.rank_sentences("Uit hoeveel cijfers bestaat de voicemail PIN-code?", [_chunk(PHONE_FORM)], "nl")
+    voicemail = next(s for s in ranked if s.text.startswith("Voicemail"))
+    assert voicemail.after == ""  # the telephone's own PIN row is another record
+
+
+def test_a_value_in_a_form_table_is_quoted():
+    answer, how = _answer("Uit hoeveel cijfers bestaat de pincode van de voicemail?", [PHONE_FORM], "nl")
+    assert how["answer"] == "extractive"
+    assert "vier cijferige" in answer and "zes" not in answer
+
+
+def test_an_html_definition_table_is_answered_row_by_row():
+    html = ("<html><body><h2>Algemeen</h2><table>"
+            "<tr><td>Persoonlijke map*</td><td>Het pad naar de persoonlijke map van de gebruiker</td></tr>"
+            "<tr><td>Shell</td><td>De Unix shell bij het aanmelden. (/bin/false zorgt ervoor dat de gebruiker niet kan "
+            "inloggen.)</td></tr>"
+            "<tr><td>Primaire groep</td><td>De primaire groep van de gebruiker.</td></tr>"
+            "<tr><td>Status</td><td>Geeft aan of het account actief is</td></tr>"
+            "</table></body></html>")
+    text = load_bytes(html.encode(), "form.html").sections[0].text
+    answer, how = _answer("Welke shell zorgt dat de gebruiker niet kan inloggen?", [text], "nl")
+    assert "/bin/false" in answer
+    assert "Primaire groep" not in answer and "Persoonlijke map" not in answer
+
+
+def test_code_and_grammar_lines_are_no_table_rows():
+    assert not S.is_item('or_test ::= and_test | or_test "or" and_test')
+    assert not S.is_item(">>> a | b")
+    assert not S.is_item("   | not_test")
+    assert S.is_item("Shell | De Unix shell")
