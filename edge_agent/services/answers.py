@@ -338,14 +338,28 @@ def _lone(text: str) -> bool:
     return len(text.split()) <= HEAD_WORDS and not CLOSED.search(text) and not LIST_ITEM.match(text) and not _CODE.search(text)
 
 
+def quoted(sentence: Sentence) -> str:
+    """What extractive quotes of the sentence: its own words, and the chunk's next sentence where both fit in QUOTE_CHARS."""
+    text = sentence.quote or sentence.text
+    return f"{text} {sentence.after}" if sentence.after and len(text) + 1 + len(sentence.after) <= QUOTE_CHARS else text
+
+
+def _holds_kind(sentence: Sentence, kind: str, question: str, lang: str) -> bool:
+    """Whether the sentence holds what the question asks for (answers_kind); a numbered heading or item ("6.2.3. BD
+    iso-images voor amd64 of i386", whose own number is no figure: asks.unmarked) also where the next sentence quoted with
+    it does ("Deze ISO-images zijn ongeveer 7.5 GB groot"). A sentence of prose is not credited with its neighbour's
+    name or figure: the one that holds it is quoted instead."""
+    if answers_kind(sentence.text, kind, question, lang):
+        return True
+    return is_item(sentence.quote or sentence.text) and answers_kind(quoted(sentence), kind, question, lang)
+
+
 def extractive(sentence: Sentence, number: int) -> str:
     """The sentence, quoted, with its citation: '"..." [n]', followed by the chunk's next sentence where the two hold
     QUOTE_CHARS or fewer (a rule is often stated in one sentence and its detail in the next: "str.isascii() Return
     True if ... ASCII. ASCII characters have code points in the range U+0000-U+007F."); the source's own "[4]"
     footnote marks are left out, so that every "[n]" of an answer is a citation."""
-    text = sentence.quote or sentence.text
-    if sentence.after and len(text) + 1 + len(sentence.after) <= QUOTE_CHARS:
-        text = f"{text} {sentence.after}"
+    text = quoted(sentence)
     text = re.sub(r"\s+(?=[.,;:!?])", "", re.sub(r"\s{2,}", " ", strip_citations(text))).strip()
     return f"\"{text}\" [{number}]"
 
@@ -415,7 +429,7 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
                                      or not on_thing(best))) \
                 or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue
-        if not kind or (answers_kind(best.text, kind, question, lang) and (i == 0 or best.match >= NEAR_BEST * top)):
+        if not kind or (_holds_kind(best, kind, question, lang) and (i == 0 or best.match >= NEAR_BEST * top)):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH), evidence[0])
     if kind == "code":  # one that writes a code name, however far below the best, before one without

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 from edge_agent.rag.loaders import load_bytes
 from edge_agent.services import answers as A
+from edge_agent.services import asks
 from edge_agent.services import sentences as S
 
 DECLINE = "De documenten gaan hier niet over."
@@ -76,3 +77,47 @@ def test_code_and_grammar_lines_are_no_table_rows():
     assert not S.is_item(">>> a | b")
     assert not S.is_item("   | not_test")
     assert S.is_item("Shell | De Unix shell")
+
+
+CONSTITUTION = ("5.2. Appointment\n"
+                "1. The Project Leader is elected by the Developers.\n"
+                "2. The election begins six weeks before the post becomes vacant.\n")
+
+
+def test_an_item_number_is_no_figure():
+    q = "How long is the Project Leader in office once elected?"
+    assert asks.unmarked("1. The Project Leader is elected by the Developers.") == "The Project Leader is elected by the Developers."
+    assert asks.unmarked("4.2 Opzegtermijn: twee maanden.") == "Opzegtermijn: twee maanden."
+    assert not asks.fits("1. The Project Leader is elected by the Developers.", "number", q, "en")
+    assert asks.fits("8. The Project Leader serves for one year from their election.", "number", q, "en")
+    assert not asks.fits("4.2 Opzegtermijn", "version", "Welke versie van de voorwaarden geldt?", "nl")
+
+
+def test_a_how_long_question_is_not_answered_by_an_item_number():
+    answer, how = _answer("How long is the Project Leader in office once elected?", [CONSTITUTION], "en")
+    assert how["answer"] == "declined", answer
+    answer, how = _answer("How long is the Project Leader in office once elected?",
+                          [CONSTITUTION + "8. The Project Leader serves for one year from their election.\n"], "en")
+    assert "one year" in answer
+
+
+def test_a_reference_to_a_clause_is_no_figure():
+    q = "How long do developers get to cast their votes?"
+    assert not asks.fits("Sponsors for the General Resolution are not required; see §4.2.1.", "number", q, "en")
+    assert not asks.fits("The usual maintainer decides first, however; see 6.3(5).", "number", q, "en")
+    assert not asks.fits("De opzegging gaat volgens artikel 7.", "number", "Hoeveel maanden is de opzegtermijn?", "nl")
+    assert asks.fits("The voting period is 2 weeks, but may be varied by up to 1 week.", "number", q, "en")
+
+
+def test_a_section_heading_is_quoted_with_the_figure_of_its_next_sentence():
+    """The section's number is no figure, but the quote carries the next sentence, which holds one: what is asked is
+    looked for in what is quoted (answers.quoted), here where only the heading was shown (as blind9's "BD iso" was)."""
+    q = "Hoe groot is de BD iso van Debian Edu?"
+    text = ("6.2.3. BD iso-images voor amd64 of i386\n\n"
+            "Deze ISO-images zijn ongeveer 7.5 GB groot en kunnen gebruikt worden voor het installeren.\n")
+    heading = next(s for s in A.rank_sentences(q, [_chunk(text)], "nl") if s.text.startswith("6.2.3."))
+    assert "7.5 GB" in heading.after
+    answer, how = A.settle("", q, [(1, heading)], "nl", DECLINE, passages=[text])
+    assert "7.5 GB" in answer, (answer, how)
+    alone = next(s for s in A.rank_sentences(q, [_chunk("6.2.3. BD iso-images voor amd64 of i386\n")], "nl"))
+    assert A.settle("", q, [(1, alone)], "nl", DECLINE, passages=["6.2.3. BD iso-images"])[1]["answer"] == "declined"
