@@ -231,7 +231,8 @@ def answer_kind(question: str, lang: str) -> str | None:
             return "number"
         code = _CODE_ASKS.get(lang, _CODE_ASKS["en"])
         return "code" if code.search(question.casefold()) or _CODE_ASKS["en"].search(question.casefold()) else None
-    return "money" if set(low.split()) & _MONEY_WORDS else "number"
+    # "Binnen hoeveel dagen betaalt de opdrachtgever?": a paying verb, but the noun asks for days, not an amount
+    return "money" if set(low.split()) & _MONEY_WORDS and not figures.asked_class(question, lang) else "number"
 
 
 def _identifiers(text: str) -> set[str]:

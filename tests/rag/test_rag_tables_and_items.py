@@ -101,6 +101,17 @@ def test_a_how_long_question_is_not_answered_by_an_item_number():
     assert "one year" in answer
 
 
+def test_a_count_of_days_to_pay_asks_for_days_not_money():
+    assert asks.answer_kind("Binnen hoeveel dagen betaalt de opdrachtgever?", "nl") == "number"
+    assert asks.answer_kind("How many days does the customer have to pay?", "en") == "number"
+    assert asks.answer_kind("Hoeveel betaalt de opdrachtgever per uur?", "nl") == "money"
+    assert asks.answer_kind("How much does the customer pay each month?", "en") == "money"
+    clauses = ("Artikel 3 Vergoeding\n3.1 Opdrachtnemer ontvangt een vergoeding van 95 euro per uur, exclusief btw.\n"
+               "3.2 Opdrachtnemer factureert maandelijks; Opdrachtgever betaalt binnen 30 dagen na factuurdatum.\n")
+    answer, how = _answer("Binnen hoeveel dagen betaalt de opdrachtgever?", [clauses], "nl")
+    assert "30 dagen" in answer, (answer, how)
+
+
 def test_a_reference_to_a_clause_is_no_figure():
     q = "How long do developers get to cast their votes?"
     assert not asks.fits("Sponsors for the General Resolution are not required; see §4.2.1.", "number", q, "en")
