@@ -120,6 +120,25 @@ def test_a_reference_to_a_clause_is_no_figure():
     assert asks.fits("The voting period is 2 weeks, but may be varied by up to 1 week.", "number", q, "en")
 
 
+def test_the_sentence_with_the_asked_figure_stays_shown_when_the_models_likelihood_prefers_others():
+    """focus keeps, for every kind of question, the best reranked sentence that holds what it asks for among the shown
+    ones (as it did for contract parties only): here the figure of "how long", which the likelihood ranked last."""
+    from edge_agent.services.grounding import focus
+
+    text = ("4.2 Procedure. Votes are taken by the Project Secretary. Votes are cast by email in a manner suitable to the "
+            "Secretary. The Secretary determines for each poll whether voters can change their votes. "
+            "The voting period for votes of the developers is 2 weeks.")
+
+    def likely(texts: list[str]) -> list[float]:  # highest after the sentences without the figure
+        return [0.0 if "2 weeks" in t else 5.0 for t in texts]
+
+    q = "How long is the voting period when developers cast their votes?"
+    shown = focus(q, [_chunk(text)], "en", "Text", 3, likely, rerank=5)
+    assert any("2 weeks" in s.text for _, s in shown.evidence), shown.evidence
+    answer, how = A.settle("", q, shown.evidence, "en", DECLINE, passages=[text])
+    assert "2 weeks" in answer, (answer, how)
+
+
 def test_a_section_heading_is_quoted_with_the_figure_of_its_next_sentence():
     """The section's number is no figure, but the quote carries the next sentence, which holds one: what is asked is
     looked for in what is quoted (answers.quoted), here where only the heading was shown (as blind9's "BD iso" was)."""
