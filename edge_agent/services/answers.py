@@ -344,7 +344,7 @@ def quoted(sentence: Sentence) -> str:
     return f"{text} {sentence.after}" if sentence.after and len(text) + 1 + len(sentence.after) <= QUOTE_CHARS else text
 
 
-def _holds_kind(sentence: Sentence, kind: str, question: str, lang: str) -> bool:
+def holds_kind(sentence: Sentence, kind: str, question: str, lang: str) -> bool:
     """Whether the sentence holds what the question asks for (answers_kind); a numbered heading or item ("6.2.3. BD
     iso-images voor amd64 of i386", whose own number is no figure: asks.unmarked) also where the next sentence quoted with
     it does ("Deze ISO-images zijn ongeveer 7.5 GB groot"). A sentence of prose is not credited with its neighbour's
@@ -429,7 +429,7 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
                                      or not on_thing(best))) \
                 or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue
-        if not kind or (_holds_kind(best, kind, question, lang) and (i == 0 or best.match >= NEAR_BEST * top)):
+        if not kind or (holds_kind(best, kind, question, lang) and (i == 0 or best.match >= NEAR_BEST * top)):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH), evidence[0])
     if kind == "code":  # one that writes a code name, however far below the best, before one without

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edge_agent.rag import language
-from edge_agent.services.answers import rank_sentences, rerank_sentences
-from edge_agent.services.asks import answer_kind, answers_kind, missing_names, unasked_relation
+from edge_agent.services.answers import holds_kind, rank_sentences, rerank_sentences
+from edge_agent.services.asks import answer_kind, missing_names, unasked_relation
 from edge_agent.services.sentences import Sentence, coverage, text_language
 from edge_agent.services.errors import InvalidRequestError, UnavailableError
 
@@ -412,7 +412,7 @@ def focus(question: str, chunks: Sequence[Any], lang: str, label: str, n: int = 
     the chunks used in retrieval order, and the sources are those chunks only, numbered alike; `evidence` holds
     (k, sentence) best first.
 
-    Where none of the n holds what the question asks for (asks.answers_kind: a figure of the asked quantity, an amount,
+    Where none of the n holds what the question asks for (answers.holds_kind: a figure of the asked quantity, an amount,
     a name, a year, a version, a date, a code name), the best of the reranked ones that does is kept among them, in the
     last place: the model's likelihood may prefer sentences that only use the question's words (a contract's clauses
     that name a party by its role, "Wie is de opdrachtnemer?"; a rule without its figure).
@@ -428,7 +428,7 @@ def focus(question: str, chunks: Sequence[Any], lang: str, label: str, n: int = 
     if best and kind:
         # "Wie is de opdrachtgever?": every clause names the party by its role, and the model's likelihood may rank them
         # above the one that says who it is; that one stays among the shown sentences (in the last place)
-        holding = [s for s in useful[:rerank] if answers_kind(s.text, kind, question, lang)]
+        holding = [s for s in useful[:rerank] if holds_kind(s, kind, question, lang)]
         if holding and not any(s in holding for s in best):
             best = best[:n - 1] + holding[:1]
     number: dict[int, int] = {}

@@ -151,3 +151,21 @@ def test_a_section_heading_is_quoted_with_the_figure_of_its_next_sentence():
     assert "7.5 GB" in answer, (answer, how)
     alone = next(s for s in A.rank_sentences(q, [_chunk("6.2.3. BD iso-images voor amd64 of i386\n")], "nl"))
     assert A.settle("", q, [(1, alone)], "nl", DECLINE, passages=["6.2.3. BD iso-images"])[1]["answer"] == "declined"
+
+
+def test_a_numbered_heading_with_the_figure_after_it_stays_shown():
+    """The keep-in of focus asks what the quote would hold: a numbered heading quoted with the figure of its next sentence
+    holds it, so no dated release line elsewhere is put in its place (blind9's "BD iso" lost its quote that way)."""
+    from edge_agent.services.grounding import focus
+
+    q = "Hoe groot is de BD iso van Debian Edu?"
+    texts = ["6.2.3. BD iso-images voor amd64 of i386\n\nDeze ISO-images zijn ongeveer 7.5 GB groot en kunnen gebruikt worden.\n",
+             "Zie https://get.debian.org/cdimage/release/current/amd64/iso-bd/ voor de BD iso van Debian Edu.\n\n"
+             "Debian Edu 5.0.6+edu1 codenaam 'Lenny', uitgebracht op 05-10-2010.\n"]
+
+    def likely(sentences: list[str]) -> list[float]:  # the heading and the URL first, the figure's own sentence last
+        return [5.0 if s.startswith(("6.2.3.", "Zie https")) else 0.0 if "Lenny" in s else -5.0 for s in sentences]
+
+    shown = focus(q, [_chunk(t, i) for i, t in enumerate(texts)], "nl", "Tekst", 2, likely, rerank=5)
+    assert any(s.text.startswith("6.2.3.") for _, s in shown.evidence), shown.evidence
+    assert not any("Lenny" in s.text for _, s in shown.evidence)
