@@ -17,7 +17,9 @@ of its own, given as services["blind9"]: `--sets blind9`) and "xl1", "xl2" (scri
 language than their documents', over a mixed index given as services["xl1"]; xl2 held out) and "blind10"
 (scripts/rag_eval_blind10.py: paraphrased questions over four Dutch Debian FAQ chapters and three English Python HOWTOs, some
 across languages, in an index of its own: services["blind10"]; written before the semantic sentence signal of issue 13) and
-"blind11" (scripts/rag_eval_blind11.py: aptitude's Dutch manual and three other Python HOWTOs, likewise: services["blind11"]). Each answer also records which path made it (the
+"blind11" (scripts/rag_eval_blind11.py: aptitude's Dutch manual and three other Python HOWTOs, likewise: services["blind11"]) and
+"blind12" (scripts/rag_eval_blind12.py: GOsa's Dutch help, two Dutch manual pages, Debian's Social Contract, Constitution and
+bug-reporting how-to, likewise: services["blind12"]). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
@@ -37,6 +39,7 @@ from rag_eval_blind8 import ABSENT_BLIND8, EN_FACTS_BLIND8, NL_FACTS_BLIND8
 from rag_eval_blind9 import ABSENT_BLIND9, EN_FACTS_BLIND9, NL_FACTS_BLIND9
 from rag_eval_blind10 import ABSENT_BLIND10, EN_FACTS_BLIND10, NL_FACTS_BLIND10
 from rag_eval_blind11 import ABSENT_BLIND11, EN_FACTS_BLIND11, NL_FACTS_BLIND11
+from rag_eval_blind12 import ABSENT_BLIND12, EN_FACTS_BLIND12, NL_FACTS_BLIND12
 from rag_eval_xl import SETS as XL_SETS
 
 SETS = {
@@ -53,6 +56,7 @@ SETS = {
     "blind9": (NL_FACTS_BLIND9, EN_FACTS_BLIND9, ABSENT_BLIND9),  # Debian's Dutch documentation (its own corpus: services["blind9"])
     "blind10": (NL_FACTS_BLIND10, EN_FACTS_BLIND10, ABSENT_BLIND10),  # Debian FAQ nl + Python HOWTOs en, some across (services["blind10"])
     "blind11": (NL_FACTS_BLIND11, EN_FACTS_BLIND11, ABSENT_BLIND11),  # aptitude's Dutch manual + Python HOWTOs en, some across (services["blind11"])
+    "blind12": (NL_FACTS_BLIND12, EN_FACTS_BLIND12, ABSENT_BLIND12),  # GOsa help + man pages nl, Debian contract/constitution en (services["blind12"])
     **XL_SETS,  # cross-language: "nl" rows ask in Dutch about English topics, "en" in English about Dutch documents (services["xl1"])
 }
 

@@ -18,7 +18,9 @@ into a second index: passage Recall@3 per language for dense, BM25 and hybrid (a
 declines); --sets blind9 alone measures only it. --sets blind10 likewise: scripts/rag_eval_blind10.py's 23 Dutch and 20 English
 questions (8 across languages) over four Dutch Debian FAQ chapters and three English Python HOWTOs, in an index of its own;
 --sets blind11: scripts/rag_eval_blind11.py's 23 Dutch and 20 English questions (8 across languages) over aptitude's Dutch
-manual and three other English Python HOWTOs, in an index of its own.
+manual and three other English Python HOWTOs, in an index of its own; --sets blind12: scripts/rag_eval_blind12.py's 23 Dutch
+and 20 English questions (8 across languages) over GOsa's Dutch help, two Dutch manual pages and three English Debian texts
+(Social Contract, Constitution, bug reporting), in an index of its own.
 With --sets xl1 (xl2): scripts/rag_eval_xl.py's cross-language questions (English about the Dutch documents, Dutch about the
 English topics) over one mixed index of the pydoc topics, corpus-nl and blind9's Debian documents: passage Recall@3 per
 question language (and, with --only answers, facts and declines); xl2 is the held-out one.
@@ -53,6 +55,7 @@ from rag_eval_blind8 import NL_RETRIEVAL_BLIND8  # noqa: E402
 from rag_eval_blind9 import EN_RETRIEVAL_BLIND9, NL_RETRIEVAL_BLIND9, corpus_files, missing_corpus  # noqa: E402
 import rag_eval_blind10  # noqa: E402
 import rag_eval_blind11  # noqa: E402
+import rag_eval_blind12  # noqa: E402
 from rag_eval_nl8 import NL_RETRIEVAL_NL8  # noqa: E402
 from rag_eval_xl import SETS as XL_SETS, retrieval as xl_retrieval  # noqa: E402
 from rag_eval_sets import EN_FUSION_BLIND, EN_HELDOUT, EN_QUESTIONS, NL_HELDOUT, NL_QUESTIONS  # noqa: E402
@@ -294,7 +297,7 @@ def main() -> int:
     ap.add_argument("--chunk-tokens", type=int, default=Settings().chunk_tokens)
     ap.add_argument("--chunk-overlap", type=int, default=Settings().chunk_overlap)
     ap.add_argument("--model", default=str(REPO / "models" / "default"), help="model bundle for --only answers")
-    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind11 "
+    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind12 "
                          "(with --only quality, blind6 .. blind8 and nl8 add their Dutch retrieval rows; blind9 measures its "
                          "own corpus, the Dutch Debian documentation, in an index of its own); xl1, xl2: cross-language "
                          "questions over a mixed index of all three corpora")
@@ -333,7 +336,8 @@ def main() -> int:
             services = {}
             result["chunking"] = {"chunk_tokens": args.chunk_tokens, "overlap": args.chunk_overlap}
             xl = tuple(s for s in sets if s in XL_SETS)
-            for own, module in (("blind10", rag_eval_blind10), ("blind11", rag_eval_blind11)):
+            own_sets = {"blind10": rag_eval_blind10, "blind11": rag_eval_blind11, "blind12": rag_eval_blind12}
+            for own, module in own_sets.items():
                 why = module.missing_corpus() if own in sets else None
                 if why:
                     svc.close()
@@ -356,18 +360,12 @@ def main() -> int:
                 result["ingest_blind9"] = ingest_blind9_corpus(svc9)
                 result["ingest_blind9"]["seconds"] = round(time.perf_counter() - t, 1)
                 services["blind9"] = svc9
-            if "blind10" in sets:  # its own corpus (four Dutch FAQ chapters, three Python HOWTOs), in an index of its own
-                svc10 = own_index("blind10")
-                t = time.perf_counter()
-                result["ingest_blind10"] = ingest_blind9_corpus(svc10, rag_eval_blind10.corpus_files(), "blind10")
-                result["ingest_blind10"]["seconds"] = round(time.perf_counter() - t, 1)
-                services["blind10"] = svc10
-            if "blind11" in sets:  # its own corpus (aptitude's Dutch manual, three Python HOWTOs), in an index of its own
-                svc11 = own_index("blind11")
-                t = time.perf_counter()
-                result["ingest_blind11"] = ingest_blind9_corpus(svc11, rag_eval_blind11.corpus_files(), "blind11")
-                result["ingest_blind11"]["seconds"] = round(time.perf_counter() - t, 1)
-                services["blind11"] = svc11
+            for own, module in own_sets.items():  # each its own corpus (Debian FAQ, aptitude, GOsa ... and HOWTOs), in an index of its own
+                if own in sets:
+                    services[own] = own_index(own)
+                    t = time.perf_counter()
+                    result[f"ingest_{own}"] = ingest_blind9_corpus(services[own], module.corpus_files(), own)
+                    result[f"ingest_{own}"]["seconds"] = round(time.perf_counter() - t, 1)
             if xl:  # the pydoc topics, corpus-nl and blind9's Debian documents in one mixed index of its own
                 svc_xl = own_index("xl")
                 t = time.perf_counter()
@@ -375,7 +373,7 @@ def main() -> int:
                 result["ingest_xl"]["debian_chunks"] = ingest_blind9_corpus(svc_xl)["chunks"]
                 result["ingest_xl"]["seconds"] = round(time.perf_counter() - t, 1)
                 services.update(dict.fromkeys(xl, svc_xl))
-            others = tuple(s for s in sets if s not in ("blind9", "blind10", "blind11") and s not in XL_SETS)
+            others = tuple(s for s in sets if s != "blind9" and s not in own_sets and s not in XL_SETS)
             if others or args.only == "quality" and not services:
                 t = time.perf_counter()
                 result["ingest"] = ingest_eval_corpus(svc)
@@ -387,20 +385,18 @@ def main() -> int:
                     result[f"quality_{name}"] = bench_quality_sets(services[name], xl_retrieval(name))
                 if "blind9" in services:
                     result["quality_blind9"] = bench_quality_blind9(services["blind9"], result["ingest_blind9"].pop("document_ids"))
-                if "blind10" in services:
-                    result["ingest_blind10"].pop("document_ids")
-                    result["quality_blind10"] = bench_quality_sets(services["blind10"], {"nl": rag_eval_blind10.NL_RETRIEVAL_BLIND10,
-                                                                                        "en": rag_eval_blind10.EN_RETRIEVAL_BLIND10})
-                if "blind11" in services:
-                    result["ingest_blind11"].pop("document_ids")
-                    result["quality_blind11"] = bench_quality_sets(services["blind11"], {"nl": rag_eval_blind11.NL_RETRIEVAL_BLIND11,
-                                                                                        "en": rag_eval_blind11.EN_RETRIEVAL_BLIND11})
+                for own, module in own_sets.items():
+                    if own in services:
+                        result[f"ingest_{own}"].pop("document_ids")
+                        name = own.upper()
+                        result[f"quality_{own}"] = bench_quality_sets(services[own], {"nl": getattr(module, f"NL_RETRIEVAL_{name}"),
+                                                                                      "en": getattr(module, f"EN_RETRIEVAL_{name}")})
             else:
                 from bench_answers import bench_answers
 
                 result.get("ingest_blind9", {}).pop("document_ids", None)
-                result.get("ingest_blind10", {}).pop("document_ids", None)
-                result.get("ingest_blind11", {}).pop("document_ids", None)
+                for own in own_sets:
+                    result.get(f"ingest_{own}", {}).pop("document_ids", None)
                 result["answers"] = bench_answers(svc, Path(args.model), settings, sets=sets, memo=Path(args.memo) if args.memo else None,
                                                   services=services, max_tokens=args.answer_tokens or None)
             result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)

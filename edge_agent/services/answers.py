@@ -43,6 +43,7 @@ from edge_agent.services.sentences import (
     asks_header,
     is_greeting,
     is_item,
+    is_row,
     match_credits,
     question_words,
     split_units,
@@ -99,9 +100,11 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             nxt = sents[j + 1] if j + 1 < len(sents) else None
             # the next sentence goes with a quote; not a heading's section, a header line, or a heading, signature or
             # greeting left alone ("Groet, Anna", "str.partition(sep)" at a chunk's end: _bare), nor the next item after
-            # an item (a list's, a contract's clause, a sheet's row: another record, "4.3" under "4.2")
+            # an item (a list's, a contract's clause, a sheet's row: another record, "4.3" under "4.2"), nor a table's
+            # row after anything (a row's second sentence is followed by the next field's row)
             after[r, j] = nxt.text if nxt and not (nxt.quote or nxt.header or u.header or _lone(nxt.text) or is_greeting(u.text)
-                                                   or (is_item(u.quote or u.text) and is_item(nxt.text))) else ""
+                                                   or (is_item(u.quote or u.text) and is_item(nxt.text))
+                                                   or is_row(nxt.quote or nxt.text)) else ""
             # a document's own question (or a statement and the question after it: "Mijn printer drukt niets af. Wat moet
             # ik doen?"): its answer follows it
             if _asks(u.quote or u.text) and not u.header:
@@ -335,14 +338,28 @@ def _lone(text: str) -> bool:
     return len(text.split()) <= HEAD_WORDS and not CLOSED.search(text) and not LIST_ITEM.match(text) and not _CODE.search(text)
 
 
+def quoted(sentence: Sentence) -> str:
+    """What extractive quotes of the sentence: its own words, and the chunk's next sentence where both fit in QUOTE_CHARS."""
+    text = sentence.quote or sentence.text
+    return f"{text} {sentence.after}" if sentence.after and len(text) + 1 + len(sentence.after) <= QUOTE_CHARS else text
+
+
+def holds_kind(sentence: Sentence, kind: str, question: str, lang: str) -> bool:
+    """Whether the sentence holds what the question asks for (answers_kind); a numbered heading or item ("6.2.3. BD
+    iso-images voor amd64 of i386", whose own number is no figure: asks.unmarked) also where the next sentence quoted with
+    it does ("Deze ISO-images zijn ongeveer 7.5 GB groot"). A sentence of prose is not credited with its neighbour's
+    name or figure: the one that holds it is quoted instead."""
+    if answers_kind(sentence.text, kind, question, lang):
+        return True
+    return is_item(sentence.quote or sentence.text) and answers_kind(quoted(sentence), kind, question, lang)
+
+
 def extractive(sentence: Sentence, number: int) -> str:
     """The sentence, quoted, with its citation: '"..." [n]', followed by the chunk's next sentence where the two hold
     QUOTE_CHARS or fewer (a rule is often stated in one sentence and its detail in the next: "str.isascii() Return
     True if ... ASCII. ASCII characters have code points in the range U+0000-U+007F."); the source's own "[4]"
     footnote marks are left out, so that every "[n]" of an answer is a citation."""
-    text = sentence.quote or sentence.text
-    if sentence.after and len(text) + 1 + len(sentence.after) <= QUOTE_CHARS:
-        text = f"{text} {sentence.after}"
+    text = quoted(sentence)
     text = re.sub(r"\s+(?=[.,;:!?])", "", re.sub(r"\s{2,}", " ", strip_citations(text))).strip()
     return f"\"{text}\" [{number}]"
 
@@ -412,7 +429,7 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
                                      or not on_thing(best))) \
                 or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue
-        if not kind or (answers_kind(best.text, kind, question, lang) and (i == 0 or best.match >= NEAR_BEST * top)):
+        if not kind or (holds_kind(best, kind, question, lang) and (i == 0 or best.match >= NEAR_BEST * top)):
             return extractive(best, k), {"answer": "extractive", "check": verdict.status}
     k, best = next(((k, s) for k, s in evidence if s.match >= MIN_MATCH), evidence[0])
     if kind == "code":  # one that writes a code name, however far below the best, before one without

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from edge_agent.rag import language
 from edge_agent.services import figures, persons
-from edge_agent.services.sentences import match_credits, question_words, split_sentences, text_language
+from edge_agent.services.sentences import LIST_ITEM, match_credits, question_words, split_sentences, text_language
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END_MARK = re.compile(r"[.!?:][\"'”’)\]]*\s")  # not the dot of "pdb.Pdb"
@@ -231,7 +231,8 @@ def answer_kind(question: str, lang: str) -> str | None:
             return "number"
         code = _CODE_ASKS.get(lang, _CODE_ASKS["en"])
         return "code" if code.search(question.casefold()) or _CODE_ASKS["en"].search(question.casefold()) else None
-    return "money" if set(low.split()) & _MONEY_WORDS else "number"
+    # "Binnen hoeveel dagen betaalt de opdrachtgever?": a paying verb, but the noun asks for days, not an amount
+    return "money" if set(low.split()) & _MONEY_WORDS and not figures.asked_class(question, lang) else "number"
 
 
 def _identifiers(text: str) -> set[str]:
@@ -243,8 +244,24 @@ def _identifiers(text: str) -> set[str]:
 def answers_kind(text: str, kind: str, question: str, lang: str) -> bool:
     """What a quote must hold to be given as the answer: fits, and for a figure or an amount, a figure of the
     quantity asked (figures.states: not a date, a version, or a figure of another unit: "in maart 2026" or "35 jaar"
-    does not answer "Hoeveel kernen ...?", "two kinds" not "How many bytes ...?")."""
-    return fits(text, kind, question, lang) and (kind not in ("number", "money") or figures.states(text, question, lang, _NUMBER_WORDS))
+    does not answer "Hoeveel kernen ...?", "two kinds" not "How many bytes ...?"; nor a list item's number)."""
+    return fits(text, kind, question, lang) and (kind not in ("number", "money")
+                                                 or figures.states(unmarked(text), question, lang, _NUMBER_WORDS))
+
+
+# a reference to a place in a document: "§4.2.1", "see 6.3(5)", "artikel 4.2", "clause 12", "section A.5" (its figures
+# number a clause, they count nothing)
+_REFERENCE = re.compile(r"(?:§\s*|\b(?:see|zie|artikel|artikelen|article|articles|art\.|clause|clauses|section|sections|sectie|"
+                        r"secties|hoofdstuk|chapter|paragraaf|paragraph|bijlage|annex|schedule|appendix)\s+§?\s*)"
+                        r"[A-Z]?\d+(?:\.\d+)*(?:\(\d+\))?", re.IGNORECASE)
+
+
+def unmarked(text: str) -> str:
+    """text without the mark of a list item or a clause it starts with ("1. ", "5) ", "4.2 ", "• ") and without its
+    references to other clauses ("see §4.2.1", "artikel 4.2"): the number of an item or a clause is no figure of what
+    it says ("1. The Project Leader is elected by the Developers." answers no "how long")."""
+    m = LIST_ITEM.match(text)
+    return _REFERENCE.sub(" ", text[m.end():] if m else text)
 
 
 def fits(text: str, kind: str, question: str, lang: str) -> bool:
@@ -254,7 +271,9 @@ def fits(text: str, kind: str, question: str, lang: str) -> bool:
     ("When" after a code line) or (in a text of more than NAME_ANSWER_WORDS words) the first word, for "name" (for a
     question about a person, a person's name: persons.names_person, or for a party by its role an organisation's:
     persons.names_organisation); a year (1500-2099) the question does not name, for "year";
-    a version it does not name (versions, named_versions), for "version"; a year, a month or a version, for "date"."""
+    a version it does not name (versions, named_versions), for "version"; a year, a month or a version, for "date". A list
+    item's or clause's own number is none of these (unmarked)."""
+    text = unmarked(text)
     if kind == "year":
         return bool(set(_YEAR.findall(text)) - set(_YEAR.findall(question)))
     if kind == "version":  # "version 3.8", "Python 3", or a named thing's figure: "Debian 8" for "which Debian release"

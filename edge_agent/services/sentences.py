@@ -24,6 +24,9 @@ LIST_ITEM = re.compile(rf"[ \t]*{_LIST_MARK}")
 _NUMBER_MARK = re.compile(r"\d{1,2}[.)]")
 # a table row as the CSV and sheet loaders write it (loaders.row_line): "Header: value; Header: value."
 _RECORD = re.compile(r"[^:;\n]{1,60}: [^;\n]*(?:; [^:;\n]{1,60}: [^;\n]*)+")
+# a table row as the HTML and .docx loaders write it: its cells joined by " | " on one line ("Voicemail PIN-code* | Geef de
+# vier cijferige PIN-code op"), not a line of code or a grammar rule ("::=", a line that starts with "|" or blank space)
+_ROW = re.compile(r"[^\s|][^\n]*? \| \S")
 HEAD_WORDS = 12  # a paragraph this short without a closing mark heads the next sentence
 # ... except a letter's greeting line ("Dear Pieter,", "Geachte heer Jansen,", "Beste Anna,"): the name it holds is not what
 # the first sentence is about, and matched with it ("By when should Pieter confirm ...?") it drew the quote to that sentence
@@ -143,8 +146,35 @@ def is_greeting(text: str) -> bool:
 
 def is_item(text: str) -> bool:
     """Whether a unit is one item of several: a list item (LIST_ITEM: a bullet, "3.", a clause "4.2") or a table row
-    ("Budget: 48.500,00; Budgethouder: J. Visser.", loaders.row_line)."""
-    return bool(LIST_ITEM.match(text) or _RECORD.fullmatch(text))
+    ("Budget: 48.500,00; Budgethouder: J. Visser.", loaders.row_line; "Shell | De Unix shell ...": _ROW)."""
+    return bool(LIST_ITEM.match(text) or _RECORD.fullmatch(text) or is_row(text))
+
+
+def is_row(line: str) -> bool:
+    """Whether a line is a table row of cells joined by " | " (_ROW), not code (">>>", a grammar rule's "::=")."""
+    return bool(_ROW.match(line.strip())) and ">>>" not in line and "::=" not in line
+
+
+def _rows_apart(para: str) -> list[str]:
+    """A paragraph with its table rows (is_row) each a paragraph of their own: a form's or manual's two-column table
+    ("Veld | Omschrijving", one field a row) was read as one wrapped sentence of all its rows, cut at MAX_SENTENCE_CHARS,
+    and with three or more "|" in it never quoted (answers._table); a row is one record, as a CSV row is."""
+    lines = para.split("\n")
+    if not any(is_row(line) for line in lines):
+        return [para]
+    out: list[str] = []
+    prose: list[str] = []
+    for line in lines:
+        if is_row(line):
+            if prose:
+                out.append("\n".join(prose))
+                prose = []
+            out.append(line)
+        else:
+            prose.append(line)
+    if prose:
+        out.append("\n".join(prose))
+    return out
 
 
 def split_sentences(text: str) -> list[str]:
@@ -172,7 +202,7 @@ def split_units(text: str) -> list[Unit]:
             out.extend(Unit(c) for c in _cap(head))
         head = ""
 
-    for para in _BREAK.split(text):
+    for para in (p for block in _BREAK.split(text) for p in _rows_apart(block)):
         for kind, seg in _segments(para):
             if kind == "title":
                 flush_head()
@@ -191,7 +221,7 @@ def split_units(text: str) -> list[Unit]:
             if len(seg.split()) <= HEAD_WORDS and not CLOSED.search(seg) and ">>>" not in seg:
                 flush_head()
                 head = seg
-                if LIST_ITEM.match(seg):  # a list item stands alone: it heads nothing
+                if LIST_ITEM.match(seg) or is_row(seg):  # a list item or a table row stands alone: it heads nothing
                     flush_head()
                 continue
             pieces = _abbreviation_joins([s.strip() for s in SENTENCE_END.split(seg) if s.strip()])
