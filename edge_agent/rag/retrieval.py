@@ -57,7 +57,7 @@ UNCOVERED_DENSE_WEIGHT = 0.25  # dense's weight (BM25's: 1) for a query in a lan
 # k=3, 3 at k=4, 1 at k=5, and gave English document Recall@5 one of 60 (scripts/bench_rag.py, nlret round)
 AGREEMENT_MIN_K = 5
 # language lanes (module docstring): a covered index language other than the query's with at least this share of the
-# chunks (and LANE_MIN_CHUNKS) gets its own dense candidates, and this much on its cosines (e5: the gold chunk of a Dutch
+# chunks gets its own dense candidates, and this much on its cosines (e5: the gold chunk of a Dutch
 # question about English text trails the best Dutch chunk by a median 0.015; same-language answers lead the best
 # other-language chunk by a median 0.067, p10 0.031). scripts/bench_rag.py --only quality, e5, passage Recall@3 of Dutch
 # questions on English chunks (hybrid): gap 0.02 / 0.03 / 0.05 / 0.07 -> xl1 0.167 -> 0.25 / 0.333 / 0.333 / 0.417;
@@ -66,7 +66,6 @@ AGREEMENT_MIN_K = 5
 # questions (the lifted chunks move the top of dense's rescaling range)
 CROSS_LANGUAGE_GAP = 0.05
 LANE_MIN_SHARE = 0.1
-LANE_MIN_CHUNKS = 20
 LANE_CANDIDATES = 20
 
 
@@ -363,7 +362,7 @@ class HybridIndex:
         if self.dense_languages is None or not langs or not self.covers(langs[0]) or not self.cross_language_gap:
             return []
         counts = self.bm25.lang_counts
-        least = max(LANE_MIN_CHUNKS, LANE_MIN_SHARE * sum(counts.values()))
+        least = LANE_MIN_SHARE * sum(counts.values())
         return sorted(lang for lang, c in counts.items()
                       if c >= least and lang not in langs and lang != "und" and _SAME.get(lang, lang) in self.dense_languages)
 
