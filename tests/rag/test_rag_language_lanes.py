@@ -56,6 +56,8 @@ def test_a_dutch_question_finds_the_english_chunk_that_answers_it(tmp_path):
     # chunk's cosine plus the gap (0.89) puts it among them.
     english = next(h for h in hits if h.chunk_id == 6)
     assert abs(english.dense_score - (0.84 + CROSS_LANGUAGE_GAP)) < 1e-4 and english.bm25_rank is None
+    # dense search alone keeps the embedder's own ranking (no lane): the Dutch chunks first
+    assert [h.chunk_id for h in index.search(q, QUESTION, k=3, mode="dense")] == [1, 2, 3]
     # a filter that leaves the English chunk out is kept: the lane searches only among the allowed chunks
     assert 6 not in [h.chunk_id for h in index.search(q, QUESTION, k=3, allowed=np.array([1, 2, 3, 4, 5]))]
     # and the English chunk in the allowed ones is found through the lane again
