@@ -42,7 +42,8 @@ def _index(tmp_path, dense_languages, english_cos=0.84, candidates=3, dutch_copi
     q, vecs = _vectors(english_cos)
     texts = NL * dutch_copies + [EN]
     vecs = np.concatenate([vecs[:5]] * dutch_copies + [vecs[5:]])
-    index = HybridIndex(tmp_path / "ix", DIM, candidates=candidates, dense_languages=dense_languages)
+    index = HybridIndex(tmp_path / "ix", DIM, candidates=candidates, dense_languages=dense_languages,
+                        cross_language_gap=CROSS_LANGUAGE_GAP)
     index.apply(IndexUpdate(list(range(1, len(texts) + 1)), vecs, texts), save=False)
     return index, q
 
@@ -86,6 +87,14 @@ def test_an_english_chunk_far_below_stays_out(tmp_path):
     # Dutch chunks at 0.86 .. 0.90
     index, q = _index(tmp_path, ["en", "nl"], english_cos=0.5)
     assert 6 not in [h.chunk_id for h in index.search(q, QUESTION, k=3)]
+
+
+def test_lanes_are_off_by_default_and_on_through_the_setting(tmp_path):
+    from edge_agent.config import Settings
+
+    assert HybridIndex(tmp_path / "ix", DIM).cross_language_gap == 0.0
+    assert Settings().rag_cross_language_gap == 0.0
+    assert Settings(rag_cross_language_gap=0.05).rag_cross_language_gap == 0.05
 
 
 def test_search_among_uses_the_hnsw_graph_and_only_the_given_ids():
