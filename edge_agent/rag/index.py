@@ -180,6 +180,17 @@ class FaissIndex:
         mask = ids[0] >= 0
         return scores[0][mask], ids[0][mask].astype(np.int64)
 
+    def search_among(self, query: np.ndarray, k: int, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (scores, ids) among `ids` (sorted, all held): HNSW with an id filter when it is built (a large
+        share of the index, e.g. one language's chunks, keeps its graph search cheap), else the exact index."""
+        if self.ann is None or not len(ids):
+            return self.search(query, k, ids)
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, self.dim)
+        params = faiss.SearchParametersHNSW(sel=faiss.IDSelectorBatch(np.ascontiguousarray(ids, dtype=np.int64)), efSearch=self.ef_search)
+        scores, found = self.ann.search(q, min(k, len(ids)), params=params)
+        keep = [j for j, i in enumerate(found[0]) if i >= 0 and int(i) not in self._tombstones]
+        return scores[0][keep], found[0][keep].astype(np.int64)
+
     # --- approximate index --------------------------------------------------
     @property
     def ann_state(self) -> str:

@@ -16,6 +16,17 @@ first k documents (a document ranks by its best chunk in that ranker): if none o
 k hits, its best fused chunk takes the place of the lowest hit of a document that has another hit.
 Only for k >= AGREEMENT_MIN_K: with fewer hits, passages of one document that answer best would give way.
 
+Across languages: a multilingual embedder (e5) places a chunk in the query's language above the chunk in another
+language that answers it (a Dutch question about an English manual: the answer chunk's cosine trails the best Dutch
+chunk's by 0.015 on the median, and lies past the first 50 for 8 of 20 on xl1, blind10 and blind11), and BM25 finds little across
+languages, so the fused top k held none of the other language. With cross_language_gap above 0 (off by default:
+Settings.rag_cross_language_gap), when the embedder declares the languages it covers and
+the index holds another covered language (at least LANE_MIN_SHARE of the chunks), dense search also takes that
+language's own best LANE_CANDIDATES chunks, and every chunk of it has cross_language_gap added to its cosine before
+fusion (see `_language_lanes`). Hybrid search only: BM25 keeps the query's own language in front where that holds
+the answer; dense search alone with the lift put other-language chunks first (blind11's Dutch dense Recall@3 0.565 ->
+0.435, blind10's English 0.90 -> 0.75).
+
 `HybridIndex` owns both indexes and the lock that makes every update all-or-nothing
 for readers: a writer changes both under the write lock, readers search under the read lock.
 It knows nothing of SQL: callers feed it ids, vectors and texts.
@@ -48,6 +59,17 @@ UNCOVERED_DENSE_WEIGHT = 0.25  # dense's weight (BM25's: 1) for a query in a lan
 # few; with a multilingual embedder (then rank fusion for Dutch) it cost Dutch passage Recall@3 11 of 108 questions at
 # k=3, 3 at k=4, 1 at k=5, and gave English document Recall@5 one of 60 (scripts/bench_rag.py, nlret round)
 AGREEMENT_MIN_K = 5
+# language lanes (module docstring): a covered index language other than the query's with at least this share of the
+# chunks gets its own dense candidates, and this much on its cosines (e5: the gold chunk of a Dutch
+# question about English text trails the best Dutch chunk by a median 0.015; same-language answers lead the best
+# other-language chunk by a median 0.067, p10 0.031). scripts/bench_rag.py --only quality, e5, passage Recall@3 of Dutch
+# questions on English chunks (hybrid): gap 0.02 / 0.03 / 0.05 / 0.07 -> xl1 0.167 -> 0.25 / 0.333 / 0.333 / 0.417;
+# 0.07 cost 2 of 34 Dutch held-out questions. A language under a tenth of the chunks gets no lane: at 0.05 blind9's 39
+# "English" chunks of 647 (command listings and quotes inside Dutch documents) took a lane and cost 1 of its 48 Dutch
+# questions (the lifted chunks move the top of dense's rescaling range)
+CROSS_LANGUAGE_GAP = 0.05  # the measured lift; off by default (HybridIndex's cross_language_gap, Settings.rag_cross_language_gap)
+LANE_MIN_SHARE = 0.1
+LANE_CANDIDATES = 20
 
 
 @dataclass
@@ -137,7 +159,7 @@ class HybridIndex:
 
     def __init__(self, index_dir: Path, dim: int, ann_threshold: int = 50_000, candidates: int = 50,
                  dense_languages: Iterable[str] | None = None, uncovered_dense_weight: float = UNCOVERED_DENSE_WEIGHT,
-                 agreement_min_k: int = AGREEMENT_MIN_K):
+                 agreement_min_k: int = AGREEMENT_MIN_K, cross_language_gap: float = 0.0):
         self.index_dir = Path(index_dir)
         self.path = self.index_dir / INDEX_FILE
         self.bm25_path = self.index_dir / BM25_FILE
@@ -147,6 +169,8 @@ class HybridIndex:
         self.dense_languages = frozenset(_SAME.get(x, x) for x in dense_languages) if dense_languages else None  # None: every one
         self.uncovered_dense_weight = uncovered_dense_weight
         self.agreement_min_k = agreement_min_k
+        self.cross_language_gap = cross_language_gap
+        self._lane_ids: tuple[int, dict[str, np.ndarray]] = (-1, {})  # (BM25 generation, language -> its sorted chunk ids)
         self.lock = RWLock()
         self._writer = threading.Lock()  # one writer at a time (apply + save)
         self.dense = FaissIndex(dim, ann_threshold)
@@ -312,6 +336,9 @@ class HybridIndex:
                 else (np.zeros(0, np.float32), np.zeros(0, np.int64))
             )
             b_ids, b_scores = self.bm25.search(query_text, n, allowed, langs) if mode != "dense" else (np.zeros(0, np.int64), [])
+            lanes = self._language_lanes(langs) if mode == "hybrid" and len(d_ids) else []
+            if lanes:
+                d_scores, d_ids = self._with_lanes(query_vector, d_scores, d_ids, lanes, allowed, n)
         dense = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(d_ids, d_scores), start=1)}
         bm25 = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(b_ids, b_scores), start=1)}
         lang = langs[0] if langs else None
@@ -331,6 +358,41 @@ class HybridIndex:
             d, b = dense.get(cid), bm25.get(cid)
             hits.append(Hit(cid, score, d and d[0], d and d[1], b and b[0], b and b[1], lang))
         return hits
+
+    def _language_lanes(self, langs: list[str]) -> list[str]:
+        """The index languages other than the query's that get dense candidates of their own (read lock held): only
+        with declared embedder languages covering the query's and theirs, each holding LANE_MIN_SHARE of the chunks."""
+        if self.dense_languages is None or not langs or not self.covers(langs[0]) or not self.cross_language_gap:
+            return []
+        counts = self.bm25.lang_counts
+        least = LANE_MIN_SHARE * sum(counts.values())
+        return sorted(lang for lang, c in counts.items()
+                      if c >= least and lang not in langs and lang != "und" and _SAME.get(lang, lang) in self.dense_languages)
+
+    def _with_lanes(self, qv: np.ndarray, d_scores: np.ndarray, d_ids: np.ndarray, lanes: list[str],
+                    allowed: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Dense candidates with each lane language's own best LANE_CANDIDATES chunks added and cross_language_gap
+        on every lane chunk's cosine, best first (read lock held). A lane chunk that even so stays below the
+        worst of the n first candidates is left out, so the rescaling range (score_fusion) stays that of the first list."""
+        gen = self.bm25._generation
+        if self._lane_ids[0] != gen:
+            groups: dict[str, list[int]] = {}
+            for i, lang in self.bm25.langs.items():
+                groups.setdefault(lang, []).append(i)
+            self._lane_ids = (gen, {lang: np.asarray(sorted(v), np.int64) for lang, v in groups.items()})
+        by_lang, langs, gap = self._lane_ids[1], self.bm25.langs, self.cross_language_gap
+        lane_set = set(lanes)
+        scores = {i: s + (gap if langs.get(i) in lane_set else 0.0) for i, s in zip(d_ids.tolist(), d_scores.tolist())}
+        floor = float(d_scores.min()) if len(d_scores) >= n else -np.inf
+        for lang in lanes:
+            ids = by_lang.get(lang, np.zeros(0, np.int64))
+            if allowed is not None:
+                ids = np.intersect1d(ids, allowed)
+            for s, i in zip(*(x.tolist() for x in self.dense.search_among(qv, LANE_CANDIDATES, ids))):
+                if i not in scores and s + gap >= floor:
+                    scores[i] = s + gap
+        order = sorted(scores.items(), key=lambda kv: -kv[1])
+        return np.asarray([s for _, s in order], np.float32), np.asarray([i for i, _ in order], np.int64)
 
     def fuse(self, d_ids: np.ndarray, d_scores: np.ndarray, b_ids: np.ndarray, b_scores: np.ndarray,
              lang: str | None) -> list[tuple[int, float]]:

@@ -169,7 +169,8 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             svc = cls(
                 DocumentStore(db),
                 HybridIndex(Path(settings.index_dir), embedder.dim, ann_threshold=settings.ann_threshold,
-                            dense_languages=getattr(embedder, "languages", None)),
+                            dense_languages=getattr(embedder, "languages", None),
+                            cross_language_gap=getattr(settings, "rag_cross_language_gap", 0.0)),
                 embedder,
                 TokenChunker(embedder.tokenizer, chunk_tokens, settings.chunk_overlap),
                 LoaderLimits(max_file_bytes=settings.max_file_bytes, time_budget_s=settings.ingest_time_budget_s),
