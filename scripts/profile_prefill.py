@@ -4,6 +4,7 @@
 Each node's time is its minimum over --reps prefills (the run least disturbed by other work on a
 shared machine); with --threads 1 a node's time is its CPU time, so the shares hold on a busy box.
 Prints GOPS for the body matmuls (2 * rows * k * n per layer) to compare with the CPU's peak.
+An If (the int8 cache's prompt branch) is shown but not added: its nodes are listed and counted one by one.
 
 Usage: .venv/bin/python scripts/profile_prefill.py [models/default] [--tokens 512] [--reps 5] [--threads 1]
 """
@@ -27,13 +28,27 @@ GROUPS = {
     "FastGelu": "activation, rotary", "RotaryEmbedding": "activation, rotary", "Sigmoid": "activation, rotary",
     "Split": "Split copies (qkv, gate/up)",
     "Mul": "Mul (row scales back, act * up)",
+    "Abs": "per-row quantization (Abs, ReduceMax, Max, Div, QuantizeLinear)",
+    "ReduceMax": "per-row quantization (Abs, ReduceMax, Max, Div, QuantizeLinear)",
+    "Max": "per-row quantization (Abs, ReduceMax, Max, Div, QuantizeLinear)",
+    "Div": "per-row quantization (Abs, ReduceMax, Max, Div, QuantizeLinear)",
+    "QuantizeLinear": "per-row quantization (Abs, ReduceMax, Max, Div, QuantizeLinear)",
 }
 
 
+# An If's time (the int8 cache's prompt branch, models.kv_prompt) is that of the nodes inside it, which the profile
+# also lists one by one: shown, not added to the total.
+IF_GROUP = "If (the prompt branch: its nodes' time, already counted in the rows above)"
+
+
 def group(op: str, shapes: str, vocab: int) -> str:
-    if op == "DynamicQuantizeMatMul":
+    if op == "MatMulIntegerToFloat":  # builder 2's body (a prefill's head is the int4 MatMulNBits)
+        return "int8 body matmuls"
+    if op == "If":
+        return IF_GROUP
+    if op == "DynamicQuantizeMatMul":  # builder 1
         return "int8 output projection (logits)" if str(vocab) in shapes or "[2, " in shapes or "[1, " in shapes else "int8 body matmuls"
-    return GROUPS.get(op, "per-row quantization ops, reshapes, slices")
+    return GROUPS.get(op, f"other ({op})")
 
 
 def main() -> int:
@@ -77,19 +92,21 @@ def main() -> int:
     by = collections.defaultdict(float)
     for name, ts in times.items():
         by[where[name]] += min(ts)
-    total = sum(by.values())
+    total = sum(v for k, v in by.items() if k != IF_GROUP)
     n = args.tokens
     print(f"{b.name}: prefill {n} tokens, {args.threads} thread(s), min of {args.reps} per node: {total / 1000:.1f} ms "
           f"({n / (total / 1e6):.0f} tok/s); load {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     print("| what | ms | share |\n| --- | --- | --- |")
-    for k, v in sorted(by.items(), key=lambda x: -x[1]):
+    for k, v in sorted(by.items(), key=lambda x: (x[0] == IF_GROUP, -x[1])):
         print(f"| {k} | {v / 1000:.1f} | {100 * v / total:.1f}% |")
     d, f, layers = arch["hidden_size"], arch["intermediate_size"], arch["num_layers"]
     qkv = (arch["num_heads"] + 2 * arch["num_kv_heads"]) * arch["head_dim"]
-    int8_ops = 2 * n * layers * (d * qkv + d * 2 * f + f * d)  # qkv, gate/up, down (o_proj is kept fp32 by default)
+    o_ops = 2 * n * layers * arch["num_heads"] * arch["head_dim"] * d
+    int8_ops = 2 * n * layers * (d * qkv + d * 2 * f + f * d)  # qkv, gate/up, down
+    if not by.get("fp32 matmuls (o_proj)"):  # builder 2 quantizes o_proj too
+        int8_ops += o_ops
     if by.get("int8 body matmuls"):
         print(f"int8 body matmuls: {int8_ops / (by['int8 body matmuls'] / 1e6) / 1e9:.0f} GOPS on {args.threads} thread(s)")
-    o_ops = 2 * n * layers * arch["num_heads"] * arch["head_dim"] * d
     if by.get("fp32 matmuls (o_proj)"):
         print(f"fp32 o_proj: {o_ops / (by['fp32 matmuls (o_proj)'] / 1e6) / 1e9:.0f} GFLOPS on {args.threads} thread(s)")
     return 0
