@@ -7,6 +7,7 @@ Everything runs offline: HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE are set before lo
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -86,6 +87,12 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
             f"copy a sentence-transformers model there, or set embedding_model = {PACKAGED_MODEL!r}"
         )
     return path
+
+
+def _unwritable(cache_dir: Path, exc: OSError) -> str:
+    """What to do about an embedding cache folder this user cannot write (no path of a client's: a log and CLI line)."""
+    return (f"the embedding cache {cache_dir} cannot be written ({exc.strerror or type(exc).__name__}): make it writable "
+            "by the user edge-agent runs as (chown -R it), or point data_dir (EDGE_AGENT_DATA_DIR) at a folder that user owns")
 
 
 @contextlib.contextmanager
@@ -269,12 +276,24 @@ class OnnxEmbedder(_SentenceEmbedder):
             raise EmbedderError(f"embedding_quantize must be auto, on or off, not {quantize!r}")
         set_offline()
         src, name, folder = _cache_folder(source, cache_dir)
+        own_dir, own = Path(cache_dir), folder
         if shared:  # the export every data_dir and command shares, unless cache_dir holds one (export_place)
             cache_dir, folder = export_place(src, name, folder, quantize)
         self.threads = threads
         self.spin = spin
-        with _file_lock(Path(cache_dir) / ".lock"):
-            decision = self._prepare(src, folder, quantize, batch_size)
+        try:
+            decision = self._prepare_locked(src, Path(cache_dir), folder, quantize, batch_size)
+        except PermissionError as exc:
+            if folder == own:
+                raise EmbedderError(_unwritable(own_dir, exc)) from None
+            # the shared cache (beside the model folder, made by another user: root at install) is not ours to write
+            log.warning("the shared embedding cache %s cannot be written (%s): exporting into %s instead", cache_dir,
+                        exc.strerror or type(exc).__name__, own_dir)
+            cache_dir, folder = own_dir, own
+            try:
+                decision = self._prepare_locked(src, own_dir, own, quantize, batch_size)
+            except PermissionError as exc2:
+                raise EmbedderError(_unwritable(own_dir, exc2)) from None
         self.decision = decision
         self.variant = decision["variant"]
         self.source = src
@@ -331,6 +350,28 @@ class OnnxEmbedder(_SentenceEmbedder):
             )
         except Exception as exc:
             raise EmbedderError(f"could not load ONNX embedding model from {folder} ({exc}): delete that folder to rebuild it") from exc
+
+    def _prepare_locked(self, src: Path, cache_dir: Path, folder: Path, quantize: str, batch: int) -> dict:
+        """_prepare under the cache's lock. A cache we cannot write (its lock file cannot be opened for writing) serves a
+        current export as it is, under a shared lock where the lock file exists (an exporter holds it exclusively).
+        Raises PermissionError when it holds none (nothing can be exported there)."""
+        try:
+            try:
+                with _file_lock(cache_dir / ".lock"):
+                    return self._prepare(src, folder, quantize, batch)
+            except OSError as exc:  # a read-only file system says EROFS
+                if isinstance(exc, PermissionError) or exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                    raise
+                raise PermissionError(exc.errno, exc.strerror) from exc
+        except PermissionError:
+            lock = cache_dir / ".lock"
+            with open(lock) if lock.is_file() and os.access(lock, os.R_OK) else contextlib.nullcontext() as f:
+                if f is not None:
+                    fcntl.flock(f, fcntl.LOCK_SH)
+                decision = _stored_decision(folder, quantize)
+            if decision is None:
+                raise
+            return decision
 
     def _prepare(self, src: Path, folder: Path, quantize: str, batch: int) -> dict:
         """Export (and maybe quantize) once; the decision is stored in the folder and reused."""
@@ -535,7 +576,8 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
     """Copy a sentence-transformers folder (e.g. from a USB stick) to <models_dir>/embeddings/<name>, export it to
     ONNX and quantize it as the packaged model is (int8 kept only at cosine >= 0.99 vs torch and faster than fp32),
     and write its manifest (LANGUAGES_FILE: languages, dimension, the export decision; source: source_label or the
-    folder's path). Returns the manifest. languages: those given, else those the folder's model card declares
+    folder's path). The export goes where serve looks for it (shared: beside <models_dir>/embeddings, see
+    rag.embedding_cache), so the daemon's first start reuses it. Returns the manifest. languages: those given, else those the folder's model card declares
     (card_languages; `languages_from` says which), else none declared (taken to cover every language).
 
     Raises EmbedderError (bad name, not a sentence-transformers folder, already imported without force, export
@@ -568,7 +610,9 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     try:
-        emb = OnnxEmbedder(dest, cache_dir=cache_dir, quantize=quantize)
+        # shared: the export serve's build_embedder finds (beside the model folder, else the user's cache), made once;
+        # into cache_dir (the data_dir's) it was made again by the daemon's first start (`shared` looks there first)
+        emb = OnnxEmbedder(dest, cache_dir=cache_dir, quantize=quantize, shared=True)
         probe = emb.embed(["a probe sentence", "een proefzin"])
         if probe.shape != (2, emb.dim) or not np.isfinite(probe).all():
             raise EmbedderError(f"the exported model gave unusable vectors {probe.shape}")
