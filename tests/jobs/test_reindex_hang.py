@@ -237,3 +237,27 @@ def test_stall_timeout_s_is_checked(make_runtime, tmp_path):
     for bad in (0, "60", True, 7200):
         with pytest.raises(InvalidJobError, match="stall_timeout_s must be"):
             rt.jobs.create_job(f"ri{bad}", "reindex", {"folders": [str(tmp_path / "docs" / "f")], "stall_timeout_s": bad})
+
+
+def test_a_cancel_ends_a_run_whose_listing_hangs(make_runtime, tmp_path, hanging):
+    """Before stall_timeout_s (here the default, 60 s) a cancel ends the run: the listing no longer holds the run loop."""
+    hang, release = hanging
+    rt = make_runtime()
+    share = tmp_path / "docs" / "share"
+    share.mkdir(parents=True)
+    (share / "a.txt").write_text(doc_text(1, 2))
+    rt.jobs.create_job("ri", "reindex", {"folders": [str(share)]})
+    hang(str(share))
+    got: dict = {}
+    t = threading.Thread(target=lambda: got.update(run=rt.jobs.run_foreground("ri")), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not rt.jobs.list_runs("ri")[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # listing now
+    t0 = time.monotonic()
+    rt.jobs.cancel_run(rt.jobs.list_runs("ri")[0][0].id)
+    t.join(20)
+    assert not t.is_alive() and time.monotonic() - t0 < 10
+    assert got["run"].status == "cancelled" and got["run"].total_items == 0, got["run"]
+    release.set()
