@@ -92,17 +92,18 @@ class _FolderScan:
     for). The run loop waits for it only while it makes progress (tick()): a listing or stat on a share that does not
     answer hangs in this thread, not in the run loop."""
 
-    def __init__(self, folder: str, indexed: list[dict], check_gone: bool, keep_empty: bool):
+    def __init__(self, folder: str, indexed: list[dict], check_gone: bool, keep_empty: bool, outdated: set[str]):
         self.folder = folder
         self.step = "listing it"
         self.last = time.monotonic()
         self.files: list[Path] = []
         self.filled: set[str] = set()
         self.gone: list[dict] = []
+        self.outdated: set[Path] = set()  # the files listed that an older reader read
         self.missing = False
         self.error: BaseException | None = None
         self._finished = threading.Event()
-        self._args = (indexed, check_gone, keep_empty)
+        self._args = (indexed, check_gone, keep_empty, outdated)
         threading.Thread(target=self._work, name=f"reindex list {Path(folder).name}"[:64], daemon=True).start()
 
     def tick(self) -> None:
@@ -128,7 +129,7 @@ class _FolderScan:
         finally:
             self._finished.set()
 
-    def _scan(self, indexed: list[dict], check_gone: bool, keep_empty: bool) -> None:
+    def _scan(self, indexed: list[dict], check_gone: bool, keep_empty: bool, outdated: set[str]) -> None:
         folder = self.folder
         if not os.path.isdir(folder):
             self.missing = True
@@ -146,6 +147,12 @@ class _FolderScan:
                     if str(parent) == folder or parent == parent.parent:
                         break
                     parent = parent.parent
+        if outdated:  # stored under its resolved path: a symlinked file's target (the folder itself is resolved)
+            self.step = "checking which files an older reader read"
+            for path in self.files:
+                self.tick()
+                if str(path) in outdated or path.is_symlink() and os.path.realpath(path) in outdated:
+                    self.outdated.add(path)
         if not check_gone:
             return
         self.step = "checking which indexed files are gone"
@@ -266,9 +273,9 @@ class ReindexKind:
                     folder=shown, what=hung[1], ago=hung[0])})
                 continue
             indexed = store.documents_under(folder) if remove else []
-            scan = _FolderScan(folder, indexed, bool(remove), remove != "all")
+            scan = _FolderScan(folder, indexed, bool(remove), remove != "all", docs.outdated_files(folder))
             if not scan.wait(stall_s, ctx.cancelled):
-                HUNG.add(folder, scan.alive, "a listing" if scan.step == "listing it" else "an existence check of its files")
+                HUNG.add(folder, scan.alive, "a listing" if scan.step == "listing it" else "a check of its files")
                 log.warning("reindex: folder %s did not answer within %g s while %s; its files and documents are left as "
                             "they are", folder, stall_s, scan.step)
                 yield Item(f"folder:{shown}", {"action": "refuse", "path": folder, "error": NOT_ANSWERING.format(
@@ -280,7 +287,6 @@ class ReindexKind:
                 raise InvalidJobError(f"folder {Path(folder).name!r} no longer exists; fix or delete the job")
             scans.append(scan)
         for scan in scans:
-            outdated = docs.outdated_files(scan.folder)
             for path in scan.files:
                 why = file_name_error(shown_path(str(path), roots) or path.name)
                 shown = escaped_name(str(path))  # a name not UTF-8 could not even be stored as the item's key
@@ -292,8 +298,7 @@ class ReindexKind:
                     yield Item(key, {"action": "refuse", "path": shown, "error": why})
                     continue
                 payload = {"action": "add", "path": str(path)}
-                # stored under its resolved path: a symlinked file's target (the folder itself is resolved)
-                if outdated and (str(path) in outdated or path.is_symlink() and os.path.realpath(path) in outdated):
+                if path in scan.outdated:
                     payload["reread"] = limit is None or rereads < limit
                     rereads += payload["reread"]
                 yield Item(key, payload)
