@@ -6,9 +6,6 @@ Everything runs offline: HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE are set before lo
 """
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import json
 import logging
 import os
@@ -22,7 +19,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from edge_agent.fsutil import replace_dir, write_json_atomic
-from edge_agent.rag.embedding_cache import export_place as _export_place, source_fingerprint
+from edge_agent.rag.embedding_cache import export_place as _export_place, prepare_locked, source_fingerprint, unwritable
 from edge_agent.rag.embedding_export import export_onnx
 
 log = logging.getLogger(__name__)
@@ -87,23 +84,6 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
             f"copy a sentence-transformers model there, or set embedding_model = {PACKAGED_MODEL!r}"
         )
     return path
-
-
-def _unwritable(cache_dir: Path, exc: OSError) -> str:
-    """What to do about an embedding cache folder this user cannot write (no path of a client's: a log and CLI line)."""
-    return (f"the embedding cache {cache_dir} cannot be written ({exc.strerror or type(exc).__name__}): make it writable "
-            "by the user edge-agent runs as (chown -R it), or point data_dir (EDGE_AGENT_DATA_DIR) at a folder that user owns")
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class _SentenceEmbedder:
@@ -285,7 +265,7 @@ class OnnxEmbedder(_SentenceEmbedder):
             decision = self._prepare_locked(src, Path(cache_dir), folder, quantize, batch_size)
         except PermissionError as exc:
             if folder == own:
-                raise EmbedderError(_unwritable(own_dir, exc)) from None
+                raise EmbedderError(unwritable(own_dir, exc)) from None
             # the shared cache (beside the model folder, made by another user: root at install) is not ours to write
             log.warning("the shared embedding cache %s cannot be written (%s): exporting into %s instead", cache_dir,
                         exc.strerror or type(exc).__name__, own_dir)
@@ -293,7 +273,7 @@ class OnnxEmbedder(_SentenceEmbedder):
             try:
                 decision = self._prepare_locked(src, own_dir, own, quantize, batch_size)
             except PermissionError as exc2:
-                raise EmbedderError(_unwritable(own_dir, exc2)) from None
+                raise EmbedderError(unwritable(own_dir, exc2)) from None
         self.decision = decision
         self.variant = decision["variant"]
         self.source = src
@@ -352,26 +332,10 @@ class OnnxEmbedder(_SentenceEmbedder):
             raise EmbedderError(f"could not load ONNX embedding model from {folder} ({exc}): delete that folder to rebuild it") from exc
 
     def _prepare_locked(self, src: Path, cache_dir: Path, folder: Path, quantize: str, batch: int) -> dict:
-        """_prepare under the cache's lock. A cache we cannot write (its lock file cannot be opened for writing) serves a
-        current export as it is, under a shared lock where the lock file exists (an exporter holds it exclusively).
-        Raises PermissionError when it holds none (nothing can be exported there)."""
-        try:
-            try:
-                with _file_lock(cache_dir / ".lock"):
-                    return self._prepare(src, folder, quantize, batch)
-            except OSError as exc:  # a read-only file system says EROFS
-                if isinstance(exc, PermissionError) or exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-                    raise
-                raise PermissionError(exc.errno, exc.strerror) from exc
-        except PermissionError:
-            lock = cache_dir / ".lock"
-            with open(lock) if lock.is_file() and os.access(lock, os.R_OK) else contextlib.nullcontext() as f:
-                if f is not None:
-                    fcntl.flock(f, fcntl.LOCK_SH)
-                decision = _stored_decision(folder, quantize)
-            if decision is None:
-                raise
-            return decision
+        """_prepare under the cache's lock (embedding_cache.prepare_locked: a cache this user cannot write serves a current
+        export as it is). Raises PermissionError when it cannot be written and holds none."""
+        return prepare_locked(cache_dir, lambda: self._prepare(src, folder, quantize, batch),
+                              lambda: _stored_decision(folder, quantize))
 
     def _prepare(self, src: Path, folder: Path, quantize: str, batch: int) -> dict:
         """Export (and maybe quantize) once; the decision is stored in the folder and reused."""

@@ -91,16 +91,16 @@ def test_the_users_cache_serves_where_the_model_folder_is_read_only(tiny_st, tmp
 def _deny_lock(monkeypatch, folder: Path) -> None:
     """The lock file of `folder` cannot be opened for writing, as for a user other than the folder's owner (root made
     it at install). (The tests run as root, whom no mode bit stops: the refusal is made here.)"""
-    from edge_agent.rag import embedder
+    from edge_agent.rag import embedding_cache
 
-    real = embedder._file_lock
+    real = embedding_cache.file_lock
 
     def lock(path: Path):
         if Path(path).parent == folder:
             raise PermissionError(13, "Permission denied", str(path))
         return real(path)
 
-    monkeypatch.setattr(embedder, "_file_lock", lock)
+    monkeypatch.setattr(embedding_cache, "file_lock", lock)
 
 
 def test_a_shared_cache_that_cannot_be_written_serves_its_export_as_it_is(tiny_st, tmp_path, monkeypatch):
@@ -144,16 +144,16 @@ def test_no_writable_cache_at_all_is_a_clear_error(tiny_st, tmp_path, monkeypatc
     shutil.copytree(tiny_st, model)
     (model.parent / SHARED_CACHE).mkdir()
     _deny_lock(monkeypatch, model.parent / SHARED_CACHE)
-    from edge_agent.rag import embedder
+    from edge_agent.rag import embedding_cache
 
-    denied_too = embedder._file_lock
+    denied_too = embedding_cache.file_lock
 
     def lock(path: Path):
         if Path(path).parent == tmp_path / "a" / "embedding-cache":
             raise PermissionError(13, "Permission denied", str(path))
         return denied_too(path)
 
-    monkeypatch.setattr(embedder, "_file_lock", lock)
+    monkeypatch.setattr(embedding_cache, "file_lock", lock)
     with pytest.raises(EmbedderError) as got:
         build_embedder(_settings(tmp_path / "a", model))
     message = str(got.value)
