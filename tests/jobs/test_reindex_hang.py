@@ -92,29 +92,29 @@ def _run(rt, name, timeout=60):
 
 @pytest.fixture
 def hanging(monkeypatch):
-    """hang(path) makes os.walk of that folder and os.path.exists of paths under it wait, as on an NFS hard mount whose
-    server is gone; release() lets them go. (Only those paths wait: everything else runs as ever.)"""
+    """hang(path) makes listing that folder (os.scandir) and os.path.exists of paths under it wait, as on an NFS hard
+    mount whose server is gone; release() lets them go. (Only those paths wait: everything else runs as ever.)"""
     import os
 
     release = threading.Event()
     dead: list[str] = []
-    real_walk, real_exists = os.walk, os.path.exists
+    real_scandir, real_exists = os.scandir, os.path.exists
 
     def blocked(path) -> bool:
         p = os.fspath(path)
         return any(p == d or p.startswith(d + "/") for d in dead) and not release.is_set()
 
-    def walk(top, *a, **k):
-        if blocked(top):
+    def scandir(path=".", *a, **k):
+        if blocked(path):
             release.wait(120)
-        return real_walk(top, *a, **k)
+        return real_scandir(path, *a, **k)
 
     def exists(path):
         if blocked(path):
             release.wait(120)
         return real_exists(path)
 
-    monkeypatch.setattr(os, "walk", walk)
+    monkeypatch.setattr(os, "scandir", scandir)
     monkeypatch.setattr(os.path, "exists", exists)
     yield dead.append, release
     release.set()
@@ -261,3 +261,43 @@ def test_a_cancel_ends_a_run_whose_listing_hangs(make_runtime, tmp_path, hanging
     assert not t.is_alive() and time.monotonic() - t0 < 10
     assert got["run"].status == "cancelled" and got["run"].total_items == 0, got["run"]
     release.set()
+
+
+def test_a_slow_listing_that_makes_progress_is_not_taken_for_a_dead_share(make_runtime, tmp_path, monkeypatch):
+    """stall_timeout_s bounds a listing that makes no progress, not a long one: a folder of many files on a slow share
+    (here 0.3 s an entry, 2.4 s in all, with stall_timeout_s 1) is listed whole."""
+    import os
+
+    rt = make_runtime()
+    slow = tmp_path / "docs" / "slow"
+    slow.mkdir(parents=True)
+    for n in range(8):
+        (slow / f"f{n}.txt").write_text(doc_text(n, 1))
+    real_scandir = os.scandir
+
+    class Slow:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.inner.close()
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            entry = next(self.inner)
+            time.sleep(0.3)
+            return entry
+
+        def close(self):
+            self.inner.close()
+
+    monkeypatch.setattr(os, "scandir", lambda path=".", *a, **k: Slow(real_scandir(path, *a, **k))
+                        if os.fspath(path) == str(slow) else real_scandir(path, *a, **k))
+    rt.jobs.create_job("ri", "reindex", {"folders": [str(slow)], "stall_timeout_s": 1})
+    run, _ = _run(rt, "ri")
+    assert run.counts["succeeded"] == 8 and run.counts["failed"] == 0, run.counts
