@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -70,6 +71,10 @@ def document_filters(params: dict, ctx: Any) -> dict[str, Any]:
         out["types"] = sorted({t.lower() for t in types})
     out["changed_only"] = flag(params, "changed_only")
     return out
+
+
+class ListingStopped(Exception):
+    """A run was cancelled while its items were being listed (the run loop ends it cancelled)."""
 
 
 class ItemError(Exception):
@@ -166,6 +171,17 @@ class WriteGate:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.closed = False
+        self.io_since: float | None = None  # monotonic start of a file-system call in progress (io())
+
+    @contextlib.contextmanager
+    def io(self) -> Iterator[None]:
+        """Marks a file-system call (a stat, an open, a read) that may hang on a network share: a ThreadPending with a
+        stall_s fails the item once one has lasted that long."""
+        self.io_since = time.monotonic()
+        try:
+            yield
+        finally:
+            self.io_since = None
 
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
@@ -185,12 +201,27 @@ class ThreadPending:
     fn gets the item's WriteGate and makes every write through it; cancel() closes the gate, so work the run gave up
     on (a read that returns hours later) stores nothing and the item stays pending for the next run."""
 
-    def __init__(self, fn: Callable[[WriteGate], dict], name: str = "job-item"):
+    def __init__(self, fn: Callable[[WriteGate], dict], name: str = "job-item", stall_s: float | None = None,
+                 on_stall: Callable[["ThreadPending"], str] | None = None):
+        """stall_s: a file-system call of the work (marked with gate.io()) that lasts this long makes the item done:
+        result() closes the gate and raises ItemError with on_stall(self)'s message, so the run goes on without it."""
         self.gate = WriteGate()
         self._finished = threading.Event()
         self._value: dict | None = None
         self._error: BaseException | None = None
+        self.stall_s = stall_s
+        self._on_stall = on_stall
         threading.Thread(target=self._work, args=(fn,), name=name, daemon=True).start()
+
+    def stalled(self) -> bool:
+        """Whether a file-system call of the unfinished work has lasted stall_s or more."""
+        since = self.gate.io_since
+        return (self.stall_s is not None and since is not None and not self._finished.is_set()
+                and time.monotonic() - since >= self.stall_s)
+
+    def alive(self) -> bool:
+        """Whether the work is still running (a stalled call may return hours later, or never)."""
+        return not self._finished.is_set()
 
     def _work(self, fn: Callable[[WriteGate], dict]) -> None:
         try:
@@ -201,9 +232,13 @@ class ThreadPending:
             self._finished.set()
 
     def done(self) -> bool:
-        return self._finished.is_set()
+        return self._finished.is_set() or self.stalled()
 
     def result(self, timeout: float | None = None) -> dict:
+        if not self._finished.is_set() and self.stalled():
+            self.gate.close()  # what the work does if the call returns stores nothing
+            raise ItemError(self._on_stall(self) if self._on_stall else
+                            f"a file-system call did not answer within {self.stall_s:g} s")
         if not self._finished.wait(timeout):
             raise TimeoutError("the item is still running")
         if self._error is not None:

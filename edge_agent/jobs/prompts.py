@@ -11,6 +11,12 @@ from __future__ import annotations
 # 4: a long document is summarized from its beginning first (summarize.LEAD_TOKENS); 5: a summary with a figure the
 # document does not have is junk (summarize.invented_reason), so summaries stored under 4 may be such junk: redone
 PROMPT_VERSION = "summarize-5"
+# earlier versions whose prompts, frames and sampling are PROMPT_VERSION's (only the checks changed): a summary one of
+# them stored with the same bundle is what PROMPT_VERSION would write (greedy, and a stricter check only turns more
+# answers away), unless the new checks refuse it, or it went through stages whose intermediate answers the new checks
+# could have turned away. So such a summary that passes the current checks is kept (summarize.SummaryPending._kept),
+# not made again (27 s a document on 2 shared cores); one that fails them, or a "sections" one, is redone.
+SAME_PROMPTS = ("summarize-4",)
 
 # completion style (base models): {text} is the document or section; the answer stops at a newline.
 # The reduce step (the parts' summaries in order, as one article) uses the same frame.

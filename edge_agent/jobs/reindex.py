@@ -19,18 +19,31 @@ and classify runs redo them); one whose text came out the same leaves them curre
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, ThreadPending, WriteGate
+from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, ListingStopped, ThreadPending, WriteGate
 from edge_agent.services.document_results import DocumentError, DocumentNotFoundError, escaped_name, file_name_error
 from edge_agent.services.errors import UnavailableError
-from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_files
+from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path
 from edge_agent.store.summaries import SummaryStore
 from edge_agent.store.labels import LabelStore
 
-PARAMS = {"folders", "remove_deleted", "reread_limit"}
+log = logging.getLogger(__name__)
+
+PARAMS = {"folders", "remove_deleted", "reread_limit", "stall_timeout_s"}
+# a folder listing, an existence check or a file's first read that makes no progress this long is taken for a network
+# share that does not answer (NFS hard mounts wait for good): that folder's item fails saying so, the run goes on
+STALL_TIMEOUT_S = 60
+NOT_ANSWERING = ("folder {folder!r} did not answer within {s:g} s while {what} (a network share that does not answer "
+                 "looks like this): none of its files were read and none of its documents removed. Check the share; the "
+                 "next run tries again")
+STILL_HUNG = ("folder {folder!r} still does not answer: {what} started {ago:.0f} s ago has not returned (a network share "
+              "that does not answer looks like this); it was not tried again. Check the share; a run after it answers goes on")
 # files read again per run only because an older reader read them (new and changed files are not counted): re-reading
 # ran at 8.5 chunks/s with multilingual-e5-small on 2 shared cores (scripts/bench_reread.py), so 500 documents of
 # 8-26 chunks are 8-25 minutes added to a night's run
@@ -43,6 +56,153 @@ EMPTY_FOLDER = ("folder {folder!r} has no files, but {n} documents are indexed f
                 "\"all\" once")
 DAEMON_HINT = ("another edge-agent process (the daemon) owns the document index: run the job through it "
                "(`POST /v1/jobs/{id}/run`), or stop the daemon first")
+
+
+class _Hung:
+    """File-system work given up on while it still hangs, by the configured folder it is in: while one is alive, that
+    folder is not listed or read again (each try would leave one more thread waiting on the share)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_folder: dict[str, tuple[Callable[[], bool], float, str]] = {}
+
+    def add(self, folder: str, alive: Callable[[], bool], what: str) -> None:
+        with self._lock:
+            self._by_folder[folder] = (alive, time.monotonic(), what)
+
+    def get(self, folder: str) -> tuple[float, str] | None:
+        """(seconds since it began, what it is) of the work still hanging in folder, or None."""
+        with self._lock:
+            got = self._by_folder.get(folder)
+            if got is None:
+                return None
+            alive, since, what = got
+            if not alive():
+                del self._by_folder[folder]
+                return None
+            return time.monotonic() - since, what
+
+
+HUNG = _Hung()
+
+
+class _FolderScan:
+    """One configured folder's file-system work for list_items, in a thread of its own: is it there, its files (and the
+    folders that list one), and which of its indexed documents' files are gone (with the empty folder each is kept
+    for). The run loop waits for it only while it makes progress (tick()): a listing or stat on a share that does not
+    answer hangs in this thread, not in the run loop."""
+
+    def __init__(self, folder: str, indexed: list[dict], check_gone: bool, keep_empty: bool, outdated: set[str]):
+        self.folder = folder
+        self.step = "listing it"
+        self.last = time.monotonic()
+        self.files: list[Path] = []
+        self.filled: set[str] = set()
+        self.gone: list[dict] = []
+        self.outdated: set[Path] = set()  # the files listed that an older reader read
+        self.missing = False
+        self.error: BaseException | None = None
+        self._finished = threading.Event()
+        self._args = (indexed, check_gone, keep_empty, outdated)
+        threading.Thread(target=self._work, name=f"reindex list {Path(folder).name}"[:64], daemon=True).start()
+
+    def tick(self) -> None:
+        self.last = time.monotonic()
+
+    def alive(self) -> bool:
+        return not self._finished.is_set()
+
+    def wait(self, stall_s: float, cancelled: Callable[[], bool]) -> bool:
+        """True when the scan finished; False when it made no progress for stall_s. Raises ListingStopped on a cancel."""
+        while not self._finished.wait(0.05):
+            if time.monotonic() - self.last >= stall_s:
+                return False
+            if cancelled():
+                raise ListingStopped("the run was cancelled while its folders were listed")
+        return True
+
+    def _work(self) -> None:
+        try:
+            self._scan(*self._args)
+        except BaseException as e:  # handed to list_items in the run loop's thread
+            self.error = e
+        finally:
+            self._finished.set()
+
+    def _walk(self, top: str) -> Iterator[tuple[str, list[str]]]:
+        """(folder, its file names) under top, depth first in name order, hidden names and symlinked folders skipped,
+        folders that cannot be read left out: services.paths.walk_files's files, with a tick per entry (a folder of
+        100,000 mails on a slow share is progress, not a share that does not answer)."""
+        stack = [top]
+        while stack:
+            current = stack.pop()
+            dirs, files = [], []
+            try:
+                with os.scandir(current) as entries:
+                    for entry in entries:
+                        self.tick()
+                        if entry.name.startswith("."):
+                            continue
+                        try:
+                            is_dir = entry.is_dir()  # a symlinked folder counts (os.walk) but is not descended
+                        except OSError:
+                            is_dir = False
+                        if is_dir:
+                            if not entry.is_symlink():
+                                dirs.append(entry.name)
+                        else:
+                            files.append(entry.name)
+            except OSError:
+                continue  # as os.walk: a folder that cannot be listed lists nothing
+            yield current, sorted(files)
+            stack.extend(os.path.join(current, d) for d in sorted(dirs, reverse=True))
+
+    def _scan(self, indexed: list[dict], check_gone: bool, keep_empty: bool, outdated: set[str]) -> None:
+        folder = self.folder
+        if not os.path.isdir(folder):
+            self.missing = True
+            return
+        self.tick()
+        for dirpath, names in self._walk(folder):
+            self.files.extend(Path(dirpath) / n for n in names)
+            if names:
+                parent = Path(dirpath)
+                while True:
+                    self.filled.add(str(parent))
+                    if str(parent) == folder or parent == parent.parent:
+                        break
+                    parent = parent.parent
+        if outdated:  # stored under its resolved path: a symlinked file's target (the folder itself is resolved)
+            self.step = "checking which files an older reader read"
+            for path in self.files:
+                self.tick()
+                if str(path) in outdated or path.is_symlink() and os.path.realpath(path) in outdated:
+                    self.outdated.add(path)
+        if not check_gone:
+            return
+        self.step = "checking which indexed files are gone"
+        listed = {str(p) for p in self.files}
+        for doc in indexed:
+            if not doc["path"] or doc["path"] in listed:
+                continue  # listed just now: there (a symlinked file is stored under its target, so it is checked)
+            self.tick()
+            if os.path.exists(doc["path"]):
+                continue
+            if keep_empty:
+                empty = _empty_folder(doc["path"], folder, self.filled)
+                if empty is not None:
+                    doc["kept_in"] = empty
+            self.gone.append(doc)
+
+
+def _folder_of(path: str | None, folders: list[str]) -> str | None:
+    """The configured folder (the longest) that path lies in, or None."""
+    inside = [f for f in folders if path and (path == f or path.startswith(f.rstrip("/") + "/"))]
+    return max(inside, key=len) if inside else None
+
+
+def _shown(folder: str, ctx: JobContext) -> str:
+    return shown_path(folder, list(ctx.settings.ingest_roots)) or Path(folder).name
 
 
 def _empty_folder(path: str, folder: str, filled: set[str]) -> str | None:
@@ -100,7 +260,13 @@ class ReindexKind:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise InvalidJobError("reread_limit must be a whole number >= 0 (files an older reader read, read again per run) "
                                   "or null (no limit)", param="params.reread_limit")
-        return {"folders": sorted(set(resolved)), "remove_deleted": remove, "reread_limit": limit}
+        stall = params.get("stall_timeout_s", STALL_TIMEOUT_S)
+        if isinstance(stall, bool) or not isinstance(stall, (int, float)) or not 1 <= stall <= 3600:
+            raise InvalidJobError("stall_timeout_s must be a number of seconds from 1 to 3600 (how long a folder listing "
+                                  "or a file's first read may make no progress before its share is taken for one that "
+                                  "does not answer)", param="params.stall_timeout_s")
+        out = {"folders": sorted(set(resolved)), "remove_deleted": remove, "reread_limit": limit}
+        return out if "stall_timeout_s" not in params else {**out, "stall_timeout_s": stall}
 
     def _service(self, ctx: JobContext):
         docs = ctx.documents()
@@ -112,24 +278,41 @@ class ReindexKind:
 
     def list_items(self, params: dict, ctx: JobContext, since: float | None) -> Iterator[Item]:
         """Files under the folders (file:<path>), then indexed documents whose file is gone (remove:<id>). A file an
-        older reader read has "reread" in its payload: True for the first `reread_limit` of them, then False."""
+        older reader read has "reread" in its payload: True for the first `reread_limit` of them, then False. A folder
+        whose listing or existence checks make no progress for stall_timeout_s (a share that does not answer) gives one
+        failed item (folder:<name>) instead, and none of its documents is removed. Raises ListingStopped on a cancel."""
         docs = self._service(ctx)
         roots = list(ctx.settings.ingest_roots)
         seen = set()
         limit = params.get("reread_limit", REREAD_LIMIT)
+        stall_s = float(params.get("stall_timeout_s", STALL_TIMEOUT_S))
         rereads = 0
-        filled: set[str] = set()  # the folders (the configured ones and those under them) that list a file
+        remove = params.get("remove_deleted", True)
+        store = SummaryStore(ctx.db)
+        scans: list[_FolderScan] = []
         for folder in params["folders"]:
-            if not os.path.isdir(folder):
+            shown = shown_path(folder, roots) or Path(folder).name
+            hung = HUNG.get(folder)
+            if hung is not None:
+                yield Item(f"folder:{shown}", {"action": "refuse", "path": folder, "error": STILL_HUNG.format(
+                    folder=shown, what=hung[1], ago=hung[0])})
+                continue
+            indexed = store.documents_under(folder) if remove else []
+            scan = _FolderScan(folder, indexed, bool(remove), remove != "all", docs.outdated_files(folder))
+            if not scan.wait(stall_s, ctx.cancelled):
+                HUNG.add(folder, scan.alive, "a listing" if scan.step == "listing it" else "a check of its files")
+                log.warning("reindex: folder %s did not answer within %g s while %s; its files and documents are left as "
+                            "they are", folder, stall_s, scan.step)
+                yield Item(f"folder:{shown}", {"action": "refuse", "path": folder, "error": NOT_ANSWERING.format(
+                    folder=shown, s=stall_s, what=scan.step)})
+                continue
+            if scan.error is not None:
+                raise scan.error
+            if scan.missing:
                 raise InvalidJobError(f"folder {Path(folder).name!r} no longer exists; fix or delete the job")
-            outdated = docs.outdated_files(folder)
-            files = walk_files(Path(folder))
-            for path in files:
-                for parent in path.parents:
-                    filled.add(str(parent))
-                    if str(parent) == folder:
-                        break
-            for path in files:
+            scans.append(scan)
+        for scan in scans:
+            for path in scan.files:
                 why = file_name_error(shown_path(str(path), roots) or path.name)
                 shown = escaped_name(str(path))  # a name not UTF-8 could not even be stored as the item's key
                 key = f"file:{shown}"
@@ -140,27 +323,21 @@ class ReindexKind:
                     yield Item(key, {"action": "refuse", "path": shown, "error": why})
                     continue
                 payload = {"action": "add", "path": str(path)}
-                # stored under its resolved path: a symlinked file's target (the folder itself is resolved)
-                if outdated and (str(path) in outdated or path.is_symlink() and os.path.realpath(path) in outdated):
+                if path in scan.outdated:
                     payload["reread"] = limit is None or rereads < limit
                     rereads += payload["reread"]
                 yield Item(key, payload)
-        if params.get("remove_deleted", True):
-            store = SummaryStore(ctx.db)
-            for folder in params["folders"]:
-                gone = [doc for doc in store.documents_under(folder) if doc["path"] and not os.path.exists(doc["path"])]
+        if remove:
+            for scan in scans:
                 emptied: dict[str, int] = {}  # an empty folder -> how many of the gone documents were under it
-                if params.get("remove_deleted") != "all":
-                    for doc in gone:
-                        empty = _empty_folder(doc["path"], folder, filled)
-                        if empty is not None:
-                            doc["kept_in"] = empty
-                            emptied[empty] = emptied.get(empty, 0) + 1
+                for doc in scan.gone:
+                    if "kept_in" in doc:
+                        emptied[doc["kept_in"]] = emptied.get(doc["kept_in"], 0) + 1
                 for empty in sorted(emptied):  # a share that did not mount (here or in a folder under it): keep them
                     shown = shown_path(empty, roots) or Path(empty).name
                     yield Item(f"folder:{shown}", {"action": "refuse", "path": empty, "error": EMPTY_FOLDER.format(
                         folder=shown, n=emptied[empty])})
-                for doc in gone:
+                for doc in scan.gone:
                     if "kept_in" not in doc:
                         yield Item(f"remove:{doc['id']}", {"action": "remove", "document_id": doc["id"], "path": doc["path"]})
 
@@ -178,8 +355,24 @@ class ReindexKind:
         network share) or a slow loader leaves the run loop free to stop the run at a cancel or its deadline; the work
         it gave up on then stores nothing (WriteGate) and the item stays pending for the next run."""
         docs = self._service(ctx)
+        refused = item.payload.get("action") == "refuse"  # its own error says why (the folder that did not answer)
+        folder = None if refused else _folder_of(item.payload.get("path"), params.get("folders", []))
+        hung = HUNG.get(folder) if folder else None
+        if hung is not None:  # one more thread waiting on a share that does not answer helps no one
+            raise ItemError(STILL_HUNG.format(folder=_shown(folder, ctx), what=hung[1], ago=hung[0]))
         name = f"reindex {item.key.rsplit('/', 1)[-1]}"[:64]
-        return ThreadPending(lambda gate: self._run(docs, item.payload, ctx.db, gate), name=name)
+        stall_s = float(params.get("stall_timeout_s", STALL_TIMEOUT_S))
+
+        def stalled(pending: ThreadPending) -> str:
+            if folder:
+                HUNG.add(folder, pending.alive, f"a read of {Path(item.payload['path']).name!r}")
+            log.warning("reindex: %s did not answer within %g s; the item failed", item.payload.get("path"), stall_s)
+            return (f"the file did not answer within {stall_s:g} s (a network share that does not answer looks like "
+                    "this): nothing was changed for it, and the rest of its folder waits for the next run while the "
+                    "read hangs. Check the share")
+
+        return ThreadPending(lambda gate: self._run(docs, item.payload, ctx.db, gate), name=name, stall_s=stall_s,
+                             on_stall=stalled)
 
     @classmethod
     def _run(cls, docs, payload: dict, db=None, gate: WriteGate | None = None) -> dict:
@@ -193,8 +386,11 @@ class ReindexKind:
         path = payload["path"]
         if payload["action"] == "refuse":  # skipped, saying why (a name with a control or bidi-override character)
             raise ItemError(payload["error"])
+        io = gate.io if gate is not None else contextlib.nullcontext
         if payload["action"] == "remove":
-            if os.path.exists(path):
+            with io():
+                there = os.path.exists(path)
+            if there:
                 return {"action": "kept", "document_id": payload["document_id"], "path": path}
             try:
                 docs.delete(int(payload["document_id"]))
@@ -202,7 +398,8 @@ class ReindexKind:
                 return {"action": "already_removed", "document_id": payload["document_id"], "path": path}
             return {"action": "removed", "document_id": payload["document_id"], "path": path}
         try:
-            skip = docs.skip_reason(path)
+            with io():  # the file's first open and read: where a share that does not answer hangs
+                skip = docs.skip_reason(path)
         except OSError:
             skip = None  # add_file says what is wrong
         if skip is not None:  # looked at again each run: once it has text, it is added

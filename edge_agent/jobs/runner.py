@@ -38,7 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, JobKind, RunInfo
+from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, JobKind, ListingStopped, RunInfo
 from edge_agent.services.errors import BusyError, ServiceError, UnavailableError
 from edge_agent.store.jobs import ItemOutcome, JobStore, RunRecord
 
@@ -93,12 +93,18 @@ class RunLoop:
         """Store the run's items and mark it running (carrying over what a stopped earlier run left)."""
         job = self.store.get_job(run.job_id)
         since = run.since if run.since is not None else (job.last_success_at if job else None)
-        ctx = self.ctx
+        # a long listing (reindex waits on folders in threads of their own) polls this: a cancel ends the run, a lost
+        # heartbeat raises RunStopped
+        ctx = dataclasses.replace(self.ctx, cancelled=lambda: self.stopping.is_set() or self._cancelled(run.id))
         deadline = time.monotonic() + LIST_WAIT_S
         while True:
             try:
                 listed = list(self.kind.list_items(run.params, ctx, since))
                 break
+            except ListingStopped:
+                if self.stopping.is_set():
+                    raise RunStopped("shutting down") from None
+                return run  # still queued: execute ends it cancelled
             except UnavailableError:
                 if time.monotonic() > deadline:
                     raise

@@ -32,7 +32,7 @@ from typing import Any
 
 from edge_agent.jobs.kinds import GenerationPoll, InvalidJobError, Item, ItemError, JobContext, document_filters, flag as _flag
 from edge_agent.jobs.prompts import (COMPLETION_RETRY, COMPLETION_STOP, MIN_TOKENS, PROMPT_VERSION, RETRY_FREQUENCY_PENALTY,
-                                     RETRY_REPETITION_PENALTY, summary_prompt)
+                                     RETRY_REPETITION_PENALTY, SAME_PROMPTS, summary_prompt)
 from edge_agent.services.chat import SamplingOptions
 from edge_agent.services.errors import BusyError, ContextLengthExceededError, InvalidRequestError
 from edge_agent.services.sentences import CLOSED, HEAD_WORDS, split_units
@@ -93,7 +93,11 @@ class SummarizeKind:
                 continue
             if changed_only and d["updated_at"] <= since and current:
                 continue  # forced, but unchanged since the last run
-            yield Item(f"doc:{d['id']}", {"document_id": d["id"], "title": d["title"], "content_hash": d["content_hash"]})
+            payload = {"document_id": d["id"], "title": d["title"], "content_hash": d["content_hash"]}
+            if not params.get("force") and summary is not None and summary[0] == d["content_hash"] \
+                    and summary[1] == ctx.bundle_id and summary[2] in SAME_PROMPTS:
+                payload["recheck"] = summary[2]  # kept if it passes the current checks (SummaryPending._kept)
+            yield Item(f"doc:{d['id']}", payload)
 
     def remote_item(self, item: Item, params: dict, ctx: JobContext) -> Item:
         """The item with its document's text in the payload, for a worker without the database."""
@@ -107,6 +111,10 @@ class SummarizeKind:
         return SummaryPending(item, params, ctx)
 
     def commit_effect(self, item: Item, result: dict, run_id: str, ctx: JobContext):
+        kept = result.get("kept")
+        if kept:
+            return SummaryStore.keep_effect(int(result["document_id"]), result["content_hash"], ctx.bundle_id,
+                                            kept["prompt_version"], PROMPT_VERSION)
         return SummaryStore.save_effect(int(result["document_id"]), result["summary"], result["content_hash"], run_id,
                                         ctx.bundle_id, PROMPT_VERSION, result.get("text_digest"), result.get("method"))
 
@@ -335,6 +343,30 @@ class SummaryPending:
         self.generations = 0
         self._result: dict | None = None
         self._error: BaseException | None = None
+        if item.payload.get("recheck") and ctx.db is not None:
+            self._result = self._kept(item.payload["recheck"])
+
+    def _kept(self, version: str) -> dict | None:
+        """The result that keeps the summary stored under `version` (prompts.SAME_PROMPTS) with this bundle, when the
+        current checks pass it and the way it was made did not depend on them: "whole" or "lead" (one answer, which the
+        current checks see), or an "extract" of a document that fits one prompt (the lead sentences it would store
+        again); None (the summary is made again) otherwise, a "sections" one included."""
+        stored = SummaryStore(self.ctx.db).get_summary(self.document_id)
+        if (stored is None or stored["prompt_version"] != version or stored["bundle_id"] != self.ctx.bundle_id
+                or stored["content_hash"] != self.doc["content_hash"]):
+            return None
+        text, method = stored["summary"] or "", stored["method"]
+        one = len(self.sections) == 1
+        if method == "extract":
+            ok = one and text == lead_extract(self.text, self.copies)
+        elif method in ("whole", "lead") and (method == "whole") == one and (method == "whole" or self.kind != "chat"):
+            ok = (bool(text) and degenerate_reason(text, self.copies) is None and invented_reason(text, self.text) is None
+                  and not uninformative(text, self.text))
+        else:
+            ok = False
+        if not ok:
+            return None
+        return self._make_result(text, method) | {"kept": {"prompt_version": version, "run_id": stored["run_id"]}}
 
     # --- sizing -----------------------------------------------------------------
     def _prompt(self, text: str, reduce: bool = False, again: bool = False) -> list[int] | list[dict[str, str]]:

@@ -6,8 +6,6 @@ Everything runs offline: HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE are set before lo
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -21,7 +19,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from edge_agent.fsutil import replace_dir, write_json_atomic
-from edge_agent.rag.embedding_cache import export_place as _export_place, source_fingerprint
+from edge_agent.rag.embedding_cache import export_place as _export_place, prepare_locked, source_fingerprint, unwritable
 from edge_agent.rag.embedding_export import export_onnx
 
 log = logging.getLogger(__name__)
@@ -86,17 +84,6 @@ def resolve_model_source(name_or_path: str | Path) -> Path:
             f"copy a sentence-transformers model there, or set embedding_model = {PACKAGED_MODEL!r}"
         )
     return path
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class _SentenceEmbedder:
@@ -269,12 +256,24 @@ class OnnxEmbedder(_SentenceEmbedder):
             raise EmbedderError(f"embedding_quantize must be auto, on or off, not {quantize!r}")
         set_offline()
         src, name, folder = _cache_folder(source, cache_dir)
+        own_dir, own = Path(cache_dir), folder
         if shared:  # the export every data_dir and command shares, unless cache_dir holds one (export_place)
             cache_dir, folder = export_place(src, name, folder, quantize)
         self.threads = threads
         self.spin = spin
-        with _file_lock(Path(cache_dir) / ".lock"):
-            decision = self._prepare(src, folder, quantize, batch_size)
+        try:
+            decision = self._prepare_locked(src, Path(cache_dir), folder, quantize, batch_size)
+        except PermissionError as exc:
+            if folder == own:
+                raise EmbedderError(unwritable(own_dir, exc)) from None
+            # the shared cache (beside the model folder, made by another user: root at install) is not ours to write
+            log.warning("the shared embedding cache %s cannot be written (%s): exporting into %s instead", cache_dir,
+                        exc.strerror or type(exc).__name__, own_dir)
+            cache_dir, folder = own_dir, own
+            try:
+                decision = self._prepare_locked(src, own_dir, own, quantize, batch_size)
+            except PermissionError as exc2:
+                raise EmbedderError(unwritable(own_dir, exc2)) from None
         self.decision = decision
         self.variant = decision["variant"]
         self.source = src
@@ -331,6 +330,12 @@ class OnnxEmbedder(_SentenceEmbedder):
             )
         except Exception as exc:
             raise EmbedderError(f"could not load ONNX embedding model from {folder} ({exc}): delete that folder to rebuild it") from exc
+
+    def _prepare_locked(self, src: Path, cache_dir: Path, folder: Path, quantize: str, batch: int) -> dict:
+        """_prepare under the cache's lock (embedding_cache.prepare_locked: a cache this user cannot write serves a current
+        export as it is). Raises PermissionError when it cannot be written and holds none."""
+        return prepare_locked(cache_dir, lambda: self._prepare(src, folder, quantize, batch),
+                              lambda: _stored_decision(folder, quantize))
 
     def _prepare(self, src: Path, folder: Path, quantize: str, batch: int) -> dict:
         """Export (and maybe quantize) once; the decision is stored in the folder and reused."""
@@ -535,7 +540,8 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
     """Copy a sentence-transformers folder (e.g. from a USB stick) to <models_dir>/embeddings/<name>, export it to
     ONNX and quantize it as the packaged model is (int8 kept only at cosine >= 0.99 vs torch and faster than fp32),
     and write its manifest (LANGUAGES_FILE: languages, dimension, the export decision; source: source_label or the
-    folder's path). Returns the manifest. languages: those given, else those the folder's model card declares
+    folder's path). The export goes where serve looks for it (shared: beside <models_dir>/embeddings, see
+    rag.embedding_cache), so the daemon's first start reuses it. Returns the manifest. languages: those given, else those the folder's model card declares
     (card_languages; `languages_from` says which), else none declared (taken to cover every language).
 
     Raises EmbedderError (bad name, not a sentence-transformers folder, already imported without force, export
@@ -568,7 +574,9 @@ def import_embedding(source: Path | str, name: str, models_dir: Path | str, cach
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     try:
-        emb = OnnxEmbedder(dest, cache_dir=cache_dir, quantize=quantize)
+        # shared: the export serve's build_embedder finds (beside the model folder, else the user's cache), made once;
+        # into cache_dir (the data_dir's) it was made again by the daemon's first start (`shared` looks there first)
+        emb = OnnxEmbedder(dest, cache_dir=cache_dir, quantize=quantize, shared=True)
         probe = emb.embed(["a probe sentence", "een proefzin"])
         if probe.shape != (2, emb.dim) or not np.isfinite(probe).all():
             raise EmbedderError(f"the exported model gave unusable vectors {probe.shape}")

@@ -6,12 +6,17 @@ weights beside the bundle, or in ~/.cache/edge-agent when the bundle is read-onl
 export is kept beside the model folder (<its parent>/.embedding-cache) or in $XDG_CACHE_HOME/edge-agent/embedding-cache.
 A data_dir's own cache (<data_dir>/embedding-cache, where the offline installer puts the export it ships, and where
 every install before this one exported) is looked in first, so nothing made or shipped before is made again.
+An export is made under the cache's lock file; a cache this user cannot write serves the export it holds as it is
+(prepare_locked), and the embedder then falls back to the data_dir's own cache.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 SHARED_CACHE = ".embedding-cache"  # beside a model folder of ours: the exports of the models in that folder
@@ -62,3 +67,45 @@ def export_place(src: Path, own: Path, quantize: str, packaged: bool, current: C
     if current(folder) or writable(cache):
         return cache, folder
     return own.parent, own
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on the cache's lock file (made with its folder where missing). Raises OSError (PermissionError
+    where this user cannot write there)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def prepare_locked(cache_dir: Path, prepare: Callable[[], dict], stored: Callable[[], dict | None]) -> dict:
+    """prepare() under cache_dir's lock. A cache this user cannot write (made by another user: root at install; or on a
+    read-only file system) serves a current export (stored()) as it is, under a shared lock where the lock file exists
+    (an exporter holds it exclusively). Raises PermissionError when it cannot be written and holds no current export."""
+    lock = cache_dir / ".lock"
+    try:
+        try:
+            with file_lock(lock):
+                return prepare()
+        except OSError as exc:  # a read-only file system says EROFS
+            if isinstance(exc, PermissionError) or exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            raise PermissionError(exc.errno, exc.strerror) from exc
+    except PermissionError:
+        with open(lock) if lock.is_file() and os.access(lock, os.R_OK) else contextlib.nullcontext() as f:
+            if f is not None:
+                fcntl.flock(f, fcntl.LOCK_SH)
+            decision = stored()
+        if decision is None:
+            raise
+        return decision
+
+
+def unwritable(cache_dir: Path, exc: OSError) -> str:
+    """What to do about an embedding cache folder this user cannot write (a log and CLI line: no client sees it)."""
+    return (f"the embedding cache {cache_dir} cannot be written ({exc.strerror or type(exc).__name__}): make it writable "
+            "by the user edge-agent runs as (chown -R it), or point data_dir (EDGE_AGENT_DATA_DIR) at a folder that user owns")

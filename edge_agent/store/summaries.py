@@ -87,6 +87,19 @@ class SummaryStore:
         return effect
 
     @staticmethod
+    def keep_effect(document_id: int, content_hash: str, bundle_id: str, was: str, now: str) -> Effect:
+        """An effect that marks a document's stored summary current under prompt version `now` (it passed the checks
+        of `now`, whose prompts are those of `was`): its text, run_id and created_at, the run that made it, stay. Only
+        while the row is still the one checked (same content hash, bundle and version `was`): a summary replaced or
+        made stale meanwhile is left as it is."""
+
+        def effect(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE document_summaries SET prompt_version = ? WHERE document_id = ? AND content_hash = ?"
+                         " AND bundle_id = ? AND prompt_version = ?", (now, document_id, content_hash, bundle_id, was))
+
+        return effect
+
+    @staticmethod
     def carry_effect(document_id: int) -> Effect:
         """An effect that gives a document without a summary the newest summary of another document with the same
         content (a renamed or copied file), as it was (same bundle and prompt version): current or stale by

@@ -86,3 +86,93 @@ def test_the_users_cache_serves_where_the_model_folder_is_read_only(tiny_st, tmp
     assert emb.folder.parent == tmp_path / "xdg" / "edge-agent" / "embedding-cache"
     _no_export(monkeypatch)
     assert build_embedder(_settings(tmp_path / "b", model)).folder == emb.folder
+
+
+def _deny_lock(monkeypatch, folder: Path) -> None:
+    """The lock file of `folder` cannot be opened for writing, as for a user other than the folder's owner (root made
+    it at install). (The tests run as root, whom no mode bit stops: the refusal is made here.)"""
+    from edge_agent.rag import embedding_cache
+
+    real = embedding_cache.file_lock
+
+    def lock(path: Path):
+        if Path(path).parent == folder:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(embedding_cache, "file_lock", lock)
+
+
+def test_a_shared_cache_that_cannot_be_written_serves_its_export_as_it_is(tiny_st, tmp_path, monkeypatch):
+    """A shared cache made by another user (root, at install) holds a current export: a daemon that cannot write there
+    used to fail at the cache's lock file with a stack trace; it reads the export as it is, exporting nothing."""
+    from edge_agent.rag.embedder import build_embedder
+    from edge_agent.rag.embedding_cache import SHARED_CACHE
+
+    model = tmp_path / "models" / "embeddings" / "tiny"
+    shutil.copytree(tiny_st, model)
+    first = build_embedder(_settings(tmp_path / "root-data", model))
+    vectors = first.embed(["the archive code is probe"])
+    _deny_lock(monkeypatch, model.parent / SHARED_CACHE)
+    _no_export(monkeypatch)
+    again = build_embedder(_settings(tmp_path / "a", model))
+    assert again.folder == first.folder and np.allclose(again.embed(["the archive code is probe"]), vectors, atol=1e-6)
+    assert not (tmp_path / "a" / "embedding-cache").exists()
+
+
+def test_a_shared_cache_that_cannot_be_written_and_holds_no_export_falls_back_to_the_data_dir(tiny_st, tmp_path, monkeypatch):
+    from edge_agent.rag.embedder import build_embedder, prepared_decision
+    from edge_agent.rag.embedding_cache import SHARED_CACHE
+
+    model = tmp_path / "models" / "embeddings" / "tiny"
+    shutil.copytree(tiny_st, model)
+    (model.parent / SHARED_CACHE).mkdir()
+    _deny_lock(monkeypatch, model.parent / SHARED_CACHE)
+    settings = _settings(tmp_path / "a", model)
+    emb = build_embedder(settings)
+    assert emb.folder.parent == tmp_path / "a" / "embedding-cache" and emb.embed(["probe"]).shape == (1, emb.dim)
+    assert prepared_decision(settings) is not None  # found there again by the next start (export_place looks there first)
+    _no_export(monkeypatch)
+    assert build_embedder(settings).folder == emb.folder
+
+
+def test_no_writable_cache_at_all_is_a_clear_error(tiny_st, tmp_path, monkeypatch):
+    from edge_agent.rag.embedder import EmbedderError, build_embedder
+    from edge_agent.rag.embedding_cache import SHARED_CACHE
+
+    model = tmp_path / "models" / "embeddings" / "tiny"
+    shutil.copytree(tiny_st, model)
+    (model.parent / SHARED_CACHE).mkdir()
+    _deny_lock(monkeypatch, model.parent / SHARED_CACHE)
+    from edge_agent.rag import embedding_cache
+
+    denied_too = embedding_cache.file_lock
+
+    def lock(path: Path):
+        if Path(path).parent == tmp_path / "a" / "embedding-cache":
+            raise PermissionError(13, "Permission denied", str(path))
+        return denied_too(path)
+
+    monkeypatch.setattr(embedding_cache, "file_lock", lock)
+    with pytest.raises(EmbedderError) as got:
+        build_embedder(_settings(tmp_path / "a", model))
+    message = str(got.value)
+    assert "cannot be written (Permission denied)" in message and "chown" in message and "EDGE_AGENT_DATA_DIR" in message
+
+
+def test_import_embedding_exports_where_serve_looks(tiny_st, model_cli, tmp_path, monkeypatch):
+    """`model import-embedding` exported into the data_dir's cache while serve looked beside the model folder first:
+    both exported the model (multilingual-e5-small: minutes each). Now the import's export is the one serve uses."""
+    from edge_agent.rag.embedder import DECISION_FILE, build_embedder
+    from edge_agent.rag.embedding_cache import SHARED_CACHE
+
+    assert model_cli("import-embedding", str(tiny_st), "--name", "tiny-ml") == 0
+    model = tmp_path / "models" / "embeddings" / "tiny-ml"
+    exports = [p.parent for p in (model.parent / SHARED_CACHE).rglob(DECISION_FILE)] \
+        if (model.parent / SHARED_CACHE).is_dir() else []
+    assert len(exports) == 1, exports
+    assert not list((tmp_path / "var").rglob("*.onnx"))  # nothing exported under the data_dir
+    _no_export(monkeypatch)
+    for data in ("var", "other"):
+        s = _settings(tmp_path / data, model, quantize="auto")
+        assert build_embedder(s).folder == exports[0]
