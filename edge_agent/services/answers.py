@@ -445,9 +445,12 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
         if model_words:
             return with_citation(answer.strip(), number[verdict.support], set(number.values())), {"answer": "model", "check": "ok"}
         # the figure points at its sentence (all in support: check_answer), where that sentence holds what is asked (a
-        # figure of the asked quantity: not the "16 kernen" of a sentence for "hoe lang duurt ...?")
+        # figure of the asked quantity: not the "16 kernen" of a sentence for "hoe lang duurt ...?") and may be quoted
+        # where the answer can decline (_may_answer: for a question about a default, "137 als ... KILL (9) signaal"
+        # is no default of --kill-after)
         if set(_DIGITS.findall(strip_citations(answer))) - set(_DIGITS.findall(question)) and on_thing(verdict.support) \
-                and (not kind or answers_kind(verdict.support.text, kind, question, lang)):
+                and (not kind or answers_kind(verdict.support.text, kind, question, lang)) \
+                and (decline is None or _may_answer(verdict.support, question)):
             return extractive(verdict.support, number[verdict.support]), {"answer": "extractive", "check": "ok"}
     top = max(s.match for _, s in evidence)
     # one that matches the question nearly as well as the best, not only by its figure (the model's first: FIRST_MIN_MATCH

@@ -96,3 +96,37 @@ def test_a_dutch_default_is_quoted_with_its_entry():
     assert how["answer"] == "extractive"
     assert ".gz" in answer and "compressie-algoritme" in answer
     assert "ONLY_IF_EMPTY" not in answer  # the next entry is not quoted with it
+
+
+# timeout(1) in Dutch (manpages-nl) as `man` renders it: its --kill-after option, and the end of its exit codes where a
+# chunk of the page begins
+TIMEOUT = ["""       -k, --kill-after=DUUR
+
+              een KILL-signaal verzenden als COMMANDO nog steeds actief is
+
+              na DUUR nadat het eerste signaal verzonden is
+
+       Als de tijdslimiet verstreken is, stuur dan het TERM signaal naar COMMANDO, als er geen
+       ander SIGNAAL werd opgegeven. Het TERM signaal beëindigt elk proces dat dat signaal niet
+       blokkeert of vangt. Is het nodig zijn om het KILL signaal te gebruiken, omdat dit signaal
+       niet gevangen kan worden.
+""", """       137    als aan COMMANDO (of de timeout zelf) het KILL (9) signaal (128+9) werd verstuurd
+
+       -      de beëindigings status van COMMANDO anders
+"""]
+
+
+def test_a_figure_the_model_points_at_is_no_default_unless_its_sentence_says_so():
+    """The model's figure points at its sentence (settle's first path); for a question about a default, that sentence
+    is quoted only where it speaks of a default, as every other quote where the answer can decline."""
+    model = "137 als aan COMMANDO (of de timeout zelf) het KILL (9) signaal (128+9) werd verstuurd"
+    decline = "De documenten gaan hier niet over."
+
+    def settled(question: str) -> tuple[str, dict]:
+        ranked = A.rank_sentences(question, [_chunk(t, i) for i, t in enumerate(TIMEOUT)], "nl")
+        return A.settle(model, question, [(s.chunk + 1, s) for s in ranked[:3]], "nl", decline, passages=TIMEOUT)
+
+    assert settled("Wat is de standaardwaarde van --kill-after bij timeout?") == (decline, {"answer": "declined", "check": "no_answer"})
+    # the same figure for a question that is not about a default is still quoted from its sentence
+    answer, how = settled("Welke afsluitcode geeft timeout als het KILL-signaal werd verstuurd?")
+    assert how["answer"] == "extractive" and "137" in answer
