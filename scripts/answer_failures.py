@@ -8,7 +8,9 @@ Classes (first that applies), for factual questions without the fact in the answ
   model_kept    shown, the model's answer passed the check but lacks the fact (a wrong figure, a paraphrase)
 and for questions no document answers: answered_model / answered_quote (not declined).
 
-    .venv/bin/python scripts/answer_failures.py BENCH.json [BENCH2.json ...]   (the JSON lines bench_rag.py printed)
+    .venv/bin/python scripts/answer_failures.py BENCH.json [BENCH2.json ...] [--embedding-model FOLDER]
+        (the JSON lines bench_rag.py printed; a set with a corpus of its own, blind9 .. blind13, is classified over its own
+        index, the rest over the main one; pass the embedding folder the bench used)
 
 "sentence" looks at the best 3 sentences by words (not re-ranked by the model): an approximation of what was shown.
 Counts on 2026-11-30 (dev + heldout + blind + blind2, default model, k=4; 128 factual + 34 absent questions),
@@ -25,6 +27,8 @@ Sixth round (names at a later sentence's start, Dutch coverage 0.2, quotes inste
 blind..blind6, 252 factual + 79 absent, main -> after): the model's kept answers (model_kept) are gone by design; after:
 retrieval 29, sentence 21, quote_wrong 18, declined 8, answered_quote 15. On the fresh blind7 (35 + 12, after): retrieval 6,
 quote_wrong 9, declined 2, sentence 1, answered_quote 5.
+On the fresh blind13 (46 + 10, main's code, its own index): retrieval 13, declined 10, sentence 6, quote_wrong 6,
+answered_quote 7; its declines were mostly a manual's "Defaults to 6." that the entry's matching sentence does not hold.
 """
 from __future__ import annotations
 
@@ -79,23 +83,51 @@ def classify(svc, rows: list[dict], k: int = 4, shown: int = 3) -> list[dict]:
 
 
 def main() -> int:
-    from bench_rag import ingest_eval_corpus
+    import argparse
+
+    import bench_rag
+    from bench_rag import ingest_blind9_corpus, ingest_eval_corpus
 
     from edge_agent.config import Settings
     from edge_agent.rag.embedder import OnnxEmbedder
     from edge_agent.services.documents import DocumentService
 
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("files", nargs="+", help="bench_rag.py --only answers outputs (JSON lines)")
+    ap.add_argument("--embedding-model", help="the embedding folder the bench ran with (bench_rag.py --embedding-model)")
+    args = ap.parse_args()
     rows = []
-    for f in sys.argv[1:]:
+    for f in args.files:
         rows += json.loads(Path(f).read_text().strip().splitlines()[-1])["answers"]["answers"]
+    own = {"blind9": None, "blind10": bench_rag.rag_eval_blind10, "blind11": bench_rag.rag_eval_blind11,
+           "blind12": bench_rag.rag_eval_blind12, "blind13": bench_rag.rag_eval_blind13}  # sets with a corpus of their own
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         settings = Settings(data_dir=tmp / "var", index_dir=tmp / "index", ingest_roots=[tmp])
-        svc = DocumentService.from_settings(settings, embedder=OnnxEmbedder(cache_dir=REPO / ".cache" / "test-embedding-cache",
-                                                                            batch_size=settings.embedding_batch))
-        ingest_eval_corpus(svc)
-        done = classify(svc, rows)
-        svc.close()
+        embedder = OnnxEmbedder(*([Path(args.embedding_model)] if args.embedding_model else []),
+                                cache_dir=REPO / ".cache" / "test-embedding-cache", batch_size=settings.embedding_batch)
+        services: dict = {}
+
+        def service(name: str):
+            """The index the set's questions were asked over (built once): its own corpus, or the main one."""
+            key = name if name in own else "main"
+            if key not in services:
+                services[key] = DocumentService.from_settings(
+                    settings.model_copy(update={"data_dir": tmp / f"var_{key}", "index_dir": tmp / f"index_{key}"}), embedder=embedder)
+                if key == "main":
+                    ingest_eval_corpus(services[key])
+                else:
+                    why = (own[key] or bench_rag).missing_corpus()
+                    if why:
+                        raise SystemExit(why)
+                    ingest_blind9_corpus(services[key], own[key].corpus_files() if own[key] else None, key)
+            return services[key]
+
+        done = []
+        for name in dict.fromkeys(r["set"] for r in rows):
+            done += classify(service(name), [r for r in rows if r["set"] == name])
+        for svc in services.values():
+            svc.close()
     table: dict = {}
     for r in done:
         table.setdefault(r["set"], Counter())[r["class"]] += 1

@@ -19,7 +19,9 @@ language than their documents', over a mixed index given as services["xl1"]; xl2
 across languages, in an index of its own: services["blind10"]; written before the semantic sentence signal of issue 13) and
 "blind11" (scripts/rag_eval_blind11.py: aptitude's Dutch manual and three other Python HOWTOs, likewise: services["blind11"]) and
 "blind12" (scripts/rag_eval_blind12.py: GOsa's Dutch help, two Dutch manual pages, Debian's Social Contract, Constitution and
-bug-reporting how-to, likewise: services["blind12"]). Each answer also records which path made it (the
+bug-reporting how-to, likewise: services["blind12"]) and "blind13" (scripts/rag_eval_blind13.py: Dutch and English manual
+pages, ping, timeout, shred, split, start-stop-daemon, sources.list, deluser.conf, faillock.conf, logind.conf, journald.conf,
+likewise: services["blind13"]). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
@@ -40,6 +42,7 @@ from rag_eval_blind9 import ABSENT_BLIND9, EN_FACTS_BLIND9, NL_FACTS_BLIND9
 from rag_eval_blind10 import ABSENT_BLIND10, EN_FACTS_BLIND10, NL_FACTS_BLIND10
 from rag_eval_blind11 import ABSENT_BLIND11, EN_FACTS_BLIND11, NL_FACTS_BLIND11
 from rag_eval_blind12 import ABSENT_BLIND12, EN_FACTS_BLIND12, NL_FACTS_BLIND12
+from rag_eval_blind13 import ABSENT_BLIND13, EN_FACTS_BLIND13, NL_FACTS_BLIND13
 from rag_eval_xl import SETS as XL_SETS
 
 SETS = {
@@ -57,6 +60,7 @@ SETS = {
     "blind10": (NL_FACTS_BLIND10, EN_FACTS_BLIND10, ABSENT_BLIND10),  # Debian FAQ nl + Python HOWTOs en, some across (services["blind10"])
     "blind11": (NL_FACTS_BLIND11, EN_FACTS_BLIND11, ABSENT_BLIND11),  # aptitude's Dutch manual + Python HOWTOs en, some across (services["blind11"])
     "blind12": (NL_FACTS_BLIND12, EN_FACTS_BLIND12, ABSENT_BLIND12),  # GOsa help + man pages nl, Debian contract/constitution en (services["blind12"])
+    "blind13": (NL_FACTS_BLIND13, EN_FACTS_BLIND13, ABSENT_BLIND13),  # manual pages nl (manpages-nl, dpkg, apt) + en (PAM, systemd) (services["blind13"])
     **XL_SETS,  # cross-language: "nl" rows ask in Dutch about English topics, "en" in English about Dutch documents (services["xl1"])
 }
 

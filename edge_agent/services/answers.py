@@ -47,6 +47,7 @@ from edge_agent.services.sentences import (
     match_credits,
     question_words,
     split_units,
+    states_default,
     text_language,
 )
 
@@ -115,9 +116,18 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     n = len(items)
     weight = {t: math.log(1.0 + (n + 1) / (df[t] + 0.5)) for t in qterms}
     total = sum(weight.values()) or 1.0
+    matches = {(r, j): sum(weight[t] * v for t, v in cr.items()) / total for r, j, _, cr in items}
+    entries = _default_entries(units, matches)
     scored = []
     for r, j, s, cr in items:
-        match = sum(weight[t] * v for t, v in cr.items()) / total
+        match = matches[r, j]
+        if (r, j) in entries:  # "Defaults to 6." read with what it is the default of (_default_entries)
+            i = entries[r, j]
+            gap = " " if i == j - 1 else " … "  # the sentences between them left out
+            s, match = f"{units[r, i].text}{gap}{s}", matches[r, i]
+            units[r, j] = Unit(s, f"{units[r, i].quote}{gap}{units[r, j].text}" if units[r, i].quote else "", "", units[r, j].block)
+            if (r, j + 1) not in units or units[r, j + 1].block != units[r, j].block:  # no next entry's sentence with it
+                after[r, j] = ""
         score = match - RANK_PENALTY * r
         if match > 0 and kind and (kind != "name" or party) and fits(s, kind, question, lang):  # a name: checked, not ranked by
             score += KIND_BONUS
@@ -125,6 +135,25 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             score -= CODE_PENALTY
         scored.append(Sentence(r, j, s, score, match, after[r, j], units[r, j].quote, units[r, j].header, langs[r]))
     return sorted(scored, key=lambda x: (-x.score, x.chunk, x.index))
+
+
+def _default_entries(units: dict[tuple[int, int], Unit], matches: dict[tuple[int, int], float]) -> dict[tuple[int, int], int]:
+    """{(chunk, sentence): the earlier sentence it gives the default of}: for a sentence that only gives a default
+    (sentences.states_default: "Defaults to 6.", "Staat standaard ingesteld op .gz."), the sentence of its paragraph
+    before it that matches the question best, where that one matches better and the two fit in QUOTE_CHARS. A manual's
+    entry says what its setting does first ("Configures how many virtual terminals (VTs) to allocate ...") and its
+    default last, in words of its own that share nothing with a question about the setting; read together, the two
+    match the question as the entry does, hold the value, and quote what the value is the default of."""
+    out = {}
+    for (r, j), u in units.items():
+        if u.header or not states_default(u.quote or u.text):
+            continue
+        before = [i for i in range(j) if (r, i) in units and units[r, i].block == u.block and not units[r, i].header
+                  and not states_default(units[r, i].quote or units[r, i].text)]
+        i = max(before, key=lambda i: (matches[r, i], i), default=None)
+        if i is not None and matches[r, i] > matches[r, j] and len(units[r, i].text) + len(u.text) + 3 <= QUOTE_CHARS:
+            out[r, j] = i
+    return out
 
 
 def _asks(text: str) -> bool:
@@ -416,9 +445,12 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
         if model_words:
             return with_citation(answer.strip(), number[verdict.support], set(number.values())), {"answer": "model", "check": "ok"}
         # the figure points at its sentence (all in support: check_answer), where that sentence holds what is asked (a
-        # figure of the asked quantity: not the "16 kernen" of a sentence for "hoe lang duurt ...?")
+        # figure of the asked quantity: not the "16 kernen" of a sentence for "hoe lang duurt ...?") and may be quoted
+        # where the answer can decline (_may_answer: for a question about a default, "137 als ... KILL (9) signaal"
+        # is no default of --kill-after)
         if set(_DIGITS.findall(strip_citations(answer))) - set(_DIGITS.findall(question)) and on_thing(verdict.support) \
-                and (not kind or answers_kind(verdict.support.text, kind, question, lang)):
+                and (not kind or answers_kind(verdict.support.text, kind, question, lang)) \
+                and (decline is None or _may_answer(verdict.support, question)):
             return extractive(verdict.support, number[verdict.support]), {"answer": "extractive", "check": "ok"}
     top = max(s.match for _, s in evidence)
     # one that matches the question nearly as well as the best, not only by its figure (the model's first: FIRST_MIN_MATCH

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 
 from edge_agent.rag import language
@@ -64,6 +64,7 @@ class Unit:
     text: str
     quote: str = ""
     header: str = ""
+    block: int = 0  # the chunk's paragraph (blank-line block, _BREAK) it was read from: an entry of a manual, a definition
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,8 @@ def split_units(text: str) -> list[Unit]:
             out.extend(Unit(c) for c in _cap(head))
         head = ""
 
-    for para in (p for block in _BREAK.split(text) for p in _rows_apart(block)):
+    for number, para in enumerate(p for block in _BREAK.split(text) for p in _rows_apart(block)):
+        start = len(out)
         for kind, seg in _segments(para):
             if kind == "title":
                 flush_head()
@@ -237,8 +239,22 @@ def split_units(text: str) -> list[Unit]:
                     head = ""
                 elif len(piece) > 3:
                     out.extend(Unit(c) for c in _cap(piece))
+        out[start:] = [replace(u, block=number) for u in out[start:]]
     flush_head()
     return out
+
+
+# a short sentence that gives the default of what its paragraph describes ("Defaults to 6.", "The default is 600 (10
+# minutes).", "Staat standaard ingesteld op .gz.", "Standaard is dit 60 seconden."): a manual's entry names its setting
+# and what it does first and its default last, in words of its own that share nothing with a question about the setting
+_STATES_DEFAULT = re.compile(r"(?:(?:this|the) (?:setting|option|value) )?defaults? to\b|(?:the )?default(?: [\w-]+){0,2} (?:is|are)\b"
+                             r"|(?:staat |dit staat )?standaard\b|de standaard\w* (?:is|zijn|wordt)\b", re.IGNORECASE)
+DEFAULT_WORDS = 14  # a longer sentence that starts so says more than the default: it is matched on its own words
+
+
+def states_default(text: str) -> bool:
+    """Whether a sentence only gives a default (_STATES_DEFAULT at its start, DEFAULT_WORDS words or fewer)."""
+    return bool(_STATES_DEFAULT.match(text)) and len(text.split()) <= DEFAULT_WORDS
 
 
 def _segments(para: str) -> list[tuple[str, object]]:
