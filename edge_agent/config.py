@@ -272,6 +272,12 @@ class Settings(BaseSettings):
                                      "(names, figures, cognates: \"Debian\", \"022\", \"werkstation\" for \"workstation\"); "
                                      "none applies where rag_min_coverage is 0."
     )
+    rag_cross_language_sentences: int = Field(
+        2, ge=0, le=8, description="Grounded answers with a multilingual embedder: the sentences of passages in another "
+                                   "language than the question's that the embedder places nearest to it join those the model "
+                                   "ranks again for the answer, this many (a Dutch question shares few words with an English "
+                                   "manual); 0: sentences are chosen by the question's words alone."
+    )
     rag_model_words: bool = Field(
         False, description="Grounded answers of a base model: give its answer in its own words when the answer passes the "
                            "check against the passages; off: quote the passage's sentence (the default model's own words held "
