@@ -444,13 +444,14 @@ def focus(question: str, chunks: Sequence[Any], lang: str, label: str, n: int = 
 
     A passage in another language than the question's shares few of its words: with similarity (the embedding model's
     cosine of the question to a text: DocumentRetriever.sentence_similarity), its best `cross` sentences by it (their
-    lane: answers.rank_sentences) are ranked again with the best `rerank` by words.
+    lane: answers.rank_sentences) are ranked again with the best `rerank` by words (with likelihood only).
 
     Best last, measured on the bench's 34 dev questions (default model, greedy): 0.79 with the fact, against
     0.76 for text order, 0.74 for the best 2 sentences and 0.65 for the best one with its neighbours."""
-    ranked = rank_sentences(question, chunks, lang, similarity, cross, rerank if likelihood is not None and rerank > 1 else n)
+    reranks = likelihood is not None and rerank > 1
+    ranked = rank_sentences(question, chunks, lang, similarity if reranks else None, cross, rerank)
     useful = [s for s in ranked if s.score > 0 or s.lane]  # sentences with at least one of the question's words, or a lane's
-    if likelihood is not None and rerank > 1 and len(useful) > 1:
+    if reranks and len(useful) > 1:
         pool = useful[:rerank] + [s for s in useful[rerank:] if s.lane]
         rest = [s for s in useful[rerank:] if not s.lane]
         useful = rerank_sentences(pool, likelihood([s.text for s in pool])) + rest

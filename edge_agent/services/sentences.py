@@ -79,7 +79,7 @@ class Sentence:
     quote: str = ""  # what of text may be quoted ("": all; Unit.quote): a heading or the rest of a header block never is
     header: str = ""  # the key of a header line ("from", "datum"), casefolded; "" for a sentence (Unit.header)
     language: str = ""  # its passage's language (text_language; "" where nobody asked)
-    lane: bool = False  # one of the best of its passage's language by the embedder's cosine, in another language than the question's (answers.rank_sentences)
+    lane: bool = False  # of a passage in another language than the question's, among the nearest by cosine (rank_sentences)
 
 
 # a full stop that ends no sentence (_abbreviation_joins): a title before a name ("mr. P.A. Koster", "drs. H.J. Wiersma",

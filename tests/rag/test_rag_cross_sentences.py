@@ -85,6 +85,9 @@ def test_focus_shows_the_lane_sentence_the_likelihood_ranks_first():
     assert g.evidence[0][1].text == FACT and len(g.evidence) == 3
     assert g.lines[-1] == f"Tekst [{g.evidence[0][0]}]: {FACT}"  # the best last, next to the question
     assert {s.number for s in g.sources} == {k for k, _ in g.evidence}
+    # without the likelihood's re-rank there is no lane (nothing to join), and the embedder is not asked
+    calls: list = []
+    assert FACT not in [s.text for _, s in focus(Q, CHUNKS, "nl", "Tekst", similarity=_near(FACT, calls)).evidence] and not calls
     # where the likelihood does not rank it among the best three, it is not shown
     g = focus(Q, CHUNKS, "nl", "Tekst", likelihood=lambda texts: [-4.0 if t == FACT else -1.0 for t in texts],
               similarity=_near(FACT))
@@ -101,7 +104,8 @@ def test_the_answer_that_copies_a_name_from_a_sentence_in_another_language_has_i
     v = A.check_answer("Een ZeroDivisionError.", Q, [s for _, s in g.evidence], "nl")
     assert v.ok and v.support == fact  # its words hold none of the question's: the copied name points at it
     text, how = A.settle("Een ZeroDivisionError.", Q, g.evidence, "nl", decline=DECLINE)
-    assert text == A.extractive(fact, g.evidence[0][0]) and text.startswith(f"\"{FACT}") and how == {"answer": "extractive", "check": "ok"}
+    assert text == A.extractive(fact, g.evidence[0][0]) and text.startswith(f"\"{FACT}")
+    assert how == {"answer": "extractive", "check": "ok"}
     # the model's answer may read as the sentence's language: the sentence is quoted, not the answer
     english = "Division by zero raises the ZeroDivisionError exception."
     v = A.check_answer(english, Q, [s for _, s in g.evidence], "nl")
