@@ -444,7 +444,9 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     first, FIRST_MIN_MATCH); a piece of a table, or for a question about a default a sentence that never says "default",
     is never quoted then (_may_answer) ({"answer": "declined", "check": "no_answer"}). A sentence of a passage in another
     language than the question's that the model's answer copies a name from (check_answer; the answer may read as that
-    language, "wrong_language") is quoted before any other: the question's words rank such sentences poorly.
+    language, "wrong_language") is quoted before any other: the question's words rank such sentences poorly; and the first
+    sentence of the evidence, where it is in another language and holds what the question asks for (holds_kind: a code
+    name, a figure), is quoted whatever its match (the model's likelihood ranked it first; its words cannot tell).
     model_words: a model's answer that passes the check is given in its own words, cited with the passage it rests on
     ({"answer": "model", "check": "ok"}). Off by default: the default model's checked answers held the fact less often
     than the quote (held-out and blind sets, see GroundingPolicy.model_words).
@@ -483,7 +485,10 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     # is enough, as "bijna nul marginale hardwarekosten" under a sentence about servers); the evidence may be ranked
     # by more than words (grounding.focus), so a sentence below MIN_MATCH is passed over, not an end
     for i, (k, best) in enumerate(evidence):
-        if (decline is not None and (best.match < (FIRST_MIN_MATCH if i == 0 else MIN_MATCH) or not _may_answer(best, question)
+        # the first, in another language, holding what is asked: the likelihood ranked it first, its words cannot say
+        least = 0.0 if i == 0 and kind and across(best, lang) and holds_kind(best, kind, question, lang) else \
+            FIRST_MIN_MATCH if i == 0 else MIN_MATCH
+        if (decline is not None and (best.match < least or not _may_answer(best, question)
                                      or not on_thing(best))) \
                 or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue

@@ -161,3 +161,19 @@ def test_the_setting_reaches_the_policy():
     assert GroundingPolicy.from_settings(Settings(rag_cross_language_sentences=0)).cross_sentences == 0
     with pytest.raises(ValueError):
         Settings(rag_cross_language_sentences=-1)
+
+
+def test_the_first_sentence_in_another_language_that_holds_what_is_asked_is_quoted_whatever_its_words():
+    q = "Welke speciale methode gebruikt reversed() om achterstevoren te itereren?"
+    fact = A.Sentence(0, 0, 'object.__reversed__(self) Called (if present) by the "reversed()" built-in to implement reverse '
+                            'iteration.', 0.1, 0.127, language="en")
+    other = A.Sentence(0, 1, "It should return a new iterator object that iterates in reverse order.", 0.1, 0.127, language="en")
+    assert A.answer_kind(q, "nl") == "code" and fact.match < A.FIRST_MIN_MATCH
+    # the likelihood ranked it first: quoted, though its words hold little of the Dutch question
+    text, how = A.settle("Een methode.", q, [(1, fact), (1, other)], "nl", decline=DECLINE)
+    assert text == A.extractive(fact, 1) and how["answer"] == "extractive"
+    # not where it holds nothing of what is asked, not in second place, and not in the question's own language
+    assert A.settle("Een methode.", q, [(1, other), (1, fact)], "nl", decline=DECLINE)[0] == DECLINE
+    dutch = A.Sentence(0, 0, "De methode object.__reversed__(self) keert de volgorde om.", 0.1, 0.1, language="nl")
+    assert A.settle("Een methode.", q, [(1, dutch)], "nl", decline=DECLINE)[0] == DECLINE
+
