@@ -264,13 +264,20 @@ class Settings(BaseSettings):
         0.0, ge=0, le=0.2, description="Hybrid search with a multilingual embedder (declared languages): above 0, each other "
                                        "language holding a tenth of the chunks also gets its own best chunks by cosine, "
                                        "lifted by this much (0.05 measured: Dutch questions about English documents found "
-                                       "more, a few English ones about Dutch documents fewer; answers no better yet); 0: off."
+                                       "more, a few English ones about Dutch documents fewer; answers with rag_cross_language_sentences: "
+                                       "Dutch +1 on blind10, blind12, xl2, -1 on xl1, English -1 on blind12, xl2); 0: off."
     )
     rag_min_coverage_across_languages: float = Field(
         0.33, ge=0, le=1, description="Grounded answers: for a passage in another language than the question's, the least "
                                      "share of the question's content words it must hold as words both languages share "
                                      "(names, figures, cognates: \"Debian\", \"022\", \"werkstation\" for \"workstation\"); "
                                      "none applies where rag_min_coverage is 0."
+    )
+    rag_cross_language_sentences: int = Field(
+        2, ge=0, le=8, description="Grounded answers with a multilingual embedder: the sentences of passages in another "
+                                   "language than the question's that the embedder places nearest to it join those the model "
+                                   "ranks again for the answer, this many (a Dutch question shares few words with an English "
+                                   "manual); 0: sentences are chosen by the question's words alone."
     )
     rag_model_words: bool = Field(
         False, description="Grounded answers of a base model: give its answer in its own words when the answer passes the "

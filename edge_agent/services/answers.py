@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from edge_agent.rag import language
@@ -71,14 +71,24 @@ MIN_MATCH = 0.2
 FIRST_MIN_MATCH = 0.15
 QUOTE_CHARS = 400  # an extractive answer quotes the best sentence and the next one when both fit in this many characters
 LANGUAGE_CHECK_WORDS = 4  # shorter answers are not judged by language: too few words to tell
+# a passage in another language than the question's shares few of its words (a Dutch question, an English manual): its
+# best sentences by the embedding model's cosine to the question (a multilingual one: rank_sentences' similarity), past
+# the best by words, join the ones the model's likelihood ranks again (grounding.focus), this many. Their words still
+# say how well they match: such a sentence is quoted where the model's answer copies a name from it (_copied_name)
+CROSS_SENTENCES = 2
 
 
-def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sentence]:
+def rank_sentences(question: str, chunks: Sequence[Any], lang: str,
+                   similarity: Callable[[list[str]], Sequence[float]] | None = None, cross: int = CROSS_SENTENCES,
+                   skip: int = 0) -> list[Sentence]:
     """Every sentence of the chunks (best-ranked chunk first), best match to the question first (see the module doc):
     a question word matched only as part of a compound counts in part (match_credits); a sentence that holds what
     the question asks for (a figure for "how many", an amount for "what does it cost": answer_kind; a name for "who"
     is checked, not ranked by, except for a party by its role: persons.asks_party) gains KIND_BONUS,
-    one that reads as code (a ">>>" prompt, a grammar rule) loses CODE_PENALTY."""
+    one that reads as code (a ">>>" prompt, a grammar rule) loses CODE_PENALTY.
+    similarity: texts -> the embedding model's cosine of the question to each (a multilingual model's); given, the best
+    `cross` by it of the sentences of passages in another language than the question's, past the best `skip` by words
+    (those the likelihood ranks again anyway: grounding.focus), are its lane (Sentence.lane; see CROSS_SENTENCES)."""
     # a dotted figure the question names ("artikel 4.2", "Python 3.12") is a term of its own, as the index reads it
     # (language.terms): content_terms keeps only its parts, "4" and "2", which clause 4.1's heading holds as well
     qterms = language.content_terms(question, lang) | set(_DOTTED_FIGURE.findall(question))
@@ -118,6 +128,15 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
     total = sum(weight.values()) or 1.0
     matches = {(r, j): sum(weight[t] * v for t, v in cr.items()) / total for r, j, _, cr in items}
     entries = _default_entries(units, matches)
+
+    def scored_as(r: int, j: int, s: str, match: float) -> Sentence:
+        score = match - RANK_PENALTY * r
+        if match > 0 and kind and (kind != "name" or party) and fits(s, kind, question, lang):  # a name: checked, not ranked by
+            score += KIND_BONUS
+        if _CODE.search(s):
+            score -= CODE_PENALTY
+        return Sentence(r, j, s, score, match, after[r, j], units[r, j].quote, units[r, j].header, langs[r])
+
     scored = []
     for r, j, s, cr in items:
         match = matches[r, j]
@@ -128,13 +147,24 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             units[r, j] = Unit(s, f"{units[r, i].quote}{gap}{units[r, j].text}" if units[r, i].quote else "", "", units[r, j].block)
             if (r, j + 1) not in units or units[r, j + 1].block != units[r, j].block:  # no next entry's sentence with it
                 after[r, j] = ""
-        score = match - RANK_PENALTY * r
-        if match > 0 and kind and (kind != "name" or party) and fits(s, kind, question, lang):  # a name: checked, not ranked by
-            score += KIND_BONUS
-        if _CODE.search(s):
-            score -= CODE_PENALTY
-        scored.append(Sentence(r, j, s, score, match, after[r, j], units[r, j].quote, units[r, j].header, langs[r]))
-    return sorted(scored, key=lambda x: (-x.score, x.chunk, x.index))
+        scored.append(scored_as(r, j, s, match))
+    ranked = sorted(scored, key=lambda x: (-x.score, x.chunk, x.index))
+    lane = _cross_lane(ranked[skip:], lang, similarity, cross)
+    return [replace(x, lane=True) if (x.chunk, x.index) in lane else x for x in ranked]
+
+
+def _cross_lane(candidates: Sequence[Sentence], lang: str, similarity: Callable[[list[str]], Sequence[float]] | None,
+                cross: int) -> set[tuple[int, int]]:
+    """(chunk, index) of the best `cross` candidates by similarity among those of passages in another (known) language
+    than lang; none without similarity or such passages."""
+    others = [x for x in candidates if x.language not in (lang, language.UNKNOWN)]
+    if similarity is None or cross <= 0 or not others:
+        return set()
+    alike = list(similarity([x.text for x in others]))
+    if len(alike) != len(others):
+        raise ValueError("one similarity per sentence is needed")
+    order = sorted(range(len(others)), key=lambda i: (-alike[i], i))
+    return {(others[i].chunk, others[i].index) for i in order[:cross]}
 
 
 def _default_entries(units: dict[tuple[int, int], Unit], matches: dict[tuple[int, int], float]) -> dict[tuple[int, int], int]:
@@ -211,6 +241,10 @@ def check_answer(answer: str, question: str, given: Sequence[Sentence], lang: st
     that matches the question nearly as well as the best (NEAR_BEST of its score) and holds one of the
     question's most specific terms (_anchors).
 
+    A sentence of a passage in another language than the question's (across) shares few of its words: where the answer
+    copies a name from it that the question does not write (_copied_name: "X-Debbugs-CC", "utf-8"), it may be the one
+    whatever its match.
+
     empty: no word; echo: no term beyond the question's; off_kind: no figure (or amount) where the question asks
     for one (answer_kind); off_source: no such sentence (holding MIN_MATCH of the question) holds MIN_SUPPORT of
     the added terms; altered_figure: a figure the sentence does not write so ("1000" for "1.000"); altered_negation:
@@ -232,7 +266,8 @@ def check_answer(answer: str, question: str, given: Sequence[Sentence], lang: st
     best, share = None, 0.0
     for s in given:
         held = set(language.terms(s.text, lang))
-        if s.score < NEAR_BEST * top or s.match < MIN_MATCH or (anchors and not anchors & held):
+        if (s.score < NEAR_BEST * top or s.match < MIN_MATCH or (anchors and not anchors & held)) \
+                and not (across(s, lang) and _copied_name(text, question, s.text)):  # few of the question's words across languages
             continue
         got = len(added & held) / len(added)
         if got > share + 1e-9:
@@ -312,6 +347,23 @@ def _anchors(question: str, given: Sequence[Sentence], lang: str) -> set[str]:
         return set()
     least = min(df.values())
     return {t for t, n in df.items() if n == least}
+
+
+def across(sentence: Sentence, lang: str) -> bool:
+    """Whether the sentence's passage is in another (known) language than the question's, lang."""
+    return sentence.language not in ("", lang, language.UNKNOWN)
+
+
+# a name as a model copies it: a word with a digit, a capital after its first letter or a joining mark inside
+# ("X-Debbugs-CC", "U+FEFF", "utf-8", "ZeroDivisionError", "McMillan", "sys.maxsize")
+_NAME_LIKE = re.compile(r"(?<![\w.@+-])(?=[\w.@+:/-]*(?:\d|\w[A-Z]|\w[-_.@+:/]\w))[\w][\w.@+:/-]*\w")
+
+
+def _copied_name(answer: str, question: str, sentence: str) -> bool:
+    """Whether the answer writes a name (_NAME_LIKE) that the sentence writes as well, in the same letters, and the
+    question does not (casefolded)."""
+    asked = question.casefold()
+    return any(m.group(0) in sentence and m.group(0).casefold() not in asked for m in _NAME_LIKE.finditer(strip_citations(answer)))
 
 
 def strip_citations(text: str) -> str:
@@ -422,7 +474,11 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     the question asks for) or, given a decline text, that text when no sentence holds the figure or amount the question
     asks for (answers_kind: of its unit, not a date or a version), or none holds MIN_MATCH of the question's weight (the
     first, FIRST_MIN_MATCH); a piece of a table, or for a question about a default a sentence that never says "default",
-    is never quoted then (_may_answer) ({"answer": "declined", "check": "no_answer"}).
+    is never quoted then (_may_answer) ({"answer": "declined", "check": "no_answer"}). A sentence of a passage in another
+    language than the question's that the model's answer copies a name from (check_answer; the answer may read as that
+    language, "wrong_language") is quoted before any other: the question's words rank such sentences poorly; and the first
+    sentence of the evidence, where it is in another language and holds what the question asks for (holds_kind: a code
+    name, a figure), is quoted whatever its match (the model's likelihood ranked it first; its words cannot tell).
     model_words: a model's answer that passes the check is given in its own words, cited with the passage it rests on
     ({"answer": "model", "check": "ok"}). Off by default: the default model's checked answers held the fact less often
     than the quote (held-out and blind sets, see GroundingPolicy.model_words).
@@ -452,12 +508,22 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
                 and (not kind or answers_kind(verdict.support.text, kind, question, lang)) \
                 and (decline is None or _may_answer(verdict.support, question)):
             return extractive(verdict.support, number[verdict.support]), {"answer": "extractive", "check": "ok"}
+    # a name copied from a sentence in another language (check_answer): the words of the question rank those poorly. The
+    # answer may read as that language ("X-Debbugs-CC: other-list@cosmic.edu"): the sentence is quoted, not the answer
+    support = verdict.support
+    if support is not None and verdict.status in ("ok", "wrong_language") and across(support, lang) \
+            and _copied_name(answer, question, support.text) and on_thing(support) and _may_answer(support, question) \
+            and (not kind or holds_kind(support, kind, question, lang)):
+        return extractive(support, number[support]), {"answer": "extractive", "check": verdict.status}
     top = max(s.match for _, s in evidence)
     # one that matches the question nearly as well as the best, not only by its figure (the model's first: FIRST_MIN_MATCH
     # is enough, as "bijna nul marginale hardwarekosten" under a sentence about servers); the evidence may be ranked
     # by more than words (grounding.focus), so a sentence below MIN_MATCH is passed over, not an end
     for i, (k, best) in enumerate(evidence):
-        if (decline is not None and (best.match < (FIRST_MIN_MATCH if i == 0 else MIN_MATCH) or not _may_answer(best, question)
+        # the first, in another language, holding what is asked: the likelihood ranked it first, its words cannot say
+        least = 0.0 if i == 0 and kind and across(best, lang) and holds_kind(best, kind, question, lang) else \
+            FIRST_MIN_MATCH if i == 0 else MIN_MATCH
+        if (decline is not None and (best.match < least or not _may_answer(best, question)
                                      or not on_thing(best))) \
                 or (_bare(best) and any(not _bare(s) for _, s in evidence)):
             continue

@@ -107,8 +107,9 @@ class GroundedChat:
         if base is None:
             limit = self._prompt_limit(options)
             likely = self._question_likelihood(question, sc) if policy.rerank > 1 else None
+            cosine = self.retriever.sentence_similarity(question, lang) if policy.cross_sentences > 0 and self.retriever else None
             for n in range(FOCUS_SENTENCES, 0, -1):  # the sentences that hold the question's words, fewer if they do not fit
-                g = focus(question, chunks, lang, sc.passage, n, likely, policy.rerank)
+                g = focus(question, chunks, lang, sc.passage, n, likely, policy.rerank, cosine, policy.cross_sentences)
                 ids = ids_of(g)
                 if g.sources and len(ids) <= limit:
                     return GroundedPrompt(ids, g.sources, policy.stops(sc), None, question, lang, g.evidence, sc.absent,

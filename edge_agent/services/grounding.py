@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edge_agent.rag import language
-from edge_agent.services.answers import holds_kind, rank_sentences, rerank_sentences
+from edge_agent.services.answers import CROSS_SENTENCES, holds_kind, rank_sentences, rerank_sentences
 from edge_agent.services.asks import answer_kind, missing_names, unasked_relation
 from edge_agent.services.sentences import Sentence, coverage, text_language
 from edge_agent.services.errors import InvalidRequestError, UnavailableError
@@ -108,6 +108,7 @@ class GroundingPolicy:
     language_coverage: dict[str, float] = field(default_factory=lambda: dict(LANGUAGE_COVERAGE))  # min_coverage per language
     model_words: bool = False  # a base model's checked answer in its own words, not a quoted sentence (answers.settle)
     cross_coverage: float = CROSS_COVERAGE  # coverage a passage in another language than the question's must give (0: any)
+    cross_sentences: int = CROSS_SENTENCES  # sentences of other-language passages ranked again by their cosine (focus; 0: none)
 
     @classmethod
     def from_settings(cls, settings: Any) -> "GroundingPolicy":
@@ -115,7 +116,7 @@ class GroundingPolicy:
         return cls(settings.rag_min_coverage, dict(settings.rag_absent_answers), settings.rag_min_similarity,
                    settings.rag_rerank_sentences, settings.rag_require_names, settings.rag_require_relation,
                    dict(settings.rag_min_coverage_by_language), settings.rag_model_words,
-                   settings.rag_min_coverage_across_languages)
+                   settings.rag_min_coverage_across_languages, settings.rag_cross_language_sentences)
 
     def coverage_for(self, lang: str) -> float:
         """The least coverage a passage must give a question in lang (language_coverage, else min_coverage; 0 for every
@@ -269,6 +270,29 @@ class DocumentRetriever:
             raise InvalidRequestError(str(e), param=f"rag.{e.param}" if e.param else "rag") from None
 
 
+    def sentence_similarity(self, query: str, lang: str) -> Callable[[list[str]], list[float]] | None:
+        """texts -> the embedding model's cosine of query (as a search query) to each text (as a passage), the query
+        embedded once on first use, where the model declares two languages or more, lang among them (a multilingual
+        model: it places a sentence near a question in another language); None for any other model (all-MiniLM-L6-v2,
+        one that declares none) or while the index is not loaded."""
+        docs = self._documents()
+        embedder = getattr(docs, "embedder", None)
+        langs = getattr(embedder, "languages", None)
+        if embedder is None or not langs or len(langs) < 2 or lang not in langs:
+            return None
+        done: dict[tuple[str, ...], list[float]] = {}
+        asked: list[Any] = []  # the query's vector, once
+
+        def alike(texts: list[str]) -> list[float]:
+            key = tuple(texts)
+            if key not in done:  # focus asks again with fewer sentences shown, the same texts
+                if texts and not asked:
+                    asked.append(embedder.embed_query(query))
+                done[key] = [float(x) for x in embedder.embed(list(texts)) @ asked[0]] if texts else []
+            return done[key]
+
+        return alike
+
     def similarity(self, query: str, chunks: Sequence[Any], lang: str) -> float | None:
         """The best cosine of query to a chunk (dense search's score; the chunks embedded anew where it ranked
         none of them), or None where the embedding model does not cover lang (or the index is not loaded, or
@@ -405,7 +429,8 @@ class GroundedPrompt:
 
 
 def focus(question: str, chunks: Sequence[Any], lang: str, label: str, n: int = FOCUS_SENTENCES,
-          likelihood: Callable[[list[str]], list[float]] | None = None, rerank: int = RERANK_SENTENCES) -> Grounding:
+          likelihood: Callable[[list[str]], list[float]] | None = None, rerank: int = RERANK_SENTENCES,
+          similarity: Callable[[list[str]], Sequence[float]] | None = None, cross: int = CROSS_SENTENCES) -> Grounding:
     """The n sentences of the chunks that best match the question (answers.rank_sentences; the best `rerank` of
     them ranked again with likelihood, the model's log-likelihood per token of the question after each text:
     answers.rerank), one line each, "<label> [k]: sentence", the best one last (next to the question); k numbers
@@ -417,12 +442,19 @@ def focus(question: str, chunks: Sequence[Any], lang: str, label: str, n: int = 
     last place: the model's likelihood may prefer sentences that only use the question's words (a contract's clauses
     that name a party by its role, "Wie is de opdrachtnemer?"; a rule without its figure).
 
+    A passage in another language than the question's shares few of its words: with similarity (the embedding model's
+    cosine of the question to a text: DocumentRetriever.sentence_similarity), its best `cross` sentences by it (their
+    lane: answers.rank_sentences) are ranked again with the best `rerank` by words (with likelihood only).
+
     Best last, measured on the bench's 34 dev questions (default model, greedy): 0.79 with the fact, against
     0.76 for text order, 0.74 for the best 2 sentences and 0.65 for the best one with its neighbours."""
-    ranked = rank_sentences(question, chunks, lang)
-    useful = [s for s in ranked if s.score > 0]  # sentences with at least one of the question's words
-    if likelihood is not None and rerank > 1 and len(useful) > 1:
-        useful = rerank_sentences(useful[:rerank], likelihood([s.text for s in useful[:rerank]])) + useful[rerank:]
+    reranks = likelihood is not None and rerank > 1
+    ranked = rank_sentences(question, chunks, lang, similarity if reranks else None, cross, rerank)
+    useful = [s for s in ranked if s.score > 0 or s.lane]  # sentences with at least one of the question's words, or a lane's
+    if reranks and len(useful) > 1:
+        pool = useful[:rerank] + [s for s in useful[rerank:] if s.lane]
+        rest = [s for s in useful[rerank:] if not s.lane]
+        useful = rerank_sentences(pool, likelihood([s.text for s in pool])) + rest
     best = (useful or ranked)[:n]
     kind = answer_kind(question, lang)
     if best and kind:

@@ -80,6 +80,7 @@ class Sentence:
     quote: str = ""  # what of text may be quoted ("": all; Unit.quote): a heading or the rest of a header block never is
     header: str = ""  # the key of a header line ("from", "datum"), casefolded; "" for a sentence (Unit.header)
     language: str = ""  # its passage's language (text_language; "" where nobody asked)
+    lane: bool = False  # of a passage in another language than the question's, among the nearest by cosine (rank_sentences)
 
 
 # a full stop that ends no sentence (_abbreviation_joins): a title before a name ("mr. P.A. Koster", "drs. H.J. Wiersma",
