@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_agent.rag import language
-from edge_agent.services import persons
+from edge_agent.services import parties, persons
 from edge_agent.services.asks import _CODE, _DIGITS, _TABLE_ROW, CODE_PENALTY, KIND_BONUS, answer_kind, answers_kind, fits, thing_check
 from edge_agent.services.sentences import (
     CLOSED,
@@ -400,7 +400,8 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     evidence: (passage number, sentence) pairs, best first; with none, the model's answer is given unchecked
     ({"answer": "model", "check": "none"}).
     passages: the retrieved chunks' texts by retrieval rank (Sentence.chunk); given a decline text, a question that asks
-    a value of a named thing is answered only from a passage that names it (thing_check)."""
+    a value of a named thing is answered only from a passage that names it (thing_check), and one that names a party a
+    contract among them defines, only from a sentence about that party (parties.party_check)."""
     answer = drop_repeats(answer)
     if not evidence:  # a prompt of cut chunks, not sentences: nothing to check against
         return answer.strip(), {"answer": "model", "check": "none"}
@@ -408,9 +409,11 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     verdict = check_answer(answer, question, [s for _, s in evidence], lang)
     kind = answer_kind(question, lang)
     names_thing = thing_check(question, passages, lang) if decline is not None else None
+    for_party = parties.party_check(question, passages, lang) if decline is not None else None
 
-    def on_thing(s: Sentence) -> bool:
-        return names_thing is None or (s.chunk < len(passages) and names_thing(passages[s.chunk]))
+    def on_thing(s: Sentence) -> bool:  # of the named thing's passage and, for a contract's party, of that party
+        return (names_thing is None or (s.chunk < len(passages) and names_thing(passages[s.chunk]))) \
+            and (for_party is None or for_party(s.text))
 
     if verdict.ok and verdict.support is not None:
         if model_words:
