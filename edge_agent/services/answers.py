@@ -101,10 +101,13 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str) -> list[Sent
             # the next sentence goes with a quote; not a heading's section, a header line, or a heading, signature or
             # greeting left alone ("Groet, Anna", "str.partition(sep)" at a chunk's end: _bare), nor the next item after
             # an item (a list's, a contract's clause, a sheet's row: another record, "4.3" under "4.2"), nor a table's
-            # row after anything (a row's second sentence is followed by the next field's row)
+            # row after anything (a row's second sentence is followed by the next field's row), nor a list item or
+            # clause after prose that does not announce it with a colon (a clause's last sentence is followed by the next
+            # clause's number and heading: "... a monthly fee of 12,500 pounds." then "4. Termination.")
             after[r, j] = nxt.text if nxt and not (nxt.quote or nxt.header or u.header or _lone(nxt.text) or is_greeting(u.text)
                                                    or (is_item(u.quote or u.text) and is_item(nxt.text))
-                                                   or is_row(nxt.quote or nxt.text)) else ""
+                                                   or is_row(nxt.quote or nxt.text)
+                                                   or (LIST_ITEM.match(nxt.text) and not u.text.rstrip().endswith(":"))) else ""
             # a document's own question (or a statement and the question after it: "Mijn printer drukt niets af. Wat moet
             # ik doen?"): its answer follows it
             if _asks(u.quote or u.text) and not u.header:
