@@ -17,13 +17,14 @@ from edge_agent.services import persons
 from edge_agent.services.asks import _DIGITS, answer_kind, unmarked
 from edge_agent.services.sentences import match_credits, question_words, text_language
 
-# a defined term: a word or two in quotes after "hereinafter", "hierna te noemen", "nachfolgend", "ci-après", "en adelante"
-# (and what may stand between: "referred to as the", ":"), or in quotes right inside a bracket: ("Supplier"), (the "Buyer")
-_QUOTED_TERM = r"[\"“'‘]([^\W\d_][\w-]{1,30}(?: [^\W\d_][\w-]{1,30})?)[\"”'’]"
+# a defined term: a capitalised word or two in double quotes after "hereinafter", "hierna te noemen", "nachfolgend", "ci-après",
+# "en adelante" (and what may stand between: "referred to as the", ":"), or alone in a bracket: ("Supplier"), (the "Buyer");
+# not code's strings ('Found', "No Content") in a call or a tuple
+_QUOTED_TERM = r"[\"“‘]([A-ZÀ-ÖØ-Þ][\w-]{1,30}(?: [A-ZÀ-ÖØ-Þ]?[\w-]{1,30})?)[\"”’]"
 _DEFINES = re.compile(
-    r"(?:\b(?:hereinafter|hereafter|henceforth|referred\s+to\s+as|hierna|hierna\s+te\s+noemen|hierna\s+genoemd|nachfolgend|"
-    r"im\s+folgenden|ci-après|dénommée?s?|en\s+adelante|en\s+lo\s+sucesivo)\b[^\"“'‘\n.;]{0,30}?|\(\s*(?:the|de|het|der|die|"
-    r"das|le|la|el)?\s*)" + _QUOTED_TERM, re.IGNORECASE)
+    r"(?:\b(?:[Hh]ereinafter|[Hh]ereafter|[Hh]enceforth|referred\s+to\s+as|[Hh]ierna|[Hh]ierna\s+te\s+noemen|[Hh]ierna\s+genoemd|"
+    r"[Nn]achfolgend|[Ii]m\s+[Ff]olgenden|ci-après|dénommée?s?|en\s+adelante|en\s+lo\s+sucesivo)\b[^\"“‘\n.;]{0,30}?"
+    + _QUOTED_TERM + r"|\(\s*(?:the|de|het|der|die|das|le|la|el)?\s*" + _QUOTED_TERM + r"\s*\))")
 # a sentence's clauses: one party's part ends at a semicolon or at ", and" / ", en" before the other's
 _CLAUSE_END = re.compile(r";|,\s+(?:and|en|und|et|y|alsmede|sowie|as\s+well\s+as)\s+", re.IGNORECASE)
 # a question that asks for a number of its own (an identifier: "btw-nummer", "company number", "registration no."), whose
@@ -44,7 +45,7 @@ def defined_parties(texts: Sequence[str], lang: str) -> list[frozenset[str]]:
             before = _CLAUSE_END.split(re.split(r"[\n.;]\s", text[max(0, m.start() - DEFINED_REACH):m.start()])[-1])[-1]
             if not (persons.names_organisation(before, "", lang) or persons.names_person(before, "", lang)):
                 continue
-            stems = frozenset(language.terms(m.group(1), lang))
+            stems = frozenset(language.terms(m.group(1) or m.group(2), lang))
             if stems and stems not in out:
                 out.append(stems)
     return out
@@ -53,8 +54,8 @@ def defined_parties(texts: Sequence[str], lang: str) -> list[frozenset[str]]:
 def party_check(question: str, passages: Sequence[str], lang: str) -> Callable[[str], bool] | None:
     """For a question that names some of the parties the passages define (defined_parties, MIN_PARTIES or more): sentence
     -> whether it may answer it; None where there is nothing to check. A sentence may not where it names another
-    party and none of the asked ones; where the question asks for a figure (answer_kind "number" or "money") or a number
-    of its own ("btw-nummer", "company number"), where each of its figures stands in a clause (_CLAUSE_END) that names
+    party and none of the asked ones (unless the question asks for an amount, which one party pays the other); where the
+    question asks for a figure (answer_kind "number") or a number of its own ("btw-nummer", "company number"), where each of its figures stands in a clause (_CLAUSE_END) that names
     another party and none of the asked ones ("registered under number 08812345 (hereinafter the "Supplier"), and
     Westmere County Council (hereinafter the "Customer")" gives no number of the Customer); and where the question asks
     more than the party (other content words), where it holds none of them: a clause that only names the party ("The
@@ -69,7 +70,11 @@ def party_check(question: str, passages: Sequence[str], lang: str) -> Callable[[
     others = [p for p in parties if p not in asked]
     rest = qterms - set().union(*parties)
     qwords = question_words(question, lang)
-    wants_figure = answer_kind(question, lang) in ("number", "money") or bool(_ASKS_IDENTIFIER.search(question))
+    kind = answer_kind(question, lang)
+    # an amount passes between the parties: what one receives the other pays ("Hoeveel betaalt de opdrachtgever per uur?"
+    # over "Opdrachtnemer ontvangt een vergoeding van 95 euro per uur")
+    money = kind == "money"
+    wants_figure = kind == "number" or bool(_ASKS_IDENTIFIER.search(question))
 
     def names(text: str) -> tuple[bool, bool]:
         held = set(language.terms(text, lang))
@@ -77,7 +82,7 @@ def party_check(question: str, passages: Sequence[str], lang: str) -> Callable[[
 
     def may_answer(sentence: str) -> bool:
         own, other = names(sentence)
-        if other and not own:
+        if other and not own and not money:
             return False
         if rest and not any(v > 0 for v in match_credits(rest, qwords, sentence, lang, text_language(sentence)).values()):
             return False

@@ -76,6 +76,9 @@ def test_a_contract_defines_its_parties_in_quotes():
     # a defined term is a party where the clause before it names an organisation or a person; not "(the "Services")"
     assert parties.defined_parties(['The Supplier provides the services (the "Services") to Jan Jansen (the "Buyer").'], "en") \
         == [frozenset({"buyer"})]
+    # nor code's strings in a call or a tuple
+    assert parties.defined_parties(["codes = (('Found', 302), (\"No Content\", 204)); Dave Jones (\"Dave\") wrote it."], "en") \
+        == [frozenset({"dave"})]
     # no defining phrase: quoted words are no parties, and nothing is checked
     assert parties.party_check("What is the fee of the Supplier?", ['Press "Enter" to go on. The fee is 5 euro.'], "en") is None
     assert parties.party_check("Wat is de looptijd?", [OVEREENKOMST], "nl") is None  # no party asked
@@ -89,6 +92,8 @@ def test_a_contract_defines_its_parties_in_quotes():
     ("Waar is de opdrachtgever gevestigd?", "nl", OVEREENKOMST, "Baarn"),
     # a clause that names both parties answers for the one whose part holds the figure
     ("Binnen hoeveel dagen betaalt de opdrachtgever?", "nl", OVEREENKOMST, "30 dagen"),
+    # an amount passes between the parties: what the opdrachtnemer receives, the opdrachtgever pays
+    ("Hoeveel betaalt de opdrachtgever per uur?", "nl", OVEREENKOMST, "95 euro per uur"),
     ("What is the company number of the Supplier?", "en", AGREEMENT, "08812345"),
     ("What is the company number of the Customer?", "en", AGREEMENT, None),
     ("What is the registration number of the Customer?", "en", AGREEMENT, None),
@@ -138,6 +143,12 @@ def test_a_compound_whose_first_part_is_a_short_word_of_the_text_finds_its_passa
     # only as the compound's first part, and only before what can start a word of its own
     assert S.coverage("Wat is de huurprijs?", "Het kost 95 euro per uur.", "nl") == 0.0
     assert S.coverage("Hoe werken de kantooruren?", "Het kantoor is een uur open.", "nl") < 1.0
+    # and only in a text of the question's language: an English "bug" is no part of a Dutch "bugrapport"
+    from edge_agent.rag import language
+
+    terms, words = language.content_terms(q, "nl"), S.question_words(q, "nl")
+    assert S.match_credits(terms, words, "Het kost 95 euro per uur.", "nl", "nl") == {"uurtarief": pytest.approx(3 / 9)}
+    assert not S.match_credits(terms, words, "It costs 95 euro per uur.", "nl", "en")
 
 
 def test_a_currency_named_in_words_is_an_amount():
