@@ -378,8 +378,8 @@ def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str
     """How far text holds each of the question's terms: 1 for the term itself; in a language that writes compounds
     as one word ("promptlengte", "toolverwerking"), a question word that is not there counts by the share of its
     letters found as words of the text at its start and end ("prompts", "tool-verwerking": COMPOUND_PART letters
-    at least; at its start a whole word of SHORT_HEAD letters too: "uur" of "uurtarief"), and fully when it is the
-    start or end of a longer word of the text ("geheugen" in "systeemgeheugen").
+    at least; at its start a whole word of SHORT_HEAD letters of a text in lang too: "uur" of "uurtarief"), and fully
+    when it is the start or end of a longer word of the text ("geheugen" in "systeemgeheugen").
     text_lang: the text's language (text_language); where it is another than lang, a term the text shares across the
     two languages counts too (cross_credits)."""
     held = set(language.terms(text, lang))
@@ -391,7 +391,8 @@ def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str
     stops = language.stop_words(lang)
     words = {language.fold(w) for w in language.words(text.casefold()) if w not in stops}
     parts = {w for w in words if len(w) >= COMPOUND_PART}
-    short = {w for w in words if len(w) == SHORT_HEAD and w.isalpha()}
+    # (not in a text of another language: "bug" of "bugrapport" drew a Dutch question to an English bug report's heading)
+    short = {w for w in words if len(w) == SHORT_HEAD and w.isalpha()} if text_lang in (None, lang) else set()
     forms = set().union(*(verb_keys(p) for p in parts)) if lang == "nl" else set()
     for t in qterms - out.keys():
         w = qwords.get(t)
