@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from edge_agent.rag import language
-from edge_agent.services import persons
+from edge_agent.services import parties, persons
 from edge_agent.services.asks import _CODE, _DIGITS, _TABLE_ROW, CODE_PENALTY, KIND_BONUS, answer_kind, answers_kind, fits, thing_check
 from edge_agent.services.sentences import (
     CLOSED,
@@ -112,10 +112,13 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str,
             # the next sentence goes with a quote; not a heading's section, a header line, or a heading, signature or
             # greeting left alone ("Groet, Anna", "str.partition(sep)" at a chunk's end: _bare), nor the next item after
             # an item (a list's, a contract's clause, a sheet's row: another record, "4.3" under "4.2"), nor a table's
-            # row after anything (a row's second sentence is followed by the next field's row)
+            # row after anything (a row's second sentence is followed by the next field's row), nor a list item or
+            # clause after prose that does not announce it with a colon (a clause's last sentence is followed by the next
+            # clause's number and heading: "... a monthly fee of 12,500 pounds." then "4. Termination.")
             after[r, j] = nxt.text if nxt and not (nxt.quote or nxt.header or u.header or _lone(nxt.text) or is_greeting(u.text)
                                                    or (is_item(u.quote or u.text) and is_item(nxt.text))
-                                                   or is_row(nxt.quote or nxt.text)) else ""
+                                                   or is_row(nxt.quote or nxt.text)
+                                                   or (LIST_ITEM.match(nxt.text) and not u.text.rstrip().endswith(":"))) else ""
             # a document's own question (or a statement and the question after it: "Mijn printer drukt niets af. Wat moet
             # ik doen?"): its answer follows it
             if _asks(u.quote or u.text) and not u.header:
@@ -485,7 +488,8 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     evidence: (passage number, sentence) pairs, best first; with none, the model's answer is given unchecked
     ({"answer": "model", "check": "none"}).
     passages: the retrieved chunks' texts by retrieval rank (Sentence.chunk); given a decline text, a question that asks
-    a value of a named thing is answered only from a passage that names it (thing_check)."""
+    a value of a named thing is answered only from a passage that names it (thing_check), and one that names a party a
+    contract among them defines, only from a sentence about that party (parties.party_check)."""
     answer = drop_repeats(answer)
     if not evidence:  # a prompt of cut chunks, not sentences: nothing to check against
         return answer.strip(), {"answer": "model", "check": "none"}
@@ -493,9 +497,11 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
     verdict = check_answer(answer, question, [s for _, s in evidence], lang)
     kind = answer_kind(question, lang)
     names_thing = thing_check(question, passages, lang) if decline is not None else None
+    for_party = parties.party_check(question, passages, lang) if decline is not None else None
 
-    def on_thing(s: Sentence) -> bool:
-        return names_thing is None or (s.chunk < len(passages) and names_thing(passages[s.chunk]))
+    def on_thing(s: Sentence) -> bool:  # of the named thing's passage and, for a contract's party, of that party
+        return (names_thing is None or (s.chunk < len(passages) and names_thing(passages[s.chunk]))) \
+            and (for_party is None or for_party(s.text))
 
     if verdict.ok and verdict.support is not None:
         if model_words:

@@ -168,7 +168,9 @@ _MONEY_ASKS = re.compile(
 _COST_OF_OTHER = re.compile(r"\b(?:cost|costs|kost|kosten)\s+in\s+(?:terms\s+of\s+)?(?:runtime|time|memory|performance|speed|"
                             r"complexity|tijd|geheugen|snelheid|rekentijd|prestaties)\b")
 # what says an amount of money: a currency, or a word about what something costs ("hardwarekosten", "gratis")
-_MONEY = re.compile(r"[$€£¥]|\b(?:euro|euros|dollar|dollars|usd|eur|gbp|cent|cents|pond|\w*kost(?:en|te|ten)?|costs?|costing|"
+# (the currencies by name: "a monthly fee of 12,500 pounds" answers "How much does the Customer pay per month?")
+_MONEY = re.compile(r"[$€£¥]|\b(?:euro|euros|dollar|dollars|usd|eur|gbp|chf|jpy|cent|cents|pond|ponden|pound|pounds|sterling|yen|"
+                    r"yuan|franc|francs|frank|franken|krone|kronen|kroner|kronor|\w*kost(?:en|te|ten)?|costs?|costing|"
                     r"gratis|free|prijs|prijzen|price|priced|prices)\b", re.IGNORECASE)
 
 

@@ -38,6 +38,10 @@ MAX_SENTENCE_CHARS = 400  # a longer "sentence" (a grammar listing, a table) is 
 COMPOUND_PART = 4  # least letters of a word that counts as part of a question's compound word
 COMPOUND_MIN = 5  # shorter question words are not looked for inside compounds
 INFLECTION = 2  # letters a text's word may add to the part of a compound it matches ("prompts" for "prompt-lengte")
+# ... and a word of the text this short that is the whole first part of a question's compound ("uur" of "uurtarief", "dag" of
+# "dagtarief", "web" of "webserver"), followed in it by a word of COMPOUND_PART letters or more: units and other short
+# words start many Dutch compounds, and without them "Wat is het uurtarief?" found nothing of "95 euro per uur"
+SHORT_HEAD = 3
 # a heading line inside a paragraph (a .docx heading, a .txt title over its text): this short, no closing mark, the next
 # line starting with a capital or a figure, the line before it (if any) closed, and not full (_heading_line); a line
 # with code's marks or an indented one (pydoc's wrapped text, code and grammar listings: _CODE_LINE) is none
@@ -391,7 +395,8 @@ def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str
     """How far text holds each of the question's terms: 1 for the term itself; in a language that writes compounds
     as one word ("promptlengte", "toolverwerking"), a question word that is not there counts by the share of its
     letters found as words of the text at its start and end ("prompts", "tool-verwerking": COMPOUND_PART letters
-    at least), and fully when it is the start or end of a longer word of the text ("geheugen" in "systeemgeheugen").
+    at least; at its start a whole word of SHORT_HEAD letters of a text in lang too: "uur" of "uurtarief"), and fully
+    when it is the start or end of a longer word of the text ("geheugen" in "systeemgeheugen").
     text_lang: the text's language (text_language); where it is another than lang, a term the text shares across the
     two languages counts too (cross_credits)."""
     held = set(language.terms(text, lang))
@@ -401,7 +406,10 @@ def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str
     if lang not in language.COMPOUNDING or len(out) == len(qterms):
         return out
     stops = language.stop_words(lang)
-    parts = {language.fold(w) for w in language.words(text.casefold()) if len(w) >= COMPOUND_PART and w not in stops}
+    words = {language.fold(w) for w in language.words(text.casefold()) if w not in stops}
+    parts = {w for w in words if len(w) >= COMPOUND_PART}
+    # (not in a text of another language: "bug" of "bugrapport" drew a Dutch question to an English bug report's heading)
+    short = {w for w in words if len(w) == SHORT_HEAD and w.isalpha()} if text_lang in (None, lang) else set()
     forms = set().union(*(verb_keys(p) for p in parts)) if lang == "nl" else set()
     for t in qterms - out.keys():
         w = qwords.get(t)
@@ -414,6 +422,8 @@ def match_credits(qterms: set[str], qwords: dict[str, str], text: str, lang: str
             out[t] = 1.0
             continue
         head = max((n for p in parts if (n := _common_prefix(w, p)) >= COMPOUND_PART and len(p) - n <= INFLECTION < len(w) - n), default=0)
+        if not head and w[:SHORT_HEAD] in short and len(w) - SHORT_HEAD >= COMPOUND_PART and _starts_a_word(w[SHORT_HEAD:]):
+            head = SHORT_HEAD  # "uur" of "uurtarief" in "95 euro per uur"
         tail = max((len(p) for p in parts if len(p) < len(w) and w.endswith(p)), default=0)
         got = min(1.0, (head + tail) / len(w))
         if got > 0:
