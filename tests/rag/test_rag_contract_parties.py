@@ -9,7 +9,6 @@ is noise, so the quote or the decline decides) over a real DocumentService in a 
 """
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -159,25 +158,11 @@ def test_a_currency_named_in_words_is_an_amount():
 
 @pytest.fixture(scope="module")
 def contract_chat(tiny_bundles, tmp_path_factory):
-    from edge_agent.config import Settings
-    from edge_agent.rag.embedder import OnnxEmbedder
-    from edge_agent.runtime import build_engine
-    from edge_agent.services.chat import ChatService
-    from edge_agent.services.documents import DocumentService
-    from rag_docs import EMBED_CACHE
+    from rag_docs import grounded_chat_over
 
-    tmp: Path = tmp_path_factory.mktemp("contract-chat")
-    docs = DocumentService.from_settings(Settings(data_dir=tmp / "var", index_dir=tmp / "index"), embedder=OnnxEmbedder(cache_dir=EMBED_CACHE))
-    docs.add_text("Overeenkomst van opdracht", OVEREENKOMST)
-    docs.add_text("Services agreement", AGREEMENT)
-    bundle = tiny_bundles["llama"]
-    scheduler = build_engine(Settings(models_dir=bundle.parent, model=bundle.name, threads=1, context_length=512, max_batch=4,
-                                      data_dir=tmp / "var2", index_dir=tmp / "index2"))
-    chat = ChatService(scheduler)
-    chat.attach_documents(lambda: docs)
-    yield chat
-    scheduler.stop()
-    docs.close()
+    docs = {"Overeenkomst van opdracht": OVEREENKOMST, "Services agreement": AGREEMENT}
+    with grounded_chat_over(tiny_bundles["llama"], tmp_path_factory.mktemp("contract-chat"), docs) as chat:
+        yield chat
 
 
 @pytest.mark.parametrize("question, lang, says", [
