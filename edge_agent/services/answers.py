@@ -373,6 +373,11 @@ def strip_citations(text: str) -> str:
     return _CITATION.sub("", text)
 
 
+# a space before a sentence's own punctuation (left by a citation taken out: "... 30 dagen [4] ."), not before a token
+# that starts with one (".gz", "./configure", ":memory:")
+_SPACE_BEFORE_STOP = re.compile(r"""\s+(?=[.,;:!?]+(?:[\s"')\]]|$))""")
+
+
 def cited(text: str) -> set[int]:
     """The passage numbers a text cites as "[n]"."""
     return {int(m) for m in _CITATION.findall(text)}
@@ -381,7 +386,7 @@ def cited(text: str) -> set[int]:
 def with_citation(answer: str, number: int, valid: set[int]) -> str:
     """answer with its "[n]" markers that name no passage removed, and " [number]" added unless it cites one."""
     text = _CITATION.sub(lambda m: m.group(0) if int(m.group(1)) in valid else "", answer).strip()
-    text = re.sub(r"\s+(?=[.,;:!?])", "", re.sub(r"\s{2,}", " ", text))
+    text = _SPACE_BEFORE_STOP.sub("", re.sub(r"\s{2,}", " ", text))
     if cited(text) & valid:
         return text
     return f"{text} [{number}]"
@@ -444,7 +449,7 @@ def extractive(sentence: Sentence, number: int) -> str:
     True if ... ASCII. ASCII characters have code points in the range U+0000-U+007F."); the source's own "[4]"
     footnote marks are left out, so that every "[n]" of an answer is a citation."""
     text = quoted(sentence)
-    text = re.sub(r"\s+(?=[.,;:!?])", "", re.sub(r"\s{2,}", " ", strip_citations(text))).strip()
+    text = _SPACE_BEFORE_STOP.sub("", re.sub(r"\s{2,}", " ", strip_citations(text))).strip()
     return f"\"{text}\" [{number}]"
 
 

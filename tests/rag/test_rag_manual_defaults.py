@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from edge_agent.services import answers as A
 from edge_agent.services import sentences as S
 
@@ -130,3 +132,15 @@ def test_a_figure_the_model_points_at_is_no_default_unless_its_sentence_says_so(
     # the same figure for a question that is not about a default is still quoted from its sentence
     answer, how = settled("Welke afsluitcode geeft timeout als het KILL-signaal werd verstuurd?")
     assert how["answer"] == "extractive" and "137" in answer
+
+
+@pytest.mark.parametrize("text", ["Staat standaard ingesteld op .gz.", "Bestanden met de extensie .sources worden gelezen.",
+                                  "Run ./configure before make."])
+def test_a_quote_keeps_the_space_before_a_token_that_starts_with_a_dot(text):
+    """A citation taken out left " ." behind, so a space before punctuation went; "op .gz" came out as "op.gz"."""
+    assert A.extractive(S.Sentence(0, 0, text, 0.5, 0.5), 1) == f'"{text}" [1]'
+    assert A.with_citation(text, 1, {1}) == f"{text} [1]"
+
+
+def test_a_removed_citation_leaves_no_space_before_the_full_stop():
+    assert A.with_citation("Binnen 30 dagen [7] .", 2, {2}) == "Binnen 30 dagen. [2]"
