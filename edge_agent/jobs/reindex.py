@@ -39,6 +39,9 @@ PARAMS = {"folders", "remove_deleted", "reread_limit", "stall_timeout_s"}
 # a folder listing, an existence check or a file's first read that makes no progress this long is taken for a network
 # share that does not answer (NFS hard mounts wait for good): that folder's item fails saying so, the run goes on
 STALL_TIMEOUT_S = 60
+# How long a job's create (and each run's start) waits for a folder to be found: a request must not hang on a share
+# that does not answer (its check goes on in a daemon thread; the request gets a 400 that says so).
+CHECK_TIMEOUT_S = 10.0
 NOT_ANSWERING = ("folder {folder!r} did not answer within {s:g} s while {what} (a network share that does not answer "
                  "looks like this): none of its files were read and none of its documents removed. Check the share; the "
                  "next run tries again")
@@ -195,6 +198,36 @@ class _FolderScan:
             self.gone.append(doc)
 
 
+class _NoAnswer(Exception):
+    """A check that did not return in time (_within)."""
+
+
+def _within(timeout: float, check: Callable[[], tuple[Path, bool]]) -> tuple[Path, bool]:
+    """check() run in a daemon thread, its result or its exception; _NoAnswer when it has not returned after timeout
+    seconds (a stat on a dead network share can block for minutes; the thread is left to finish on its own)."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = check()
+        except BaseException as e:  # handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="reindex folder check", daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise _NoAnswer
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _folder_check(folder: str, roots: list) -> tuple[Path, bool]:
+    real = resolve_confined(folder, roots)
+    return real, real.is_dir()
+
+
 def _folder_of(path: str | None, folders: list[str]) -> str | None:
     """The configured folder (the longest) that path lies in, or None."""
     inside = [f for f in folders if path and (path == f or path.startswith(f.rstrip("/") + "/"))]
@@ -241,7 +274,10 @@ class ReindexKind:
         resolved = []
         for folder in folders:
             try:
-                real = resolve_confined(folder, roots)
+                real, is_dir = _within(CHECK_TIMEOUT_S, lambda f=folder: _folder_check(f, roots))
+            except _NoAnswer:
+                raise InvalidJobError(f"folder {folder!r} did not answer within {CHECK_TIMEOUT_S:g} s (a network share that "
+                                      "is down?): try again when it is back", param="params.folders") from None
             except PathNotAllowedError as e:
                 raise InvalidJobError(f"folder {folder!r} refused: {e}", param="params.folders") from None
             except (FileNotFoundError, NotADirectoryError):
@@ -249,7 +285,7 @@ class ReindexKind:
             except OSError as e:
                 raise InvalidJobError(f"folder {folder!r} cannot be opened: {e.strerror or type(e).__name__}",
                                       param="params.folders") from None
-            if not real.is_dir():
+            if not is_dir:
                 raise InvalidJobError(f"{folder!r} is a file, not a folder", param="params.folders")
             resolved.append(str(real))
         remove = params.get("remove_deleted", True)

@@ -301,3 +301,38 @@ def test_a_slow_listing_that_makes_progress_is_not_taken_for_a_dead_share(make_r
     rt.jobs.create_job("ri", "reindex", {"folders": [str(slow)], "stall_timeout_s": 1})
     run, _ = _run(rt, "ri")
     assert run.counts["succeeded"] == 8 and run.counts["failed"] == 0, run.counts
+
+
+def test_creating_a_job_for_a_folder_that_does_not_answer_is_a_clear_400_not_a_hung_request(make_runtime, tmp_path,
+                                                                                             monkeypatch):
+    """The create-time check of a folder (resolve, is it a folder) waited as long as the share: now CHECK_TIMEOUT_S."""
+    import edge_agent.jobs.reindex as reindex
+    from edge_agent.jobs.kinds import InvalidJobError
+
+    rt = make_runtime()
+    dead = tmp_path / "docs" / "dead-share"
+    dead.mkdir(parents=True)
+    release = threading.Event()
+    real_resolve = reindex.resolve_confined
+
+    def resolve_confined(raw, roots):  # a stat on a dead network mount blocks
+        if "dead-share" in str(raw):
+            release.wait(120)
+        return real_resolve(raw, roots)
+
+    monkeypatch.setattr(reindex, "resolve_confined", resolve_confined)
+    monkeypatch.setattr(reindex, "CHECK_TIMEOUT_S", 0.5)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(InvalidJobError, match="did not answer within 0.5 s") as e:
+            rt.jobs.create_job("dead", "reindex", {"folders": [str(dead)]})
+        assert time.monotonic() - t0 < 10
+        assert str(e.value).startswith(f"folder {str(dead)!r} did not answer")  # the folder as the client gave it
+    finally:
+        release.set()
+    ok = tmp_path / "docs" / "fine"
+    ok.mkdir()
+    rt.jobs.create_job("fine", "reindex", {"folders": [str(ok)]})  # a folder that answers is taken as before
+    with pytest.raises(InvalidJobError, match="is a file"):
+        (ok / "a.txt").write_text("x")
+        rt.jobs.create_job("file", "reindex", {"folders": [str(ok / "a.txt")]})
