@@ -18,8 +18,9 @@ def api_tmp(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def live(tiny_bundles, api_tmp):
-    """The main server: tiny Llama, 16 slots, API key KEY, CORS for ORIGIN."""
-    server = start_server(api_settings(tiny_bundles["llama"], api_tmp))
+    """The main server: tiny Llama, 16 slots, API key KEY, CORS for ORIGIN. Its data dir is its own: the servers and
+    runtimes that tests start and stop on api_tmp would otherwise share its jobs database while it runs."""
+    server = start_server(api_settings(tiny_bundles["llama"], api_tmp / "live"))
     yield server
     server.close()
 
@@ -44,7 +45,8 @@ def long_bundle(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def small_live(long_bundle, api_tmp):
     """One batch slot and a queue of one, over the long-context model: easy to fill."""
-    server = start_server(api_settings(long_bundle, api_tmp, max_batch=1, max_queue=1, context_length=4096, max_tokens_limit=4096))
+    server = start_server(api_settings(long_bundle, api_tmp / "small", max_batch=1, max_queue=1, context_length=4096,
+                                       max_tokens_limit=4096))
     yield server
     server.close()
 

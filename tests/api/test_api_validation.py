@@ -371,4 +371,5 @@ def test_server_still_answers_after_all_that(live):
     status, _, body = live.request("POST", "/v1/chat/completions", CHAT)
     assert status == 200 and json.loads(body)["choices"][0]["message"]["role"] == "assistant"
     status, _, body = live.request("GET", "/ready")
-    assert status == 200 and json.loads(body)["status"] == "ready", body
+    ready = json.loads(body)
+    assert status == 200 and ready["status"] == "ready", (ready["waiting_for"], [ready["parts"].get(p) for p in ready["waiting_for"]])
