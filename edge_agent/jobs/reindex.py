@@ -29,7 +29,7 @@ from pathlib import Path
 from edge_agent.jobs.kinds import InvalidJobError, Item, ItemError, JobContext, ListingStopped, ThreadPending, WriteGate
 from edge_agent.services.document_results import DocumentError, DocumentNotFoundError, escaped_name, file_name_error
 from edge_agent.services.errors import UnavailableError
-from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path
+from edge_agent.services.paths import PathNotAllowedError, resolve_confined, shown_path, walk_folders
 from edge_agent.store.summaries import SummaryStore
 from edge_agent.store.labels import LabelStore
 
@@ -132,41 +132,13 @@ class _FolderScan:
         finally:
             self._finished.set()
 
-    def _walk(self, top: str) -> Iterator[tuple[str, list[str]]]:
-        """(folder, its file names) under top, depth first in name order, hidden names and symlinked folders skipped,
-        folders that cannot be read left out: services.paths.walk_files's files, with a tick per entry (a folder of
-        100,000 mails on a slow share is progress, not a share that does not answer)."""
-        stack = [top]
-        while stack:
-            current = stack.pop()
-            dirs, files = [], []
-            try:
-                with os.scandir(current) as entries:
-                    for entry in entries:
-                        self.tick()
-                        if entry.name.startswith("."):
-                            continue
-                        try:
-                            is_dir = entry.is_dir()  # a symlinked folder counts (os.walk) but is not descended
-                        except OSError:
-                            is_dir = False
-                        if is_dir:
-                            if not entry.is_symlink():
-                                dirs.append(entry.name)
-                        else:
-                            files.append(entry.name)
-            except OSError:
-                continue  # as os.walk: a folder that cannot be listed lists nothing
-            yield current, sorted(files)
-            stack.extend(os.path.join(current, d) for d in sorted(dirs, reverse=True))
-
     def _scan(self, indexed: list[dict], check_gone: bool, keep_empty: bool, outdated: set[str]) -> None:
         folder = self.folder
         if not os.path.isdir(folder):
             self.missing = True
             return
         self.tick()
-        for dirpath, names in self._walk(folder):
+        for dirpath, names in walk_folders(folder, self.tick):  # a tick per entry listed
             self.files.extend(Path(dirpath) / n for n in names)
             if names:
                 parent = Path(dirpath)

@@ -5,6 +5,7 @@ import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from collections.abc import Callable, Iterator
 from typing import BinaryIO, Sequence
 
 
@@ -117,13 +118,37 @@ def walk_files(path: Path, roots: Sequence[Path] | None = None) -> list[Path]:
     """
     if path.is_file():
         return [path]
-    out = []
-    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            if not name.startswith("."):
-                out.append(Path(dirpath) / name)
-    return out
+    return [Path(dirpath) / name for dirpath, names in walk_folders(str(path)) for name in names]
+
+
+def walk_folders(top: str, tick: Callable[[], None] | None = None) -> Iterator[tuple[str, list[str]]]:
+    """(folder, its file names sorted) under top, depth first in name order: hidden names skipped, a symlinked folder
+    neither descended nor listed as a file, a folder that cannot be read listing nothing (as os.walk). tick() is called
+    for each entry read (a caller watching a slow share sees progress, not a share that does not answer)."""
+    stack = [top]
+    while stack:
+        current = stack.pop()
+        dirs, files = [], []
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    if tick is not None:
+                        tick()
+                    if entry.name.startswith("."):
+                        continue
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    if is_dir:
+                        if not entry.is_symlink():
+                            dirs.append(entry.name)
+                    else:
+                        files.append(entry.name)
+        except OSError:
+            continue
+        yield current, sorted(files)
+        stack.extend(os.path.join(current, d) for d in sorted(dirs, reverse=True))
 
 
 def shown_path(path: str | os.PathLike | None, roots: Sequence[Path]) -> str | None:
