@@ -300,6 +300,29 @@ def _guard(listener: BaseWSGIServer, limits: ConnectionLimits, peers: _Peers, me
     listener.maintenance = maintenance  # type: ignore[method-assign]
 
 
+def _guard_trigger(trigger) -> None:
+    """Make a waitress trigger safe to pull after it closed.
+
+    A worker thread pulls the trigger (os.write on the pipe's raw fd number) after it wrote a response; one that
+    ran late, after close() had closed the pipe, wrote into a closed number (EBADF) or into whatever file or
+    socket the process had opened under that number since. Pull and close now share a lock, and a closed
+    trigger's pull does nothing.
+    """
+    lock = threading.Lock()
+    pull, close = trigger._physical_pull, trigger._close
+
+    def guarded_pull() -> None:
+        with lock:
+            if not trigger._closed:
+                pull()
+
+    def guarded_close() -> None:
+        with lock:
+            close()
+
+    trigger._physical_pull, trigger._close = guarded_pull, guarded_close
+
+
 class HttpServer:
     """A waitress server for one app: start() runs it in a thread; stop_accepting(), drain() and close() end it."""
 
@@ -318,6 +341,7 @@ class HttpServer:
         self.peers = _Peers()
         for listener in self._listeners():
             _guard(listener, self.limits, self.peers, getattr(self.tracker, "metrics", None))
+            _guard_trigger(listener.trigger)
         listen = getattr(self.server, "effective_listen", None) or [(self.server.effective_host, self.server.effective_port)]
         self.host, self.port = listen[0][0], int(listen[0][1])
         shown = f"[{self.host}]" if ":" in self.host else self.host
@@ -346,7 +370,11 @@ class HttpServer:
             finally:
                 done.set()
 
-        listeners[0].trigger.pull_trigger(thunk)
+        trigger = listeners[0].trigger
+        if trigger._closed:  # the loop runs no thunks any more
+            fn()
+            return
+        trigger.pull_trigger(thunk)
         done.wait(timeout)
 
     def stop_accepting(self) -> None:
@@ -379,7 +407,7 @@ class HttpServer:
         end = time.monotonic() + flush_s
         while not self._flushed() and time.monotonic() < end:
             time.sleep(0.02)
-        self._in_loop(lambda: wasyncore.close_all(self.map))
+        self._in_loop(lambda: wasyncore.close_all(self.map))  # a worker still running sees its client gone
         self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -18,6 +18,27 @@ os.environ["XDG_CACHE_HOME"] = str(Path(__file__).resolve().parents[1] / ".cache
 
 from tiny_models import make_checkpoint  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failure's one-line summary (the tail of a CI log, often all there is of it) also says where it was
+    raised: the phase, the innermost frame in this checkout and the innermost frame of all."""
+    outcome = yield
+    report = outcome.get_result()
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if not report.failed or call.excinfo is None or crash is None:
+        return
+    frames = [(Path(str(e.path)), e.lineno + 1, e.name) for e in call.excinfo.traceback]
+    ours = [f for f in frames if f[0].is_relative_to(REPO) and ".venv" not in f[0].parts]
+    shown = []
+    for path, line, name in ([ours[-1]] if ours else []) + frames[-1:]:
+        where = f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path.name}:{line} in {name}"
+        if where not in shown:
+            shown.append(where)
+    crash.message = f"[{report.when}: {' < '.join(reversed(shown))}] {crash.message}"
+
 
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:

@@ -231,3 +231,29 @@ def test_the_slow_client_warning_says_news_once_not_the_same_line_forever(guarde
         time.sleep(2.5)  # a dozen maintenance passes later: the count has not changed, so no new line
         assert len(lines()) == 1 and "1 connections closed past their deadline" in lines()[0].getMessage()
     assert _normal_request(srv.port)[0] == 200
+
+
+def test_a_late_wakeup_after_close_writes_nowhere():
+    """A worker that finishes after the server closed pulls the trigger: that write went to the pipe's closed fd
+    number (EBADF) or, once the process had reused the number, into someone else's file or socket."""
+    import os
+
+    import flask
+
+    from edge_agent.server import HttpServer
+
+    srv = HttpServer(flask.Flask("late"), "127.0.0.1", 0, threads=2).start()
+    write_end = srv.server.trigger.trigger
+    srv.close()
+    pipes = [os.pipe() for _ in range(4)]  # low numbers first: the closed ones come back
+    try:
+        assert any(write_end in p for p in pipes), (write_end, pipes)
+        srv.server.pull_trigger()  # raised EBADF or wrote a byte into a reused number
+        for r, w in pipes:
+            os.set_blocking(r, False)
+            with pytest.raises(BlockingIOError):
+                os.read(r, 1)
+    finally:
+        for p in pipes:
+            for fd in p:
+                os.close(fd)
