@@ -101,7 +101,10 @@ class Runtime:
         if jobs is None and getattr(self.settings, "jobs_enabled", False):
             parts["jobs"] = {"state": "failed", "detail": "the jobs database could not be opened; see the daemon's log"}
         elif jobs is not None and not getattr(jobs, "alive", True):
-            parts["jobs"] = {"state": "failed", "detail": f"the job scheduler stopped ({_failure_text(getattr(jobs, 'failure', None))}); restart the daemon"}
+            failure = getattr(jobs, "failure", None)
+            detail = (f"the job scheduler fails try after try ({_failure_text(failure)}); it keeps trying, see the daemon's log"
+                      if failure is not None else "the job scheduler stopped; restart the daemon")
+            parts["jobs"] = {"state": "failed", "detail": detail}
         elif jobs is not None and getattr(jobs, "waiting", None):  # a full or read-only data disk: runs wait, serving goes on
             parts["jobs"] = {"state": "degraded", "detail": jobs.waiting}
         elif jobs is not None:

@@ -181,13 +181,49 @@ def iso_in(ts: float | None, label: str | None) -> str | None:
     return dt.datetime.fromtimestamp(ts, tz).isoformat(timespec="seconds")
 
 
+class FailureStreak:
+    """Failures in a row of a background loop: it never gives up, it waits longer between tries.
+
+    The n-th failure in a row waits min(RETRY_MAX_S, base * 2 ** (n - 1)) before the next try (a database locked
+    by a backup for minutes, an NFS data dir that hangs: the loop tried ten times in ten seconds and then ended for
+    good, so nightly runs stopped until someone restarted the daemon). From FAILING_AFTER in a row the loop counts
+    as failing (readiness shows it) until a try succeeds.
+    """
+
+    def __init__(self, name: str, on_failing: Callable[[BaseException], None], on_recovered: Callable[[], None]):
+        self.name = name
+        self.count = 0
+        self._on_failing = on_failing
+        self._on_recovered = on_recovered
+
+    def failed(self, e: BaseException, base_s: float) -> float:
+        """Record a failure; the seconds to wait before the next try."""
+        self.count += 1
+        wait = min(RETRY_MAX_S, base_s * 2 ** min(self.count - 1, 30))
+        if self.count <= FAILING_AFTER or self.count % FAILING_AFTER == 0:  # not a traceback every minute for days
+            log.error("%s failed (%d in a row); next try in %.0f s", self.name, self.count, wait, exc_info=e)
+        if self.count >= FAILING_AFTER:
+            self._on_failing(e)
+        return wait
+
+    def succeeded(self) -> None:
+        if self.count >= FAILING_AFTER:
+            log.warning("%s works again after %d failures in a row", self.name, self.count)
+            self._on_recovered()
+        self.count = 0
+
+
+FAILING_AFTER = 10
+RETRY_MAX_S = 60.0
+
+
 class CronLoop:
     """A thread that calls tick(now) every TICK_S; tick starts the runs that are due (see JobsService.tick)."""
 
-    def __init__(self, tick: Callable[[float], list], stopping: threading.Event, on_failure: Callable[[BaseException], None]):
+    def __init__(self, tick: Callable[[float], list], stopping: threading.Event, streak: FailureStreak):
         self._tick = tick
         self._stopping = stopping
-        self._on_failure = on_failure
+        self.streak = streak
         self.thread = threading.Thread(target=self._loop, name="edge-agent-cron", daemon=True)
 
     def start(self) -> "CronLoop":
@@ -197,15 +233,11 @@ class CronLoop:
     def _loop(self) -> None:
         import time
 
-        failures = 0
         while not self._stopping.is_set():
+            wait = TICK_S
             try:
                 self._tick(time.time())
-                failures = 0
-            except Exception as e:  # a locked database for a moment; ten in a row take readiness down
-                failures += 1
-                log.exception("cron tick failed (%d in a row)", failures)
-                if failures >= 10:
-                    self._on_failure(e)
-                    return
-            self._stopping.wait(TICK_S)
+                self.streak.succeeded()
+            except Exception as e:  # a locked database for a moment: tried again, later and later
+                wait = self.streak.failed(e, TICK_S)
+            self._stopping.wait(wait)

@@ -87,7 +87,7 @@ class JobsService:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.failure: BaseException | None = None
+        self.failing: dict[str, BaseException] = {}  # the loops failing now (FAILING_AFTER tries in a row), with the last error
         self.waiting: str | None = None  # why runs wait (the data disk is full or read-only); /ready shows it
         self._blocked_until = 0.0  # monotonic time before which the dispatcher and cron loop do not try to write
         self.started = False
@@ -95,12 +95,17 @@ class JobsService:
 
     # --- state ---------------------------------------------------------------------
     @property
+    def failure(self) -> BaseException | None:
+        """The last error of a loop that is failing now (None when both work)."""
+        return next(iter(self.failing.values()), None)
+
+    @property
     def alive(self) -> bool:
-        """False when the cron loop or the dispatcher died (readiness goes down with it)."""
+        """False while the cron loop or the dispatcher fails try after try, or when one died (readiness goes down)."""
         return self.failure is None and (not self.started or all(t.is_alive() for t in self._threads) or self.stopping.is_set())
 
-    def _fail(self, e: BaseException) -> None:
-        self.failure = e
+    def _streak(self, name: str) -> schedule.FailureStreak:
+        return schedule.FailureStreak(name, lambda e: self.failing.__setitem__(name, e), lambda: self.failing.pop(name, None))
 
     def _blocked(self, e: BaseException, where: str) -> bool:
         """True (and runs wait: BLOCKED_RETRY_S, then a new try) when `e` is a full or read-only data disk. It killed
@@ -362,7 +367,7 @@ class JobsService:
         d = threading.Thread(target=self._dispatch_loop, name="edge-agent-jobs", daemon=True)
         d.start()
         self._threads.append(d)
-        self._threads.append(schedule.CronLoop(self._cron_tick, self.stopping, self._fail).start().thread)
+        self._threads.append(schedule.CronLoop(self._cron_tick, self.stopping, self._streak("the cron loop")).start().thread)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -379,23 +384,20 @@ class JobsService:
         self.db.close()
 
     def _dispatch_loop(self) -> None:
-        failures = 0
+        streak = self._streak("the job dispatcher")
         while not self.stopping.is_set():
+            wait = DISPATCH_POLL_S
             try:
                 if time.monotonic() >= self._blocked_until:
                     self.dispatch()
                     if self.waiting is not None:
                         log.info("the database can be written again: job runs go on")
                     self.waiting = None
-                failures = 0
+                streak.succeeded()
             except Exception as e:
                 if not self._blocked(e, "the job dispatcher"):
-                    failures += 1
-                    log.exception("job dispatcher failed (%d in a row)", failures)
-                    if failures >= 10:
-                        self._fail(e)
-                        return
-            self._wake.wait(DISPATCH_POLL_S)
+                    wait = streak.failed(e, DISPATCH_POLL_S)
+            self._wake.wait(wait)
             self._wake.clear()
 
     def dispatch(self) -> list[str]:

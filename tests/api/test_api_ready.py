@@ -117,24 +117,57 @@ def test_a_dead_decode_loop_turns_health_and_ready_red(tiny_bundles, tmp_path):
         server.close()
 
 
-def test_a_dead_cron_loop_takes_readiness_down_but_not_liveness(tiny_bundles, tmp_path, monkeypatch):
+def test_a_failing_cron_loop_takes_readiness_down_but_not_liveness_and_recovers(tiny_bundles, tmp_path, monkeypatch):
+    """Ten failed ticks in a row take /ready down; the loop keeps trying (it used to end for good, so a database
+    locked for ten seconds stopped nightly runs until a restart) and /ready comes back when a tick works again."""
     from edge_agent.jobs import schedule
     from edge_agent.jobs.service import JobsService
 
-    def broken_tick(self, now):
-        raise RuntimeError("the jobs table is gone")
+    broken = threading.Event()
+    broken.set()
+    ticks = []
+    real_tick = JobsService.tick
+
+    def tick(self, now):
+        ticks.append(now)
+        if broken.is_set():
+            raise RuntimeError("the jobs table is gone")
+        return real_tick(self, now)
 
     monkeypatch.setattr(schedule, "TICK_S", 0.01)
-    monkeypatch.setattr(JobsService, "tick", broken_tick)
+    monkeypatch.setattr(schedule, "RETRY_MAX_S", 0.05)
+    monkeypatch.setattr(JobsService, "tick", tick)
     server = _start(api_settings(tiny_bundles["llama"], tmp_path, serve_documents=False, jobs_enabled=True))
     try:
-        assert wait_until(lambda: _get(server, "/ready")[0] == 503, 30, 0.05)  # ten failed ticks in a row end the loop
+        assert wait_until(lambda: _get(server, "/ready")[0] == 503, 30, 0.05)
         status, body = _get(server, "/ready")
         assert body["parts"]["jobs"]["state"] == "failed" and body["waiting_for"] == ["jobs"]
-        assert "RuntimeError" in body["parts"]["jobs"]["detail"] and "jobs table" not in body["parts"]["jobs"]["detail"]
+        detail = body["parts"]["jobs"]["detail"]
+        assert "RuntimeError" in detail and "keeps trying" in detail and "jobs table" not in detail
         assert _get(server, "/health")[0] == 200
+        seen = len(ticks)
+        assert wait_until(lambda: len(ticks) >= seen + 3, 30, 0.05)  # still trying, not ended
+        broken.clear()
+        assert wait_until(lambda: _get(server, "/ready")[0] == 200, 30, 0.05)
+        assert _get(server, "/ready")[1]["parts"]["jobs"]["state"] == "ready"
     finally:
         server.close()
+
+
+def test_failure_streak_waits_longer_and_longer_up_to_its_cap(monkeypatch):
+    from edge_agent.jobs import schedule
+
+    monkeypatch.setattr(schedule, "RETRY_MAX_S", 8.0)
+    failing, recovered = [], []
+    streak = schedule.FailureStreak("the loop", failing.append, lambda: recovered.append(True))
+    waits = [streak.failed(RuntimeError("x"), 1.0) for _ in range(11)]
+    assert waits[:5] == [1.0, 2.0, 4.0, 8.0, 8.0] and max(waits) == 8.0
+    assert len(failing) == 2 and not recovered  # the 10th and 11th failures: failing from the 10th
+    streak.succeeded()
+    assert recovered == [True] and streak.count == 0
+    streak.failed(RuntimeError("x"), 1.0)
+    streak.succeeded()
+    assert recovered == [True]  # one failure is no recovery worth telling
 
 
 def test_low_disk_is_degraded_but_ready(tiny_bundles, tmp_path):
