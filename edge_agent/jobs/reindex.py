@@ -413,7 +413,7 @@ class ReindexKind:
         if skip is not None:  # looked at again each run: once it has text, it is added
             return {"action": "skipped", "reason": skip, "path": path}
         try:
-            res = docs.add_file(path, confined=True, reread=payload.get("reread", True))
+            res = docs.add_file(path, confined=True, reread=payload.get("reread", True), io=io)  # its open and read watched too
         except DocumentError as e:
             raise ItemError(str(e)) from None
         if res.status == "failed":

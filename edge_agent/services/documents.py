@@ -14,7 +14,7 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -196,17 +196,22 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
             raise
 
     # --- ingestion --------------------------------------------------------
-    def add_file(self, path: str | os.PathLike, confined: bool = True, reread: bool = True) -> IngestResult:
+    def add_file(self, path: str | os.PathLike, confined: bool = True, reread: bool = True,
+                 io: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> IngestResult:
         """Add or update one file. With `confined` (the default) it must lie under `ingest_roots`. A file whose bytes
         are unchanged is read again when an older reader read it (rag.reader_version), unless `reread` is False.
+        `io()` is entered around the file-system calls (resolving, stat, open and read), not the parsing or
+        embedding: a caller that watches for calls that hang (a reindex item on a share) marks them with it.
 
         Raises PathRefusedError (outside the roots, URL, `..`) or DocumentNotFoundError; a file
         that cannot be read gives status "failed" instead.
         """
-        real = self._resolve(path, confined)
-        if real.is_dir():
+        with io():
+            real = self._resolve(path, confined)
+            folder = real.is_dir()
+        if folder:
             raise DocumentError(f"{Path(path).name} is a folder: use add_path for folders", param="path")
-        return self._ingest_file(real, reread)
+        return self._ingest_file(real, reread, io)
 
     def skip_reason(self, path: str | os.PathLike) -> str | None:
         """Why a file is not worth indexing now (empty, binary under a text extension, or no file at all: a named pipe,
@@ -318,17 +323,19 @@ class DocumentService(IndexUpkeep, UploadIngest, DocumentSearch):
         except OSError as exc:  # a name too long, a symlink loop, no permission
             raise DocumentError(f"cannot open that path: {exc.strerror or type(exc).__name__}", param="path") from None
 
-    def _ingest_file(self, real: Path, reread: bool = True) -> IngestResult:
+    def _ingest_file(self, real: Path, reread: bool = True,
+                     io: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> IngestResult:
         why = file_name_error(self.shown_path(str(real)) or real.name)
         if why is not None:  # as an upload so named: it would forge or hide what a list shows (or not store at all)
             raise DocumentError(why, param="path")
         key = f"file:{real}"
         try:
-            st = real.stat()
-            if st.st_size > self.limits.max_file_bytes:
-                raise LoaderError(f"file is {st.st_size} bytes, over the {self.limits.max_file_bytes}-byte limit")
-            with open_regular(real) as f:
-                data = f.read(self.limits.max_file_bytes + 1)
+            with io():
+                st = real.stat()
+                if st.st_size > self.limits.max_file_bytes:
+                    raise LoaderError(f"file is {st.st_size} bytes, over the {self.limits.max_file_bytes}-byte limit")
+                with open_regular(real) as f:
+                    data = f.read(self.limits.max_file_bytes + 1)
         except (OSError, LoaderError) as exc:
             meta = DocumentMeta(key, real.stem, detect_kind(real.name) or "unknown", "", 0, path=str(real))
             return self._fail(meta, str(exc))

@@ -186,10 +186,12 @@ def test_an_existence_check_that_hangs_fails_its_folder_not_the_run(make_runtime
     release.set()
 
 
-def test_a_file_whose_first_read_hangs_fails_and_the_run_goes_on(make_runtime, tmp_path, monkeypatch):
+@pytest.mark.parametrize("hang_at", [1, 2], ids=["first read", "read after the first"])
+def test_a_file_whose_read_hangs_fails_and_the_run_goes_on(make_runtime, tmp_path, monkeypatch, hang_at):
     """A read that hangs in an item's thread held the run until its deadline (or for good: no deadline by default).
     Now the item fails after stall_timeout_s, saying so; the rest of that folder is failed at once while the read
-    still hangs (not one more thread each), other folders are indexed, and a run after the read returns adds them."""
+    still hangs (not one more thread each), other folders are indexed, and a run after the read returns adds them.
+    The second open of the file (the whole read, after a first look at its head) hung the run before it was watched."""
     import edge_agent.services.documents as documents_module
 
     rt = make_runtime()
@@ -201,10 +203,13 @@ def test_a_file_whose_first_read_hangs_fails_and_the_run_goes_on(make_runtime, t
     (local / "l.txt").write_text(doc_text(4, 2))
     release = threading.Event()
     real_open = documents_module.open_regular
+    opens = []
 
     def open_regular(path):
-        if str(path) == str(share / "a.txt") and not release.is_set():
-            release.wait(120)
+        if str(path) == str(share / "a.txt"):
+            opens.append(path)
+            if len(opens) == hang_at and not release.is_set():
+                release.wait(120)
         return real_open(path)
 
     monkeypatch.setattr(documents_module, "open_regular", open_regular)
