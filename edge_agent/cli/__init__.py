@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `edge-agent jobs runs | head -3`: the reader left; a traceback to stderr said nothing useful
         import os
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit would fail again
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())  # Python's own flush at exit would fail again
+        os.close(null)
         return 141  # 128 + SIGPIPE, as a program the signal ended
     except (ConfigError, DeviceError) as e:  # a bad config file, variable or flag, or device = cuda without a GPU: one clear line
         print(f"error: {e}", file=sys.stderr)
