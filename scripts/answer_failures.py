@@ -9,7 +9,7 @@ Classes (first that applies), for factual questions without the fact in the answ
 and for questions no document answers: answered_model / answered_quote (not declined).
 
     .venv/bin/python scripts/answer_failures.py BENCH.json [BENCH2.json ...] [--embedding-model FOLDER]
-        (the JSON lines bench_rag.py printed; a set with a corpus of its own, blind9 .. blind13, is classified over its own
+        (the JSON lines bench_rag.py printed; a set with a corpus of its own, blind9 .. blind14, is classified over its own
         index, the rest over the main one; pass the embedding folder the bench used)
 
 "sentence" looks at the best 3 sentences by words (not re-ranked by the model): an approximation of what was shown.
@@ -100,7 +100,8 @@ def main() -> int:
     for f in args.files:
         rows += json.loads(Path(f).read_text().strip().splitlines()[-1])["answers"]["answers"]
     own = {"blind9": None, "blind10": bench_rag.rag_eval_blind10, "blind11": bench_rag.rag_eval_blind11,
-           "blind12": bench_rag.rag_eval_blind12, "blind13": bench_rag.rag_eval_blind13}  # sets with a corpus of their own
+           "blind12": bench_rag.rag_eval_blind12, "blind13": bench_rag.rag_eval_blind13,
+           "blind14": bench_rag.rag_eval_blind14}  # sets with a corpus of their own
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         settings = Settings(data_dir=tmp / "var", index_dir=tmp / "index", ingest_roots=[tmp])
