@@ -26,6 +26,16 @@ three years for GPL-2's (Dutch) and GPL-3's written offers, 60 workstations and 
 a discount, an address or a law the contract gives for something else; a steward, a venue or an offer period one licence
 gives and another does not).
 
+First measurement, on main's code (8d2bf7f plus this set, 1dafb74), 2026-12-02 16:05-16:10 UTC, `nice -n 19
+.venv/bin/python scripts/bench_rag.py --only answers --sets blind14 --memo /tmp/blind14-memo.json --embedding-model
+/work/main/models/embeddings/multilingual-e5-small --answer-tokens 48` (default int8 bundle, rag k=4, greedy; load 5.7 ->
+6.3; 9 documents, 678 chunks of e5, ingest 68 s): facts 22/49 (0.449): nl 14/28 (Dutch about the English licences 1/4:
+three declined), en 8/21 (English about the Dutch contract and guide 1/5: three declined, one wrong quote); absent declined
+6/10. Retrieval, `bench_rag.py --only quality --sets blind14 --embedding-model ...multilingual-e5-small` (16:12-16:14,
+load 7.0 -> 7.0): passage Recall@3 hybrid nl 0.679, en 0.762; dense nl 0.643, en 0.571; BM25 nl 0.571, en 0.619.
+Failures (`answer_failures.py --embedding-model ...multilingual-e5-small /tmp/blind14-base.json`, this set's own index):
+retrieval 11, declined 6, quote_wrong 6, sentence 4; absent answered with a quote 4. Nothing was tuned on it.
+
 NL_FACTS_BLIND14, EN_FACTS_BLIND14: (question, exact phrase of the answer passage, short fact the answer must state).
 ABSENT_BLIND14: (question, language) that no document answers.
 
