@@ -21,7 +21,8 @@ across languages, in an index of its own: services["blind10"]; written before th
 "blind12" (scripts/rag_eval_blind12.py: GOsa's Dutch help, two Dutch manual pages, Debian's Social Contract, Constitution and
 bug-reporting how-to, likewise: services["blind12"]) and "blind13" (scripts/rag_eval_blind13.py: Dutch and English manual
 pages, ping, timeout, shred, split, start-stop-daemon, sources.list, deluser.conf, faillock.conf, logind.conf, journald.conf,
-likewise: services["blind13"]). Each answer also records which path made it (the
+likewise: services["blind13"]) and "blind14" (scripts/rag_eval_blind14.py: Debian Edu's Dutch ITIL manual with its sample
+service contract, the GPL v2 in Dutch, six English licences, likewise: services["blind14"]). Each answer also records which path made it (the
 response's `grounding`: the model's own words, an extractive quote, or a decline) and whether every
 "[n]" it cites names a source marked used.
 """
@@ -43,6 +44,7 @@ from rag_eval_blind10 import ABSENT_BLIND10, EN_FACTS_BLIND10, NL_FACTS_BLIND10
 from rag_eval_blind11 import ABSENT_BLIND11, EN_FACTS_BLIND11, NL_FACTS_BLIND11
 from rag_eval_blind12 import ABSENT_BLIND12, EN_FACTS_BLIND12, NL_FACTS_BLIND12
 from rag_eval_blind13 import ABSENT_BLIND13, EN_FACTS_BLIND13, NL_FACTS_BLIND13
+from rag_eval_blind14 import ABSENT_BLIND14, EN_FACTS_BLIND14, NL_FACTS_BLIND14
 from rag_eval_xl import SETS as XL_SETS
 
 SETS = {
@@ -61,6 +63,7 @@ SETS = {
     "blind11": (NL_FACTS_BLIND11, EN_FACTS_BLIND11, ABSENT_BLIND11),  # aptitude's Dutch manual + Python HOWTOs en, some across (services["blind11"])
     "blind12": (NL_FACTS_BLIND12, EN_FACTS_BLIND12, ABSENT_BLIND12),  # GOsa help + man pages nl, Debian contract/constitution en (services["blind12"])
     "blind13": (NL_FACTS_BLIND13, EN_FACTS_BLIND13, ABSENT_BLIND13),  # manual pages nl (manpages-nl, dpkg, apt) + en (PAM, systemd) (services["blind13"])
+    "blind14": (NL_FACTS_BLIND14, EN_FACTS_BLIND14, ABSENT_BLIND14),  # ITIL manual + its sample contract, GPL v2 nl + six licences en (services["blind14"])
     **XL_SETS,  # cross-language: "nl" rows ask in Dutch about English topics, "en" in English about Dutch documents (services["xl1"])
 }
 

@@ -22,7 +22,10 @@ manual and three other English Python HOWTOs, in an index of its own; --sets bli
 and 20 English questions (8 across languages) over GOsa's Dutch help, two Dutch manual pages and three English Debian texts
 (Social Contract, Constitution, bug reporting), in an index of its own; --sets blind13: scripts/rag_eval_blind13.py's 26 Dutch
 and 20 English questions (8 across languages) over ten manual pages, seven Dutch (manpages-nl's ping, timeout, shred, split;
-start-stop-daemon, sources.list, deluser.conf) and three English (faillock.conf, logind.conf, journald.conf), likewise.
+start-stop-daemon, sources.list, deluser.conf) and three English (faillock.conf, logind.conf, journald.conf), likewise;
+--sets blind14: scripts/rag_eval_blind14.py's 28 Dutch and 21 English questions (9 across languages) over contract and
+licence text, Debian Edu's Dutch ITIL manual (with its sample service contract), the GPL v2 in Dutch and six English
+licences from /usr/share/common-licenses, likewise.
 With --sets xl1 (xl2): scripts/rag_eval_xl.py's cross-language questions (English about the Dutch documents, Dutch about the
 English topics) over one mixed index of the pydoc topics, corpus-nl and blind9's Debian documents: passage Recall@3 per
 question language (and, with --only answers, facts and declines); xl2 is the held-out one.
@@ -59,6 +62,7 @@ import rag_eval_blind10  # noqa: E402
 import rag_eval_blind11  # noqa: E402
 import rag_eval_blind12  # noqa: E402
 import rag_eval_blind13  # noqa: E402
+import rag_eval_blind14  # noqa: E402
 from rag_eval_nl8 import NL_RETRIEVAL_NL8  # noqa: E402
 from rag_eval_xl import SETS as XL_SETS, retrieval as xl_retrieval  # noqa: E402
 from rag_eval_sets import EN_FUSION_BLIND, EN_HELDOUT, EN_QUESTIONS, NL_HELDOUT, NL_QUESTIONS  # noqa: E402
@@ -300,7 +304,7 @@ def main() -> int:
     ap.add_argument("--chunk-tokens", type=int, default=Settings().chunk_tokens)
     ap.add_argument("--chunk-overlap", type=int, default=Settings().chunk_overlap)
     ap.add_argument("--model", default=str(REPO / "models" / "default"), help="model bundle for --only answers")
-    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind13 "
+    ap.add_argument("--sets", default="dev,heldout", help="question sets for --only answers, comma-separated: dev, heldout, blind, blind2 .. blind14 "
                          "(with --only quality, blind6 .. blind8 and nl8 add their Dutch retrieval rows; blind9 measures its "
                          "own corpus, the Dutch Debian documentation, in an index of its own); xl1, xl2: cross-language "
                          "questions over a mixed index of all three corpora")
@@ -339,7 +343,8 @@ def main() -> int:
             services = {}
             result["chunking"] = {"chunk_tokens": args.chunk_tokens, "overlap": args.chunk_overlap}
             xl = tuple(s for s in sets if s in XL_SETS)
-            own_sets = {"blind10": rag_eval_blind10, "blind11": rag_eval_blind11, "blind12": rag_eval_blind12, "blind13": rag_eval_blind13}
+            own_sets = {"blind10": rag_eval_blind10, "blind11": rag_eval_blind11, "blind12": rag_eval_blind12, "blind13": rag_eval_blind13,
+                        "blind14": rag_eval_blind14}
             for own, module in own_sets.items():
                 why = module.missing_corpus() if own in sets else None
                 if why:
