@@ -196,6 +196,18 @@ def _json_type(mimetype: str) -> bool:
     return mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
 
 
+def json_error_text(e: ValueError) -> str:
+    """What is wrong with a body json.loads refused, and where ("Expecting ',' delimiter at line 1, column 57"),
+    as FastAPI and vLLM tell it: "not valid JSON" alone sent a client's author searching the whole body."""
+    if "not valid JSON" in str(e):  # _reject_constant's own
+        return str(e)
+    if isinstance(e, json.JSONDecodeError):
+        return f"the request body is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}"
+    if "integer string conversion" in str(e):  # Python's 4300-digit limit
+        return "the request body is not valid JSON here: a number in it has more than 4300 digits"
+    return "the request body is not valid JSON"
+
+
 def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = None, any_type: bool = False) -> M:
     """Validate the JSON body into model. It is read as JSON under application/json (or a +json type), no Content-Type,
     text/plain or a form type (READ_AS_JSON); any_type reads it as JSON whatever its Content-Type says (as Ollama does).
@@ -215,7 +227,7 @@ def read_json(model: type[M], max_bytes: int, context: dict[str, Any] | None = N
     except RecursionError:
         raise ApiError(400, "the request body is nested too deeply", code="invalid_json") from None
     except ValueError as e:
-        msg = str(e) if "not valid JSON" in str(e) else "the request body is not valid JSON"
+        msg = json_error_text(e)
         if not declared:  # a form or plain text, perhaps not meant as JSON at all
             msg += f" (it was sent as {mimetype[:60] or 'no Content-Type'}): send a JSON object with Content-Type: application/json"
         raise ApiError(400, msg, code="invalid_json") from None

@@ -373,3 +373,15 @@ def test_server_still_answers_after_all_that(live):
     status, _, body = live.request("GET", "/ready")
     ready = json.loads(body)
     assert status == 200 and ready["status"] == "ready", (ready["waiting_for"], [ready["parts"].get(p) for p in ready["waiting_for"]])
+
+
+def test_a_broken_body_says_where_it_breaks(live):
+    """"not valid JSON" alone: a client's author searched the whole body for the stray comma."""
+    broken = '{"model": "llama", "prompt": "hi" "max_tokens": 2}'
+    status, _, body = live.request("POST", "/v1/completions", broken, headers={"Content-Type": "application/json"})
+    err = check_error(status, body, 400)
+    assert err["code"] == "invalid_json" and "Expecting ',' delimiter at line 1, column 35" in err["message"], err
+    huge = '{"model": "llama", "prompt": "hi", "max_tokens": 1' + "0" * 5000 + "}"
+    status, _, body = live.request("POST", "/v1/completions", huge, headers={"Content-Type": "application/json"})
+    err = check_error(status, body, 400)
+    assert err["code"] == "invalid_json" and "more than 4300 digits" in err["message"], err
