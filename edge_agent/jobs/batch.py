@@ -128,8 +128,9 @@ def _parse_line(raw: str, n: int, endpoint: str | None, seen: set[str]) -> dict:
     try:
         obj = json.loads(raw, parse_constant=_reject_constant)
         json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except (ValueError, RecursionError, UnicodeEncodeError):
-        return bad("invalid_json", f"line {n} is not valid JSON: each line must be one JSON object")
+    except (ValueError, RecursionError, UnicodeEncodeError) as e:
+        where = f" ({e.msg} at column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""
+        return bad("invalid_json", f"line {n} is not valid JSON{where}: each line must be one JSON object")
     if not isinstance(obj, dict):
         return bad("invalid_json", f"line {n} is not a JSON object")
     cid = obj.get("custom_id")

@@ -58,6 +58,8 @@ def check_errors(err_lines: list[dict]) -> None:
         assert set(e) == {"id", "custom_id", "response", "error"} and e["id"].startswith("batch_req_")
         if e["response"] is None:
             assert e["error"]["message"] and isinstance(e["error"]["line"], int)
+            if e["error"]["code"] == "invalid_json":  # what is wrong and where, as the HTTP routes say it
+                assert "(Expecting value at column 1)" in e["error"]["message"], e
             got.add((e["error"]["code"], e["custom_id"]))
         else:
             assert e["error"] is None and e["response"]["body"]["error"]["message"]
