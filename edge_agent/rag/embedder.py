@@ -26,17 +26,6 @@ log = logging.getLogger(__name__)
 
 from edge_agent.config import EMBEDDINGS_DIR, PACKAGED_EMBEDDING as PACKAGED_MODEL, resolve_embedding
 DECISION_FILE = "edge-agent-embedder.json"
-_SPACE_RUN = re.compile(r"[ \t\f\v]+")
-_INDENT = re.compile(r"\n[ \t\f\v]+")
-
-
-def embedding_text(text: str) -> str:
-    """What the embedder reads of a text: each run of spaces or tabs as one space, lines without their indentation.
-    A subword tokenizer gives each extra space a token of its own (multilingual-e5's gave a rendered manual's entry,
-    indented 7 and 11 columns, a third of its tokens as bare spaces); the chunker counts a chunk's tokens on this text."""
-    return _SPACE_RUN.sub(" ", _INDENT.sub("\n", text))
-
-
 LANGUAGES_FILE = "edge-agent-embedding.json"  # an imported model's manifest: {"languages": [...], ...}
 # named prompts of a model (sentence-transformers config_sentence_transformers.json) used for a search query and for
 # a passage (a chunk, an /v1/embeddings input), first found: e5 wants "query: " and "passage: " before its texts
@@ -213,7 +202,7 @@ class _SentenceEmbedder:
         known = getattr(model, "prompts", None) or {}
         name = next((n for n in prompt_names if known.get(n)), None)
         vecs = model.encode(
-            [embedding_text(t) for t in texts], batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
+            list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
             show_progress_bar=False, **({"prompt_name": name} if name else {}),
         )
         return np.ascontiguousarray(vecs, dtype=np.float32)

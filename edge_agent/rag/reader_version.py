@@ -36,23 +36,20 @@ from collections.abc import Mapping
 # paragraph of its own under a bare "Author:".
 # html 3: a block's end is a break for the text after it (loaders_html._block_ends): a <dd>'s paragraph no longer runs on
 # into the next <dt> as one wrapped line ("Luk Claes Finse vertaling"), nor loose text after a <p> into its last word.
-# every kind +1 (2026-12-02, chunking.py): a definition list's entries (a manual's options, a config reference's keys) are
-# cut whole, and a chunk's tokens are counted without indentation and runs of spaces, as the embedder now reads a text
-# (embedder.embedding_text): every kind's chunks may be cut elsewhere and embedded anew; the loaders' output is unchanged.
 READER_VERSIONS: Mapping[str, int] = {
-    "txt": 2,
-    "md": 2,
-    "html": 4,
-    "pdf": 3,  # 2: a metadata title without "Microsoft Word - " and its .docx (loaders.pdf_title)
-    "eml": 2,  # plus the sum of the others: see reader_version()
-    "csv": 2,
-    "docx": 2,
-    "xlsx": 2,
-    "pptx": 2,
-    "odt": 2,
-    "ods": 2,
-    "odp": 2,
-    "rtf": 2,
+    "txt": 1,
+    "md": 1,
+    "html": 3,
+    "pdf": 2,  # 2: a metadata title without "Microsoft Word - " and its .docx (loaders.pdf_title)
+    "eml": 1,  # plus the sum of the others: see reader_version()
+    "csv": 1,
+    "docx": 1,
+    "xlsx": 1,
+    "pptx": 1,
+    "odt": 1,
+    "ods": 1,
+    "odp": 1,
+    "rtf": 1,
 }
 
 
