@@ -19,7 +19,9 @@ it, when: asks_header), so that no heading or e-mail address is glued in front o
 
 Sentences are ranked by the share of the question's content terms they hold (stemmed in the question's
 language), each term weighed by how rare it is among the retrieved sentences, with a small penalty per
-retrieval rank of the chunk; ties keep retrieval and text order.
+retrieval rank of the chunk; ties keep retrieval and text order. A sentence that says who wrote or made something
+("AUTEUR Geschreven door Colin Plumb.", "Author: Gordon McMillan": persons.states_author) holds a who-question's
+word for it ("wrote", "gemaakt", "bedacht": persons.author_terms); a translation's credit does not.
 """
 from __future__ import annotations
 
@@ -96,6 +98,8 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str,
     # "Wie is de opdrachtnemer?": every clause of a contract names the party; the one that names who it is ranks first
     party = kind == "name" and persons.asks_party(question, lang)
     qwords = question_words(question, lang)
+    # "who wrote the shred program?": a sentence that says who wrote it holds the question's "wrote" (persons.states_author)
+    authored = persons.author_terms(question, lang, qwords)
     items = []
     after: dict[tuple[int, int], str] = {}
     units: dict[tuple[int, int], Unit] = {}
@@ -107,7 +111,12 @@ def rank_sentences(question: str, chunks: Sequence[Any], lang: str,
             if u.header and not asks_header(question, u.header, lang, kind):
                 continue
             units[r, j] = u
-            items.append((r, j, u.text, match_credits(qterms, qwords, u.text, lang, text_lang)))
+            credits = match_credits(qterms, qwords, u.text, lang, text_lang)
+            if authored and persons.states_author(u.text, question, lang):
+                credits.update(dict.fromkeys(authored, 1.0))
+            elif authored and persons.states_translator(u.text):  # who translated it did not make it
+                credits = {t: v for t, v in credits.items() if t not in authored}
+            items.append((r, j, u.text, credits))
             nxt = sents[j + 1] if j + 1 < len(sents) else None
             # the next sentence goes with a quote; not a heading's section, a header line, or a heading, signature or
             # greeting left alone ("Groet, Anna", "str.partition(sep)" at a chunk's end: _bare), nor the next item after
@@ -292,7 +301,8 @@ def _pointed_by_figure(answer: str, question: str, given: Sequence[Sentence], ki
     """The one given sentence that writes every figure the answer adds to the question, each right before a word of the
     question (what it counts: "ongeveer 400 pakketten" for "hoeveel pakketten ...?", "as many as 5 connect requests" for
     "how many incoming connections ...?"), where the question asks for a figure (answer_kind) and the sentence holds
-    MIN_SUPPORT of what the answer adds; None when no sentence or several do. The figure points at its sentence even
+    MIN_SUPPORT of what the answer adds (for a year, that it is written there is enough: a year counts nothing); None when
+    no sentence or several do. The figure points at its sentence even
     when the question's other words, a paraphrase, match it poorly; a figure next to nothing the question names ("commands
     1 (com)" for "how many breakpoints ...?") points at nothing."""
     text = strip_citations(answer)
@@ -312,7 +322,9 @@ def _pointed_by_figure(answer: str, question: str, given: Sequence[Sentence], ki
         return any(qterms & set(language.terms(" ".join(s.text[m.end():m.end() + 60].split()[:2]), lang))
                    for m in re.finditer(rf"(?<![\w.,]){re.escape(figure)}(?![\w]|[.,]\d)", s.text))
 
-    if not all(counts_asked(f) for f in figures):
+    # a year counts nothing: what follows it is no word of the question ("sinds 2006 een opwaardering" for "vanaf welk jaar
+    # tellen pakketten ... mee?"); a year the model copies from the one sentence that writes it points at that sentence
+    if kind != "year" and not all(counts_asked(f) for f in figures):
         return None
     return s if answers_kind(s.text, kind, question, lang) else None
 
@@ -416,9 +428,15 @@ def _bare(sentence: Sentence) -> bool:
     """Whether the sentence is a heading or a signature left alone at the end of its chunk ("str.partition(sep)"):
     HEAD_WORDS words or fewer, no closing mark, nothing after it: it names what the text is about and answers nothing.
     A header line is none, nor an item (a list item, a clause, a row: it has nothing after it since it is quoted alone,
-    and "* constants defined to be false: "None" and "False"" answers what it names)."""
+    and "* constants defined to be false: "None" and "False"" answers what it names), nor a field ("Author: Gordon McMillan")."""
     return (not sentence.after and not sentence.header and len(sentence.text.split()) <= HEAD_WORDS
-            and not CLOSED.search(sentence.text) and not is_item(sentence.quote or sentence.text))
+            and not CLOSED.search(sentence.text) and not is_item(sentence.quote or sentence.text)
+            and not _FIELD.match(sentence.text))
+
+
+# a field of a document's head that a loader ran into the text ("Author: Gordon McMillan", "Release: 1.12"): its key, then
+# its value; no heading
+_FIELD = re.compile(r"^[\w][\w -]{0,24}:\s+\S")
 
 
 def _lone(text: str) -> bool:
@@ -526,7 +544,10 @@ def settle(answer: str, question: str, evidence: Sequence[tuple[int, Sentence]],
             and _copied_name(answer, question, support.text) and on_thing(support) and _may_answer(support, question) \
             and (not kind or holds_kind(support, kind, question, lang)):
         return extractive(support, number[support]), {"answer": "extractive", "check": verdict.status}
-    top = max(s.match for _, s in evidence)
+    # nearly as well as the best of those that may be quoted: a sentence of a passage that does not name the asked thing
+    # (on_thing), or one that may not be quoted (_may_answer), sets no bar ("50 tot 90 GB/s" of DDR5 above Apple's 800 GB/s)
+    eligible = [s.match for _, s in evidence if decline is None or (_may_answer(s, question) and on_thing(s))]
+    top = max(eligible or [s.match for _, s in evidence])
     # one that matches the question nearly as well as the best, not only by its figure (the model's first: FIRST_MIN_MATCH
     # is enough, as "bijna nul marginale hardwarekosten" under a sentence about servers); the evidence may be ranked
     # by more than words (grounding.focus), so a sentence below MIN_MATCH is passed over, not an end

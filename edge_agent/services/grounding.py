@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edge_agent.rag import language
+from edge_agent.services import persons
 from edge_agent.services.answers import CROSS_SENTENCES, holds_kind, rank_sentences, rerank_sentences
 from edge_agent.services.asks import answer_kind, missing_names, unasked_relation
-from edge_agent.services.sentences import Sentence, coverage, text_language
+from edge_agent.services.sentences import Sentence, coverage, question_words, text_language
 from edge_agent.services.errors import InvalidRequestError, UnavailableError
 
 INSTRUCTION = "Use the sources to answer."
@@ -463,6 +464,15 @@ def focus(question: str, chunks: Sequence[Any], lang: str, label: str, n: int = 
         holding = [s for s in useful[:rerank] if holds_kind(s, kind, question, lang)]
         if holding and not any(s in holding for s in best):
             best = best[:n - 1] + holding[:1]
+        # ... and for who wrote or made it, the one among the best `rerank` by words that says so ("AUTEUR Geschreven door
+        # Colin Plumb.": persons.states_author), of the passage that holds most of the question's words, then the first
+        # (the sockets HOWTO's "Author: Gordon McMillan", not "ontworpen door Richard Stallman" of the passage about info):
+        # the likelihood of "who wrote the shred program?" after a Dutch author line ranked it last of seven
+        authored = persons.author_terms(question, lang, question_words(question, lang))
+        author = sorted((s for s in ranked[:rerank] if authored and persons.states_author(s.text, question, lang)),
+                        key=lambda s: (-coverage(question, chunks[s.chunk].text, lang), s.chunk))
+        if author and author[0] not in best:  # in place of another passage's author line, if one is shown
+            best = [s for s in best if s not in author][:n - 1] + author[:1]
     number: dict[int, int] = {}
     for s in sorted(best, key=lambda x: (x.chunk, x.index)):
         number.setdefault(s.chunk, len(number) + 1)

@@ -64,6 +64,41 @@ SHORT_ANSWER = 3  # a model's short answer may give one capitalised word ("Verho
 PERSON_WORDS = (2, 2)  # capitalised words in a row that read as a person's name (particles not counted)
 
 
+# who wrote or made a text or a program ("who wrote shred?", "door wie is timeout gemaakt?", "wie heeft info bedacht?",
+# "wie is de hoofdauteur van ...?"): the question's word for it ...
+_AUTHOR_ASKS = re.compile(r"(?:wrote|written|writes|authored|authors?|writer|created|creator|designed|designer|developed|"
+                          r"drafted|invented|inventor|made|schreef|geschreven|schrijver|\w*auteurs?|gemaakt|maakte|bedacht|"
+                          r"bedenker|ontworpen|ontwerper|ontwikkeld|opgesteld|uitgevonden|uitvinder|maker)")
+# ... and a sentence that says who did, in words of its own: a manual's "AUTEUR Geschreven door Colin Plumb.", a
+# HOWTO's "Author: Gordon McMillan", "The initial draft of this document was written by Andrew Kuchling.", "Het werd
+# ontworpen door Richard Stallman". Not a translation's credit ("De Nederlandse vertaling werd gemaakt door ...")
+_STATES_AUTHOR = re.compile(r"\b(?:authors?|auteurs?)\s*:|\b(?:written|authored|drafted|created|designed|developed|invented|"
+                            r"made)\s+by\b|\b(?:geschreven|opgesteld|ontworpen|ontwikkeld|bedacht|gemaakt|uitgevonden)\s+door\b|"
+                            r"\bvan de hand van\b|^(?:AUTHORS?|AUTEURS?)\b", re.IGNORECASE)
+_TRANSLATION = re.compile(r"\b(?:translat\w*|vertaa?l\w*|übersetz\w*|tradu\w*)\b", re.IGNORECASE)
+
+
+def author_terms(question: str, lang: str, qwords: dict[str, str]) -> set[str]:
+    """The terms of a who-question (asks_who; qwords: its terms -> words, sentences.question_words) that ask who wrote,
+    made or designed something (_AUTHOR_ASKS: "wrote", "gemaakt", "bedacht", "hoofdauteur"); none for another question,
+    or one about a translation ("wie heeft aptitude in het Iers vertaald?")."""
+    if not asks_who(question, lang) or _TRANSLATION.search(question):
+        return set()
+    return {t for t, w in qwords.items() if _AUTHOR_ASKS.fullmatch(w)}
+
+
+def states_author(text: str, question: str, lang: str) -> bool:
+    """Whether a sentence says who wrote or made something (_STATES_AUTHOR) and names that person (names_person), not
+    who translated it: "Geschreven door Colin Plumb." holds none of the words of "who wrote the shred program?"."""
+    return bool(_STATES_AUTHOR.search(text)) and not _TRANSLATION.search(text) and names_person(text, question, lang)
+
+
+def states_translator(text: str) -> bool:
+    """Whether a sentence credits a translation ("De Nederlandse vertaling werd gemaakt door Frans Spiesschaert."): its
+    "gemaakt" is no answer to who made the program."""
+    return bool(_STATES_AUTHOR.search(text)) and bool(_TRANSLATION.search(text))
+
+
 def asks_who(question: str, lang: str) -> bool:
     """Whether the question's word is "who" ("wie", "wer", ...): first, or after a preposition at most."""
     return bool(_WHO.get(lang, _WHO["en"]).search(question.casefold()))
