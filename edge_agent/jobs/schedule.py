@@ -46,14 +46,31 @@ def check_cron(expr: str, tz: str | None) -> tuple[str, str]:
         raise InvalidJobError(f"bad cron expression {expr!r}: give five fields (minute hour day month weekday), "
                               "e.g. '0 2 * * *' for 02:00 every day", param="schedule.cron")
     if not croniter.is_valid(expr):
-        raise InvalidJobError(f"bad cron expression {expr!r}: e.g. '0 2 * * *' is 02:00 every day, "
-                              "'*/15 * * * *' every quarter hour", param="schedule.cron")
+        raise InvalidJobError(f"bad cron expression {expr!r}: " + (_bad_field(fields) or "e.g. '0 2 * * *' is 02:00 every "
+                              "day, '*/15 * * * *' every quarter hour"), param="schedule.cron")
     try:  # valid fields that never meet (the 31st of February): croniter gives up searching with an error
         croniter(expr, dt.datetime.now(zone(tz))).get_next(dt.datetime)
     except CroniterBadDateError:
         raise InvalidJobError(f"bad cron expression {expr!r}: it matches no date (such as the 31st of February); "
                               "e.g. '0 2 * * *' is 02:00 every day", param="schedule.cron") from None
     return expr, tz or "UTC"
+
+
+_FIELDS = (("minute", "0-59"), ("hour", "0-23"), ("day of the month", "1-31"), ("month", "1-12 or jan-dec"),
+           ("weekday", "0-7 or sun-sat"))
+
+
+def _bad_field(fields: list[str]) -> str:
+    """"its hour field '25' is not valid (values 0-23, ...)" for the first of five fields croniter refuses alone ('' if none
+    does: each is valid, together they are not)."""
+    if len(fields) != 5:
+        return ""
+    for i, (name, span) in enumerate(_FIELDS):
+        alone = ["*"] * 5
+        alone[i] = fields[i]
+        if not croniter.is_valid(" ".join(alone)):
+            return f"its {name} field {fields[i]!r} is not valid (values {span}, lists a,b, ranges a-b, steps */n)"
+    return ""
 
 
 def next_run(expr: str, tz: str | None, after: float) -> float:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import datetime as dt
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from edge_agent.jobs.schedule import next_run
 
 AMS = ZoneInfo("Europe/Amsterdam")
@@ -76,3 +78,25 @@ def test_a_deadline_in_the_skipped_hour_is_when_the_clock_jumps_past_it():
     assert deadline("03:00", "2026-03-29T00:30") == "03-29 03:00:00+0200"
     assert deadline("02:30", "2026-10-25T00:30") == "10-25 02:30:00+0200"  # the first of the two 02:30s
     assert deadline("06:00", "2026-03-28T12:00") == "03-29 06:00:00+0200"
+
+
+@pytest.mark.parametrize("expr, named", [("61 * * * *", "minute field '61'"), ("0 25 * * *", "hour field '25'"),
+                                         ("0 2 32 * *", "day of the month field '32'"), ("0 2 * 13 *", "month field '13'"),
+                                         ("0 2 * * mon-fry", "weekday field 'mon-fry'")])
+def test_a_bad_cron_field_is_named_with_its_values(expr, named):
+    """'bad cron expression' alone left the operator counting fields; the field and its values say what to change."""
+    from edge_agent.jobs.kinds import InvalidJobError
+    from edge_agent.jobs.schedule import check_cron
+
+    with pytest.raises(InvalidJobError) as e:
+        check_cron(expr, "UTC")
+    assert named in str(e.value) and "is not valid (values " in str(e.value), str(e.value)
+
+
+def test_fields_valid_alone_but_never_together_get_the_general_example():
+    from edge_agent.jobs.kinds import InvalidJobError
+    from edge_agent.jobs.schedule import check_cron
+
+    with pytest.raises(InvalidJobError) as e:
+        check_cron("0 2 31 2 *", "UTC")  # the 31st of February
+    assert "matches no date" in str(e.value)
