@@ -31,15 +31,33 @@ def names(question: str) -> set[str]:
     return out
 
 
+_VERSIONED = re.compile(r"^([^\W\d_]{2,}?)v?(\d+)$")  # "gplv3", "python3": a name glued to its version number
+
+
+def _held_apart(name: str, texts: Sequence[str]) -> bool:
+    """Whether a name glued to its version ("GPLv3", "Python3") is written apart in one of texts: the stem as a word and
+    the number after "version", "versie", "v" or the stem ("GNU GPL ... Version 3", "Python 3"). "GPLv4" over the
+    GPL 3's text is not (its "section 4" is no version)."""
+    m = _VERSIONED.match(name)
+    if m is None:
+        return False
+    stem, number = m.groups()
+    after = re.compile(rf"\b(?:version|versie|v|{re.escape(stem)})[\s._-]*{number}(?![\d.]\d)", re.IGNORECASE)
+    return any(stem in {language.fold(w) for w in _WORD.findall(t.casefold())} and after.search(language.fold(t.casefold()))
+               for t in texts)
+
+
 def missing_names(question: str, texts: Sequence[str]) -> set[str]:
     """The question's names (names()) that none of texts holds as a word (or, NAME_PREFIX_MIN letters or more, as the
-    start of a word): a question about "Peru" or "M4 Ultra" that passages about other things cannot answer."""
+    start of a word, or glued to a version number that a text writes apart: _held_apart): a question about "Peru" or
+    "M4 Ultra" that passages about other things cannot answer."""
     wanted = names(question)
     if not wanted:
         return set()
     held = {language.fold(w) for t in texts for w in _WORD.findall(t.casefold())}
     return {n for n in wanted if n not in held and not (len(n) >= NAME_PREFIX_MIN and any(w.startswith(n) for w in held))
-            and not (len(n) > NAME_PREFIX_MIN and n.endswith("s") and n[:-1] in held)}  # "Intels": Intel's
+            and not (len(n) > NAME_PREFIX_MIN and n.endswith("s") and n[:-1] in held)  # "Intels": Intel's
+            and not _held_apart(n, texts)}
 
 
 # questions that ask for one value of a named thing (a figure, an amount, a name, a year): its answer sits in a sentence

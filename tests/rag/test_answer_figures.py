@@ -244,3 +244,16 @@ def test_the_models_first_sentence_of_the_asked_kind_is_quoted_below_a_better_ma
     assert "bijna nul" in text and how["answer"] == "extractive"
     # below the first place the usual bars apply (MIN_MATCH, NEAR_BEST of the best)
     assert A.settle("Het hangt ervan af.", q, [(1, other), (1, first)], "nl", DECLINE)[0] == DECLINE
+
+
+@pytest.mark.parametrize("question, text, missing", [
+    ("Does the GPLv3 let me charge for copies?", "GNU GENERAL PUBLIC LICENSE\nVersion 3, 29 June 2007\n... the GNU GPL ...", set()),
+    ("Mag ik onder de GPLv2 geld vragen?", "De GNU GPL, versie 2, juni 1991", set()),
+    ("Is Python3 required?", "It needs Python 3 or later.", set()),
+    ("Does the GPLv4 let me charge?", "GNU GENERAL PUBLIC LICENSE Version 3 ... the GNU GPL ... section 4", {"gplv4"}),
+    ("Does the GPLv3 let me charge?", "The Apache License, Version 3 of the notice ...", {"gplv3"}),
+])
+def test_a_name_glued_to_its_version_counts_where_a_text_writes_it_apart(question, text, missing):
+    """"GPLv3" over the licence's own text ("GNU GPL", "Version 3") was an unknown name, so the answer declined
+    before the model read a word; another version, or the number without the name, still is."""
+    assert asks.missing_names(question, [text]) == missing
