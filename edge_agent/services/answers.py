@@ -5,7 +5,8 @@ A 270M base model reads a few sentences better than whole chunks, and restates t
 answers; the rest are empty, echo the question, or invent. Even its answers that pass the check (what they add to
 the question is found in one of the sentences it was given) held the fact less often than that sentence quoted, so
 the answer is a sentence, quoted, with its citation: the documents' own words, never an invention. The model's
-answer chooses the sentence where it states a figure (it copies figures from the sentence it read); otherwise the best
+answer chooses the sentence where it states a figure (it copies figures from the sentence it read), or copies a name
+only one shown sentence writes ("StopIteration": _pointed_by_name), even where it fails the check; otherwise the best
 one is quoted. Which path produced an answer is reported with the response (`grounding`).
 
 A quote that names the question's subject but not what it asks is worse than none: where the question asks for a value
