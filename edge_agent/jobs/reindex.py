@@ -36,7 +36,7 @@ from edge_agent.store.labels import LabelStore
 log = logging.getLogger(__name__)
 
 PARAMS = {"folders", "remove_deleted", "reread_limit", "stall_timeout_s"}
-# a folder listing, an existence check or a file's first read that makes no progress this long is taken for a network
+# a folder listing, an existence check or a file's stat, open or read that makes no progress this long is taken for a network
 # share that does not answer (NFS hard mounts wait for good): that folder's item fails saying so, the run goes on
 STALL_TIMEOUT_S = 60
 # How long a job's create (and each run's start) waits for a folder to be found: a request must not hang on a share
@@ -271,7 +271,7 @@ class ReindexKind:
         stall = params.get("stall_timeout_s", STALL_TIMEOUT_S)
         if isinstance(stall, bool) or not isinstance(stall, (int, float)) or not 1 <= stall <= 3600:
             raise InvalidJobError("stall_timeout_s must be a number of seconds from 1 to 3600 (how long a folder listing "
-                                  "or a file's first read may make no progress before its share is taken for one that "
+                                  "or a file's read may make no progress before its share is taken for one that "
                                   "does not answer)", param="params.stall_timeout_s")
         out = {"folders": sorted(set(resolved)), "remove_deleted": remove, "reread_limit": limit}
         return out if "stall_timeout_s" not in params else {**out, "stall_timeout_s": stall}
@@ -299,7 +299,7 @@ class ReindexKind:
         store = SummaryStore(ctx.db)
         scans: list[_FolderScan] = []
         for folder in params["folders"]:
-            shown = shown_path(folder, roots) or Path(folder).name
+            shown = _shown(folder, ctx)
             hung = HUNG.get(folder)
             if hung is not None:
                 yield Item(f"folder:{shown}", {"action": "refuse", "path": folder, "error": STILL_HUNG.format(
@@ -342,7 +342,7 @@ class ReindexKind:
                     if "kept_in" in doc:
                         emptied[doc["kept_in"]] = emptied.get(doc["kept_in"], 0) + 1
                 for empty in sorted(emptied):  # a share that did not mount (here or in a folder under it): keep them
-                    shown = shown_path(empty, roots) or Path(empty).name
+                    shown = _shown(empty, ctx)
                     yield Item(f"folder:{shown}", {"action": "refuse", "path": empty, "error": EMPTY_FOLDER.format(
                         folder=shown, n=emptied[empty])})
                 for doc in scan.gone:
