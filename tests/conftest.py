@@ -14,11 +14,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("EDGE_AGENT_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 # the user's cache (the packaged embedding model's shared export, prepacked weights of a read-only bundle) is the
 # checkout's, as the tests' other caches are: no test writes into the home folder, and sessions reuse what one made
-os.environ["XDG_CACHE_HOME"] = str(Path(__file__).resolve().parents[1] / ".cache" / "test-user-cache")
+REPO = Path(__file__).resolve().parents[1]
+os.environ["XDG_CACHE_HOME"] = str(REPO / ".cache" / "test-user-cache")
 
 from tiny_models import make_checkpoint  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.hookimpl(hookwrapper=True)
